@@ -1,0 +1,276 @@
+#include <errno.h>
+#include <grp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "agent.h"
+#include "log.h"
+#include "nbd_server.h"
+#include "origin.h"
+#include "ucache.h"
+
+#define NBD_MAX_BLOCK (32u << 20)
+
+static int
+make_dir(const char *path, mode_t mode, char *err, size_t errlen)
+{
+  if (mkdir(path, mode) == -1 && errno != EEXIST) {
+    int r = -errno;
+    snprintf(err, errlen, "cannot create directory %s: %s", path, strerror(-r));
+    return r;
+  }
+  return 0;
+}
+
+/* Open the origin and build the (not yet serving) cache engine. */
+int
+fc_volume_prepare(struct fc_agent *agent, struct fc_volume *v, char *err, size_t errlen)
+{
+  struct fc_ucache_params up = {
+    .quota_blocks = (uint32_t)(v->p.cache_size / agent->cfg.block_size),
+    .write_policy = v->p.write_policy,
+    .admission = v->p.admission,
+    .volume_tag = v->p.tag,
+    .writeback_interval_ms = agent->cfg.writeback_interval_ms,
+    .dirty_high_percent = agent->cfg.dirty_high_percent,
+  };
+  int r;
+
+  r = fc_origin_open(v->p.origin, agent->cfg.origin_connections, &v->origin,
+                     err, errlen);
+  if (r)
+    return r;
+  r = fc_ucache_create(agent->dev, agent->md, v->origin, &up, &v->uc);
+  if (r) {
+    snprintf(err, errlen, "cannot create cache for volume %s: %s", v->p.id,
+             strerror(-r));
+    fc_origin_close(v->origin);
+    v->origin = NULL;
+  }
+  return r;
+}
+
+int
+fc_volume_start(struct fc_agent *agent, struct fc_volume *v, char *err, size_t errlen)
+{
+  int n, r;
+
+  n = snprintf(v->export_path, sizeof v->export_path, "%s/%s.sock",
+               agent->cfg.export_dir, v->p.id);
+  if (n < 0 || (size_t)n >= sizeof v->export_path) {
+    snprintf(err, errlen, "export socket path %s/%s.sock is longer than a unix "
+             "socket path may be (%zu bytes); use a shorter export_dir",
+             agent->cfg.export_dir, v->p.id, sizeof v->export_path - 1);
+    return -ENAMETOOLONG;
+  }
+  snprintf(v->export_uri, sizeof v->export_uri, "nbd+unix:///?socket=%s",
+           v->export_path);
+  v->exp = (struct fc_export){
+    .name = v->p.id,
+    .description = "fcache ucache export",
+    .size = v->origin->size,
+    .min_block = 512,
+    .pref_block = agent->cfg.block_size,
+    .max_block = NBD_MAX_BLOCK,
+    .read_only = false,
+    .ops = &fc_ucache_io_ops,
+    .handle = v->uc,
+  };
+  v->srv = nbd_server_start(v->export_path, 0660, &v->exp, agent->cfg.nbd_threads);
+  if (!v->srv) {
+    r = -errno;
+    snprintf(err, errlen, "cannot serve volume %s on %s: %s", v->p.id,
+             v->export_path, strerror(-r));
+    return r;
+  }
+  if (agent->cfg.control_group[0]) {
+    /* The hypervisor (QEMU) runs in the operator's group, not as root. */
+    struct group *g = getgrnam(agent->cfg.control_group);
+    if (g && chown(v->export_path, 0, g->gr_gid) == -1)
+      log_warning("cannot chown %s to group %s: %m", v->export_path,
+                  agent->cfg.control_group);
+  }
+  r = fc_ucache_start(v->uc);
+  if (r) {
+    snprintf(err, errlen, "cannot start writeback for volume %s: %s", v->p.id,
+             strerror(-r));
+    nbd_server_stop(v->srv);
+    v->srv = NULL;
+  }
+  return r;
+}
+
+void
+fc_volume_free(struct fc_volume *v)
+{
+  if (!v)
+    return;
+  nbd_server_stop(v->srv);
+  fc_ucache_destroy(v->uc);
+  fc_origin_close(v->origin);
+  free(v->held);
+  free(v->held_cb);
+  free(v);
+}
+
+static int
+reconcile_geometry(struct fc_agent *agent, const char *md_path, char *err, size_t errlen)
+{
+  uint32_t dirty = 0, n = agent->md->nr_blocks;
+  struct fc_md_record rec;
+  int r;
+
+  /* Cheap enough at start: one pass over the old records. */
+  for (uint32_t i = 0; i < n; i++) {
+    r = fc_md_read(agent->md, i, 1, &rec);
+    if (r)
+      return r;
+    if (!fc_md_record_ok(&rec) || (rec.flags & FC_MD_DIRTY))
+      dirty++;
+  }
+  if (dirty) {
+    snprintf(err, errlen, "%s was made for %u blocks of %u bytes and still holds "
+             "%u blocks of unwritten data; restore the previous cache_size and "
+             "block_size so they can be written back", md_path, n,
+             agent->md->block_size, dirty);
+    return -EMEDIUMTYPE;
+  }
+  log_warning("cache geometry changed: discarding the old clean cache map in %s",
+              md_path);
+  return fc_md_reinit(agent->md, agent->cfg.block_size,
+                      (uint32_t)(agent->cfg.cache_size / agent->cfg.block_size));
+}
+
+int
+fc_agent_open(const struct fc_config *cfg, struct fc_agent **out,
+              char *err, size_t errlen)
+{
+  struct fc_agent *agent;
+  char md_path[FC_PATH_MAX + 32];
+  bool was_clean = true;
+  int r;
+
+  if (strcmp(cfg->engine, "ucache")) {
+    snprintf(err, errlen, "engine '%s' is not available in this build; use engine = ucache",
+             cfg->engine);
+    return -ENOTSUP;
+  }
+  agent = calloc(1, sizeof *agent);
+  if (!agent)
+    return -ENOMEM;
+  agent->cfg = *cfg;
+  pthread_mutex_init(&agent->lock, NULL);
+  snprintf(agent->volumes_dir, sizeof agent->volumes_dir, "%s/volumes", cfg->state_dir);
+  snprintf(md_path, sizeof md_path, "%s/cache.meta", cfg->state_dir);
+  if ((r = make_dir(cfg->state_dir, 0700, err, errlen)) ||
+      (r = make_dir(agent->volumes_dir, 0700, err, errlen)) ||
+      (r = make_dir(cfg->export_dir, 0755, err, errlen)))
+    goto out;
+
+  r = fc_cachedev_open(cfg->cache_path, cfg->cache_size, cfg->block_size,
+                       &agent->dev, err, errlen);
+  if (r)
+    goto out;
+  r = fc_md_open(md_path, cfg->block_size, agent->dev->nr_blocks, &was_clean,
+                 &agent->md, err, errlen);
+  if (r == -EMEDIUMTYPE) {
+    r = reconcile_geometry(agent, md_path, err, errlen);
+    was_clean = true;
+  }
+  if (r)
+    goto out;
+  r = fc_agent_recover(agent, was_clean, err, errlen);
+  if (r)
+    goto out;
+  /* From here on the clean records on disk may go stale. */
+  r = fc_md_set_state(agent->md, FC_MD_STATE_RUNNING);
+  if (r) {
+    snprintf(err, errlen, "cannot write cache metadata %s: %s", md_path, strerror(-r));
+    goto out;
+  }
+  for (unsigned i = 0; i < agent->nr_volumes; i++) {
+    struct fc_volume *v = agent->volumes[i];
+    char verr[512];
+
+    if (!v->uc)
+      continue;
+    r = fc_volume_start(agent, v, verr, sizeof verr);
+    if (r) {
+      log_error("volume %s: %s", v->p.id, verr);
+      snprintf(v->error, sizeof v->error, "%s", verr);
+    } else {
+      log_info("volume %s: serving %s", v->p.id, v->export_uri);
+    }
+  }
+  *out = agent;
+  return 0;
+
+out:
+  for (unsigned i = 0; i < agent->nr_volumes; i++)
+    fc_volume_free(agent->volumes[i]);
+  fc_md_close(agent->md);
+  fc_cachedev_close(agent->dev);
+  free(agent);
+  return r;
+}
+
+int
+fc_agent_close(struct fc_agent *agent)
+{
+  struct fc_md_record *recs;
+  int r;
+
+  /* No request may run while the map is written out. */
+  for (unsigned i = 0; i < agent->nr_volumes; i++) {
+    struct fc_volume *v = agent->volumes[i];
+    nbd_server_stop(v->srv);
+    v->srv = NULL;
+    if (v->uc)
+      fc_ucache_stop(v->uc);
+  }
+  recs = calloc(agent->dev->nr_blocks, sizeof *recs);
+  if (!recs) {
+    r = -ENOMEM;
+    goto out;
+  }
+  for (unsigned i = 0; i < agent->nr_volumes; i++) {
+    struct fc_volume *v = agent->volumes[i];
+    if (v->uc)
+      fc_ucache_dump_records(v->uc, recs);
+    for (uint32_t j = 0; j < v->nr_held; j++)
+      recs[v->held_cb[j]] = v->held[j];
+  }
+  r = fc_cachedev_sync(agent->dev);
+  if (!r)
+    r = fc_md_write_all(agent->md, recs);
+  if (!r)
+    r = fc_md_set_state(agent->md, FC_MD_STATE_CLEAN);
+  free(recs);
+out:
+  if (r)
+    log_error("could not save the cache map (%s): the next start treats the "
+              "cache as after a crash (clean blocks dropped, dirty kept)", strerror(-r));
+  else
+    log_info("cache map saved; %u volume(s) will be re-attached at next start",
+             agent->nr_volumes);
+  for (unsigned i = 0; i < agent->nr_volumes; i++)
+    fc_volume_free(agent->volumes[i]);
+  fc_md_close(agent->md);
+  fc_cachedev_close(agent->dev);
+  pthread_mutex_destroy(&agent->lock);
+  free(agent);
+  return r;
+}
+
+struct fc_volume *
+fc_agent_find_locked(struct fc_agent *agent, const char *id)
+{
+  for (unsigned i = 0; i < agent->nr_volumes; i++)
+    if (!strcmp(agent->volumes[i]->p.id, id))
+      return agent->volumes[i];
+  return NULL;
+}

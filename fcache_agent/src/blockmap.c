@@ -1,0 +1,84 @@
+#include <errno.h>
+#include <stdlib.h>
+
+#include "blockmap.h"
+
+/* Fibonacci hashing spreads sequential block numbers (the common case for
+ * a disk) across buckets without a modulo. */
+static uint32_t
+bucket_of(const struct fc_blockmap *map, oblock_t ob)
+{
+  return (uint32_t)((ob.n * 0x9E3779B97F4A7C15ull) >> 32) & map->mask;
+}
+
+int
+fc_blockmap_init(struct fc_blockmap *map, uint32_t capacity)
+{
+  uint32_t n = 16;
+
+  while (n < capacity && n < (1u << 31))
+    n <<= 1;
+  map->buckets = malloc((size_t)n * sizeof *map->buckets);
+  if (!map->buckets)
+    return -ENOMEM;
+  for (uint32_t i = 0; i < n; i++)
+    map->buckets[i] = CBLOCK_NONE;
+  map->mask = n - 1;
+  map->count = 0;
+  return 0;
+}
+
+void
+fc_blockmap_destroy(struct fc_blockmap *map)
+{
+  free(map->buckets);
+  map->buckets = NULL;
+  map->count = 0;
+}
+
+cblock_t
+fc_blockmap_lookup(const struct fc_blockmap *map, const struct fc_entry *table,
+                   oblock_t ob)
+{
+  uint32_t i = map->buckets[bucket_of(map, ob)];
+
+  while (i != CBLOCK_NONE) {
+    if (table[i].oblock == ob.n)
+      return to_cblock(i);
+    i = table[i].hash_next;
+  }
+  return to_cblock(CBLOCK_NONE);
+}
+
+void
+fc_blockmap_insert(struct fc_blockmap *map, struct fc_entry *table, cblock_t cb)
+{
+  uint32_t b = bucket_of(map, to_oblock(table[cb.n].oblock));
+
+  table[cb.n].hash_next = map->buckets[b];
+  map->buckets[b] = cb.n;
+  map->count++;
+}
+
+int
+fc_blockmap_remove(struct fc_blockmap *map, struct fc_entry *table, cblock_t cb)
+{
+  uint32_t *link = &map->buckets[bucket_of(map, to_oblock(table[cb.n].oblock))];
+
+  while (*link != CBLOCK_NONE) {
+    if (*link == cb.n) {
+      *link = table[cb.n].hash_next;
+      table[cb.n].hash_next = CBLOCK_NONE;
+      map->count--;
+      return 0;
+    }
+    link = &table[*link].hash_next;
+  }
+  return -ENOENT;
+}
+
+size_t
+fc_blockmap_memory(const struct fc_blockmap *map)
+{
+  return ((size_t)map->mask + 1) * sizeof *map->buckets;
+}

@@ -1,0 +1,46 @@
+/* Agent configuration: one INI file, one struct.
+ *
+ * Format: "[section]" headers, "key = value" lines, '#' or ';' comments,
+ * surrounding whitespace ignored.  Keys live in [agent] (and [DEFAULT] is
+ * accepted as an alias).  Unknown keys and malformed lines are errors that
+ * name the file and line: a typo must not silently change behaviour.
+ */
+#ifndef FCACHE_CONFIG_H
+#define FCACHE_CONFIG_H
+
+#include <stdint.h>
+#include <stddef.h>
+#include "log.h"
+
+#define FC_PATH_MAX 256
+
+struct fc_config {
+  char control_socket[FC_PATH_MAX];   /* default /run/fcache/agent.sock */
+  char control_group[64];             /* "" = root only; else group name */
+  char state_dir[FC_PATH_MAX];        /* default /var/lib/fcache */
+  char engine[16];                    /* "ucache" | "dmcache" */
+  char cache_path[FC_PATH_MAX];       /* default <state_dir>/cache.img */
+  uint64_t cache_size;                /* bytes; default 1 GiB */
+  uint32_t block_size;                /* bytes, power of two, 512..1 MiB; default 4096 */
+  char migration_listen[128];         /* host:port; default 127.0.0.1:7440 */
+  char export_dir[FC_PATH_MAX];       /* default /run/fcache/exports */
+  enum fc_log_level log_level;        /* default info */
+  enum fc_log_target log_target;      /* default stderr */
+  unsigned nbd_threads;               /* workers per NBD connection; default 8 */
+  unsigned origin_connections;        /* libnbd handles per NBD origin; default 4 */
+  unsigned writeback_interval_ms;     /* default 1000 */
+  unsigned dirty_high_percent;        /* start writeback above this; default 50 */
+};
+
+void fc_config_defaults(struct fc_config *cfg);
+
+/* Load `path` over the defaults.  On error returns -errno (-EINVAL for
+ * a bad file) and writes a one-line message into err. */
+int fc_config_load(const char *path, struct fc_config *cfg,
+                   char *err, size_t errlen);
+
+/* Parse "4096", "64K", "10M", "2G", "1T" (binary units, optional "iB"/"B").
+ * Returns 0 or -EINVAL / -ERANGE. */
+int fc_parse_size(const char *s, uint64_t *out);
+
+#endif

@@ -1,0 +1,49 @@
+#include "lru.h"
+
+void
+fc_lru_init(struct fc_lru *lru)
+{
+  lru->head = lru->tail = CBLOCK_NONE;
+  lru->count = 0;
+}
+
+void
+fc_lru_push_head(struct fc_lru *lru, struct fc_entry *table, cblock_t cb)
+{
+  struct fc_entry *e = &table[cb.n];
+
+  e->lru_prev = CBLOCK_NONE;
+  e->lru_next = lru->head;
+  if (lru->head != CBLOCK_NONE)
+    table[lru->head].lru_prev = cb.n;
+  else
+    lru->tail = cb.n;
+  lru->head = cb.n;
+  lru->count++;
+}
+
+void
+fc_lru_remove(struct fc_lru *lru, struct fc_entry *table, cblock_t cb)
+{
+  struct fc_entry *e = &table[cb.n];
+
+  if (e->lru_prev != CBLOCK_NONE)
+    table[e->lru_prev].lru_next = e->lru_next;
+  else
+    lru->head = e->lru_next;
+  if (e->lru_next != CBLOCK_NONE)
+    table[e->lru_next].lru_prev = e->lru_prev;
+  else
+    lru->tail = e->lru_prev;
+  e->lru_prev = e->lru_next = CBLOCK_NONE;
+  lru->count--;
+}
+
+void
+fc_lru_touch(struct fc_lru *lru, struct fc_entry *table, cblock_t cb)
+{
+  if (lru->head == cb.n)
+    return;
+  fc_lru_remove(lru, table, cb);
+  fc_lru_push_head(lru, table, cb);
+}

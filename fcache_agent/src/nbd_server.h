@@ -1,0 +1,34 @@
+/* NBD server for one export on one unix socket.
+ *
+ * Fixed newstyle handshake; NBD_OPT_GO / NBD_OPT_INFO (with
+ * NBD_INFO_EXPORT, NBD_INFO_BLOCK_SIZE, NBD_INFO_DESCRIPTION),
+ * NBD_OPT_EXPORT_NAME, NBD_OPT_LIST, NBD_OPT_ABORT; unknown options get
+ * NBD_REP_ERR_UNSUP.  Simple replies only.  Transmission commands READ,
+ * WRITE, FLUSH, TRIM, WRITE_ZEROES (NBD_CMD_FLAG_FUA honoured, NO_HOLE
+ * accepted), DISC.  Several connections at once; several requests in
+ * flight per connection (a small pool of worker threads per connection).
+ */
+#ifndef FCACHE_NBD_SERVER_H
+#define FCACHE_NBD_SERVER_H
+
+#include "io_ops.h"
+
+struct nbd_server;
+
+/* Create the listening socket at socket_path (unlinking a stale socket
+ * first), chmod it to `mode`, and start the accept thread.  `exp` is
+ * copied (the strings must outlive the server).  threads_per_conn >= 1.
+ * Returns NULL with errno set on failure (and logs why). */
+struct nbd_server *nbd_server_start(const char *socket_path, unsigned mode,
+                                    const struct fc_export *exp,
+                                    unsigned threads_per_conn);
+
+/* Stop accepting, shut down every connection, wait for in-flight
+ * requests to finish and every thread to exit, unlink the socket, free.
+ * After this returns no callback of exp->ops runs any more. NULL is a no-op. */
+void nbd_server_stop(struct nbd_server *srv);
+
+/* Number of currently connected clients. */
+unsigned nbd_server_connections(struct nbd_server *srv);
+
+#endif

@@ -1,0 +1,74 @@
+/* The origin: the remote volume behind a cache.  Either a local path (a
+ * block device or file, which is what os-brick hands over after attaching
+ * a Cinder volume) or an NBD URI served by shared storage, reached with
+ * libnbd.  All calls are thread-safe and return 0 or -errno.
+ */
+#ifndef FCACHE_ORIGIN_H
+#define FCACHE_ORIGIN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct fc_origin;
+
+struct fc_origin_ops {
+  int (*pread)(struct fc_origin *o, void *buf, uint32_t count, uint64_t off);
+  int (*pwrite)(struct fc_origin *o, const void *buf, uint32_t count,
+                uint64_t off, bool fua);
+  int (*flush)(struct fc_origin *o);
+  int (*trim)(struct fc_origin *o, uint32_t count, uint64_t off);
+  void (*close)(struct fc_origin *o);
+};
+
+struct fc_origin {
+  const struct fc_origin_ops *ops;
+  uint64_t size;
+  bool can_trim;
+};
+
+/* uri: an absolute path, "nbd://host[:port]/export" or
+ * "nbd+unix:///export?socket=/path".  `connections` is how many parallel
+ * NBD connections to open (ignored for paths). */
+int fc_origin_open(const char *uri, unsigned connections,
+                   struct fc_origin **out, char *err, size_t errlen);
+
+int fc_origin_open_path(const char *path, struct fc_origin **out,
+                        char *err, size_t errlen);
+int fc_origin_open_nbd(const char *uri, unsigned connections,
+                       struct fc_origin **out, char *err, size_t errlen);
+
+static inline int
+fc_origin_pread(struct fc_origin *o, void *buf, uint32_t count, uint64_t off)
+{
+  return o->ops->pread(o, buf, count, off);
+}
+
+static inline int
+fc_origin_pwrite(struct fc_origin *o, const void *buf, uint32_t count,
+                 uint64_t off, bool fua)
+{
+  return o->ops->pwrite(o, buf, count, off, fua);
+}
+
+static inline int
+fc_origin_flush(struct fc_origin *o)
+{
+  return o->ops->flush(o);
+}
+
+/* -EOPNOTSUPP when the origin cannot discard: callers treat trim as a hint. */
+static inline int
+fc_origin_trim(struct fc_origin *o, uint32_t count, uint64_t off)
+{
+  return o->can_trim ? o->ops->trim(o, count, off) : -EOPNOTSUPP;
+}
+
+static inline void
+fc_origin_close(struct fc_origin *o)
+{
+  if (o)
+    o->ops->close(o);
+}
+
+#endif

@@ -1,0 +1,86 @@
+/* ucache: the user-space cache engine for one volume.
+ *
+ * Blocks of the origin are cached in blocks of the host's cache device,
+ * LRU-replaced within the volume's quota.  Write policies:
+ *   read_only      a write invalidates the cached block and goes to origin;
+ *   write_through  a write goes to origin, then updates/installs the block;
+ *   write_back     a write lands in the cache and is marked dirty; a
+ *                  background thread writes dirty blocks back.
+ *
+ * Concurrency: requests lock the stripes of the origin blocks they touch
+ * (so two requests never work on one block at once) and take the volume
+ * lock only briefly, to look up, install or evict.  Entries a request is
+ * using are marked BUSY so that another request's eviction skips them.
+ */
+#ifndef FCACHE_UCACHE_H
+#define FCACHE_UCACHE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cachedev.h"
+#include "io_ops.h"
+#include "metadata.h"
+#include "origin.h"
+#include "stats.h"
+#include "types.h"
+
+struct fc_ucache;
+
+struct fc_ucache_params {
+  uint32_t quota_blocks;
+  enum fc_write_policy write_policy;
+  enum fc_admission admission;
+  uint64_t volume_tag;
+  unsigned writeback_interval_ms;
+  unsigned dirty_high_percent;
+};
+
+struct fc_ucache_info {
+  uint32_t block_size;
+  uint64_t size;
+  uint32_t quota_blocks;
+  uint32_t cached_blocks;
+  uint32_t dirty_blocks;
+  size_t memory_bytes;          /* map + staging; block table is the device's */
+};
+
+/* The I/O callbacks for the NBD server; handle is the struct fc_ucache. */
+extern const struct fc_io_ops fc_ucache_io_ops;
+
+int fc_ucache_create(struct fc_cachedev *dev, struct fc_metadata *md,
+                     struct fc_origin *origin,
+                     const struct fc_ucache_params *params,
+                     struct fc_ucache **out);
+
+/* Recovery, before fc_ucache_start: take over cache block cb (already
+ * claimed on the device) as holding oblock.  -EINVAL if the oblock is past
+ * the origin's end, -ENOSPC if the quota is full. */
+int fc_ucache_adopt(struct fc_ucache *uc, cblock_t cb, oblock_t ob, bool dirty);
+
+/* Start the writeback thread (write_back only; a no-op otherwise). */
+int fc_ucache_start(struct fc_ucache *uc);
+/* Stop the writeback thread; dirty blocks stay dirty. */
+void fc_ucache_stop(struct fc_ucache *uc);
+
+/* Write every dirty block back and flush the origin.  Call with no I/O
+ * running (after the NBD server stopped).  -errno if any block could not
+ * be written back: they stay dirty and cached. */
+int fc_ucache_writeback_all(struct fc_ucache *uc);
+
+/* Give every cache block back to the device, clearing their records
+ * first (released space is unmapped before reuse).  Fails with -EBUSY
+ * while dirty blocks remain. */
+int fc_ucache_release(struct fc_ucache *uc);
+
+/* Fill the records of this volume's blocks for a clean shutdown. */
+void fc_ucache_dump_records(struct fc_ucache *uc, struct fc_md_record *recs);
+
+void fc_ucache_info(struct fc_ucache *uc, struct fc_ucache_info *info);
+struct fc_stats *fc_ucache_stats(struct fc_ucache *uc);
+
+/* Frees memory only: blocks still owned stay claimed on the device. */
+void fc_ucache_destroy(struct fc_ucache *uc);
+
+#endif

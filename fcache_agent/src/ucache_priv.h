@@ -1,0 +1,74 @@
+/* Internals shared by ucache.c (structure, install, evict), ucache_io.c
+ * (the request paths) and writeback.c.  Not a public header. */
+#ifndef FCACHE_UCACHE_PRIV_H
+#define FCACHE_UCACHE_PRIV_H
+
+#include <pthread.h>
+#include <stdbool.h>
+
+#include "blockmap.h"
+#include "lru.h"
+#include "staging.h"
+#include "ucache.h"
+
+#define FC_STRIPES 256u
+/* An entry whose data a write-back pass has sent to origin; a write to
+ * the block clears it, so the pass knows not to mark newer data clean. */
+#define FC_ENTRY_WB_PENDING (1u << 4)
+/* How far from the LRU tail eviction looks for a clean, idle victim. */
+#define FC_EVICT_SCAN 128u
+
+struct fc_ucache {
+  struct fc_cachedev *dev;
+  struct fc_metadata *md;
+  struct fc_origin *origin;
+  struct fc_ucache_params p;
+  uint32_t bs;
+  uint64_t nr_oblocks;          /* whole blocks of the origin: the cacheable part */
+
+  pthread_mutex_t lock;         /* map, lru, staging, counters below, entry flags */
+  struct fc_blockmap map;
+  struct fc_lru lru;
+  struct fc_staging staging;
+  uint32_t used;                /* blocks owned, including installs in flight */
+  uint32_t nr_dirty;
+
+  pthread_mutex_t stripes[FC_STRIPES];
+  struct fc_stats stats;
+
+  pthread_t wb_thread;
+  bool wb_running;
+  bool wb_stopping;
+  pthread_cond_t wb_cond;
+};
+
+struct stripe_set {
+  uint64_t bits[FC_STRIPES / 64];
+};
+
+void uc_lock_stripes(struct fc_ucache *uc, uint64_t first, uint64_t last,
+                     struct stripe_set *set);
+void uc_unlock_stripes(struct fc_ucache *uc, const struct stripe_set *set);
+
+/* Under uc->lock: the cached block for ob, VALID, or CBLOCK_NONE. */
+cblock_t uc_lookup_locked(struct fc_ucache *uc, oblock_t ob);
+/* Under uc->lock: unmap and free a clean block. */
+void uc_drop_locked(struct fc_ucache *uc, cblock_t cb);
+
+/* Install a block's data (caller holds its stripe).  Clean installs obey
+ * the admission policy; dirty ones always try.  Returns 0 when installed,
+ * 1 when not admitted, -ENOSPC when no clean block could be evicted,
+ * other -errno on I/O failure. */
+int uc_install(struct fc_ucache *uc, oblock_t ob, const void *data, bool dirty);
+
+/* Clear a dirty block's record and drop it (caller holds its stripe). */
+int uc_drop_dirty(struct fc_ucache *uc, cblock_t cb);
+
+/* Mark a cached block dirty after its data was rewritten (caller holds its
+ * stripe): record first, flag second. */
+int uc_mark_dirty(struct fc_ucache *uc, cblock_t cb);
+
+void uc_wake_writeback(struct fc_ucache *uc);
+int uc_writeback_pass(struct fc_ucache *uc, uint32_t max_blocks, uint32_t *done);
+
+#endif

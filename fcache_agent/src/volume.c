@@ -1,0 +1,171 @@
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "volume.h"
+
+bool
+fc_volume_id_valid(const char *id)
+{
+  size_t n = strlen(id);
+
+  if (n == 0 || n > FC_VOLUME_ID_MAX || id[0] == '.')
+    return false;
+  for (size_t i = 0; i < n; i++) {
+    char c = id[i];
+    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+          (c >= '0' && c <= '9') || c == '-' || c == '_' || c == '.'))
+      return false;
+  }
+  return true;
+}
+
+static const char *const policy_names[] = { "read_only", "write_through", "write_back" };
+static const char *const admission_names[] = { "all", "rws" };
+
+const char *
+fc_write_policy_name(enum fc_write_policy p)
+{
+  return (unsigned)p < 3 ? policy_names[p] : "?";
+}
+
+int
+fc_write_policy_parse(const char *s, enum fc_write_policy *out)
+{
+  for (unsigned i = 0; i < 3; i++)
+    if (!strcmp(s, policy_names[i])) {
+      *out = (enum fc_write_policy)i;
+      return 0;
+    }
+  return -EINVAL;
+}
+
+const char *
+fc_admission_name(enum fc_admission a)
+{
+  return (unsigned)a < 2 ? admission_names[a] : "?";
+}
+
+int
+fc_admission_parse(const char *s, enum fc_admission *out)
+{
+  for (unsigned i = 0; i < 2; i++)
+    if (!strcmp(s, admission_names[i])) {
+      *out = (enum fc_admission)i;
+      return 0;
+    }
+  return -EINVAL;
+}
+
+static int
+fsync_dir(const char *dir)
+{
+  int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  int r = 0;
+
+  if (fd == -1)
+    return -errno;
+  if (fsync(fd) == -1)
+    r = -errno;
+  close(fd);
+  return r;
+}
+
+int
+fc_volume_params_save(const char *dir, const struct fc_volume_params *p,
+                      char *err, size_t errlen)
+{
+  char path[4096], tmp[4200];
+  char tag[17];
+  json_t *o;
+  int fd, r = 0;
+  char *text = NULL;
+
+  snprintf(path, sizeof path, "%s/%s.json", dir, p->id);
+  snprintf(tmp, sizeof tmp, "%s.tmp", path);
+  snprintf(tag, sizeof tag, "%016llx", (unsigned long long)p->tag);
+  o = json_pack("{s:s, s:s, s:I, s:s, s:s, s:s}", "volume_id", p->id,
+                "origin", p->origin, "cache_size", (json_int_t)p->cache_size,
+                "write_policy", fc_write_policy_name(p->write_policy),
+                "admission", fc_admission_name(p->admission), "tag", tag);
+  if (!o)
+    return -ENOMEM;
+  text = json_dumps(o, JSON_INDENT(2) | JSON_SORT_KEYS);
+  json_decref(o);
+  if (!text)
+    return -ENOMEM;
+  /* Write, sync, rename: a crash leaves the old file or the new one. */
+  fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd == -1) {
+    r = -errno;
+    goto out;
+  }
+  if (write(fd, text, strlen(text)) != (ssize_t)strlen(text) || fsync(fd) == -1)
+    r = errno ? -errno : -EIO;
+  close(fd);
+  if (!r && rename(tmp, path) == -1)
+    r = -errno;
+  if (!r)
+    r = fsync_dir(dir);
+out:
+  if (r) {
+    snprintf(err, errlen, "cannot save volume state %s: %s", path, strerror(-r));
+    unlink(tmp);
+  }
+  free(text);
+  return r;
+}
+
+int
+fc_volume_params_load(const char *path, struct fc_volume_params *p,
+                      char *err, size_t errlen)
+{
+  const char *id, *origin, *policy, *admission, *tag;
+  json_int_t size;
+  json_error_t je;
+  json_t *o;
+  int r = -EINVAL;
+
+  o = json_load_file(path, 0, &je);
+  if (!o) {
+    snprintf(err, errlen, "%s: %s", path, je.text);
+    return -EINVAL;
+  }
+  if (json_unpack_ex(o, &je, 0, "{s:s, s:s, s:I, s:s, s:s, s:s}",
+                     "volume_id", &id, "origin", &origin, "cache_size", &size,
+                     "write_policy", &policy, "admission", &admission,
+                     "tag", &tag)) {
+    snprintf(err, errlen, "%s: %s", path, je.text);
+    goto out;
+  }
+  memset(p, 0, sizeof *p);
+  if (!fc_volume_id_valid(id) || strlen(origin) >= sizeof p->origin || size <= 0 ||
+      fc_write_policy_parse(policy, &p->write_policy) ||
+      fc_admission_parse(admission, &p->admission) ||
+      sscanf(tag, "%16llx", (unsigned long long *)&p->tag) != 1 || p->tag == 0) {
+    snprintf(err, errlen, "%s: invalid volume state", path);
+    goto out;
+  }
+  snprintf(p->id, sizeof p->id, "%s", id);
+  snprintf(p->origin, sizeof p->origin, "%s", origin);
+  p->cache_size = (uint64_t)size;
+  r = 0;
+out:
+  json_decref(o);
+  return r;
+}
+
+int
+fc_volume_params_remove(const char *dir, const char *id)
+{
+  char path[4096];
+
+  snprintf(path, sizeof path, "%s/%s.json", dir, id);
+  if (unlink(path) == -1 && errno != ENOENT)
+    return -errno;
+  return fsync_dir(dir);
+}

@@ -1,0 +1,256 @@
+"""Client of the fcache agent's control socket.
+
+The wire protocol is the agent's (fcache_agent/src/control.h): one JSON
+object per line on a unix stream socket.
+
+Request::
+
+    {"op": "volume-show", "args": {"volume_id": "..."}}
+
+Response::
+
+    {"ok": true, "result": {...}}
+    {"ok": false, "error": "one line an operator can act on", "errno": 22}
+
+The client opens one connection per request, so it needs no locking and
+survives agent restarts between calls.
+"""
+
+import errno
+import json
+import logging
+import socket
+
+from nova_ext import exception
+from nova_ext import units
+
+LOG = logging.getLogger(__name__)
+
+DEFAULT_SOCKET = '/run/fcache/agent.sock'
+DEFAULT_TIMEOUT = 30.0
+
+# The agent rejects (and disconnects) requests larger than this.
+MAX_REQUEST_BYTES = 64 * units.Ki
+# A response larger than this is not something the agent sends.
+MAX_RESPONSE_BYTES = 16 * units.Mi
+
+WRITE_POLICIES = ('read_only', 'write_through', 'write_back')
+ADMISSION_POLICIES = ('all', 'rws')
+
+_RECV_CHUNK = 256 * units.Ki
+
+
+class AgentClient(object):
+    """Talks to one fcache agent.
+
+    Every public method sends one request and returns the agent's
+    ``result`` object (a dict).
+
+    :raises nova_ext.exception.InvalidArgument: an argument is refused
+        before anything is sent.
+    :raises nova_ext.exception.AgentUnreachable: the socket cannot be
+        connected to, or the connection broke.
+    :raises nova_ext.exception.AgentTimeout: no complete answer within
+        ``timeout`` seconds.
+    :raises nova_ext.exception.AgentError: the agent answered with an error.
+    :raises nova_ext.exception.ProtocolError: the answer is not a valid
+        response (garbled, truncated, or larger than 16 MiB).
+    """
+
+    def __init__(self, socket_path=DEFAULT_SOCKET, timeout=DEFAULT_TIMEOUT):
+        self.socket_path = socket_path
+        self.timeout = timeout
+
+    def __repr__(self):
+        return '%s(%r, timeout=%r)' % (type(self).__name__,
+                                       self.socket_path, self.timeout)
+
+    # -- operations ---------------------------------------------------------
+
+    def status(self):
+        """Return what the agent is and holds.
+
+        ``{"version", "engine", "capacity_bytes", "used_bytes", "volumes"}``
+        """
+        return self.call('agent-status')
+
+    def attach_volume(self, volume_id, origin, cache_size=None,
+                      write_policy=None, admission=None):
+        """Put a cache in front of ``origin`` and export it over NBD.
+
+        :param volume_id: the Cinder volume id (any non-empty string).
+        :param origin: block device or file path, or an ``nbd://`` /
+            ``nbd+unix://`` URI.
+        :param cache_size: bytes of cache for this volume (int), or None
+            for the agent's default.
+        :param write_policy: one of :data:`WRITE_POLICIES` or None.
+        :param admission: one of :data:`ADMISSION_POLICIES` or None.
+        :returns: ``{"volume_id", "export_uri"}``; ``export_uri`` is an NBD
+            URI such as ``nbd+unix:///?socket=/run/fcache/exports/ID.sock``.
+        """
+        args = {'volume_id': _volume_id(volume_id),
+                'origin': _non_empty('origin', origin)}
+        if cache_size is not None:
+            if (isinstance(cache_size, bool) or
+                    not isinstance(cache_size, int) or
+                    not 0 < cache_size <= units.U64_MAX):
+                raise exception.InvalidArgument(
+                    name='cache_size', value=cache_size,
+                    reason='must be a positive number of bytes')
+            args['cache_size'] = cache_size
+        if write_policy is not None:
+            args['write_policy'] = _choice('write_policy', write_policy,
+                                           WRITE_POLICIES)
+        if admission is not None:
+            args['admission'] = _choice('admission', admission,
+                                        ADMISSION_POLICIES)
+        return self.call('volume-attach', **args)
+
+    def show_volume(self, volume_id):
+        """Return the volume's settings and statistics.
+
+        At least ``reads, writes, read_hits, read_misses, hit_ratio,
+        cached_blocks, dirty_blocks, origin_read_bytes, origin_write_bytes,
+        cache_write_bytes, block_size``.
+        """
+        return self.call('volume-show', volume_id=_volume_id(volume_id))
+
+    def detach_volume(self, volume_id):
+        """Flush and remove the volume's cache and NBD export."""
+        return self.call('volume-detach', volume_id=_volume_id(volume_id))
+
+    def list_volumes(self):
+        """Return ``{"volumes": [...]}``, one entry per attached volume."""
+        return self.call('volume-list')
+
+    # -- transport ----------------------------------------------------------
+
+    def call(self, op, **args):
+        """Send request ``op`` with ``args`` and return its result object."""
+        request = json.dumps({'op': op, 'args': args},
+                             separators=(',', ':')).encode('ascii') + b'\n'
+        if len(request) > MAX_REQUEST_BYTES:
+            raise exception.InvalidArgument(
+                name='request', value=op,
+                reason='%d bytes exceeds the agent limit of %d bytes' % (
+                    len(request), MAX_REQUEST_BYTES))
+
+        LOG.debug("Sending %(op)s to the fcache agent at %(path)s",
+                  {'op': op, 'path': self.socket_path})
+        line = self._exchange(op, request)
+        result = self._decode(line)
+        LOG.debug("fcache agent at %(path)s completed %(op)s",
+                  {'op': op, 'path': self.socket_path})
+        return result
+
+    def _exchange(self, op, request):
+        """Send ``request``; return the response line without its newline."""
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            sock.settimeout(self.timeout)
+            try:
+                sock.connect(self.socket_path)
+            except socket.timeout:
+                raise exception.AgentUnreachable(
+                    path=self.socket_path,
+                    reason='connect timed out after %s s' % self.timeout)
+            except OSError as exc:
+                raise exception.AgentUnreachable(
+                    path=self.socket_path, reason=_os_reason(exc))
+            try:
+                sock.sendall(request)
+                return self._read_line(sock)
+            except socket.timeout:
+                raise exception.AgentTimeout(path=self.socket_path, op=op,
+                                             timeout=self.timeout)
+            except OSError as exc:
+                raise exception.AgentUnreachable(
+                    path=self.socket_path,
+                    reason='connection lost: %s' % _os_reason(exc))
+        finally:
+            sock.close()
+
+    def _read_line(self, sock):
+        buf = bytearray()
+        while True:
+            chunk = sock.recv(_RECV_CHUNK)
+            if not chunk:
+                if buf:
+                    reason = ('connection closed after %d bytes, before the '
+                              'end of the response' % len(buf))
+                else:
+                    reason = 'connection closed without a response'
+                raise exception.ProtocolError(path=self.socket_path,
+                                              reason=reason)
+            newline = chunk.find(b'\n')
+            if newline >= 0:
+                buf += chunk[:newline]
+            else:
+                buf += chunk
+            if len(buf) > MAX_RESPONSE_BYTES:
+                raise exception.ProtocolError(
+                    path=self.socket_path,
+                    reason='response larger than %d bytes' %
+                    MAX_RESPONSE_BYTES)
+            if newline >= 0:
+                return bytes(buf)
+
+    def _decode(self, line):
+        def bad(reason):
+            return exception.ProtocolError(path=self.socket_path,
+                                           reason=reason)
+
+        try:
+            response = json.loads(line.decode('utf-8'))
+        except (UnicodeDecodeError, ValueError) as exc:
+            raise bad('response is not valid JSON (%s)' % exc)
+        if not isinstance(response, dict):
+            raise bad('response is not a JSON object')
+        ok = response.get('ok')
+        if ok is True:
+            result = response.get('result')
+            if result is None:
+                return {}
+            if not isinstance(result, dict):
+                raise bad('"result" is not a JSON object')
+            return result
+        if ok is False:
+            error = response.get('error')
+            if not isinstance(error, str) or not error.strip():
+                error = 'the agent reported an error without a message'
+            err = response.get('errno')
+            if isinstance(err, bool) or not isinstance(err, int):
+                err = None
+            else:
+                err = abs(err)
+            raise exception.AgentError(error, err)
+        raise bad('response has no boolean "ok" member')
+
+
+def _non_empty(name, value):
+    if not isinstance(value, str) or not value:
+        raise exception.InvalidArgument(name=name, value=value,
+                                        reason='must be a non-empty string')
+    return value
+
+
+def _volume_id(volume_id):
+    return _non_empty('volume_id', volume_id)
+
+
+def _choice(name, value, choices):
+    if value not in choices:
+        raise exception.InvalidArgument(
+            name=name, value=value,
+            reason='must be one of %s' % ', '.join(choices))
+    return value
+
+
+def _os_reason(exc):
+    if exc.errno == errno.ENOENT:
+        return 'no such socket'
+    if exc.errno in (errno.EACCES, errno.EPERM):
+        return 'permission denied'
+    if exc.errno == errno.ECONNREFUSED:
+        return 'connection refused (agent not running, or a stale socket)'
+    return exc.strerror or str(exc)

@@ -1,0 +1,20 @@
+"""``fcache agent-status``: what the agent is and holds."""
+
+from nova_ext.commands import output
+
+
+def register(subparsers, parents):
+    parser = subparsers.add_parser(
+        'agent-status', parents=parents,
+        help='show the agent version, engine, cache capacity and volumes',
+        description='Show the agent version, engine, cache capacity and use, '
+                    'and the attached volumes.')
+    parser.set_defaults(run=run, render=render)
+
+
+def run(client, args):
+    return client.status()
+
+
+def render(result, args):
+    return output.format_table(result)

@@ -1,0 +1,100 @@
+"""``fcache volume-*``: attach, inspect and detach volume caches."""
+
+import argparse
+
+from nova_ext import agent
+from nova_ext.commands import output
+from nova_ext import units
+
+# Columns shown first by volume-list, when the agent reports them.
+LIST_COLUMNS = ('volume_id', 'export_uri', 'origin', 'write_policy',
+                'admission', 'cache_size', 'cached_blocks', 'dirty_blocks',
+                'hit_ratio')
+
+
+def size_arg(text):
+    """argparse type for sizes: ``4096``, ``4K``, ``10M``, ``2G``."""
+    try:
+        return units.parse_size(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError('invalid size %r: %s' % (text, exc))
+
+
+def register(subparsers, parents):
+    parser = subparsers.add_parser(
+        'volume-attach', parents=parents,
+        help='cache a volume and export it over NBD',
+        description='Put a cache in front of ORIGIN and export the cached '
+                    'volume as an NBD URI for the hypervisor to open.')
+    parser.add_argument('volume_id', metavar='ID', help='volume id')
+    parser.add_argument('--origin', required=True, metavar='URI',
+                        help='block device or file path, or an nbd:// / '
+                             'nbd+unix:// URI of the origin volume')
+    parser.add_argument('--cache-size', type=size_arg, metavar='N',
+                        help='cache size of this volume in bytes, with an '
+                             'optional unit: 4K, 10M, 2G (default: the '
+                             "agent's)")
+    parser.add_argument('--write-policy', choices=agent.WRITE_POLICIES,
+                        help="write policy (default: the agent's)")
+    parser.add_argument('--admission', choices=agent.ADMISSION_POLICIES,
+                        help='which missed blocks enter the cache: all, or '
+                             "the reuse working set (default: the agent's)")
+    parser.set_defaults(run=run_attach, render=render_table)
+
+    parser = subparsers.add_parser(
+        'volume-show', parents=parents,
+        help="show a volume cache's settings and statistics",
+        description="Show a volume cache's settings and statistics.")
+    parser.add_argument('volume_id', metavar='ID', help='volume id')
+    parser.set_defaults(run=run_show, render=render_table)
+
+    parser = subparsers.add_parser(
+        'volume-detach', parents=parents,
+        help='flush and remove a volume cache and its export',
+        description='Flush and remove a volume cache and its NBD export.')
+    parser.add_argument('volume_id', metavar='ID', help='volume id')
+    parser.set_defaults(run=run_detach, render=render_detach)
+
+    parser = subparsers.add_parser(
+        'volume-list', parents=parents,
+        help='list the cached volumes',
+        description='List the volumes the agent caches.')
+    parser.set_defaults(run=run_list, render=render_list)
+
+
+def run_attach(client, args):
+    return client.attach_volume(args.volume_id, args.origin,
+                                cache_size=args.cache_size,
+                                write_policy=args.write_policy,
+                                admission=args.admission)
+
+
+def run_show(client, args):
+    return client.show_volume(args.volume_id)
+
+
+def run_detach(client, args):
+    return client.detach_volume(args.volume_id)
+
+
+def run_list(client, args):
+    return client.list_volumes()
+
+
+def render_table(result, args):
+    return output.format_table(result)
+
+
+def render_detach(result, args):
+    rest = dict((k, v) for k, v in result.items() if k != 'volume_id')
+    return 'volume %s detached\n' % args.volume_id + output.format_table(rest)
+
+
+def render_list(result, args):
+    volumes = result.get('volumes')
+    if not isinstance(volumes, list):
+        return output.format_table(result)
+    if not volumes:
+        return 'no volumes\n'
+    rows = [v if isinstance(v, dict) else {'volume_id': v} for v in volumes]
+    return output.format_columns(rows, first=LIST_COLUMNS)

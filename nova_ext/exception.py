@@ -1,0 +1,79 @@
+"""Exceptions raised by nova_ext.
+
+Every failure is an :class:`FcacheException` whose message comes from the
+subclass's ``msg_fmt`` template, filled from keyword arguments, so that a
+caller can show ``str(exc)`` to an operator as one line.
+"""
+
+import errno as errno_mod
+import logging
+
+LOG = logging.getLogger(__name__)
+
+
+class FcacheException(Exception):
+    """Base class of every fcache error.
+
+    Subclasses set ``msg_fmt``; the keyword arguments given to the
+    constructor fill it and are kept in ``self.kwargs``.
+    """
+
+    msg_fmt = "An unknown fcache error occurred."
+
+    def __init__(self, message=None, **kwargs):
+        self.kwargs = kwargs
+        if not message:
+            try:
+                message = self.msg_fmt % kwargs
+            except (KeyError, TypeError, ValueError):
+                # A programming error: say so once, but still raise the
+                # exception the caller asked for.
+                LOG.exception("Cannot format %(cls)s message from %(kwargs)s",
+                              {'cls': type(self).__name__, 'kwargs': kwargs})
+                message = self.msg_fmt
+        # The command line prints this as a single line.
+        self.message = " ".join(str(message).split())
+        super(FcacheException, self).__init__(self.message)
+
+
+class InvalidArgument(FcacheException):
+    msg_fmt = "invalid %(name)s %(value)r: %(reason)s"
+
+
+class AgentUnreachable(FcacheException):
+    msg_fmt = ("cannot reach the fcache agent at %(path)s: %(reason)s; "
+               "check that the fcache-agent service is running "
+               "(systemctl status fcache-agent) and that this user may "
+               "open the socket")
+
+
+class AgentTimeout(FcacheException):
+    msg_fmt = ("the fcache agent at %(path)s did not answer %(op)s within "
+               "%(timeout)s s; the request may still complete, check with "
+               "'fcache agent-status'")
+
+
+class AgentError(FcacheException):
+    """The agent received the request and refused or failed it.
+
+    ``error`` is the agent's own one-line message and ``errno`` the
+    (positive) errno value it reported, or None.
+    """
+
+    msg_fmt = "%(error)s (agent errno %(errno_text)s)"
+
+    def __init__(self, error, errno=None):
+        self.error = error
+        self.errno = errno
+        if errno is None:
+            errno_text = "unknown"
+        else:
+            name = errno_mod.errorcode.get(errno)
+            errno_text = "%d %s" % (errno, name) if name else "%d" % errno
+        super(AgentError, self).__init__(error=error, errno=errno,
+                                         errno_text=errno_text)
+
+
+class ProtocolError(FcacheException):
+    msg_fmt = ("unexpected exchange with the fcache agent at %(path)s: "
+               "%(reason)s")

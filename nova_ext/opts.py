@@ -1,0 +1,96 @@
+"""Configuration options of fcache, group ``[fcache]`` of nova.conf.
+
+Nothing is registered at import time: services call :func:`register_opts`
+on their own ``ConfigOpts``; ``oslo-config-generator`` finds
+:func:`list_opts` through the ``oslo.config.opts`` entry point ``fcache``.
+"""
+
+import copy
+
+from oslo_config import cfg
+
+from nova_ext import agent
+
+GROUP_NAME = 'fcache'
+
+fcache_group = cfg.OptGroup(
+    GROUP_NAME,
+    title='fcache options',
+    help='Host-side flash cache of Cinder volumes, kept warm across live '
+         'migrations by the local fcache-agent.')
+
+STRATEGIES = (
+    ('none', 'Move nothing; the destination cache warms up by itself.'),
+    ('cachemior', 'Send the hot-block list; the destination preloads those '
+                  'blocks from shared storage in the background.'),
+    ('firepan', 'Copy every cache block while the VM is paused (adds '
+                'downtime proportional to the cache size).'),
+    ('firepan_if', 'Copy every cache block while the VM already runs on the '
+                   'destination against origin; writes during the copy are '
+                   'recorded and invalidated.'),
+    ('cloudcache', 'Fetch dirty blocks on demand from the source cache and '
+                   'transfer the reuse working set in the background, rate '
+                   'limited.'),
+    ('hybrid', 'Hottest-first background copy plus on-demand fetch of '
+               'not-yet-copied blocks; the cache is usable block by block '
+               'from the start.'),
+    ('auto', 'Choose one of the above per volume from its write policy and '
+             'cache state.'),
+)
+
+WRITE_POLICY_CHOICES = (
+    ('read_only', 'Cache reads only; writes go to origin and invalidate.'),
+    ('write_through', 'Writes go to origin and the cache; acknowledged when '
+                      'origin has them.'),
+    ('write_back', 'Writes are acknowledged from the cache and flushed to '
+                   'origin later; dirty data moves with the VM.'),
+)
+
+ADMISSION_CHOICES = (
+    ('all', 'Admit every missed block.'),
+    ('rws', 'Admit only blocks of the reuse working set (reused blocks).'),
+)
+
+FCACHE_OPTS = [
+    cfg.StrOpt('agent_socket',
+               default=agent.DEFAULT_SOCKET,
+               help='Path of the local fcache-agent control socket '
+                    '(control_socket in the agent configuration).'),
+    cfg.FloatOpt('agent_timeout',
+                 default=agent.DEFAULT_TIMEOUT,
+                 min=0.1,
+                 help='Seconds to wait for the fcache-agent to answer one '
+                      'control request.'),
+    cfg.StrOpt('default_strategy',
+               default='auto',
+               choices=STRATEGIES,
+               help='Cache migration strategy used on live migration when '
+                    'the volume type does not set fcache:strategy.'),
+    cfg.StrOpt('default_write_policy',
+               default='write_through',
+               choices=WRITE_POLICY_CHOICES,
+               help='Write policy of a volume cache when the volume type '
+                    'does not set fcache:write_policy.'),
+    cfg.StrOpt('default_admission',
+               default='all',
+               choices=ADMISSION_CHOICES,
+               help='Admission policy of a volume cache when the volume type '
+                    'does not set fcache:admission.'),
+    cfg.StrOpt('default_cache_size',
+               regex=r'^[0-9]+\s*([KMGTP](i?B)?|B)?$',
+               ignore_case=True,
+               help='Cache size of one volume when the volume type does not '
+                    'set fcache:cache_size: bytes with an optional binary '
+                    'unit (4096, 64K, 10M, 2G). Unset: the agent decides.'),
+]
+
+
+def register_opts(conf):
+    """Register the ``[fcache]`` options on ``conf`` (a ConfigOpts)."""
+    conf.register_group(fcache_group)
+    conf.register_opts(FCACHE_OPTS, group=fcache_group)
+
+
+def list_opts():
+    """Return ``[(group, options)]`` for oslo-config-generator."""
+    return [(fcache_group, copy.deepcopy(FCACHE_OPTS))]

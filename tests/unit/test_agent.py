@@ -1,0 +1,201 @@
+"""Unit tests of nova_ext.agent.AgentClient against the fake agent.
+
+These check the client side of the control protocol (framing, size
+limits, error mapping) with the in-process fake of conftest.py; the real
+agent is covered by tests/functional.
+"""
+
+import os
+import socket
+import threading
+
+import pytest
+
+from nova_ext import agent
+from nova_ext import exception
+
+
+@pytest.fixture
+def client(fake_agent):
+    return agent.AgentClient(fake_agent.socket_path, timeout=5)
+
+
+def test_status(client, fake_agent):
+    result = client.status()
+    assert result['engine'] == 'ucache'
+    assert result['volumes'] == []
+    assert fake_agent.requests == [{'op': 'agent-status', 'args': {}}]
+
+
+def test_attach_sends_only_given_arguments(client, fake_agent):
+    result = client.attach_volume('v1', '/dev/sdb')
+    assert result == {
+        'volume_id': 'v1',
+        'export_uri': 'nbd+unix:///?socket=/run/fcache/exports/v1.sock'}
+    assert fake_agent.requests[-1] == {
+        'op': 'volume-attach',
+        'args': {'volume_id': 'v1', 'origin': '/dev/sdb'}}
+
+
+def test_attach_all_arguments(client, fake_agent):
+    client.attach_volume('v1', 'nbd+unix:///?socket=/tmp/o.sock',
+                         cache_size=10 << 20, write_policy='write_back',
+                         admission='rws')
+    assert fake_agent.requests[-1]['args'] == {
+        'volume_id': 'v1', 'origin': 'nbd+unix:///?socket=/tmp/o.sock',
+        'cache_size': 10 << 20, 'write_policy': 'write_back',
+        'admission': 'rws'}
+
+
+@pytest.mark.parametrize('kwargs', [
+    {'volume_id': ''},
+    {'origin': ''},
+    {'cache_size': 0},
+    {'cache_size': -1},
+    {'cache_size': '10M'},
+    {'cache_size': True},
+    {'write_policy': 'write_around'},
+    {'admission': 'some'},
+])
+def test_attach_invalid_arguments_send_nothing(client, fake_agent, kwargs):
+    call = {'volume_id': 'v1', 'origin': '/dev/sdb'}
+    call.update(kwargs)
+    with pytest.raises(exception.InvalidArgument):
+        client.attach_volume(**call)
+    assert fake_agent.requests == []
+
+
+def test_show_list_detach(client, fake_agent):
+    client.attach_volume('v1', '/dev/sdb')
+    show = client.show_volume('v1')
+    for key in ('reads', 'writes', 'read_hits', 'read_misses', 'hit_ratio',
+                'cached_blocks', 'dirty_blocks', 'origin_read_bytes',
+                'origin_write_bytes', 'cache_write_bytes', 'block_size'):
+        assert key in show
+    assert [v['volume_id'] for v in client.list_volumes()['volumes']] == [
+        'v1']
+    assert client.detach_volume('v1') == {'volume_id': 'v1'}
+    assert client.list_volumes() == {'volumes': []}
+    assert [r['op'] for r in fake_agent.requests] == [
+        'volume-attach', 'volume-show', 'volume-list', 'volume-detach',
+        'volume-list']
+
+
+def test_generic_call(client, fake_agent):
+    fake_agent.handlers['echo'] = lambda args: {'echo': args}
+    assert client.call('echo', a=1, b='x') == {'echo': {'a': 1, 'b': 'x'}}
+
+
+def test_agent_error(client):
+    with pytest.raises(exception.AgentError) as info:
+        client.show_volume('nope')
+    assert info.value.error == 'volume nope is not attached'
+    assert info.value.errno == 2
+    assert str(info.value) == ('volume nope is not attached '
+                               '(agent errno 2 ENOENT)')
+
+
+def test_agent_error_without_message(client, fake_agent):
+    fake_agent.raw_reply = b'{"ok": false}\n'
+    with pytest.raises(exception.AgentError) as info:
+        client.status()
+    assert info.value.errno is None
+    assert 'without a message' in str(info.value)
+
+
+def test_missing_result_is_empty(client, fake_agent):
+    fake_agent.raw_reply = b'{"ok": true}\n'
+    assert client.status() == {}
+
+
+def test_unreachable_no_socket(short_tmpdir):
+    path = os.path.join(short_tmpdir, 'missing.sock')
+    client = agent.AgentClient(path, timeout=5)
+    with pytest.raises(exception.AgentUnreachable) as info:
+        client.status()
+    message = str(info.value)
+    assert path in message
+    assert 'no such socket' in message
+    assert 'fcache-agent' in message
+    assert '\n' not in message
+
+
+def test_unreachable_refused(short_tmpdir):
+    # A socket file nobody listens on: what a crashed agent leaves.
+    path = os.path.join(short_tmpdir, 'stale.sock')
+    stale = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    stale.bind(path)
+    stale.close()
+    with pytest.raises(exception.AgentUnreachable) as info:
+        agent.AgentClient(path, timeout=5).status()
+    assert 'connection refused' in str(info.value)
+
+
+def test_timeout(short_tmpdir):
+    path = os.path.join(short_tmpdir, 'silent.sock')
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(path)
+    listener.listen(1)
+    try:
+        with pytest.raises(exception.AgentTimeout) as info:
+            agent.AgentClient(path, timeout=0.2).status()
+        assert 'agent-status' in str(info.value)
+    finally:
+        listener.close()
+
+
+@pytest.mark.parametrize('reply, reason', [
+    (b'this is not json\n', 'not valid JSON'),
+    (b'\xff\xfe\n', 'not valid JSON'),
+    (b'[1, 2]\n', 'not a JSON object'),
+    (b'{"result": {}}\n', 'no boolean "ok"'),
+    (b'{"ok": 1, "result": {}}\n', 'no boolean "ok"'),
+    (b'{"ok": true, "result": [1]}\n', '"result" is not a JSON object'),
+    (b'{"ok": true, "result": {}', 'before the end of the response'),
+    (b'', 'without a response'),
+])
+def test_garbled_response(client, fake_agent, reply, reason):
+    fake_agent.raw_reply = reply
+    with pytest.raises(exception.ProtocolError) as info:
+        client.status()
+    assert reason in str(info.value)
+    assert fake_agent.socket_path in str(info.value)
+
+
+def test_large_response_within_limit(client, fake_agent):
+    blob = 'x' * (4 * 1024 * 1024)
+    fake_agent.handlers['big'] = lambda args: {'blob': blob}
+    assert client.call('big') == {'blob': blob}
+
+
+def test_oversized_response(client, fake_agent):
+    fake_agent.raw_reply = b'{"ok": true, "result": {"x": "' + (
+        b'y' * agent.MAX_RESPONSE_BYTES) + b'"}}\n'
+    with pytest.raises(exception.ProtocolError) as info:
+        client.status()
+    assert 'larger than 16777216 bytes' in str(info.value)
+
+
+def test_oversized_request_is_not_sent(client, fake_agent):
+    with pytest.raises(exception.InvalidArgument):
+        client.attach_volume('v1', '/dev/' + 'x' * agent.MAX_REQUEST_BYTES)
+    assert fake_agent.requests == []
+
+
+def test_one_connection_per_request_is_thread_safe(client, fake_agent):
+    errors = []
+
+    def worker():
+        try:
+            for _ in range(20):
+                client.status()
+        except Exception as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert errors == []
+    assert len(fake_agent.requests) == 80

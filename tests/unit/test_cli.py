@@ -1,0 +1,330 @@
+"""Unit tests of the ``fcache`` command line against the fake agent.
+
+They run nova_ext.cli.main() in-process (plus one real subprocess) and
+check output, exit status and the one-line error contract of
+ARCHITECTURE.md section 3.  The agent here is the fake of conftest.py;
+the real agent is covered by tests/functional.
+"""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from nova_ext import cli
+from nova_ext.commands import volume
+from nova_ext import units
+
+
+def run(capsys, *argv):
+    status = cli.main(list(argv))
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
+def assert_one_line_error(err, *fragments):
+    assert err.startswith('fcache: error: ')
+    assert err.endswith('\n')
+    assert err.count('\n') == 1
+    for fragment in fragments:
+        assert fragment in err
+
+
+def table(out):
+    """Parse aligned ``key  value`` lines into a dict of strings."""
+    rows = {}
+    for line in out.splitlines():
+        key, _, value = line.partition(' ')
+        rows[key] = value.strip()
+    return rows
+
+
+@pytest.fixture
+def sock(fake_agent):
+    return fake_agent.socket_path
+
+
+# -- agent-status ---------------------------------------------------------
+
+def test_agent_status_json(capsys, sock):
+    status, out, err = run(capsys, '--socket', sock, 'agent-status',
+                           '--json')
+    assert (status, err) == (0, '')
+    assert json.loads(out) == {'version': '0.1.0', 'engine': 'ucache',
+                               'capacity_bytes': 1 << 30, 'used_bytes': 0,
+                               'volumes': []}
+
+
+def test_agent_status_human(capsys, sock, fake_agent):
+    fake_agent.volumes['v1'] = {'cache_size': 1 << 20}
+    status, out, err = run(capsys, '--socket', sock, 'agent-status')
+    assert (status, err) == (0, '')
+    rows = table(out)
+    assert rows == {'version': '0.1.0', 'engine': 'ucache',
+                    'capacity_bytes': '1073741824 (1.0 GiB)',
+                    'used_bytes': '1048576 (1.0 MiB)',
+                    'volumes': 'v1'}
+    # Values are aligned in one column.
+    columns = {line.index(value) for line, value in
+               zip(out.splitlines(), rows.values())}
+    assert len(columns) == 1
+
+
+# -- global options before and after the command --------------------------
+
+@pytest.mark.parametrize('argv', [
+    ['--socket', '{sock}', '--json', 'agent-status'],
+    ['agent-status', '--socket', '{sock}', '--json'],
+    ['--json', 'agent-status', '--socket', '{sock}'],
+    ['--socket', '{sock}', 'agent-status', '--json'],
+])
+def test_global_options_anywhere(capsys, sock, argv):
+    status, out, _ = run(capsys, *[a.format(sock=sock) for a in argv])
+    assert status == 0
+    assert json.loads(out)['engine'] == 'ucache'
+
+
+def test_socket_after_command_overrides(capsys, sock, short_tmpdir):
+    wrong = os.path.join(short_tmpdir, 'wrong.sock')
+    status, _, _ = run(capsys, '--socket', wrong, 'agent-status',
+                       '--socket', sock)
+    assert status == 0
+
+
+def test_socket_from_environment(capsys, sock, monkeypatch):
+    monkeypatch.setenv('FCACHE_SOCKET', sock)
+    status, out, _ = run(capsys, 'agent-status', '--json')
+    assert status == 0
+    assert json.loads(out)['version'] == '0.1.0'
+
+
+def test_default_socket(monkeypatch):
+    args = cli.build_parser(environ={}).parse_args(['agent-status'])
+    assert args.socket == '/run/fcache/agent.sock'
+    assert args.json is False
+
+
+# -- volume commands --------------------------------------------------------
+
+def test_volume_attach_json(capsys, sock, fake_agent):
+    status, out, err = run(capsys, '--socket', sock, '--json',
+                           'volume-attach', 'v1', '--origin', '/dev/sdb',
+                           '--cache-size', '10M', '--write-policy',
+                           'write_back', '--admission', 'rws')
+    assert (status, err) == (0, '')
+    assert json.loads(out) == {
+        'volume_id': 'v1',
+        'export_uri': 'nbd+unix:///?socket=/run/fcache/exports/v1.sock'}
+    assert fake_agent.requests[-1] == {
+        'op': 'volume-attach',
+        'args': {'volume_id': 'v1', 'origin': '/dev/sdb',
+                 'cache_size': 10 * units.Mi, 'write_policy': 'write_back',
+                 'admission': 'rws'}}
+
+
+def test_volume_attach_human(capsys, sock):
+    status, out, err = run(capsys, '--socket', sock, 'volume-attach', 'v1',
+                           '--origin', 'nbd://storage/v1')
+    assert (status, err) == (0, '')
+    assert table(out) == {
+        'volume_id': 'v1',
+        'export_uri': 'nbd+unix:///?socket=/run/fcache/exports/v1.sock'}
+
+
+def test_volume_show_json_and_human(capsys, sock):
+    run(capsys, '--socket', sock, 'volume-attach', 'v1', '--origin', '/d')
+    status, out, err = run(capsys, '--socket', sock, 'volume-show', 'v1',
+                           '--json')
+    assert (status, err) == (0, '')
+    shown = json.loads(out)
+    assert shown['hit_ratio'] == 0.8
+    assert shown['block_size'] == 4096
+
+    status, out, err = run(capsys, '--socket', sock, 'volume-show', 'v1')
+    assert (status, err) == (0, '')
+    rows = table(out)
+    assert rows['reads'] == '100'
+    assert rows['hit_ratio'] == '0.8'
+    assert rows['block_size'] == '4096 (4.0 KiB)'
+    assert rows['origin_read_bytes'] == '81920 (80.0 KiB)'
+    assert set(rows) == set(shown)
+
+
+def test_volume_list_json_and_human(capsys, sock):
+    status, out, _ = run(capsys, '--socket', sock, 'volume-list')
+    assert (status, out) == (0, 'no volumes\n')
+    status, out, _ = run(capsys, '--socket', sock, 'volume-list', '--json')
+    assert (status, json.loads(out)) == (0, {'volumes': []})
+
+    for vid in ('v1', 'volume-2'):
+        run(capsys, '--socket', sock, 'volume-attach', vid, '--origin', '/d')
+    status, out, _ = run(capsys, '--socket', sock, 'volume-list', '--json')
+    assert status == 0
+    assert [v['volume_id'] for v in json.loads(out)['volumes']] == [
+        'v1', 'volume-2']
+
+    status, out, _ = run(capsys, '--socket', sock, 'volume-list')
+    assert status == 0
+    lines = out.splitlines()
+    assert lines[0].split()[:2] == ['volume_id', 'export_uri']
+    assert [line.split()[0] for line in lines[1:]] == ['v1', 'volume-2']
+    # Columns line up: every row starts its second column at one offset.
+    assert len({line.index('nbd+unix') for line in lines[1:]}) == 1
+    assert lines[0].index('export_uri') == lines[1].index('nbd+unix')
+
+
+def test_volume_list_of_ids(capsys, sock, fake_agent):
+    fake_agent.handlers['volume-list'] = lambda args: {'volumes': ['a', 'b']}
+    status, out, _ = run(capsys, '--socket', sock, 'volume-list')
+    assert (status, out) == (0, 'volume_id\na\nb\n')
+
+
+def test_volume_detach(capsys, sock, fake_agent):
+    run(capsys, '--socket', sock, 'volume-attach', 'v1', '--origin', '/d')
+    status, out, err = run(capsys, '--socket', sock, 'volume-detach', 'v1')
+    assert (status, out, err) == (0, 'volume v1 detached\n', '')
+    assert fake_agent.volumes == {}
+
+    run(capsys, '--socket', sock, 'volume-attach', 'v1', '--origin', '/d')
+    status, out, _ = run(capsys, '--socket', sock, '--json',
+                         'volume-detach', 'v1')
+    assert (status, json.loads(out)) == (0, {'volume_id': 'v1'})
+
+
+# -- failures ---------------------------------------------------------------
+
+def test_agent_error_is_one_line(capsys, sock):
+    status, out, err = run(capsys, '--socket', sock, 'volume-show', 'nope')
+    assert status == cli.EXIT_FAILED == 1
+    assert out == ''
+    assert_one_line_error(err, 'volume nope is not attached',
+                          'errno 2 ENOENT')
+
+
+def test_agent_error_json_mode_too(capsys, sock):
+    run(capsys, '--socket', sock, 'volume-attach', 'v1', '--origin', '/d')
+    status, out, err = run(capsys, '--socket', sock, '--json',
+                           'volume-attach', 'v1', '--origin', '/d')
+    assert (status, out) == (1, '')
+    assert_one_line_error(err, 'already attached', 'EEXIST')
+
+
+def test_agent_multiline_error_stays_one_line(capsys, sock, fake_agent):
+    fake_agent.raw_reply = (b'{"ok": false, "error": "first\\nsecond", '
+                            b'"errno": 5}\n')
+    status, _, err = run(capsys, '--socket', sock, 'agent-status')
+    assert status == 1
+    assert_one_line_error(err, 'first second', 'EIO')
+
+
+def test_unreachable(capsys, short_tmpdir):
+    path = os.path.join(short_tmpdir, 'missing.sock')
+    status, out, err = run(capsys, '--socket', path, 'agent-status')
+    assert status == cli.EXIT_UNREACHABLE
+    assert out == ''
+    assert_one_line_error(err, path, 'no such socket', 'fcache-agent')
+
+
+def test_protocol_error(capsys, sock, fake_agent):
+    fake_agent.raw_reply = b'garbage\n'
+    status, out, err = run(capsys, '--socket', sock, 'agent-status')
+    assert (status, out) == (cli.EXIT_PROTOCOL, '')
+    assert_one_line_error(err, 'not valid JSON')
+
+
+@pytest.mark.parametrize('argv, fragment', [
+    ([], 'required: COMMAND'),
+    (['no-such-command'], 'invalid choice'),
+    (['volume-attach', 'v1'], 'volume-attach: the following arguments are '
+                              'required: --origin'),
+    (['volume-attach', '--origin', '/d'], 'required: ID'),
+    (['volume-attach', 'v1', '--origin', '/d', '--cache-size', '10X'],
+     "invalid size '10X'"),
+    (['volume-attach', 'v1', '--origin', '/d', '--cache-size', '0'],
+     'greater than zero'),
+    (['volume-attach', 'v1', '--origin', '/d', '--write-policy', 'bogus'],
+     'invalid choice'),
+    (['volume-attach', 'v1', '--origin', '/d', '--admission', 'bogus'],
+     'invalid choice'),
+    (['volume-show'], 'volume-show: the following arguments are required'),
+    (['volume-list', 'extra'], 'unrecognized arguments: extra'),
+    (['--bogus', 'agent-status'], 'unrecognized arguments: --bogus'),
+])
+def test_bad_arguments(capsys, sock, fake_agent, argv, fragment):
+    status, out, err = run(capsys, '--socket', sock, *argv)
+    assert (status, out) == (cli.EXIT_USAGE, '')
+    assert_one_line_error(err, fragment)
+    assert fake_agent.requests == []
+
+
+def test_empty_volume_id_is_refused_before_sending(capsys, sock, fake_agent):
+    status, _, err = run(capsys, '--socket', sock, 'volume-show', '')
+    assert status == cli.EXIT_USAGE
+    assert_one_line_error(err, 'volume_id')
+    assert fake_agent.requests == []
+
+
+def test_help_exits_zero(capsys):
+    status, out, err = run(capsys, '--help')
+    assert (status, err) == (0, '')
+    for command in ('agent-status', 'volume-attach', 'volume-show',
+                    'volume-detach', 'volume-list'):
+        assert command in out
+    status, out, _ = run(capsys, 'volume-attach', '--help')
+    assert status == 0
+    assert '--cache-size' in out
+
+
+def test_console_script_process(sock, fake_agent, short_tmpdir):
+    """The real process: exit status and stderr as a shell sees them."""
+    env = dict(os.environ, FCACHE_SOCKET=sock)
+    done = subprocess.run(
+        [sys.executable, '-m', 'nova_ext.cli', 'agent-status', '--json'],
+        env=env, capture_output=True, text=True, timeout=60)
+    assert (done.returncode, done.stderr) == (0, '')
+    assert json.loads(done.stdout)['engine'] == 'ucache'
+
+    env['FCACHE_SOCKET'] = os.path.join(short_tmpdir, 'missing.sock')
+    done = subprocess.run(
+        [sys.executable, '-m', 'nova_ext.cli', 'volume-list'],
+        env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == cli.EXIT_UNREACHABLE
+    assert done.stdout == ''
+    assert_one_line_error(done.stderr, 'missing.sock')
+
+
+# -- size units -------------------------------------------------------------
+
+@pytest.mark.parametrize('text, size', [
+    ('4096', 4096),
+    ('4K', 4 * units.Ki),
+    ('4k', 4 * units.Ki),
+    ('64KiB', 64 * units.Ki),
+    ('10M', 10 * units.Mi),
+    ('10MB', 10 * units.Mi),
+    ('2G', 2 * units.Gi),
+    ('2 G', 2 * units.Gi),
+    ('1T', units.Ti),
+    ('1P', units.Pi),
+    ('512B', 512),
+])
+def test_size_units(text, size):
+    assert units.parse_size(text) == size
+    assert volume.size_arg(text) == size
+
+
+@pytest.mark.parametrize('text', [
+    '', 'K', '1.5G', '-1', '0', '0K', '10X', '10iB', 'G10', '1 0M',
+    '16777216P',
+])
+def test_bad_sizes(text):
+    with pytest.raises(ValueError):
+        units.parse_size(text)
+
+
+def test_format_size():
+    assert units.format_size(512) == '512 B'
+    assert units.format_size(1536) == '1.5 KiB'
+    assert units.format_size(3 * units.Gi) == '3.0 GiB'

@@ -1,0 +1,63 @@
+"""Unit tests of nova_ext.opts: the [fcache] options."""
+
+from oslo_config import cfg
+from oslo_config import fixture as config_fixture
+import pytest
+
+from nova_ext import opts
+
+
+def test_list_opts():
+    [(group, options)] = opts.list_opts()
+    assert group.name == 'fcache'
+    assert {o.name for o in options} == {
+        'agent_socket', 'agent_timeout', 'default_strategy',
+        'default_write_policy', 'default_admission', 'default_cache_size'}
+
+
+def test_list_opts_returns_copies():
+    [(_, options)] = opts.list_opts()
+    assert all(o is not orig for o, orig in zip(options, opts.FCACHE_OPTS))
+
+
+@pytest.fixture
+def conf():
+    conf = cfg.ConfigOpts()
+    fixture = config_fixture.Config(conf)
+    fixture.setUp()
+    opts.register_opts(conf)
+    conf([], project='fcache-test', default_config_files=[])
+    yield conf
+    fixture.cleanUp()
+
+
+def test_defaults(conf):
+    assert conf.fcache.agent_socket == '/run/fcache/agent.sock'
+    assert conf.fcache.agent_timeout == 30.0
+    assert conf.fcache.default_strategy == 'auto'
+    assert conf.fcache.default_write_policy == 'write_through'
+    assert conf.fcache.default_admission == 'all'
+    assert conf.fcache.default_cache_size is None
+
+
+def test_strategy_choices():
+    by_name = {o.name: o for o in opts.FCACHE_OPTS}
+    choices = [c for c, _ in by_name['default_strategy'].type.choices.items()]
+    assert choices == ['none', 'cachemior', 'firepan', 'firepan_if',
+                       'cloudcache', 'hybrid', 'auto']
+
+
+@pytest.mark.parametrize('name, value', [
+    ('default_strategy', 'warp'),
+    ('default_write_policy', 'write_around'),
+    ('default_cache_size', '1.5G'),
+    ('agent_timeout', 0),
+])
+def test_invalid_values_refused(conf, name, value):
+    with pytest.raises(ValueError):
+        conf.set_override(name, value, group='fcache')
+
+
+def test_cache_size_accepts_units(conf):
+    conf.set_override('default_cache_size', '2G', group='fcache')
+    assert conf.fcache.default_cache_size == '2G'
