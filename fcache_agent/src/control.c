@@ -483,6 +483,8 @@ static int create_socket(struct fc_control *ctl, const char *group)
   if (bind(ctl->listen_fd, (struct sockaddr *)&addr, sizeof addr) < 0)
     goto fail_errno;
   bound = true;
+  /* The owner stays the creating user: root in production, which makes
+   * it root:<group>, and tests can still run unprivileged. */
   if (group[0] != '\0' && chown(ctl->path, (uid_t)-1, gid) < 0)
     goto fail_errno;
   if (chmod(ctl->path, group[0] != '\0' ? 0660 : 0600) < 0 ||

@@ -143,8 +143,10 @@ get_block_locked(struct fc_ucache *uc, cblock_t *out)
     *out = to_cblock(i);
     return 0;
   }
+  /* Everything evictable is dirty or in use: ask for write-back (we hold
+   * uc->lock already, which is the condition's mutex). */
   if (uc->nr_dirty)
-    uc_wake_writeback(uc);
+    pthread_cond_signal(&uc->wb_cond);
   return -ENOSPC;
 }
 

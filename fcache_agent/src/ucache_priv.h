@@ -68,6 +68,7 @@ int uc_drop_dirty(struct fc_ucache *uc, cblock_t cb);
  * stripe): record first, flag second. */
 int uc_mark_dirty(struct fc_ucache *uc, cblock_t cb);
 
+/* Must not be called with uc->lock held. */
 void uc_wake_writeback(struct fc_ucache *uc);
 int uc_writeback_pass(struct fc_ucache *uc, uint32_t max_blocks, uint32_t *done);
 

@@ -305,6 +305,41 @@ static void test_parse_size(void **state)
   }
 }
 
+/* The sample shipped to operators documents every key with its default:
+ * uncommented, it must load and equal fc_config_defaults(). */
+static void test_sample_matches_defaults(void **state)
+{
+  FILE *in = fopen("../etc/fcache/agent.conf.sample", "r");
+  struct tmpconf t;
+  struct fc_config d;
+  char line[512], *text;
+  size_t len = 0, cap = 65536;
+  unsigned keys = 0;
+
+  if (in == NULL)
+    skip();                     /* not run from fcache_agent/ */
+  text = calloc(1, cap);
+  while (fgets(line, sizeof line, in)) {
+    const char *l = line;
+    /* "#key = value" is a documented default; "# text" is prose. */
+    if (line[0] == '#' && line[1] >= 'a' && line[1] <= 'z' &&
+        strstr(line, " =")) {
+      l = line + 1;
+      keys++;
+    }
+    assert_true(len + strlen(l) < cap);
+    strcpy(text + len, l);
+    len += strlen(l);
+  }
+  fclose(in);
+  if (load_text(&t, text) != 0)
+    fail_msg("sample: %s", t.err);
+  free(text);
+  assert_int_equal(keys, 15);   /* every field of struct fc_config */
+  fc_config_defaults(&d);
+  assert_memory_equal(&t.cfg, &d, sizeof d);
+}
+
 int main(void)
 {
   const struct CMUnitTest tests[] = {
@@ -317,6 +352,7 @@ int main(void)
     cmocka_unit_test(test_block_and_cache_size),
     cmocka_unit_test(test_file_errors),
     cmocka_unit_test(test_parse_size),
+    cmocka_unit_test(test_sample_matches_defaults),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

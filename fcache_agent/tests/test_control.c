@@ -180,6 +180,9 @@ static void test_good_requests(void **state)
   struct fixture *f = *state;
   int fd;
 
+  /* Debug level exercises the SO_PEERCRED logging path.  Safe to switch
+   * here: no server thread is running between tests. */
+  fc_log_setup(FC_LOG_STDERR, FC_LOG_DEBUG);
   start(f, "");
   fd = connect_to(f->sock);
   expect_ok(request(fd, "{\"op\":\"echo\",\"args\":{\"a\":[1,2]}}\n"),
@@ -196,6 +199,9 @@ static void test_good_requests(void **state)
   expect_error(request(fd, "{\"op\":\"silent-fail\"}\n"), EIO,
                "Input/output error");
   close(fd);
+  fc_control_stop(f->ctl);
+  f->ctl = NULL;
+  fc_log_setup(FC_LOG_STDERR, FC_LOG_WARNING);
 }
 
 static void test_pipelined_requests(void **state)
@@ -436,7 +442,6 @@ int main(void)
     cmocka_unit_test_setup_teardown(test_stop_with_clients, setup, teardown),
   };
 
-  /* Debug level exercises the SO_PEERCRED logging path. */
-  fc_log_setup(FC_LOG_STDERR, FC_LOG_DEBUG);
+  fc_log_setup(FC_LOG_STDERR, FC_LOG_WARNING);
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,49 @@
+#!/bin/bash
+# Install everything fcache needs on a fresh Debian 12 machine, build the
+# agent and create the Python virtualenv in .venv.  Idempotent: a second
+# run only checks.  Used by tools/run-demo.sh and tools/run-tests.sh.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+APT_PACKAGES=(
+  build-essential pkg-config make
+  libnbd-dev libnbd-bin python3-libnbd libjansson-dev libcmocka-dev
+  nbdkit nbdkit-plugin-dev fio qemu-utils qemu-system-x86
+  python3 python3-venv python3-pip python3-dev
+  iproute2 procps
+)
+
+missing=()
+for p in "${APT_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" \
+    || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}"
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO=sudo
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+echo "setup: building fcache-agent"
+make -s -C fcache_agent all
+
+# Debian's python3 is used on purpose: python3-libnbd (the libnbd bindings
+# the tests drive the agent with) exists only for it, hence
+# --system-site-packages.
+if [ ! -x .venv/bin/python ] || ! .venv/bin/python -c 'import nbd' 2>/dev/null; then
+  echo "setup: creating .venv"
+  rm -rf .venv
+  /usr/bin/python3 -m venv --system-site-packages .venv
+fi
+stamp=.venv/.fcache-reqs
+want=$(cat requirements.txt test-requirements.txt setup.cfg | sha256sum)
+if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
+  echo "setup: installing Python requirements"
+  .venv/bin/pip install -q --upgrade pip >/dev/null
+  .venv/bin/pip install -q -r requirements.txt -r test-requirements.txt matplotlib
+  .venv/bin/pip install -q -e .
+  echo "$want" > "$stamp"
+fi
+echo "setup: done"
