@@ -96,6 +96,44 @@ volume_json(struct fc_agent *agent, struct fc_volume *v)
   return o;
 }
 
+/* Host totals: what the host's flash and the shared storage see from all
+ * volumes together. */
+static json_t *
+host_totals(struct fc_agent *agent)
+{
+  uint64_t t[9] = { 0 };
+  uint32_t dirty = 0;
+
+  for (unsigned i = 0; i < agent->nr_volumes; i++) {
+    struct fc_volume *v = agent->volumes[i];
+    struct fc_ucache_info info;
+    struct fc_stats *s;
+
+    if (!v->uc)
+      continue;
+    s = fc_ucache_stats(v->uc);
+    fc_ucache_info(v->uc, &info);
+    dirty += info.dirty_blocks;
+    t[0] += STAT_GET(s, reads);
+    t[1] += STAT_GET(s, writes);
+    t[2] += STAT_GET(s, read_hits);
+    t[3] += STAT_GET(s, read_misses);
+    t[4] += STAT_GET(s, origin_read_bytes);
+    t[5] += STAT_GET(s, origin_write_bytes);
+    t[6] += STAT_GET(s, cache_write_bytes);
+    t[7] += STAT_GET(s, evictions);
+    t[8] += STAT_GET(s, io_errors);
+  }
+  return json_pack("{s:I, s:I, s:I, s:I, s:f, s:I, s:I, s:I, s:I, s:I, s:I}",
+                   "reads", (json_int_t)t[0], "writes", (json_int_t)t[1],
+                   "read_hits", (json_int_t)t[2], "read_misses", (json_int_t)t[3],
+                   "hit_ratio", t[2] + t[3] ? (double)t[2] / (double)(t[2] + t[3]) : 0.0,
+                   "origin_read_bytes", (json_int_t)t[4],
+                   "origin_write_bytes", (json_int_t)t[5],
+                   "cache_write_bytes", (json_int_t)t[6], "evictions", (json_int_t)t[7],
+                   "io_errors", (json_int_t)t[8], "dirty_blocks", (json_int_t)dirty);
+}
+
 static int
 op_status(void *opaque, json_t *args, json_t **result, char *err, size_t errlen)
 {
@@ -123,6 +161,7 @@ op_status(void *opaque, json_t *args, json_t **result, char *err, size_t errlen)
     json_object_set_new(*result, "cache_path", json_string(agent->cfg.cache_path));
     json_object_set_new(*result, "migration_listen",
                         json_string(agent->cfg.migration_listen));
+    json_object_set_new(*result, "totals", host_totals(agent));
   }
   pthread_mutex_unlock(&agent->lock);
   return *result ? 0 : -ENOMEM;

@@ -255,6 +255,9 @@ int nbd_handshake(int fd, const struct fc_export *exp)
              nbd_get32(cflags));
     return -EPROTO;
   }
+  /* A client without C_FIXED_NEWSTYLE gets fixed-newstyle replies anyway
+   * (the spec allows it): such a client only sends EXPORT_NAME, which
+   * behaves identically in both dialects. */
   no_zeroes = nbd_get32(cflags) & NBD_FLAG_C_NO_ZEROES;
 
   for (nopts = 0; nopts < NBD_HS_MAX_OPTIONS; nopts++) {

@@ -82,7 +82,7 @@ struct nbd_server {
   struct conn *conns;
   unsigned nconns;            /* connections not yet done */
   unsigned next_id;
-  bool stopping;
+  atomic_bool stopping;       /* written under lock, read anywhere */
 };
 
 static int ensure_buf(struct worker *w, size_t n)
@@ -227,6 +227,10 @@ static bool serve_one(struct worker *w)
   if (r < 0)
     return false;
 
+  /* shutdown() does not discard requests already queued in the socket,
+   * so stop would otherwise keep running callbacks for them. */
+  if (!err && atomic_load(&c->srv->stopping))
+    err = -ESHUTDOWN;
   if (!err)
     err = nbd_request_validate(&req, exp);
   if (!err && req.type == NBD_CMD_READ)
@@ -279,6 +283,8 @@ static void *conn_main(void *arg)
                strerror(-r));
     goto out;
   }
+  if (atomic_load(&srv->stopping))
+    goto out;
   /* An idle client is normal in transmission; stop() uses shutdown(). */
   set_timeouts(c->fd, 0);
   ws = calloc(srv->nthreads, sizeof *ws);
@@ -361,9 +367,9 @@ static void add_conn(struct nbd_server *srv, int fd)
   pthread_mutex_init(&c->write_lock, NULL);
 
   pthread_mutex_lock(&srv->lock);
-  if (srv->stopping || srv->nconns >= MAX_CONNS) {
+  if (atomic_load(&srv->stopping) || srv->nconns >= MAX_CONNS) {
     pthread_mutex_unlock(&srv->lock);
-    if (!srv->stopping)
+    if (!atomic_load(&srv->stopping))
       log_warning("nbd: %s: %u connections already, refusing another",
                   srv->path, MAX_CONNS);
     goto fail;
@@ -407,16 +413,17 @@ static void *accept_main(void *arg)
       break;
     fd = accept4(srv->listen_fd, NULL, NULL, SOCK_CLOEXEC);
     if (fd < 0) {
-      if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS ||
-          errno == ENOMEM) {
-        /* Leave the client queued and retry soon, logging only once. */
-        if (!starved)
-          log_error("nbd: %s: accept: %s", srv->path, strerror(errno));
-        starved = true;
-        (void)poll(&pfd[1], 1, 100);
-        if (pfd[1].revents)
-          break;
-      }
+      if (errno == EINTR || errno == EAGAIN || errno == ECONNABORTED)
+        continue;
+      /* Out of fds or memory: the client stays queued and poll would
+       * report it again at once, so back off instead of spinning, and
+       * log only the first failure of a streak. */
+      if (!starved)
+        log_error("nbd: %s: accept: %s", srv->path, strerror(errno));
+      starved = true;
+      (void)poll(&pfd[1], 1, 100);
+      if (pfd[1].revents)
+        break;
       continue;
     }
     starved = false;
@@ -447,10 +454,14 @@ static int open_listener(struct nbd_server *srv, unsigned mode)
   if (fd < 0)
     return -errno;
   srv->listen_fd = fd;
-  if (bind(fd, (struct sockaddr *)&sa, sizeof sa) < 0 ||
-      chmod(srv->path, (mode_t)mode) < 0 || listen(fd, 128) < 0 ||
-      stat(srv->path, &st) < 0)
+  if (bind(fd, (struct sockaddr *)&sa, sizeof sa) < 0)
     return -errno;
+  if (chmod(srv->path, (mode_t)mode) < 0 || listen(fd, 128) < 0 ||
+      stat(srv->path, &st) < 0) {
+    int err = -errno;
+    unlink(srv->path);
+    return err;
+  }
   srv->sock_dev = st.st_dev;
   srv->sock_ino = st.st_ino;
   return 0;
@@ -500,6 +511,7 @@ struct nbd_server *nbd_server_start(const char *socket_path, unsigned mode,
     goto fail;
   }
   srv->listen_fd = srv->stop_fd = -1;
+  atomic_init(&srv->stopping, false);
   pthread_mutex_init(&srv->lock, NULL);
   srv->exp = *exp;
   srv->nthreads = threads_per_conn;
@@ -538,7 +550,7 @@ void nbd_server_stop(struct nbd_server *srv)
   if (!srv)
     return;
   pthread_mutex_lock(&srv->lock);
-  srv->stopping = true;
+  atomic_store(&srv->stopping, true);
   pthread_mutex_unlock(&srv->lock);
   if (write(srv->stop_fd, &one, sizeof one) < 0)
     log_error("nbd: %s: waking accept thread: %s", srv->path, strerror(errno));

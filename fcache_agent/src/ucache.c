@@ -37,6 +37,7 @@ fc_ucache_create(struct fc_cachedev *dev, struct fc_metadata *md,
   }
   pthread_mutex_init(&uc->lock, NULL);
   pthread_cond_init(&uc->wb_cond, NULL);
+  pthread_cond_init(&uc->m.gate_cond, NULL);
   for (unsigned i = 0; i < FC_STRIPES; i++)
     pthread_mutex_init(&uc->stripes[i], NULL);
   *out = uc;
@@ -55,6 +56,10 @@ fc_ucache_destroy(struct fc_ucache *uc)
   if (!uc)
     return;
   fc_ucache_stop(uc);
+  fc_invfilter_destroy(&uc->m.written);
+  fc_invfilter_destroy(&uc->m.remote_dirty);
+  fc_invfilter_destroy(&uc->m.remote_clean);
+  pthread_cond_destroy(&uc->m.gate_cond);
   fc_blockmap_destroy(&uc->map);
   fc_staging_destroy(&uc->staging);
   for (unsigned i = 0; i < FC_STRIPES; i++)

@@ -28,6 +28,11 @@
 
 struct fc_ucache;
 
+/* Fetch one block from the migration source, blocking; fills data and
+ * *dirty.  -ENOENT if the source no longer has it, other -errno if the
+ * source cannot be reached. */
+typedef int (*fc_ucache_fetch_fn)(void *ctx, oblock_t ob, void *data, bool *dirty);
+
 struct fc_ucache_params {
   uint32_t quota_blocks;
   enum fc_write_policy write_policy;
@@ -79,6 +84,56 @@ void fc_ucache_dump_records(struct fc_ucache *uc, struct fc_md_record *recs);
 
 void fc_ucache_info(struct fc_ucache *uc, struct fc_ucache_info *info);
 struct fc_stats *fc_ucache_stats(struct fc_ucache *uc);
+
+/* ---- live migration (ucache_migr.c) ---- */
+
+enum fc_ucache_migr_mode {
+  FC_MIGR_PLAIN = 0,        /* none, cachemior, firepan: normal cache */
+  FC_MIGR_BYPASS = 1,       /* firepan_if: origin only until the copy is done */
+  FC_MIGR_ONDEMAND = 2,     /* cloudcache, hybrid: fetch remote blocks */
+};
+
+/* Destination: start holding I/O (gated) and tracking writes. */
+int fc_ucache_migr_in_begin(struct fc_ucache *uc, enum fc_ucache_migr_mode mode,
+                            fc_ucache_fetch_fn fetch, void *ctx);
+/* Destination: a block the source holds; dirty ones must be fetched. */
+int fc_ucache_migr_add_remote(struct fc_ucache *uc, oblock_t ob, bool dirty);
+/* Destination: the source switched over: let the VM's I/O through. */
+void fc_ucache_migr_open_gate(struct fc_ucache *uc);
+/* Destination: the source is gone.  Clean remote blocks fall back to the
+ * origin; remote dirty blocks fail with EIO (never stale data). */
+void fc_ucache_migr_source_lost(struct fc_ucache *uc);
+/* Destination: install a copied block unless the VM wrote it or already
+ * holds it.  0 installed, 1 discarded, -errno. */
+int fc_ucache_migr_install_copy(struct fc_ucache *uc, oblock_t ob,
+                                const void *data, bool dirty);
+/* Destination (cachemior): read ob from origin and install it unless
+ * already present.  0 installed, 1 skipped, -errno. */
+int fc_ucache_migr_preload(struct fc_ucache *uc, oblock_t ob);
+/* Destination: the copy is complete: drop what the filter names, attach
+ * the cache, stop tracking.  Returns blocks invalidated. */
+uint32_t fc_ucache_migr_in_end(struct fc_ucache *uc);
+uint32_t fc_ucache_migr_remote_dirty(struct fc_ucache *uc);
+
+/* Source: refuse writes (the VM has left) or accept them again (rollback). */
+void fc_ucache_migr_freeze(struct fc_ucache *uc, bool frozen);
+/* Source: the cached blocks, most recently used first, as
+ * oblock | FC_XFER_DIRTY_BIT-style dirty<<63.  Caller frees. */
+int fc_ucache_migr_snapshot(struct fc_ucache *uc, uint64_t **list, uint32_t *n,
+                            bool dirty_only);
+/* Source: read a cached block's data. -ENOENT if not cached. */
+int fc_ucache_migr_read_block(struct fc_ucache *uc, oblock_t ob, void *data,
+                              bool *dirty);
+/* Source: forget a block the destination now holds (dirty included). */
+int fc_ucache_migr_forget(struct fc_ucache *uc, oblock_t ob);
+/* Source: forget every block (the destination holds all it needs). */
+int fc_ucache_migr_forget_all(struct fc_ucache *uc);
+
+struct fc_ucache_migr_stats {
+  uint64_t fetched, fetch_fallbacks, discarded, installed_copies;
+  uint32_t written, remote_dirty, remote_clean;
+};
+void fc_ucache_migr_stats(struct fc_ucache *uc, struct fc_ucache_migr_stats *st);
 
 /* Frees memory only: blocks still owned stay claimed on the device. */
 void fc_ucache_destroy(struct fc_ucache *uc);

@@ -165,11 +165,42 @@ uc_pread(void *handle, void *vbuf, uint32_t count, uint64_t off)
     return -ENOMEM;
   STAT_ADD(&uc->stats, reads, 1);
   STAT_ADD(&uc->stats, read_bytes, count);
+  if (atomic_load(&uc->m.on)) {
+    r = uc_migr_gate(uc);
+    if (!r && uc->m.bypass) {
+      /* firepan_if copy in progress: the cache is not attached yet. */
+      STAT_ADD(&uc->stats, read_misses, n);
+      r = origin_read(uc, buf, count, off);
+      goto out;
+    }
+    if (r)
+      goto out;
+  }
   uc_lock_stripes(uc, first, last, &set);
   lookup_and_pin(uc, first, n, cbs, true);
   for (uint32_t i = 0; i < n && !r;) {
     uint64_t b = first + i;
 
+    if (b < uc->nr_oblocks && cbs[i] == CBLOCK_NONE && uc->m.fetch) {
+      /* Incoming migration: the source may hold this block. */
+      char *blk = malloc(uc->bs);
+      if (!blk) {
+        r = -ENOMEM;
+        break;
+      }
+      r = uc_migr_fetch_miss(uc, to_oblock(b), blk);
+      if (r == 0) {
+        struct seg s = seg_of(uc, b, off, count);
+        memcpy(buf + s.in_buf, blk + s.in_block, s.len);
+        STAT_ADD(&uc->stats, read_hits, 1);
+        i++;
+      } else if (r == 1) {
+        r = read_miss_run(uc, buf, count, off, b, 1);
+        i++;
+      }
+      free(blk);
+      continue;
+    }
     if (b >= uc->nr_oblocks) {
       /* The origin's last partial block is never cached. */
       struct seg s = seg_of(uc, b, off, count);
@@ -188,6 +219,7 @@ uc_pread(void *handle, void *vbuf, uint32_t count, uint64_t off)
   }
   unpin(uc, cbs, n);
   uc_unlock_stripes(uc, &set);
+out:
   if (cbs != stack_cbs)
     free(cbs);
   return r;
@@ -293,7 +325,23 @@ uc_pwrite(void *handle, const void *vbuf, uint32_t count, uint64_t off, bool fua
     return -ENOMEM;
   STAT_ADD(&uc->stats, writes, 1);
   STAT_ADD(&uc->stats, write_bytes, count);
+  if (atomic_load(&uc->m.on)) {
+    r = uc_migr_gate(uc);
+    if (!r && uc->m.frozen)
+      r = -EROFS;     /* the VM has moved on: this host must not diverge */
+    if (r)
+      goto out;
+  }
   uc_lock_stripes(uc, first, last, &set);
+  if (atomic_load(&uc->m.on) && uc->m.tracking) {
+    r = uc_migr_note_write(uc, first, n, off, count);
+    if (r || uc->m.bypass) {
+      if (!r)
+        r = origin_write(uc, buf, count, off, fua);
+      uc_unlock_stripes(uc, &set);
+      goto out;
+    }
+  }
   lookup_and_pin(uc, first, n, cbs, true);
   switch (uc->p.write_policy) {
   case FC_WRITE_READ_ONLY:
@@ -312,6 +360,7 @@ uc_pwrite(void *handle, const void *vbuf, uint32_t count, uint64_t off, bool fua
   }
   unpin(uc, cbs, n);
   uc_unlock_stripes(uc, &set);
+out:
   if (cbs != stack_cbs)
     free(cbs);
   return r;
@@ -324,6 +373,8 @@ uc_flush(void *handle)
   int r = 0;
 
   STAT_ADD(&uc->stats, flushes, 1);
+  if (atomic_load(&uc->m.on) && (r = uc_migr_gate(uc)))
+    return r;
   if (uc->p.write_policy == FC_WRITE_BACK) {
     /* Acknowledged dirty data lives in the cache file: that, and the
      * records naming it, are what must reach stable storage. */
@@ -373,7 +424,22 @@ uc_trim(void *handle, uint32_t count, uint64_t off, bool fua)
   int r;
 
   STAT_ADD(&uc->stats, trims, 1);
+  if (atomic_load(&uc->m.on)) {
+    r = uc_migr_gate(uc);
+    if (!r && uc->m.frozen)
+      r = -EROFS;
+    if (r)
+      return r;
+  }
   uc_lock_stripes(uc, first, last, &set);
+  if (atomic_load(&uc->m.on) && uc->m.tracking) {
+    /* A trim changes the origin like a write: late copies are stale. */
+    r = uc_migr_note_write(uc, first, (uint32_t)(last - first + 1), off, count);
+    if (r) {
+      uc_unlock_stripes(uc, &set);
+      return r;
+    }
+  }
   /* Origin first: if it fails, the cache still holds what it held. */
   r = fc_origin_trim(uc->origin, count, off);
   if (r == -EOPNOTSUPP)

@@ -4,9 +4,11 @@
 #define FCACHE_UCACHE_PRIV_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 
 #include "blockmap.h"
+#include "invfilter.h"
 #include "lru.h"
 #include "staging.h"
 #include "ucache.h"
@@ -35,6 +37,23 @@ struct fc_ucache {
 
   pthread_mutex_t stripes[FC_STRIPES];
   struct fc_stats stats;
+
+  /* Live migration (ucache_migr.c); all under uc->lock. */
+  struct {
+    bool gated;               /* dest: hold I/O until the source's switch */
+    bool failed;              /* dest: the source was lost before the switch */
+    bool frozen;              /* source: the VM left; refuse writes */
+    bool bypass;              /* firepan_if copy: cache not attached yet */
+    bool tracking;            /* dest: record writes to discard late copies */
+    atomic_bool on;           /* any of the above: lets the fast path skip the lock */
+    struct fc_invfilter written;       /* the invalidation filter's table */
+    struct fc_invfilter remote_dirty;  /* newest copy only on the source */
+    struct fc_invfilter remote_clean;  /* cached on the source, also at origin */
+    fc_ucache_fetch_fn fetch;
+    void *fetch_ctx;
+    pthread_cond_t gate_cond;
+    uint64_t fetched, fetch_fallbacks, discarded, installed_copies;
+  } m;
 
   pthread_t wb_thread;
   bool wb_running;
@@ -69,6 +88,18 @@ int uc_drop_dirty(struct fc_ucache *uc, cblock_t cb);
 int uc_mark_dirty(struct fc_ucache *uc, cblock_t cb);
 
 /* Must not be called with uc->lock held. */
+/* Migration hooks called by the request paths (ucache_migr.c). */
+int uc_migr_gate(struct fc_ucache *uc);
+/* Under the block's stripe: a miss during an incoming migration may be
+ * served from the source.  Returns 1 if not remote (caller reads origin),
+ * 0 if data holds the block (installed), or -errno. */
+int uc_migr_fetch_miss(struct fc_ucache *uc, oblock_t ob, void *data);
+/* Under the stripes: note the VM writing [first, first+n); fetch remote
+ * dirty blocks a partial write needs first. */
+int uc_migr_note_write(struct fc_ucache *uc, uint64_t first, uint32_t n,
+                       uint64_t off, uint32_t count);
+bool uc_migr_active(struct fc_ucache *uc);
+
 void uc_wake_writeback(struct fc_ucache *uc);
 int uc_writeback_pass(struct fc_ucache *uc, uint32_t max_blocks, uint32_t *done);
 

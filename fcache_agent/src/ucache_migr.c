@@ -1,0 +1,453 @@
+/* ucache side of live cache migration: what the engine does differently
+ * while a volume is migrating in (destination) or out (source).
+ *
+ * Destination, per strategy (see doc/migration.rst):
+ *   - every request waits at the gate until the source has switched over
+ *     (its VM stopped, dirty data flushed or listed);
+ *   - writes are recorded in the invalidation filter's table (`written`):
+ *     a copy arriving later for such a block is stale and is discarded;
+ *   - FC_MIGR_BYPASS (firepan_if): until the copy completes every request
+ *     goes to the origin and a write also drops any copied block, so the
+ *     cache is attached consistent;
+ *   - FC_MIGR_ONDEMAND (cloudcache, hybrid): a miss on a block the source
+ *     still holds is fetched from the source; a dirty one must be.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "ucache_priv.h"
+#include "xfer_frame.h"
+
+bool
+uc_migr_active(struct fc_ucache *uc)
+{
+  return uc->m.tracking || uc->m.frozen || uc->m.gated || uc->m.failed;
+}
+
+int
+uc_migr_gate(struct fc_ucache *uc)
+{
+  int r = 0;
+
+  pthread_mutex_lock(&uc->lock);
+  while (uc->m.gated && !uc->m.failed)
+    pthread_cond_wait(&uc->m.gate_cond, &uc->lock);
+  if (uc->m.gated && uc->m.failed)
+    r = -EIO;
+  pthread_mutex_unlock(&uc->lock);
+  return r;
+}
+
+int
+fc_ucache_migr_in_begin(struct fc_ucache *uc, enum fc_ucache_migr_mode mode,
+                        fc_ucache_fetch_fn fetch, void *ctx)
+{
+  int r;
+
+  if ((r = fc_invfilter_init(&uc->m.written, 1024)) ||
+      (r = fc_invfilter_init(&uc->m.remote_dirty, 1024)) ||
+      (r = fc_invfilter_init(&uc->m.remote_clean, uc->p.quota_blocks)))
+    return r;
+  pthread_mutex_lock(&uc->lock);
+  uc->m.gated = true;
+  uc->m.failed = false;
+  uc->m.tracking = true;
+  uc->m.bypass = mode == FC_MIGR_BYPASS;
+  uc->m.fetch = mode == FC_MIGR_ONDEMAND ? fetch : NULL;
+  uc->m.fetch_ctx = ctx;
+  atomic_store(&uc->m.on, true);
+  pthread_mutex_unlock(&uc->lock);
+  return 0;
+}
+
+int
+fc_ucache_migr_add_remote(struct fc_ucache *uc, oblock_t ob, bool dirty)
+{
+  int r;
+
+  if (ob.n >= uc->nr_oblocks)
+    return -ERANGE;
+  pthread_mutex_lock(&uc->lock);
+  r = fc_invfilter_add(dirty ? &uc->m.remote_dirty : &uc->m.remote_clean, ob);
+  pthread_mutex_unlock(&uc->lock);
+  return r < 0 ? r : 0;
+}
+
+void
+fc_ucache_migr_open_gate(struct fc_ucache *uc)
+{
+  pthread_mutex_lock(&uc->lock);
+  uc->m.gated = false;
+  pthread_cond_broadcast(&uc->m.gate_cond);
+  pthread_mutex_unlock(&uc->lock);
+}
+
+void
+fc_ucache_migr_source_lost(struct fc_ucache *uc)
+{
+  pthread_mutex_lock(&uc->lock);
+  uc->m.failed = true;
+  uc->m.fetch = NULL;
+  fc_invfilter_clear(&uc->m.remote_clean);
+  pthread_cond_broadcast(&uc->m.gate_cond);
+  pthread_mutex_unlock(&uc->lock);
+}
+
+/* Look up remote state of ob and claim it (remove from the sets). */
+static int
+take_remote(struct fc_ucache *uc, oblock_t ob, bool *dirty)
+{
+  int where = 0;
+
+  pthread_mutex_lock(&uc->lock);
+  if (fc_invfilter_remove(&uc->m.remote_dirty, ob)) {
+    where = 2;
+  } else if (fc_invfilter_remove(&uc->m.remote_clean, ob)) {
+    where = 1;
+  }
+  *dirty = where == 2;
+  pthread_mutex_unlock(&uc->lock);
+  return where;
+}
+
+int
+uc_migr_fetch_miss(struct fc_ucache *uc, oblock_t ob, void *data)
+{
+  fc_ucache_fetch_fn fetch;
+  void *ctx;
+  bool dirty, src_dirty = false;
+  int where, r;
+
+  pthread_mutex_lock(&uc->lock);
+  fetch = uc->m.fetch;
+  ctx = uc->m.fetch_ctx;
+  if (uc->m.failed && fc_invfilter_contains(&uc->m.remote_dirty, ob)) {
+    pthread_mutex_unlock(&uc->lock);
+    log_error("block %llu is dirty on a migration source that was lost: refusing "
+              "to serve the stale origin copy", (unsigned long long)ob.n);
+    return -EIO;
+  }
+  pthread_mutex_unlock(&uc->lock);
+  if (!fetch)
+    return 1;
+  where = take_remote(uc, ob, &dirty);
+  if (!where)
+    return 1;
+  r = fetch(ctx, ob, data, &src_dirty);
+  if (r == 0) {
+    STAT_ADD(&uc->stats, cache_read_bytes, 0);
+    pthread_mutex_lock(&uc->lock);
+    uc->m.fetched++;
+    pthread_mutex_unlock(&uc->lock);
+    /* Dirty data now lives only here: it must be installed, or written
+     * to the origin if the cache has no room. */
+    r = uc_install(uc, ob, data, src_dirty);
+    if (r < 0 && src_dirty)
+      r = fc_origin_pwrite(uc->origin, data, uc->bs, ob.n * uc->bs, true);
+    return r < 0 ? r : 0;
+  }
+  if (!dirty) {
+    /* A clean block is also at the origin: the VM need not wait for a
+     * source that is slow or gone. */
+    pthread_mutex_lock(&uc->lock);
+    uc->m.fetch_fallbacks++;
+    pthread_mutex_unlock(&uc->lock);
+    return 1;
+  }
+  /* Put it back: it is still only on the source. */
+  pthread_mutex_lock(&uc->lock);
+  fc_invfilter_add(&uc->m.remote_dirty, ob);
+  pthread_mutex_unlock(&uc->lock);
+  log_error("cannot fetch dirty block %llu from the migration source: %s",
+            (unsigned long long)ob.n, strerror(-r));
+  return -EIO;
+}
+
+int
+uc_migr_note_write(struct fc_ucache *uc, uint64_t first, uint32_t n,
+                   uint64_t off, uint32_t count)
+{
+  char *buf = NULL;
+  int r = 0;
+
+  for (uint32_t i = 0; i < n && !r; i++) {
+    uint64_t b = first + i;
+    uint64_t bstart = b * uc->bs;
+    bool whole = off <= bstart && off + count >= bstart + uc->bs;
+    bool remote_dirty;
+
+    if (b >= uc->nr_oblocks)
+      continue;
+    pthread_mutex_lock(&uc->lock);
+    fc_invfilter_add(&uc->m.written, to_oblock(b));
+    remote_dirty = fc_invfilter_contains(&uc->m.remote_dirty, to_oblock(b));
+    if (whole || !remote_dirty) {
+      /* The VM's data supersedes the source's copy. */
+      fc_invfilter_remove(&uc->m.remote_dirty, to_oblock(b));
+      fc_invfilter_remove(&uc->m.remote_clean, to_oblock(b));
+      remote_dirty = false;
+    }
+    if (uc->m.bypass) {
+      cblock_t cb = uc_lookup_locked(uc, to_oblock(b));
+      /* Only a copied block can be here; the VM's write makes it stale. */
+      if (cb.n != CBLOCK_NONE && !(uc->dev->table[cb.n].flags & FC_ENTRY_BUSY)) {
+        uc_drop_locked(uc, cb);
+        STAT_ADD(&uc->stats, invalidations, 1);
+      }
+    }
+    pthread_mutex_unlock(&uc->lock);
+    if (remote_dirty) {
+      /* A partial write needs the rest of the block, which only the
+       * source has: fetch it first so the write lands on it. */
+      if (!buf && !(buf = malloc(uc->bs)))
+        return -ENOMEM;
+      r = uc_migr_fetch_miss(uc, to_oblock(b), buf);
+      if (r == 1)
+        r = 0;
+    }
+  }
+  free(buf);
+  return r;
+}
+
+int
+fc_ucache_migr_install_copy(struct fc_ucache *uc, oblock_t ob, const void *data,
+                            bool dirty)
+{
+  struct stripe_set set;
+  bool stale;
+  int r;
+
+  if (ob.n >= uc->nr_oblocks)
+    return -ERANGE;
+  uc_lock_stripes(uc, ob.n, ob.n, &set);
+  pthread_mutex_lock(&uc->lock);
+  stale = fc_invfilter_contains(&uc->m.written, ob) ||
+          uc_lookup_locked(uc, ob).n != CBLOCK_NONE;
+  fc_invfilter_remove(&uc->m.remote_dirty, ob);
+  fc_invfilter_remove(&uc->m.remote_clean, ob);
+  if (stale)
+    uc->m.discarded++;
+  pthread_mutex_unlock(&uc->lock);
+  if (stale) {
+    uc_unlock_stripes(uc, &set);
+    return 1;
+  }
+  r = uc_install(uc, ob, data, dirty);
+  if (r == 1 || r == -ENOSPC) {
+    /* Admission or space said no.  A clean copy can be dropped; a dirty
+     * one is the only copy and goes to the origin. */
+    r = dirty ? fc_origin_pwrite(uc->origin, data, uc->bs, ob.n * uc->bs, true) : 1;
+  }
+  if (r == 0) {
+    pthread_mutex_lock(&uc->lock);
+    uc->m.installed_copies++;
+    pthread_mutex_unlock(&uc->lock);
+  }
+  uc_unlock_stripes(uc, &set);
+  return r;
+}
+
+int
+fc_ucache_migr_preload(struct fc_ucache *uc, oblock_t ob)
+{
+  struct stripe_set set;
+  char *buf;
+  bool present;
+  int r;
+
+  if (ob.n >= uc->nr_oblocks)
+    return -ERANGE;
+  buf = malloc(uc->bs);
+  if (!buf)
+    return -ENOMEM;
+  uc_lock_stripes(uc, ob.n, ob.n, &set);
+  pthread_mutex_lock(&uc->lock);
+  present = uc_lookup_locked(uc, ob).n != CBLOCK_NONE;
+  pthread_mutex_unlock(&uc->lock);
+  if (present) {
+    r = 1;     /* the VM got there first */
+  } else {
+    r = fc_origin_pread(uc->origin, buf, uc->bs, ob.n * uc->bs);
+    if (r == 0) {
+      STAT_ADD(&uc->stats, origin_read_bytes, uc->bs);
+      /* Preloading is the cache's own decision: bypass admission. */
+      r = uc_install(uc, ob, buf, false);
+      if (r == 1)
+        r = 0;
+    }
+  }
+  uc_unlock_stripes(uc, &set);
+  free(buf);
+  return r;
+}
+
+struct drop_ctx {
+  struct fc_ucache *uc;
+  uint32_t dropped;
+};
+
+static void
+drop_written(void *opaque, oblock_t ob)
+{
+  struct drop_ctx *d = opaque;
+  cblock_t cb = uc_lookup_locked(d->uc, ob);
+
+  if (cb.n != CBLOCK_NONE && d->uc->m.bypass &&
+      !(d->uc->dev->table[cb.n].flags & (FC_ENTRY_BUSY | FC_ENTRY_DIRTY))) {
+    uc_drop_locked(d->uc, cb);
+    d->dropped++;
+  }
+}
+
+uint32_t
+fc_ucache_migr_in_end(struct fc_ucache *uc)
+{
+  struct drop_ctx d = { uc, 0 };
+
+  /* Quiesce: all stripes, so no request is half way through. */
+  struct stripe_set set;
+  uc_lock_stripes(uc, 0, FC_STRIPES, &set);
+  pthread_mutex_lock(&uc->lock);
+  /* Algorithm 1's after-copy check, done once for the whole table: any
+   * block written during the copy that still has a copied block. */
+  fc_invfilter_for_each(&uc->m.written, drop_written, &d);
+  STAT_ADD(&uc->stats, invalidations, d.dropped);
+  uc->m.bypass = false;
+  uc->m.tracking = false;
+  uc->m.fetch = NULL;
+  uc->m.gated = false;
+  atomic_store(&uc->m.on, uc->m.frozen || uc->m.failed);
+  fc_invfilter_clear(&uc->m.written);
+  fc_invfilter_clear(&uc->m.remote_clean);
+  pthread_cond_broadcast(&uc->m.gate_cond);
+  pthread_mutex_unlock(&uc->lock);
+  uc_unlock_stripes(uc, &set);
+  return d.dropped;
+}
+
+uint32_t
+fc_ucache_migr_remote_dirty(struct fc_ucache *uc)
+{
+  uint32_t n;
+
+  pthread_mutex_lock(&uc->lock);
+  n = uc->m.remote_dirty.count;
+  pthread_mutex_unlock(&uc->lock);
+  return n;
+}
+
+void
+fc_ucache_migr_freeze(struct fc_ucache *uc, bool frozen)
+{
+  /* Take every stripe so the writes already inside finish first. */
+  struct stripe_set set;
+
+  uc_lock_stripes(uc, 0, FC_STRIPES, &set);
+  pthread_mutex_lock(&uc->lock);
+  uc->m.frozen = frozen;
+  atomic_store(&uc->m.on, frozen || uc->m.tracking || uc->m.gated || uc->m.failed);
+  pthread_mutex_unlock(&uc->lock);
+  uc_unlock_stripes(uc, &set);
+}
+
+int
+fc_ucache_migr_snapshot(struct fc_ucache *uc, uint64_t **list, uint32_t *n,
+                        bool dirty_only)
+{
+  const struct fc_entry *table = uc->dev->table;
+  uint64_t *v;
+  uint32_t k = 0;
+
+  pthread_mutex_lock(&uc->lock);
+  v = malloc(((size_t)uc->lru.count + 1) * sizeof *v);
+  if (!v) {
+    pthread_mutex_unlock(&uc->lock);
+    return -ENOMEM;
+  }
+  for (uint32_t i = uc->lru.head; i != CBLOCK_NONE; i = table[i].lru_next) {
+    bool dirty = table[i].flags & FC_ENTRY_DIRTY;
+    if (!(table[i].flags & FC_ENTRY_VALID) || (dirty_only && !dirty))
+      continue;
+    v[k++] = table[i].oblock | (dirty ? FC_XFER_DIRTY_BIT : 0);
+  }
+  pthread_mutex_unlock(&uc->lock);
+  *list = v;
+  *n = k;
+  return 0;
+}
+
+int
+fc_ucache_migr_read_block(struct fc_ucache *uc, oblock_t ob, void *data, bool *dirty)
+{
+  struct stripe_set set;
+  cblock_t cb;
+  int r;
+
+  uc_lock_stripes(uc, ob.n, ob.n, &set);
+  pthread_mutex_lock(&uc->lock);
+  cb = uc_lookup_locked(uc, ob);
+  if (cb.n != CBLOCK_NONE)
+    *dirty = uc->dev->table[cb.n].flags & FC_ENTRY_DIRTY;
+  pthread_mutex_unlock(&uc->lock);
+  r = cb.n == CBLOCK_NONE ? -ENOENT : fc_cachedev_read(uc->dev, cb, 0, data, uc->bs);
+  if (r == 0)
+    STAT_ADD(&uc->stats, cache_read_bytes, uc->bs);
+  uc_unlock_stripes(uc, &set);
+  return r;
+}
+
+int
+fc_ucache_migr_forget(struct fc_ucache *uc, oblock_t ob)
+{
+  struct stripe_set set;
+  cblock_t cb;
+  bool dirty = false;
+  int r = 0;
+
+  uc_lock_stripes(uc, ob.n, ob.n, &set);
+  pthread_mutex_lock(&uc->lock);
+  cb = uc_lookup_locked(uc, ob);
+  if (cb.n != CBLOCK_NONE) {
+    dirty = uc->dev->table[cb.n].flags & FC_ENTRY_DIRTY;
+    if (!dirty)
+      uc_drop_locked(uc, cb);
+  }
+  pthread_mutex_unlock(&uc->lock);
+  if (dirty)
+    r = uc_drop_dirty(uc, cb);   /* record cleared before the space is reused */
+  uc_unlock_stripes(uc, &set);
+  return r;
+}
+
+int
+fc_ucache_migr_forget_all(struct fc_ucache *uc)
+{
+  uint64_t *list;
+  uint32_t n;
+  int r;
+
+  r = fc_ucache_migr_snapshot(uc, &list, &n, false);
+  for (uint32_t i = 0; i < n && !r; i++)
+    r = fc_ucache_migr_forget(uc, to_oblock(list[i] & ~FC_XFER_DIRTY_BIT));
+  if (!r)
+    r = fc_md_sync(uc->md);
+  free(list);
+  return r;
+}
+
+void
+fc_ucache_migr_stats(struct fc_ucache *uc, struct fc_ucache_migr_stats *st)
+{
+  pthread_mutex_lock(&uc->lock);
+  st->fetched = uc->m.fetched;
+  st->fetch_fallbacks = uc->m.fetch_fallbacks;
+  st->discarded = uc->m.discarded;
+  st->installed_copies = uc->m.installed_copies;
+  st->written = uc->m.written.count;
+  st->remote_dirty = uc->m.remote_dirty.count;
+  st->remote_clean = uc->m.remote_clean.count;
+  pthread_mutex_unlock(&uc->lock);
+}
