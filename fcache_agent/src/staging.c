@@ -43,7 +43,8 @@ fc_staging_miss(struct fc_staging *st, oblock_t ob)
     }
   }
   /* Replace the way that was not written last. */
-  int victim = st->age[set] ^ 1;
+  /* An empty way (never used, or freed by an admission) before a staged one. */
+  int victim = !way[0] ? 0 : !way[1] ? 1 : st->age[set] ^ 1;
   way[victim] = key;
   st->age[set] = (uint8_t)victim;
   return false;

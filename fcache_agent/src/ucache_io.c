@@ -278,7 +278,15 @@ write_back(struct fc_ucache *uc, const char *buf, uint32_t count,
       if (r == 0) {
         STAT_ADD(&uc->stats, cache_write_bytes, s.len);
         r = uc_mark_dirty(uc, to_cblock(cbs[i]));
-        wrote_cache = true;
+        if (r == 0) {
+          wrote_cache = true;
+          continue;
+        }
+        /* No DIRTY record: the block, still clean, now differs from the
+         * origin.  Drop it and send the write around it. */
+        STAT_ADD(&uc->stats, io_errors, 1);
+        invalidate(uc, &cbs[i], 1);
+        r = origin_write(uc, buf + s.in_buf, s.len, s.start, fua);
         continue;
       }
       STAT_ADD(&uc->stats, io_errors, 1);
@@ -305,8 +313,10 @@ write_back(struct fc_ucache *uc, const char *buf, uint32_t count,
     if (!r)
       r = fc_md_sync(uc->md);
   }
+  pthread_mutex_lock(&uc->lock);
   if (uc->nr_dirty * 100ull > (uint64_t)uc->p.quota_blocks * uc->p.dirty_high_percent)
-    uc_wake_writeback(uc);
+    pthread_cond_signal(&uc->wb_cond);
+  pthread_mutex_unlock(&uc->lock);
   return r;
 }
 

@@ -145,7 +145,7 @@ above_high_watermark(struct fc_ucache *uc)
   bool above;
 
   pthread_mutex_lock(&uc->lock);
-  above = uc->nr_dirty * 100ull >
+  above = !uc->wb_stopping && uc->nr_dirty * 100ull >
           (uint64_t)uc->p.quota_blocks * uc->p.dirty_high_percent;
   pthread_mutex_unlock(&uc->lock);
   return above;
@@ -183,7 +183,7 @@ writeback_thread(void *arg)
         log_warning("writeback: pass failed (%d), retrying next interval", r);
         break;
       }
-    } while (done && above_high_watermark(uc) && !uc->wb_stopping);
+    } while (done && above_high_watermark(uc));
   }
   return NULL;
 }
