@@ -77,3 +77,8 @@ class AgentError(FcacheException):
 class ProtocolError(FcacheException):
     msg_fmt = ("unexpected exchange with the fcache agent at %(path)s: "
                "%(reason)s")
+
+
+class MigrationFailed(FcacheException):
+    msg_fmt = ("cache migration %(migration_id)s of volume %(volume_id)s "
+               "failed in phase %(phase)s: %(reason)s")

@@ -9,6 +9,7 @@
 
 #include "agent.h"
 #include "log.h"
+#include "migration.h"
 #include "nbd_server.h"
 #include "origin.h"
 #include "ucache.h"
@@ -164,6 +165,7 @@ fc_agent_open(const struct fc_config *cfg, struct fc_agent **out,
     return -ENOMEM;
   agent->cfg = *cfg;
   pthread_mutex_init(&agent->lock, NULL);
+  pthread_mutex_init(&agent->migr_lock, NULL);
   snprintf(agent->volumes_dir, sizeof agent->volumes_dir, "%s/volumes", cfg->state_dir);
   snprintf(md_path, sizeof md_path, "%s/cache.meta", cfg->state_dir);
   if ((r = make_dir(cfg->state_dir, 0700, err, errlen)) ||
@@ -190,6 +192,11 @@ fc_agent_open(const struct fc_config *cfg, struct fc_agent **out,
   r = fc_md_set_state(agent->md, FC_MD_STATE_RUNNING);
   if (r) {
     snprintf(err, errlen, "cannot write cache metadata %s: %s", md_path, strerror(-r));
+    goto out;
+  }
+  agent->listener = fc_migr_listen(agent, cfg->migration_listen, err, errlen);
+  if (!agent->listener) {
+    r = -EADDRNOTAVAIL;
     goto out;
   }
   for (unsigned i = 0; i < agent->nr_volumes; i++) {
@@ -224,6 +231,8 @@ fc_agent_close(struct fc_agent *agent)
   struct fc_md_record *recs;
   int r;
 
+  fc_migr_listener_stop(agent->listener);
+  fc_migration_stop_all(agent);
   /* No request may run while the map is written out. */
   for (unsigned i = 0; i < agent->nr_volumes; i++) {
     struct fc_volume *v = agent->volumes[i];

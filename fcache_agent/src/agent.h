@@ -14,7 +14,11 @@
 #include "metadata.h"
 #include "volume.h"
 
+struct fc_migration;
+struct fc_migr_listener;
+
 #define FC_MAX_VOLUMES 256
+#define FC_MAX_MIGRATIONS 64
 #define FC_VERSION "0.1.0"
 
 struct fc_agent {
@@ -25,6 +29,12 @@ struct fc_agent {
   pthread_mutex_t lock;
   struct fc_volume *volumes[FC_MAX_VOLUMES];
   unsigned nr_volumes;
+  /* Live migrations: their own lock, because attach/detach hold `lock`
+   * for long and the migration listener must not wait on them. */
+  pthread_mutex_t migr_lock;
+  struct fc_migration *migrations[FC_MAX_MIGRATIONS];
+  unsigned nr_migrations;
+  struct fc_migr_listener *listener;
 };
 
 /* Open the cache, recover its metadata, re-attach the persisted volumes

@@ -7,6 +7,7 @@
 
 #include "agent.h"
 #include "log.h"
+#include "migration.h"
 #include "nbd_server.h"
 #include "origin.h"
 #include "ucache.h"
@@ -150,6 +151,11 @@ fc_agent_detach_locked(struct fc_agent *agent, const char *id, char *err, size_t
   if (!v) {
     snprintf(err, errlen, "volume %.80s is not attached to this agent", id);
     return -ENOENT;
+  }
+  if (fc_migration_for_volume(agent, v) && !v->releasing) {
+    snprintf(err, errlen, "volume %s is migrating; finish or abort the migration first",
+             id);
+    return -EBUSY;
   }
   if (!v->uc && v->nr_held_dirty) {
     snprintf(err, errlen, "volume %s holds %u blocks of unwritten data and its "

@@ -258,5 +258,12 @@ const struct fc_control_op fc_agent_control_ops[] = {
   { "volume-show", op_show },
   { "volume-list", op_list },
   { "volume-detach", op_detach },
+  { "migration-incoming", fc_op_migration_incoming },
+  { "migration-outgoing", fc_op_migration_outgoing },
+  { "migration-start", fc_op_migration_start },
+  { "migration-switchover", fc_op_migration_switchover },
+  { "migration-finish", fc_op_migration_finish },
+  { "migration-abort", fc_op_migration_abort },
+  { "migration-status", fc_op_migration_status },
   { NULL, NULL },
 };

@@ -3,9 +3,19 @@
 #ifndef FCACHE_CONTROL_OPS_H
 #define FCACHE_CONTROL_OPS_H
 
+#include <stddef.h>
 #include "control.h"
 
 /* {NULL, NULL}-terminated; the opaque pointer is the struct fc_agent. */
 extern const struct fc_control_op fc_agent_control_ops[];
+
+/* Live migration operations (control_migr.c). */
+int fc_op_migration_incoming(void *, json_t *, json_t **, char *, size_t);
+int fc_op_migration_outgoing(void *, json_t *, json_t **, char *, size_t);
+int fc_op_migration_start(void *, json_t *, json_t **, char *, size_t);
+int fc_op_migration_switchover(void *, json_t *, json_t **, char *, size_t);
+int fc_op_migration_finish(void *, json_t *, json_t **, char *, size_t);
+int fc_op_migration_abort(void *, json_t *, json_t **, char *, size_t);
+int fc_op_migration_status(void *, json_t *, json_t **, char *, size_t);
 
 #endif

@@ -40,6 +40,7 @@ struct fc_volume {
   uint32_t *held_cb;
   uint32_t nr_held;
   uint32_t nr_held_dirty;
+  bool releasing;                   /* a finished migration is detaching it */
 };
 
 /* Letters, digits, '-', '_', '.', not starting with '.': the id names a

@@ -50,7 +50,8 @@ fc_xfer_encode_header(uint8_t out[FC_XFER_HEADER_SIZE], uint8_t type,
   out[7] = (uint8_t)(flags >> 8);
   fc_put_le32(out + 8, len);
   crc = crc32c(0, out, 12);
-  if (len)
+  /* payload NULL: the caller seals a scattered payload itself. */
+  if (len && payload)
     crc = crc32c(crc, payload, len);
   fc_put_le32(out + 12, crc);
 }

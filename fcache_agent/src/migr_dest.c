@@ -1,0 +1,521 @@
+/* The destination side of a cache migration: the receiver thread reads
+ * frames (lists, switch, blocks, done); the worker thread installs
+ * background blocks, returns credit and acknowledges durable dirty blocks,
+ * or (cachemior) preloads the hot list from the origin.  VM threads that
+ * miss on a block the source holds fetch it through dest_fetch(). */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "agent.h"
+#include "log.h"
+#include "migration.h"
+#include "ucache.h"
+
+#define CREDITS 256u           /* background blocks in flight per stream */
+#define FETCH_TIMEOUT_S 10
+#define PRELOAD_THREADS 4
+
+struct dest_queue {
+  uint8_t *data;               /* CREDITS blocks */
+  uint64_t *ids;               /* oblock | dirty bit */
+  uint32_t head, n;
+};
+
+struct fetch_wait {
+  struct fetch_wait *next;
+  uint64_t ob;
+  void *data;
+  bool done, dirty;
+  int r;
+};
+
+static enum fc_ucache_migr_mode
+mode_of(enum fc_strategy s)
+{
+  switch (s) {
+  case FC_STRAT_FIREPAN_IF: return FC_MIGR_BYPASS;
+  case FC_STRAT_CLOUDCACHE:
+  case FC_STRAT_HYBRID: return FC_MIGR_ONDEMAND;
+  default: return FC_MIGR_PLAIN;
+  }
+}
+
+static int
+dest_fetch(void *ctx, oblock_t ob, void *data, bool *dirty)
+{
+  struct fc_migration *m = ctx;
+  struct fetch_wait w = { .ob = ob.n, .data = data };
+  struct timespec until;
+  uint8_t id[8];
+  int r = 0;
+
+  pthread_mutex_lock(&m->lock);
+  if (!m->connected || m->state == FC_MS_FAILED || m->state == FC_MS_ABORTED) {
+    pthread_mutex_unlock(&m->lock);
+    return -ENOTCONN;
+  }
+  w.next = m->waiters;
+  m->waiters = &w;
+  pthread_mutex_unlock(&m->lock);
+
+  fc_put_le64(id, ob.n);
+  r = fc_xfer_send(&m->conn, FC_XFER_FETCH, 0, id, 8, NULL, 0);
+  clock_gettime(CLOCK_REALTIME, &until);
+  until.tv_sec += FETCH_TIMEOUT_S;
+  pthread_mutex_lock(&m->lock);
+  while (!r && !w.done && m->state != FC_MS_FAILED && m->state != FC_MS_ABORTED)
+    if (pthread_cond_timedwait(&m->cond, &m->lock, &until) == ETIMEDOUT)
+      r = -ETIMEDOUT;
+  for (struct fetch_wait **p = &m->waiters; *p; p = &(*p)->next)
+    if (*p == &w) {
+      *p = w.next;
+      break;
+    }
+  if (!r)
+    r = w.done ? w.r : -ECONNRESET;
+  *dirty = w.dirty;
+  pthread_mutex_unlock(&m->lock);
+  return r;
+}
+
+static void
+deliver_reply(struct fc_migration *m, uint64_t id, uint16_t flags, const uint8_t *data)
+{
+  uint64_t ob = id & ~FC_XFER_DIRTY_BIT;
+
+  pthread_mutex_lock(&m->lock);
+  for (struct fetch_wait *w = m->waiters; w; w = w->next) {
+    if (w->ob != ob || w->done)
+      continue;
+    if (flags & FC_XFER_F_ABSENT) {
+      w->r = -ENOENT;
+    } else {
+      memcpy(w->data, data, m->bs);
+      w->dirty = id & FC_XFER_DIRTY_BIT;
+      w->r = 0;
+    }
+    w->done = true;
+  }
+  pthread_cond_broadcast(&m->cond);
+  pthread_mutex_unlock(&m->lock);
+}
+
+static int
+on_list(struct fc_migration *m, const uint8_t *p, uint32_t len)
+{
+  struct fc_ucache *uc = m->vol->uc;
+  int r = 0;
+
+  for (uint32_t i = 0; i + 8 <= len && !r; i += 8) {
+    uint64_t id = fc_get_le64(p + i);
+
+    if (m->strategy == FC_STRAT_CACHEMIOR) {
+      pthread_mutex_lock(&m->lock);
+      if (m->hot_n == m->hot_cap) {
+        uint32_t cap = m->hot_cap ? m->hot_cap * 2 : 4096;
+        uint64_t *h = realloc(m->hot, cap * sizeof *h);
+        if (!h)
+          r = -ENOMEM;
+        else {
+          m->hot = h;
+          m->hot_cap = cap;
+        }
+      }
+      if (!r)
+        m->hot[m->hot_n++] = id & ~FC_XFER_DIRTY_BIT;
+      m->blocks_total = m->hot_n;
+      pthread_mutex_unlock(&m->lock);
+    } else {
+      r = fc_ucache_migr_add_remote(uc, to_oblock(id & ~FC_XFER_DIRTY_BIT),
+                                    id & FC_XFER_DIRTY_BIT);
+    }
+  }
+  return r;
+}
+
+static void
+complete(struct fc_migration *m)
+{
+  pthread_mutex_lock(&m->lock);
+  if (m->state == FC_MS_SWITCHED || m->state == FC_MS_CONNECTED) {
+    m->state = FC_MS_COMPLETED;
+    m->completed_ns = fc_monotonic_ns();
+  }
+  pthread_cond_broadcast(&m->cond);
+  pthread_mutex_unlock(&m->lock);
+  log_info("migration %s: volume %s complete (%llu blocks, %llu invalidated)", m->id,
+           m->volume_id, (unsigned long long)m->blocks_done,
+           (unsigned long long)m->invalidated);
+}
+
+static int
+send_complete(struct fc_migration *m)
+{
+  struct fc_ucache *uc = m->vol->uc;
+  int r;
+
+  /* Everything acknowledged must survive a crash of this host before
+   * the source forgets it. */
+  r = fc_md_sync(m->agent->md);
+  if (!r)
+    r = fc_cachedev_sync(m->agent->dev);
+  (void)uc;
+  if (!r)
+    r = fc_xfer_send(&m->conn, FC_XFER_COMPLETE, 0, NULL, 0, NULL, 0);
+  pthread_mutex_lock(&m->lock);
+  m->complete_sent = r == 0;
+  pthread_mutex_unlock(&m->lock);
+  return r;
+}
+
+static void *
+dest_rx(void *arg)
+{
+  struct fc_migration *m = arg;
+  uint8_t *buf = malloc(FC_XFER_MAX_PAYLOAD);
+  struct fc_xfer_header h;
+  int r = buf ? 0 : -ENOMEM;
+
+  while (!r) {
+    r = fc_xfer_recv(&m->conn, &h, buf, FC_XFER_MAX_PAYLOAD);
+    if (r)
+      break;
+    switch (h.type) {
+    case FC_XFER_LIST:
+      r = on_list(m, buf, h.length);
+      break;
+    case FC_XFER_SWITCH:
+      pthread_mutex_lock(&m->lock);
+      m->switch_received = true;
+      m->switched_ns = fc_monotonic_ns();
+      if (m->state == FC_MS_CONNECTED)
+        m->state = FC_MS_SWITCHED;
+      pthread_cond_broadcast(&m->cond);
+      pthread_mutex_unlock(&m->lock);
+      fc_ucache_migr_open_gate(m->vol->uc);
+      break;
+    case FC_XFER_BLOCK:
+      if (h.length != 8 + ((h.flags & FC_XFER_F_ABSENT) ? 0 : m->bs)) {
+        r = -EPROTO;
+        break;
+      }
+      if (h.flags & FC_XFER_F_REPLY) {
+        deliver_reply(m, fc_get_le64(buf), h.flags, buf + 8);
+        break;
+      }
+      pthread_mutex_lock(&m->lock);
+      if (m->inq->n >= CREDITS) {
+        r = -EPROTO;     /* the source ignored our credit */
+      } else {
+        uint32_t slot = (m->inq->head + m->inq->n) % CREDITS;
+        m->inq->ids[slot] = fc_get_le64(buf);
+        memcpy(m->inq->data + (size_t)slot * m->bs, buf + 8, m->bs);
+        m->inq->n++;
+        m->bytes_done += m->bs;
+      }
+      pthread_cond_broadcast(&m->cond);
+      pthread_mutex_unlock(&m->lock);
+      break;
+    case FC_XFER_DONE:
+      pthread_mutex_lock(&m->lock);
+      m->done_received = true;
+      pthread_cond_broadcast(&m->cond);
+      pthread_mutex_unlock(&m->lock);
+      break;
+    case FC_XFER_ERROR:
+      buf[h.length < FC_XFER_MAX_PAYLOAD ? h.length : FC_XFER_MAX_PAYLOAD - 1] = 0;
+      fc_migr_fail(m, "source gave up: %.200s", (char *)buf);
+      r = -ECONNABORTED;
+      break;
+    default:
+      r = -EPROTO;
+    }
+  }
+  free(buf);
+  /* After COMPLETE the source owes us nothing: its going away is normal. */
+  if (!m->stopping && !m->complete_sent && m->state != FC_MS_COMPLETED &&
+      m->state != FC_MS_ABORTED) {
+    /* Never stale: clean remote blocks fall back to the origin, dirty ones
+     * fail until the source's copy is back. */
+    fc_ucache_migr_source_lost(m->vol->uc);
+    if (m->strategy == FC_STRAT_FIREPAN_IF && m->switch_received)
+      m->invalidated += fc_ucache_migr_in_end(m->vol->uc);
+    fc_migr_fail(m, "transfer stream from the source lost: %s%s",
+                 r == -ECONNABORTED ? "source aborted" : strerror(-r),
+                 fc_ucache_migr_remote_dirty(m->vol->uc) ?
+                 "; dirty blocks still on the source are unreadable here until "
+                 "they are written back there" : "");
+  }
+  pthread_mutex_lock(&m->lock);
+  m->connected = false;
+  pthread_cond_broadcast(&m->cond);
+  pthread_mutex_unlock(&m->lock);
+  return NULL;
+}
+
+static void
+flush_acks(struct fc_migration *m, uint32_t credits)
+{
+  uint8_t *ids = NULL;
+  uint32_t n;
+  int r = 0;
+
+  pthread_mutex_lock(&m->lock);
+  n = m->to_ack_n;
+  if (n && (ids = malloc((size_t)n * 8)))
+    for (uint32_t i = 0; i < n; i++)
+      fc_put_le64(ids + 8 * i, m->to_ack[i]);
+  m->to_ack_n = 0;
+  pthread_mutex_unlock(&m->lock);
+  if (n) {
+    /* Acknowledged means durable: the source frees these next. */
+    r = fc_cachedev_sync(m->agent->dev);
+    if (!r)
+      r = fc_md_sync(m->agent->md);
+    if (!r && ids)
+      r = fc_xfer_send(&m->conn, FC_XFER_ACK, 0, ids, n * 8, NULL, 0);
+  }
+  free(ids);
+  if (!r && credits) {
+    uint8_t c[4];
+    fc_put_le32(c, credits);
+    r = fc_xfer_send(&m->conn, FC_XFER_CREDIT, 0, c, 4, NULL, 0);
+  }
+  if (r)
+    fc_migr_fail(m, "cannot acknowledge blocks to the source: %s", strerror(-r));
+}
+
+struct preload_ctx {
+  struct fc_migration *m;
+  pthread_mutex_t lock;
+  uint32_t next;
+};
+
+static void *
+preload_thread(void *arg)
+{
+  struct preload_ctx *p = arg;
+  struct fc_migration *m = p->m;
+
+  for (;;) {
+    uint32_t i;
+    int r;
+
+    pthread_mutex_lock(&p->lock);
+    i = p->next++;
+    pthread_mutex_unlock(&p->lock);
+    if (i >= m->hot_n || m->stopping || m->state == FC_MS_ABORTED)
+      break;
+    r = fc_ucache_migr_preload(m->vol->uc, to_oblock(m->hot[i]));
+    pthread_mutex_lock(&m->lock);
+    m->blocks_done++;
+    if (r == 0)
+      m->bytes_done += m->bs;
+    pthread_mutex_unlock(&m->lock);
+  }
+  return NULL;
+}
+
+/* cachemior: the hot list is here; warm up from the origin, hottest first,
+ * a few requests at a time so the VM keeps most of the storage. */
+static void
+preload(struct fc_migration *m)
+{
+  struct preload_ctx p = { .m = m, .next = 0 };
+  pthread_t t[PRELOAD_THREADS];
+  int started = 0;
+
+  pthread_mutex_init(&p.lock, NULL);
+  for (int i = 0; i < PRELOAD_THREADS; i++)
+    if (pthread_create(&t[i], NULL, preload_thread, &p) == 0)
+      started++;
+  for (int i = 0; i < started; i++)
+    pthread_join(t[i], NULL);
+  pthread_mutex_destroy(&p.lock);
+}
+
+static void *
+dest_worker(void *arg)
+{
+  struct fc_migration *m = arg;
+  uint8_t *data = malloc(m->bs);
+  uint32_t consumed = 0;
+
+  while (data) {
+    uint64_t id = 0;
+    bool have = false, finish = false, idle = false;
+    struct timespec until;
+
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_nsec += 100 * 1000000L;
+    if (until.tv_nsec >= 1000000000L) {
+      until.tv_sec++;
+      until.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&m->lock);
+    if (!m->inq->n && !m->stopping && m->state != FC_MS_FAILED &&
+        !(m->done_received && !m->complete_sent) &&
+        !(m->switch_received && (m->strategy == FC_STRAT_NONE ||
+                                 m->strategy == FC_STRAT_CACHEMIOR ||
+                                 m->strategy == FC_STRAT_FIREPAN) &&
+          m->state == FC_MS_SWITCHED))
+      idle = pthread_cond_timedwait(&m->cond, &m->lock, &until) == ETIMEDOUT;
+    if (m->stopping || m->state == FC_MS_FAILED || m->state == FC_MS_ABORTED ||
+        m->state == FC_MS_COMPLETED) {
+      pthread_mutex_unlock(&m->lock);
+      break;
+    }
+    if (m->inq->n) {
+      id = m->inq->ids[m->inq->head];
+      memcpy(data, m->inq->data + (size_t)m->inq->head * m->bs, m->bs);
+      m->inq->head = (m->inq->head + 1) % CREDITS;
+      m->inq->n--;
+      have = true;
+    } else if (m->done_received && !m->complete_sent) {
+      finish = true;
+    } else if (m->switch_received && m->state == FC_MS_SWITCHED &&
+               (m->strategy == FC_STRAT_NONE || m->strategy == FC_STRAT_CACHEMIOR ||
+                m->strategy == FC_STRAT_FIREPAN)) {
+      finish = true;
+    }
+    pthread_mutex_unlock(&m->lock);
+
+    if (have) {
+      bool dirty = id & FC_XFER_DIRTY_BIT;
+      oblock_t ob = to_oblock(id & ~FC_XFER_DIRTY_BIT);
+      int r = fc_ucache_migr_install_copy(m->vol->uc, ob, data, dirty);
+
+      if (r < 0) {
+        fc_migr_fail(m, "cannot install block %llu: %s",
+                     (unsigned long long)ob.n, strerror(-r));
+        break;
+      }
+      pthread_mutex_lock(&m->lock);
+      m->blocks_done++;
+      if (dirty && r == 0) {
+        if (m->to_ack_n == m->to_ack_cap) {
+          uint32_t cap = m->to_ack_cap ? m->to_ack_cap * 2 : 256;
+          uint64_t *a = realloc(m->to_ack, cap * sizeof *a);
+          if (a) {
+            m->to_ack = a;
+            m->to_ack_cap = cap;
+          }
+        }
+        if (m->to_ack_n < m->to_ack_cap)
+          m->to_ack[m->to_ack_n++] = ob.n;
+      }
+      pthread_mutex_unlock(&m->lock);
+      if (++consumed >= 32) {
+        flush_acks(m, consumed);
+        consumed = 0;
+      }
+      continue;
+    }
+    if (consumed || idle) {
+      flush_acks(m, consumed);
+      consumed = 0;
+    }
+    if (!finish)
+      continue;
+    /* Every block the source had is here (or was superseded). */
+    switch (m->strategy) {
+    case FC_STRAT_FIREPAN:
+      if (!m->switch_received) {
+        send_complete(m);         /* the source's start() returns */
+        continue;
+      }
+      fc_ucache_migr_in_end(m->vol->uc);
+      complete(m);
+      break;
+    case FC_STRAT_CACHEMIOR:
+      fc_ucache_migr_in_end(m->vol->uc);
+      send_complete(m);           /* the source holds nothing we need */
+      preload(m);
+      complete(m);
+      break;
+    case FC_STRAT_NONE:
+      fc_ucache_migr_in_end(m->vol->uc);
+      send_complete(m);
+      complete(m);
+      break;
+    default:
+      m->invalidated += fc_ucache_migr_in_end(m->vol->uc);
+      send_complete(m);
+      complete(m);
+      break;
+    }
+    break;
+  }
+  free(data);
+  return NULL;
+}
+
+int
+fc_migr_dest_begin(struct fc_migration *m)
+{
+  struct dest_queue *q = calloc(1, sizeof *q);
+
+  if (!q)
+    return -ENOMEM;
+  q->data = malloc((size_t)CREDITS * m->bs);
+  q->ids = malloc(CREDITS * sizeof *q->ids);
+  if (!q->data || !q->ids) {
+    free(q->data);
+    free(q->ids);
+    free(q);
+    return -ENOMEM;
+  }
+  m->inq = q;
+  return fc_ucache_migr_in_begin(m->vol->uc, mode_of(m->strategy), dest_fetch, m);
+}
+
+int
+fc_migr_dest_accept(struct fc_migration *m, int fd)
+{
+  char welcome[64];
+  int r;
+
+  fc_xfer_conn_init(&m->conn, fd);
+  snprintf(welcome, sizeof welcome, "{\"credits\": %u}", CREDITS);
+  r = fc_xfer_send_json(&m->conn, FC_XFER_WELCOME, welcome);
+  if (r)
+    return r;
+  pthread_mutex_lock(&m->lock);
+  m->connected = true;
+  m->state = FC_MS_CONNECTED;
+  pthread_mutex_unlock(&m->lock);
+  if ((r = -pthread_create(&m->rx_thread, NULL, dest_rx, m)) == 0)
+    m->rx_running = true;
+  if (!r && (r = -pthread_create(&m->worker_thread, NULL, dest_worker, m)) == 0)
+    m->worker_running = true;
+  if (r)
+    fc_migr_fail(m, "cannot start transfer threads: %s", strerror(-r));
+  return 0;
+}
+
+void
+fc_migr_join(struct fc_migration *m)
+{
+  pthread_mutex_lock(&m->lock);
+  m->stopping = true;
+  pthread_cond_broadcast(&m->cond);
+  pthread_mutex_unlock(&m->lock);
+  if (m->conn.fd >= 0)
+    fc_xfer_conn_shutdown(&m->conn);
+  if (m->rx_running)
+    pthread_join(m->rx_thread, NULL);
+  if (m->worker_running)
+    pthread_join(m->worker_thread, NULL);
+  m->rx_running = m->worker_running = false;
+  if (m->conn.fd >= 0)
+    fc_xfer_conn_destroy(&m->conn);
+  if (m->inq) {
+    free(m->inq->data);
+    free(m->inq->ids);
+    free(m->inq);
+    m->inq = NULL;
+  }
+}

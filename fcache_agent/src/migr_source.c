@@ -1,0 +1,384 @@
+/* The source side of a cache migration: one thread receives (FETCH,
+ * CREDIT, ACK, COMPLETE), one sends.  The sender serves on-demand fetches
+ * first, then background blocks while the receiver has credit, all under
+ * one rate limit (CloudCache §5.2). */
+#include <errno.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+
+#include "agent.h"
+#include "log.h"
+#include "migration.h"
+#include "ucache.h"
+
+#define HANDSHAKE_TIMEOUT_S 10
+
+static bool
+live(struct fc_migration *m)
+{
+  return !m->stopping && m->state != FC_MS_FAILED && m->state != FC_MS_ABORTED;
+}
+
+static void *
+source_rx(void *arg)
+{
+  struct fc_migration *m = arg;
+  uint8_t *buf = malloc(FC_XFER_MAX_PAYLOAD);
+  struct fc_xfer_header h;
+  int r = buf ? 0 : -ENOMEM;
+
+  while (!r) {
+    r = fc_xfer_recv(&m->conn, &h, buf, FC_XFER_MAX_PAYLOAD);
+    if (r)
+      break;
+    pthread_mutex_lock(&m->lock);
+    switch (h.type) {
+    case FC_XFER_FETCH:
+      for (uint32_t i = 0; i + 8 <= h.length; i += 8) {
+        if (m->fetchq_n == m->fetchq_cap) {
+          uint32_t cap = m->fetchq_cap ? m->fetchq_cap * 2 : 64;
+          uint64_t *q = cap <= 1u << 20 ? realloc(m->fetchq, cap * sizeof *q) : NULL;
+          if (!q) {
+            r = -ENOMEM;
+            break;
+          }
+          m->fetchq = q;
+          m->fetchq_cap = cap;
+        }
+        m->fetchq[m->fetchq_n++] = fc_get_le64(buf + i);
+      }
+      break;
+    case FC_XFER_CREDIT:
+      if (h.length == 4)
+        m->credits += fc_get_le32(buf);
+      else
+        r = -EPROTO;
+      break;
+    case FC_XFER_ACK:
+      pthread_mutex_unlock(&m->lock);
+      /* The destination made these durable: CloudCache frees each block
+       * as it moves, which gives the source's space back early. */
+      for (uint32_t i = 0; i + 8 <= h.length && m->vol; i += 8)
+        fc_ucache_migr_forget(m->vol->uc, to_oblock(fc_get_le64(buf + i)));
+      pthread_mutex_lock(&m->lock);
+      break;
+    case FC_XFER_COMPLETE:
+      m->complete_received = true;
+      if (m->state == FC_MS_SWITCHED) {
+        m->state = FC_MS_COMPLETED;
+        m->completed_ns = fc_monotonic_ns();
+      }
+      break;
+    case FC_XFER_ERROR:
+      buf[h.length < FC_XFER_MAX_PAYLOAD ? h.length : FC_XFER_MAX_PAYLOAD - 1] = 0;
+      pthread_mutex_unlock(&m->lock);
+      fc_migr_fail(m, "destination gave up: %.200s", (char *)buf);
+      pthread_mutex_lock(&m->lock);
+      r = -ECONNABORTED;
+      break;
+    default:
+      r = -EPROTO;
+    }
+    pthread_cond_broadcast(&m->cond);
+    pthread_mutex_unlock(&m->lock);
+  }
+  free(buf);
+  if (r != -ECONNABORTED && !m->stopping && m->state != FC_MS_COMPLETED)
+    fc_migr_fail(m, "transfer stream to %s lost: %s", m->peer, strerror(-r));
+  return NULL;
+}
+
+static int
+send_block(struct fc_migration *m, uint64_t ob, uint16_t flags, uint8_t *data)
+{
+  uint8_t id[8];
+  bool dirty = false;
+  int r;
+
+  r = fc_ucache_migr_read_block(m->vol->uc, to_oblock(ob), data, &dirty);
+  if (r == -ENOENT) {
+    if (!(flags & FC_XFER_F_REPLY))
+      return 1;       /* already moved (fetched, acked and forgotten) */
+    fc_put_le64(id, ob);
+    return fc_xfer_send(&m->conn, FC_XFER_BLOCK, flags | FC_XFER_F_ABSENT, id, 8, NULL, 0);
+  }
+  if (r)
+    return r;
+  fc_ratelimit_take(&m->rl, FC_XFER_HEADER_SIZE + 8 + m->bs);
+  fc_put_le64(id, ob | (dirty ? FC_XFER_DIRTY_BIT : 0));
+  r = fc_xfer_send(&m->conn, FC_XFER_BLOCK, flags, id, 8, data, m->bs);
+  if (!r) {
+    pthread_mutex_lock(&m->lock);
+    m->bytes_done += m->bs;
+    if (!(flags & FC_XFER_F_REPLY))
+      m->blocks_done++;
+    pthread_mutex_unlock(&m->lock);
+  }
+  return r;
+}
+
+static void *
+source_tx(void *arg)
+{
+  struct fc_migration *m = arg;
+  uint8_t *data = malloc(m->bs);
+  int r = data ? 0 : -ENOMEM;
+
+  while (!r) {
+    uint64_t ob = 0;
+    int what = 0;     /* 1 fetch, 2 background, 3 done */
+
+    pthread_mutex_lock(&m->lock);
+    for (;;) {
+      if (!live(m))
+        break;
+      if (m->fetchq_n) {
+        ob = m->fetchq[0];
+        memmove(m->fetchq, m->fetchq + 1, --m->fetchq_n * sizeof *m->fetchq);
+        what = 1;
+        break;
+      }
+      if (m->bg_started && m->bg_next < m->bg_n && m->credits) {
+        ob = m->bg[m->bg_next++] & ~FC_XFER_DIRTY_BIT;
+        m->credits--;
+        what = 2;
+        break;
+      }
+      if (m->bg_started && m->bg_next >= m->bg_n && !m->done_sent) {
+        m->done_sent = true;
+        what = 3;
+        break;
+      }
+      pthread_cond_wait(&m->cond, &m->lock);
+    }
+    pthread_mutex_unlock(&m->lock);
+    if (!what)
+      break;
+    if (what == 3) {
+      r = fc_xfer_send(&m->conn, FC_XFER_DONE, 0, NULL, 0, NULL, 0);
+    } else {
+      r = send_block(m, ob, what == 1 ? FC_XFER_F_REPLY : 0, data);
+      if (r == 1) {
+        pthread_mutex_lock(&m->lock);
+        m->credits++;       /* nothing was sent for it */
+        m->blocks_done++;
+        pthread_mutex_unlock(&m->lock);
+        r = 0;
+      }
+    }
+  }
+  free(data);
+  if (r && !m->stopping)
+    fc_migr_fail(m, "sending to %s failed: %s", m->peer, strerror(-r));
+  return NULL;
+}
+
+int
+fc_migr_source_connect(struct fc_migration *m, char *err, size_t errlen)
+{
+  struct timeval tv = { HANDSHAKE_TIMEOUT_S, 0 };
+  struct fc_xfer_header h;
+  uint8_t buf[FC_XFER_MAX_JSON + 1];
+  json_t *hello, *welcome;
+  char *text;
+  int fd, r;
+
+  r = fc_xfer_connect(m->peer, HANDSHAKE_TIMEOUT_S * 1000, &fd, err, errlen);
+  if (r) {
+    fc_migr_fail(m, "%s", err);
+    return r;
+  }
+  fc_xfer_conn_init(&m->conn, fd);
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  hello = json_pack("{s:s, s:s, s:s, s:i, s:s}", "migration_id", m->id,
+                    "volume_id", m->volume_id, "token", m->token, "block_size", m->bs,
+                    "strategy", fc_strategy_name(m->strategy));
+  text = json_dumps(hello, JSON_COMPACT);
+  json_decref(hello);
+  r = text ? fc_xfer_send_json(&m->conn, FC_XFER_HELLO, text) : -ENOMEM;
+  free(text);
+  if (!r)
+    r = fc_xfer_recv(&m->conn, &h, buf, FC_XFER_MAX_JSON);
+  if (r || h.type != FC_XFER_WELCOME) {
+    if (!r && h.type == FC_XFER_ERROR) {
+      buf[h.length] = 0;
+      snprintf(err, errlen, "destination %s refused the stream: %s", m->peer, buf);
+      r = -EACCES;
+    } else {
+      snprintf(err, errlen, "handshake with %s failed: %s", m->peer,
+               r ? strerror(-r) : "unexpected frame");
+      r = r ? r : -EPROTO;
+    }
+    fc_migr_fail(m, "%s", err);
+    fc_xfer_conn_destroy(&m->conn);
+    return r;
+  }
+  buf[h.length] = 0;
+  welcome = json_loads((const char *)buf, 0, NULL);
+  tv.tv_sec = 0;
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  pthread_mutex_lock(&m->lock);
+  m->credits = (uint32_t)json_integer_value(json_object_get(welcome, "credits"));
+  m->connected = true;
+  m->state = FC_MS_CONNECTED;
+  pthread_mutex_unlock(&m->lock);
+  json_decref(welcome);
+  if ((r = -pthread_create(&m->rx_thread, NULL, source_rx, m)) == 0)
+    m->rx_running = true;
+  if (!r && (r = -pthread_create(&m->worker_thread, NULL, source_tx, m)) == 0)
+    m->worker_running = true;
+  if (r) {
+    snprintf(err, errlen, "cannot start transfer threads: %s", strerror(-r));
+    fc_migr_fail(m, "%s", err);
+  } else {
+    log_info("migration %s: connected to %s (%s)", m->id, m->peer,
+             fc_strategy_name(m->strategy));
+  }
+  return r;
+}
+
+/* Queue every cached block, most recent first, for the background sender. */
+static int
+queue_background(struct fc_migration *m)
+{
+  uint64_t *list;
+  uint32_t n;
+  int r = fc_ucache_migr_snapshot(m->vol->uc, &list, &n, false);
+
+  if (r)
+    return r;
+  pthread_mutex_lock(&m->lock);
+  free(m->bg);
+  m->bg = list;
+  m->bg_n = n;
+  m->bg_next = 0;
+  m->blocks_total = n;
+  m->bg_started = true;
+  pthread_cond_broadcast(&m->cond);
+  pthread_mutex_unlock(&m->lock);
+  return 0;
+}
+
+int
+fc_migr_source_firepan_copy(struct fc_migration *m, char *err, size_t errlen)
+{
+  uint64_t t0 = fc_monotonic_ns();
+  int r;
+
+  /* The caller keeps the VM paused: freeze so nothing can diverge. */
+  fc_ucache_migr_freeze(m->vol->uc, true);
+  fc_ucache_stop(m->vol->uc);
+  r = queue_background(m);
+  if (r) {
+    snprintf(err, errlen, "cannot list the cache: %s", strerror(-r));
+    return r;
+  }
+  pthread_mutex_lock(&m->lock);
+  while (live(m) && !m->complete_received)
+    pthread_cond_wait(&m->cond, &m->lock);
+  m->downtime_ns = fc_monotonic_ns() - t0;
+  m->firepan_copied = m->complete_received;
+  pthread_mutex_unlock(&m->lock);
+  if (!m->firepan_copied) {
+    snprintf(err, errlen, "firepan copy failed: %s", m->error);
+    return -EIO;
+  }
+  log_info("migration %s: firepan copied %llu blocks in %.3f s", m->id,
+           (unsigned long long)m->blocks_done, (double)m->downtime_ns / 1e9);
+  return 0;
+}
+
+static int
+send_list(struct fc_migration *m, const uint64_t *list, uint32_t n)
+{
+  const uint32_t per_frame = 65536;
+  uint8_t *buf = malloc((size_t)per_frame * 8);
+  uint32_t i = 0;
+  int r = 0;
+
+  if (!buf)
+    return -ENOMEM;
+  do {
+    uint32_t k = n - i < per_frame ? n - i : per_frame;
+    for (uint32_t j = 0; j < k; j++)
+      fc_put_le64(buf + 8 * j, list[i + j]);
+    i += k;
+    r = fc_xfer_send(&m->conn, FC_XFER_LIST, i >= n ? FC_XFER_F_LAST : 0,
+                     buf, k * 8, NULL, 0);
+  } while (!r && i < n);
+  free(buf);
+  return r;
+}
+
+int
+fc_migr_source_switch(struct fc_migration *m, char *err, size_t errlen)
+{
+  struct fc_ucache *uc = m->vol->uc;
+  uint64_t t0 = fc_monotonic_ns();
+  uint64_t *list = NULL;
+  uint32_t n = 0;
+  bool flush = m->strategy == FC_STRAT_NONE || m->strategy == FC_STRAT_CACHEMIOR ||
+               m->strategy == FC_STRAT_FIREPAN_IF;
+  int r = 0;
+
+  fc_ucache_migr_freeze(uc, true);
+  fc_ucache_stop(uc);
+  if (flush && m->vol->p.write_policy == FC_WRITE_BACK) {
+    /* These strategies let the VM read the origin on the destination:
+     * every dirty block must be there first.  This is downtime. */
+    r = fc_ucache_writeback_all(uc);
+    if (r) {
+      snprintf(err, errlen, "cannot write dirty blocks back before switchover: %s",
+               strerror(-r));
+      goto out;
+    }
+  }
+  switch (m->strategy) {
+  case FC_STRAT_CACHEMIOR:
+  case FC_STRAT_HYBRID:
+    r = fc_ucache_migr_snapshot(uc, &list, &n, false);
+    break;
+  case FC_STRAT_CLOUDCACHE:
+    r = fc_ucache_migr_snapshot(uc, &list, &n, true);
+    break;
+  default:
+    break;
+  }
+  if (!r && list)
+    r = send_list(m, list, n);
+  if (!r && m->strategy == FC_STRAT_CACHEMIOR) {
+    pthread_mutex_lock(&m->lock);
+    m->blocks_total = n;
+    m->bytes_done = (uint64_t)n * 8;
+    pthread_mutex_unlock(&m->lock);
+  }
+  free(list);
+  if (!r)
+    r = fc_xfer_send_json(&m->conn, FC_XFER_SWITCH, "{}");
+  if (r) {
+    snprintf(err, errlen, "cannot switch over to %s: %s", m->peer, strerror(-r));
+    goto out;
+  }
+  pthread_mutex_lock(&m->lock);
+  m->switched_ns = fc_monotonic_ns();
+  m->downtime_ns += m->switched_ns - t0;
+  if (m->state == FC_MS_CONNECTED)
+    m->state = m->complete_received && m->strategy == FC_STRAT_FIREPAN ?
+               FC_MS_COMPLETED : FC_MS_SWITCHED;
+  if (m->state == FC_MS_COMPLETED)
+    m->completed_ns = m->switched_ns;
+  pthread_mutex_unlock(&m->lock);
+  if (m->strategy == FC_STRAT_FIREPAN_IF || m->strategy == FC_STRAT_CLOUDCACHE ||
+      m->strategy == FC_STRAT_HYBRID)
+    r = queue_background(m);
+  log_info("migration %s: switched over in %.3f s", m->id,
+           (double)(m->switched_ns - t0) / 1e9);
+out:
+  if (r)
+    fc_migr_fail(m, "%s", err);
+  return r;
+}

@@ -1,0 +1,41 @@
+/* A framed transfer stream over a connected TCP socket.  Sends are
+ * serialised by a lock (several threads send on the destination side);
+ * receives are done by one thread. */
+#ifndef FCACHE_XFER_CONN_H
+#define FCACHE_XFER_CONN_H
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "xfer_frame.h"
+
+struct fc_xfer_conn {
+  int fd;
+  pthread_mutex_t send_lock;
+  uint64_t bytes_sent, bytes_received;
+};
+
+void fc_xfer_conn_init(struct fc_xfer_conn *c, int fd);
+/* shutdown() the socket so a blocked receiver returns; fd closed by
+ * fc_xfer_conn_destroy. */
+void fc_xfer_conn_shutdown(struct fc_xfer_conn *c);
+void fc_xfer_conn_destroy(struct fc_xfer_conn *c);
+
+/* Send one frame whose payload is p1 followed by p2 (either may be empty). */
+int fc_xfer_send(struct fc_xfer_conn *c, uint8_t type, uint16_t flags,
+                 const void *p1, uint32_t l1, const void *p2, uint32_t l2);
+int fc_xfer_send_json(struct fc_xfer_conn *c, uint8_t type, const char *json);
+/* Receive one frame into buf (cap bytes; FC_XFER_MAX_PAYLOAD is always
+ * enough).  -ECONNRESET on EOF, -EPROTO/-EMSGSIZE/-EBADMSG on a bad frame. */
+int fc_xfer_recv(struct fc_xfer_conn *c, struct fc_xfer_header *h,
+                 uint8_t *buf, uint32_t cap);
+
+/* Connect to "host:port" with a timeout. */
+int fc_xfer_connect(const char *hostport, int timeout_ms, int *fd_out,
+                    char *err, size_t errlen);
+/* Split "host:port". */
+int fc_split_hostport(const char *hostport, char *host, size_t hostlen,
+                      char *port, size_t portlen);
+
+#endif

@@ -1,0 +1,188 @@
+"""Live cache migration: the one orchestration function.
+
+Nova's driver hooks and the ``fcache migrate`` command both drive a
+migration through these functions, phase by phase or all at once::
+
+    prepare     the destination attaches the volume (gated: it holds the
+                VM's I/O until the switch) and both agents learn the
+                migration id and a one-time token
+    start       the source connects to the destination; ``firepan`` copies
+                the whole cache here, while the caller keeps the VM paused
+    switchover  the VM has moved: the source freezes, flushes or lists its
+                dirty data and opens the destination's gate
+    finish      wait until the destination holds everything it needs, then
+                release the source's cache
+    abort       before switchover only: the destination forgets, the
+                source keeps the VM and its cache exactly as they were
+
+Any failure before switchover rolls back with ``abort``.
+"""
+
+import logging
+import secrets
+import time
+import uuid
+
+from nova_ext import costmodel
+from nova_ext import exception
+
+LOG = logging.getLogger(__name__)
+
+STRATEGIES = costmodel.STRATEGIES + ('auto',)
+PHASES = ('prepare', 'start', 'switchover', 'finish', 'abort')
+POLL_INTERVAL_S = 0.1
+
+
+def _mbps_to_bps(mbps):
+    return int(float(mbps) * 1000 * 1000) if mbps else 0
+
+
+def prepare(src, dst, volume_id, strategy, rate_limit_mbps=None,
+            migration_id=None, link_mbps=None, origin_mbps=None):
+    """Register the migration on both agents.
+
+    :returns: dict with ``migration_id``, ``strategy`` (resolved when
+        ``auto``), ``export_uri`` (what the destination VM opens),
+        ``destination`` (the destination's migration address) and
+        ``reason`` (why ``auto`` chose as it did).
+    """
+    vol = src.show_volume(volume_id)
+    reason = 'requested'
+    if strategy == 'auto':
+        link = _mbps_to_bps(rate_limit_mbps) or _mbps_to_bps(link_mbps)
+        strategy, reason = costmodel.choose_strategy(
+            vol, link_bps=link or None,
+            origin_bps=_mbps_to_bps(origin_mbps) or None)
+        LOG.info("auto strategy for volume %s: %s (%s)", volume_id,
+                 strategy, reason)
+    if strategy not in costmodel.STRATEGIES:
+        raise exception.InvalidArgument(name='strategy', value=strategy,
+                                        reason='one of %s' %
+                                        ', '.join(STRATEGIES))
+    migration_id = migration_id or str(uuid.uuid4())
+    token = secrets.token_hex(32)
+    incoming = dst.call('migration-incoming', migration_id=migration_id,
+                        volume_id=volume_id, token=token, strategy=strategy,
+                        origin=vol['origin'], cache_size=vol['cache_size'],
+                        write_policy=vol['write_policy'],
+                        admission=vol.get('admission', 'all'))
+    try:
+        src.call('migration-outgoing', migration_id=migration_id,
+                 volume_id=volume_id, token=token, strategy=strategy,
+                 destination=incoming['listen'],
+                 rate_limit_bps=_mbps_to_bps(rate_limit_mbps))
+    except exception.FcacheException:
+        _quiet_abort(dst, migration_id)
+        raise
+    return {'migration_id': migration_id, 'volume_id': volume_id,
+            'strategy': strategy, 'reason': reason,
+            'export_uri': incoming['export_uri'],
+            'destination': incoming['listen']}
+
+
+def start(src, dst, migration_id):
+    """Connect the agents (and, for firepan, copy the cache); rolls back on failure."""
+    try:
+        return src.call('migration-start', migration_id=migration_id)
+    except exception.FcacheException:
+        abort(src, dst, migration_id)
+        raise
+
+
+def switchover(src, dst, migration_id):
+    """The VM now runs on the destination: let its I/O through there."""
+    return src.call('migration-switchover', migration_id=migration_id)
+
+
+def status(client, migration_id):
+    return client.call('migration-status', migration_id=migration_id)
+
+
+def finish(src, dst, migration_id, timeout_s=600):
+    """Wait for the destination to complete, then release the source.
+
+    :returns: the summary of :func:`summary`.
+    :raises MigrationFailed: the destination reports a failure.
+    """
+    deadline = time.monotonic() + timeout_s
+    while True:
+        st = status(dst, migration_id)
+        if st['state'] in ('completed', 'failed', 'aborted'):
+            break
+        if time.monotonic() > deadline:
+            raise exception.MigrationFailed(
+                migration_id=migration_id, volume_id=st['volume_id'],
+                phase='finish', reason='not complete after %s s' % timeout_s)
+        time.sleep(POLL_INTERVAL_S)
+    if st['state'] != 'completed':
+        raise exception.MigrationFailed(
+            migration_id=migration_id, volume_id=st['volume_id'],
+            phase='finish', reason=st.get('error', st['state']))
+    src_st = src.call('migration-finish', migration_id=migration_id,
+                      timeout_s=int(max(1, deadline - time.monotonic())))
+    return summary(src_st, st, dst.show_volume(st['volume_id']))
+
+
+def abort(src, dst, migration_id):
+    """Roll back: the destination forgets first, then the source thaws."""
+    _quiet_abort(dst, migration_id)
+    return src.call('migration-abort', migration_id=migration_id)
+
+
+def _quiet_abort(client, migration_id):
+    try:
+        client.call('migration-abort', migration_id=migration_id)
+    except exception.FcacheException as exc:
+        LOG.warning("abort of migration %s on %r: %s", migration_id,
+                    client, exc)
+
+
+def summary(src_status, dst_status, dst_volume):
+    """The ``--wait`` result of ARCHITECTURE.md section 3."""
+    return {
+        'migration_id': dst_status['migration_id'],
+        'volume_id': dst_status['volume_id'],
+        'strategy': dst_status['strategy'],
+        'state': 'completed' if dst_status['state'] == 'completed'
+        else 'failed',
+        'blocks_transferred': int(src_status.get('blocks_done', 0)) +
+        int(dst_status.get('fetched_blocks', 0)),
+        'bytes_transferred': int(src_status.get('bytes_done', 0)),
+        'duration_s': float(dst_status.get('duration_s', 0.0)),
+        'downtime_s': float(src_status.get('downtime_s', 0.0)),
+        'invalidated_blocks': int(dst_status.get('invalidated_blocks', 0)),
+        'origin_read_bytes': int(dst_volume.get('origin_read_bytes', 0)),
+        'preloaded_blocks': int(dst_status.get('blocks_done', 0))
+        if dst_status['strategy'] == 'cachemior' else 0,
+        'fetched_blocks': int(dst_status.get('fetched_blocks', 0)),
+        'discarded_copies': int(dst_status.get('discarded_copies', 0)),
+    }
+
+
+def migrate(src, dst, volume_id, strategy, rate_limit_mbps=None,
+            move_vm=None, timeout_s=600, **prepare_kwargs):
+    """Run every phase in order; ``move_vm(prepared)`` moves the VM.
+
+    ``move_vm`` is called between start and switchover with the result of
+    :func:`prepare` (its ``export_uri`` is what the destination VM opens).
+    Without it the caller is expected to have nothing to move (a test, or
+    a hypervisor that moves the VM itself after this returns).
+
+    :returns: the summary of :func:`summary`, plus ``reason``.
+    """
+    t0 = time.monotonic()
+    prepared = prepare(src, dst, volume_id, strategy, rate_limit_mbps,
+                       **prepare_kwargs)
+    mid = prepared['migration_id']
+    start(src, dst, mid)
+    if move_vm is not None:
+        try:
+            move_vm(prepared)
+        except Exception:
+            abort(src, dst, mid)
+            raise
+    switchover(src, dst, mid)
+    result = finish(src, dst, mid, timeout_s=timeout_s)
+    result['duration_s'] = time.monotonic() - t0
+    result['reason'] = prepared['reason']
+    return result
