@@ -16,6 +16,10 @@
 
 #define CREDITS 256u           /* background blocks in flight per stream */
 #define FETCH_TIMEOUT_S 10
+/* A clean block is at the origin too: past this many fetches in flight,
+ * or this long, the origin is the faster way. */
+#define FETCH_CLEAN_MAX_INFLIGHT 16
+#define FETCH_CLEAN_TIMEOUT_MS 500
 #define PRELOAD_THREADS 4
 
 struct dest_queue {
@@ -44,11 +48,12 @@ mode_of(enum fc_strategy s)
 }
 
 static int
-dest_fetch(void *ctx, oblock_t ob, void *data, bool *dirty)
+dest_fetch(void *ctx, oblock_t ob, void *data, bool *dirty, bool required)
 {
   struct fc_migration *m = ctx;
   struct fetch_wait w = { .ob = ob.n, .data = data };
   struct timespec until;
+  unsigned inflight = 0;
   uint8_t id[8];
   int r = 0;
 
@@ -57,6 +62,12 @@ dest_fetch(void *ctx, oblock_t ob, void *data, bool *dirty)
     pthread_mutex_unlock(&m->lock);
     return -ENOTCONN;
   }
+  for (struct fetch_wait *x = m->waiters; x; x = x->next)
+    inflight++;
+  if (!required && inflight >= FETCH_CLEAN_MAX_INFLIGHT) {
+    pthread_mutex_unlock(&m->lock);
+    return -EBUSY;
+  }
   w.next = m->waiters;
   m->waiters = &w;
   pthread_mutex_unlock(&m->lock);
@@ -64,7 +75,13 @@ dest_fetch(void *ctx, oblock_t ob, void *data, bool *dirty)
   fc_put_le64(id, ob.n);
   r = fc_xfer_send(&m->conn, FC_XFER_FETCH, 0, id, 8, NULL, 0);
   clock_gettime(CLOCK_REALTIME, &until);
-  until.tv_sec += FETCH_TIMEOUT_S;
+  if (required) {
+    until.tv_sec += FETCH_TIMEOUT_S;
+  } else {
+    until.tv_nsec += FETCH_CLEAN_TIMEOUT_MS * 1000000L;
+    until.tv_sec += until.tv_nsec / 1000000000L;
+    until.tv_nsec %= 1000000000L;
+  }
   pthread_mutex_lock(&m->lock);
   while (!r && !w.done && m->state != FC_MS_FAILED && m->state != FC_MS_ABORTED)
     if (pthread_cond_timedwait(&m->cond, &m->lock, &until) == ETIMEDOUT)

@@ -30,8 +30,11 @@ struct fc_ucache;
 
 /* Fetch one block from the migration source, blocking; fills data and
  * *dirty.  -ENOENT if the source no longer has it, other -errno if the
- * source cannot be reached. */
-typedef int (*fc_ucache_fetch_fn)(void *ctx, oblock_t ob, void *data, bool *dirty);
+ * source cannot be reached.  When !required (the origin has the block too)
+ * the fetcher may decline at once with -EBUSY, or give up early, so a slow
+ * source never makes the VM wait longer than the origin would. */
+typedef int (*fc_ucache_fetch_fn)(void *ctx, oblock_t ob, void *data, bool *dirty,
+                                  bool required);
 
 struct fc_ucache_params {
   uint32_t quota_blocks;

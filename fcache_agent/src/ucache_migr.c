@@ -135,7 +135,7 @@ uc_migr_fetch_miss(struct fc_ucache *uc, oblock_t ob, void *data)
   where = take_remote(uc, ob, &dirty);
   if (!where)
     return 1;
-  r = fetch(ctx, ob, data, &src_dirty);
+  r = fetch(ctx, ob, data, &src_dirty, dirty);
   if (r == 0) {
     STAT_ADD(&uc->stats, cache_read_bytes, 0);
     pthread_mutex_lock(&uc->lock);
