@@ -1,0 +1,262 @@
+#!/usr/bin/env python3
+"""Migration benchmark: the transfer protocol against its peers, same run.
+
+  rate      a rate-limited background copy (firepan_if): achieved rate as a
+            fraction of the limit (target >= 0.9)
+  stream    an unthrottled copy (firepan, measured as its downtime) against a
+            plain TCP stream of the same bytes on the same loopback
+            (fcache_agent/build/tcp_blast): fraction of the plain stream
+  firepan   firepan downtime for several cache sizes: it must grow linearly
+            (least-squares fit, r^2 and ms per MiB)
+  downtime  downtime of firepan_if and hybrid against none (target: within
+            100 ms)
+
+Medians of --runs runs.  Results go to results/migration-<timestamp>.json.
+Run with bench/run-migration.sh (installs what it needs first).
+"""
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+import nbd  # noqa: E402  (Debian's python3-libnbd)
+
+from nova_ext import agent as fc_agent  # noqa: E402
+from nova_ext import migration  # noqa: E402
+
+AGENT = os.path.join(ROOT, 'fcache_agent', 'build', 'fcache-agent')
+BLAST = os.path.join(ROOT, 'fcache_agent', 'build', 'tcp_blast')
+MiB = 1024 * 1024
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(('127.0.0.1', 0))
+        return s.getsockname()[1]
+
+
+def wait_for(pred, timeout, what):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if pred():
+            return
+        time.sleep(0.01)
+    raise RuntimeError('timed out waiting for %s' % what)
+
+
+class Lab(object):
+    """Shared storage (nbdkit) and two agents on loopback."""
+
+    def __init__(self, workdir, origin_size, cache_size):
+        self.dir = workdir
+        self.procs = []
+        origin = os.path.join(workdir, 'origin.img')
+        with open(origin, 'wb') as f:
+            # Real data, so the page cache and the copy move real bytes.
+            chunk = os.urandom(MiB)
+            for _ in range(origin_size // MiB):
+                f.write(chunk)
+        self.origin_sock = os.path.join(workdir, 'origin.sock')
+        self.procs.append(subprocess.Popen(
+            ['nbdkit', '-f', '--exit-with-parent', '-U', self.origin_sock,
+             'file', origin], stderr=subprocess.DEVNULL))
+        wait_for(lambda: os.path.exists(self.origin_sock), 10, 'nbdkit')
+        self.origin_uri = 'nbd+unix:///?socket=%s' % self.origin_sock
+        self.agents = [self._agent(n, cache_size) for n in ('a', 'b')]
+
+    def _agent(self, name, cache_size):
+        d = os.path.join(self.dir, name)
+        os.makedirs(d)
+        sock = os.path.join(d, 'ctl.sock')
+        conf = os.path.join(d, 'agent.conf')
+        with open(conf, 'w') as f:
+            f.write('[agent]\ncontrol_socket = %s\nstate_dir = %s/state\n'
+                    'export_dir = %s/exp\ncache_size = %d\n'
+                    'migration_listen = 127.0.0.1:%d\nlog_level = warning\n'
+                    % (sock, d, d, cache_size, free_port()))
+        log = open(os.path.join(d, 'agent.log'), 'w')
+        self.procs.append(subprocess.Popen([AGENT, '--config', conf],
+                                           stderr=log))
+        wait_for(lambda: os.path.exists(sock), 10, 'agent %s' % name)
+        return fc_agent.AgentClient(sock, timeout=600)
+
+    def close(self):
+        for p in reversed(self.procs):
+            p.send_signal(signal.SIGTERM)
+        for p in self.procs:
+            try:
+                p.wait(10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+
+
+def warm(client, vid, origin_uri, cache_bytes, policy='read_only'):
+    res = client.attach_volume(vid, origin_uri, cache_size=cache_bytes,
+                               write_policy=policy)
+    h = nbd.NBD()
+    h.connect_uri(res['export_uri'])
+    for off in range(0, cache_bytes, 1 * MiB):
+        h.pread(MiB, off)
+    h.shutdown()
+    return client.show_volume(vid)['cached_blocks']
+
+
+def run_migration(lab, vid, strategy, rate_mbps=None):
+    """One migration, phase by phase; returns timings and the summary."""
+    src, dst = lab.agents
+    p = migration.prepare(src, dst, vid, strategy, rate_mbps)
+    mid = p['migration_id']
+    migration.start(src, dst, mid)
+    t_switch = time.monotonic()
+    migration.switchover(src, dst, mid)
+    wait_for(lambda: migration.status(dst, mid)['state'] in
+             ('completed', 'failed'), 600, 'completion')
+    transfer_s = time.monotonic() - t_switch
+    result = migration.finish(src, dst, mid)
+    result['transfer_s'] = transfer_s
+    dst.detach_volume(vid)
+    return result
+
+
+def bench_rate(lab, runs, cache, rate_mbps):
+    ratios = []
+    for i in range(runs):
+        vid = 'rate%d' % i
+        warm(lab.agents[0], vid, lab.origin_uri, cache)
+        r = run_migration(lab, vid, 'firepan_if', rate_mbps)
+        achieved = r['bytes_transferred'] / r['transfer_s']
+        ratios.append(achieved / (rate_mbps * 1e6))
+    return {'rate_limit_mbps': rate_mbps, 'cache_bytes': cache,
+            'achieved_over_limit': ratios,
+            'median': statistics.median(ratios)}
+
+
+def blast(nbytes):
+    port = free_port()
+    rx = subprocess.Popen([BLAST, 'recv', str(port)], stdout=subprocess.PIPE,
+                          text=True)
+    assert rx.stdout.readline().strip() == 'ready'
+    t0 = time.monotonic()
+    subprocess.check_call([BLAST, 'send', '127.0.0.1', str(port),
+                           str(nbytes)])
+    out = rx.communicate(timeout=120)[0].split()
+    return nbytes / (time.monotonic() - t0), int(out[0])
+
+
+def bench_stream(lab, runs, cache):
+    ours, plain, ratios = [], [], []
+    for i in range(runs):
+        vid = 'stream%d' % i
+        warm(lab.agents[0], vid, lab.origin_uri, cache)
+        r = run_migration(lab, vid, 'firepan')
+        rate = r['bytes_transferred'] / r['downtime_s']
+        peer, got = blast(r['bytes_transferred'])
+        assert got == r['bytes_transferred']
+        ours.append(rate)
+        plain.append(peer)
+        ratios.append(rate / peer)
+    return {'cache_bytes': cache, 'fcache_bytes_per_s': ours,
+            'plain_tcp_bytes_per_s': plain, 'ratios': ratios,
+            'median': statistics.median(ratios)}
+
+
+def linear_fit(xs, ys):
+    n = len(xs)
+    mx, my = sum(xs) / n, sum(ys) / n
+    sxx = sum((x - mx) ** 2 for x in xs)
+    sxy = sum((x - mx) * (y - my) for x, y in zip(xs, ys))
+    slope = sxy / sxx
+    icpt = my - slope * mx
+    ss_tot = sum((y - my) ** 2 for y in ys)
+    ss_res = sum((y - (icpt + slope * x)) ** 2 for x, y in zip(xs, ys))
+    return slope, icpt, 1 - ss_res / ss_tot if ss_tot else 1.0
+
+
+def bench_firepan(lab, runs, sizes):
+    med = []
+    for size in sizes:
+        d = []
+        for i in range(runs):
+            vid = 'fp%d-%d' % (size // MiB, i)
+            warm(lab.agents[0], vid, lab.origin_uri, size)
+            d.append(run_migration(lab, vid, 'firepan')['downtime_s'])
+        med.append(statistics.median(d))
+    slope, icpt, r2 = linear_fit([s / MiB for s in sizes], med)
+    return {'sizes_mib': [s // MiB for s in sizes], 'downtime_s': med,
+            'ms_per_mib': slope * 1000, 'intercept_ms': icpt * 1000,
+            'r2': r2}
+
+
+def bench_downtime(lab, runs, cache):
+    out = {}
+    for strategy in ('none', 'firepan_if', 'hybrid'):
+        d = []
+        for i in range(runs):
+            vid = 'dt-%s-%d' % (strategy, i)
+            warm(lab.agents[0], vid, lab.origin_uri, cache)
+            d.append(run_migration(lab, vid, strategy)['downtime_s'])
+        out[strategy] = statistics.median(d)
+    out['firepan_if_minus_none_ms'] = (out['firepan_if'] - out['none']) * 1e3
+    out['hybrid_minus_none_ms'] = (out['hybrid'] - out['none']) * 1e3
+    return out
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument('--runs', type=int, default=3)
+    ap.add_argument('--rate-mbps', type=float, default=20.0)
+    ap.add_argument('--quick', action='store_true',
+                    help='small sizes, for a smoke run')
+    args = ap.parse_args(argv)
+    sizes = [8 * MiB, 16 * MiB, 32 * MiB] if args.quick else \
+        [16 * MiB, 32 * MiB, 64 * MiB, 128 * MiB]
+    workdir = tempfile.mkdtemp(prefix='fcache-migbench-', dir='/var/tmp')
+    lab = Lab(workdir, origin_size=max(sizes) * 2, cache_size=max(sizes) * 2)
+    results = {'machine': {'nproc': os.cpu_count()}, 'runs': args.runs}
+    try:
+        results['rate'] = bench_rate(lab, args.runs, sizes[1],
+                                     args.rate_mbps)
+        results['stream'] = bench_stream(lab, args.runs, sizes[-1])
+        results['firepan'] = bench_firepan(lab, args.runs, sizes)
+        results['downtime'] = bench_downtime(lab, args.runs, sizes[1])
+    finally:
+        lab.close()
+        shutil.rmtree(workdir, ignore_errors=True)
+    r = results
+    print('migration benchmark (medians of %d runs)' % args.runs)
+    print('  rate limit %.0f MB/s: achieved %.3f x the limit'
+          % (args.rate_mbps, r['rate']['median']))
+    print('  unthrottled copy of %d MiB: %.3f x a plain TCP stream '
+          '(%.0f vs %.0f MB/s)' % (
+              r['stream']['cache_bytes'] // MiB, r['stream']['median'],
+              statistics.median(r['stream']['fcache_bytes_per_s']) / 1e6,
+              statistics.median(r['stream']['plain_tcp_bytes_per_s']) / 1e6))
+    print('  firepan downtime: %s s for %s MiB: %.2f ms/MiB, r^2 %.3f'
+          % (['%.3f' % x for x in r['firepan']['downtime_s']],
+             r['firepan']['sizes_mib'], r['firepan']['ms_per_mib'],
+             r['firepan']['r2']))
+    print('  downtime vs none: firepan_if %+.1f ms, hybrid %+.1f ms'
+          % (r['downtime']['firepan_if_minus_none_ms'],
+             r['downtime']['hybrid_minus_none_ms']))
+    os.makedirs(os.path.join(ROOT, 'results'), exist_ok=True)
+    path = os.path.join(ROOT, 'results', 'migration-%s.json'
+                        % time.strftime('%Y%m%d-%H%M%S'))
+    with open(path, 'w') as f:
+        json.dump(results, f, indent=2)
+    print('results: %s' % path)
+
+
+if __name__ == '__main__':
+    main()
