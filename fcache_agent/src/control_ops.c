@@ -6,6 +6,7 @@
 #include "agent.h"
 #include "config.h"
 #include "control_ops.h"
+#include "migration.h"
 #include "nbd_server.h"
 #include "ucache.h"
 
@@ -93,6 +94,11 @@ volume_json(struct fc_agent *agent, struct fc_volume *v)
   }
   if (v->srv)
     json_object_set_new(o, "connections", json_integer(nbd_server_connections(v->srv)));
+  {
+    struct fc_migration *m = fc_migration_for_volume(agent, v);
+    if (m)
+      json_object_set_new(o, "migration", fc_migration_json(m));
+  }
   return o;
 }
 
