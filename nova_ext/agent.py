@@ -20,6 +20,7 @@ import errno
 import json
 import logging
 import socket
+import time
 
 from nova_ext import exception
 from nova_ext import units
@@ -145,18 +146,8 @@ class AgentClient(object):
 
     def _exchange(self, op, request):
         """Send ``request``; return the response line without its newline."""
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock = self._connect()
         try:
-            sock.settimeout(self.timeout)
-            try:
-                sock.connect(self.socket_path)
-            except socket.timeout:
-                raise exception.AgentUnreachable(
-                    path=self.socket_path,
-                    reason='connect timed out after %s s' % self.timeout)
-            except OSError as exc:
-                raise exception.AgentUnreachable(
-                    path=self.socket_path, reason=_os_reason(exc))
             try:
                 sock.sendall(request)
                 return self._read_line(sock)
@@ -169,6 +160,35 @@ class AgentClient(object):
                     reason='connection lost: %s' % _os_reason(exc))
         finally:
             sock.close()
+
+    def _connect(self):
+        """Connect within ``timeout``, waiting out a full accept queue.
+
+        A unix socket whose listen backlog is full refuses at once with
+        EAGAIN: that is a busy agent, not an absent one.
+        """
+        deadline = time.monotonic() + self.timeout
+        delay = 0.005
+        while True:
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            sock.settimeout(self.timeout)
+            try:
+                sock.connect(self.socket_path)
+                return sock
+            except socket.timeout:
+                sock.close()
+                raise exception.AgentUnreachable(
+                    path=self.socket_path,
+                    reason='connect timed out after %s s' % self.timeout)
+            except OSError as exc:
+                sock.close()
+                if (exc.errno == errno.EAGAIN and
+                        time.monotonic() + delay < deadline):
+                    time.sleep(delay)
+                    delay = min(delay * 2, 0.2)
+                    continue
+                raise exception.AgentUnreachable(
+                    path=self.socket_path, reason=_os_reason(exc))
 
     def _read_line(self, sock):
         buf = bytearray()

@@ -30,7 +30,7 @@
 #include "log.h"
 
 #define MAX_CONNECTIONS 32
-#define LISTEN_BACKLOG 16
+#define LISTEN_BACKLOG 64
 #define ERR_MSG_MAX 512
 
 struct fc_conn {

@@ -170,7 +170,8 @@ static int
 give_back(struct fc_agent *agent, struct fc_volume *v, struct found_list *l,
           char *err, size_t errlen)
 {
-  qsort(l->v, l->n, sizeof *l->v, by_rank_desc);
+  if (l->n)
+    qsort(l->v, l->n, sizeof *l->v, by_rank_desc);
   if (!v->uc) {
     v->held = malloc((l->n ? l->n : 1) * sizeof *v->held);
     v->held_cb = malloc((l->n ? l->n : 1) * sizeof *v->held_cb);

@@ -1,0 +1,143 @@
+"""The ``fcache`` command line against the real agent, as a subprocess."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+from . import oracle as om
+
+MiB = 1 << 20
+
+
+def fcache_argv():
+    exe = os.path.join(os.path.dirname(sys.executable), 'fcache')
+    if os.path.exists(exe):
+        return [exe]
+    exe = shutil.which('fcache')
+    if exe:
+        return [exe]
+    return [sys.executable, '-m', 'nova_ext.cli']
+
+
+def run(args, env=None, timeout=60):
+    full_env = dict(os.environ)
+    full_env.pop('FCACHE_SOCKET', None)
+    if env:
+        full_env.update(env)
+    r = subprocess.run(fcache_argv() + list(args), stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, timeout=timeout, env=full_env)
+    return r.returncode, r.stdout.decode(), r.stderr.decode()
+
+
+def ok_json(args, **kw):
+    rc, out, err = run(args, **kw)
+    assert rc == 0, (args, rc, out, err)
+    assert err == '', err
+    return json.loads(out)
+
+
+def fails(args, status, *words, **kw):
+    rc, out, err = run(args, **kw)
+    assert rc == status, (args, rc, out, err)
+    assert out == ''
+    lines = err.splitlines()
+    assert len(lines) == 1 and err.endswith('\n'), err
+    assert lines[0].startswith('fcache: error: '), err
+    for w in words:
+        assert w in lines[0], (w, lines[0])
+    return lines[0]
+
+
+def test_cli_end_to_end(make_agent, make_origin):
+    agent = make_agent(cache_size='8M').start()
+    sock = agent.control_socket
+    origin = make_origin(4 * MiB)
+
+    st = ok_json(['--socket', sock, 'agent-status', '--json'])
+    for k in ('version', 'engine', 'capacity_bytes', 'used_bytes', 'volumes'):
+        assert k in st, st
+    assert st['engine'] == 'ucache' and st['capacity_bytes'] == 8 * MiB
+    assert st['volumes'] == []
+    # Options after the command, and the socket from the environment.
+    assert ok_json(['agent-status', '--socket', sock, '--json']) == st
+    assert ok_json(['agent-status', '--json'],
+                   env={'FCACHE_SOCKET': sock}) == st
+    rc, out, err = run(['--socket', sock, 'agent-status'])
+    assert rc == 0 and 'ucache' in out and err == ''
+
+    res = ok_json(['--socket', sock, 'volume-attach', 'cli-vol', '--origin',
+                   origin.uri, '--cache-size', '1M', '--write-policy',
+                   'write_back', '--admission', 'all', '--json'])
+    assert res['volume_id'] == 'cli-vol'
+    assert res['export_uri'].startswith('nbd+unix:///?socket=')
+    # Attaching again with the same parameters is idempotent.
+    again = ok_json(['--socket', sock, 'volume-attach', 'cli-vol', '--origin',
+                     origin.uri, '--cache-size', '1M', '--write-policy',
+                     'write_back', '--admission', 'all', '--json'])
+    assert again == res
+
+    h = om.connect(res['export_uri'])
+    data = os.urandom(256 * 1024)
+    h.pwrite(data, 0)
+    assert h.pread(len(data), 0) == data
+    assert h.pread(len(data), 0) == data
+    om.close(h)
+
+    show = ok_json(['--socket', sock, 'volume-show', 'cli-vol', '--json'])
+    for k in ('reads', 'writes', 'read_hits', 'read_misses', 'hit_ratio',
+              'cached_blocks', 'dirty_blocks', 'origin_read_bytes',
+              'origin_write_bytes', 'cache_write_bytes', 'block_size'):
+        assert k in show, (k, show)
+    assert show['writes'] >= 1 and show['read_hits'] >= 64, show
+    assert show['cache_size'] == MiB and show['write_policy'] == 'write_back'
+    rc, out, err = run(['--socket', sock, 'volume-show', 'cli-vol'])
+    assert rc == 0 and 'read_hits' in out and err == ''
+    lst = ok_json(['--socket', sock, 'volume-list', '--json'])
+    assert [v['volume_id'] for v in lst['volumes']] == ['cli-vol']
+    st = ok_json(['--socket', sock, 'agent-status', '--json'])
+    assert [v['volume_id'] for v in st['volumes']] == ['cli-vol']
+    assert st['used_bytes'] > 0
+
+    det = ok_json(['--socket', sock, 'volume-detach', 'cli-vol', '--json'])
+    assert det['volume_id'] == 'cli-vol'
+    # Detach wrote the dirty data back to the origin.
+    assert origin.read_file()[:len(data)] == data
+    assert ok_json(['--socket', sock, 'agent-status',
+                    '--json'])['volumes'] == []
+    rc, out, err = run(['--socket', sock, 'volume-detach', 'cli-vol'])
+    assert rc == 1
+
+
+def test_cli_errors(make_agent, make_origin, workdir):
+    agent = make_agent(cache_size='8M').start()
+    sock = agent.control_socket
+    origin = make_origin(MiB, nbd=False)
+    # The agent refuses: status 1, the agent's message on one line.
+    fails(['--socket', sock, 'volume-show', 'nope', '--json'], 1,
+          'nope', 'not attached')
+    fails(['--socket', sock, 'volume-detach', 'nope'], 1, 'nope')
+    missing = os.path.join(workdir, 'missing.img')
+    fails(['--socket', sock, 'volume-attach', 'v', '--origin', missing,
+           '--json'], 1, missing)
+    fails(['--socket', sock, 'volume-attach', '../v', '--origin',
+           origin.path], 1, 'invalid volume id')
+    fails(['--socket', sock, 'volume-attach', 'v', '--origin', origin.path,
+           '--cache-size', '1G'], 1, 'cache')
+    agent.attach('v', origin.path, cache_size=MiB)
+    fails(['--socket', sock, 'volume-attach', 'v', '--origin', origin.path,
+           '--cache-size', '2M'], 1, 'already attached')
+    # Bad command lines: status 2, one line.
+    fails(['--socket', sock, 'volume-attach', 'v', '--origin', origin.path,
+           '--write-policy', 'write-back'], 2, 'write-policy')
+    fails(['--socket', sock, 'volume-attach', 'v'], 2, 'origin')
+    fails(['--socket', sock, 'volume-attach', 'v', '--origin', origin.path,
+           '--cache-size', 'lots'], 2, 'lots')
+    fails(['--socket', sock, 'no-such-command'], 2)
+    fails(['--socket', sock, 'volume-show'], 2)
+    # No agent: status 3.
+    fails(['--socket', os.path.join(workdir, 'nobody.sock'), 'agent-status',
+           '--json'], 3, 'nobody.sock')
+    agent.stop()
+    fails(['--socket', sock, 'agent-status'], 3, sock)
