@@ -38,7 +38,7 @@ DEFAULT_MAX_DOWNTIME_S = 0.1
 
 def choose_strategy(volume, link_bps=None, origin_bps=None,
                     max_downtime_s=DEFAULT_MAX_DOWNTIME_S):
-    """Return ``(strategy, reason)`` for a volume as ``volume-show`` reports it."""
+    """Return ``(strategy, reason)`` for a ``volume-show`` result."""
     block = int(volume.get('block_size') or 4096)
     cached = int(volume.get('cached_blocks') or 0) * block
     dirty = int(volume.get('dirty_blocks') or 0) * block

@@ -81,7 +81,7 @@ def prepare(src, dst, volume_id, strategy, rate_limit_mbps=None,
 
 
 def start(src, dst, migration_id):
-    """Connect the agents (and, for firepan, copy the cache); rolls back on failure."""
+    """Connect the agents (firepan: copy the cache); roll back on failure."""
     try:
         return src.call('migration-start', migration_id=migration_id)
     except exception.FcacheException:
