@@ -4,11 +4,12 @@
 #include "blockmap.h"
 
 /* Fibonacci hashing spreads sequential block numbers (the common case for
- * a disk) across buckets without a modulo. */
+ * a disk) across buckets without a modulo -- provided the bucket comes
+ * from the product's top bits, where the multiplication mixes best. */
 static uint32_t
 bucket_of(const struct fc_blockmap *map, oblock_t ob)
 {
-  return (uint32_t)((ob.n * 0x9E3779B97F4A7C15ull) >> 32) & map->mask;
+  return (uint32_t)((ob.n * 0x9E3779B97F4A7C15ull) >> map->shift);
 }
 
 int
@@ -24,6 +25,7 @@ fc_blockmap_init(struct fc_blockmap *map, uint32_t capacity)
   for (uint32_t i = 0; i < n; i++)
     map->buckets[i] = CBLOCK_NONE;
   map->mask = n - 1;
+  map->shift = 64 - (uint32_t)__builtin_ctz(n);
   map->count = 0;
   return 0;
 }

@@ -12,6 +12,7 @@
 struct fc_blockmap {
   uint32_t *buckets;      /* cblock index of each chain's first entry */
   uint32_t mask;          /* nr_buckets - 1 (a power of two) */
+  uint32_t shift;         /* 64 - log2(nr_buckets): the hash's top bits */
   uint32_t count;
 };
 

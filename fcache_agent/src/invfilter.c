@@ -7,7 +7,7 @@
 static uint32_t
 chain_of(const struct fc_invfilter *f, oblock_t ob)
 {
-  return (uint32_t)((ob.n * 0x9E3779B97F4A7C15ull) >> 32) & f->mask;
+  return (uint32_t)((ob.n * 0x9E3779B97F4A7C15ull) >> f->shift);
 }
 
 int
@@ -22,6 +22,7 @@ fc_invfilter_init(struct fc_invfilter *f, uint32_t expected)
   if (!f->chains)
     return -ENOMEM;
   f->mask = n - 1;
+  f->shift = 64 - (uint32_t)__builtin_ctz(n);
   return 0;
 }
 

@@ -18,6 +18,7 @@
 struct fc_invfilter {
   uint32_t *chains;        /* node index + 1 of each chain's head; 0 = empty */
   uint32_t mask;
+  uint32_t shift;          /* 64 - log2(number of chains) */
   struct fc_if_node { uint64_t oblock; uint32_t next; uint32_t pad; } *nodes;
   uint32_t nr_nodes, cap_nodes;
   uint32_t free_head;      /* node index + 1; removed nodes are reused */

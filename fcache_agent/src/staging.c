@@ -32,7 +32,10 @@ fc_staging_destroy(struct fc_staging *st)
 bool
 fc_staging_miss(struct fc_staging *st, oblock_t ob)
 {
-  uint32_t set = (uint32_t)((ob.n * 0x9E3779B97F4A7C15ull) >> 33) & (st->mask >> 1);
+  /* Top bits of the product: they mix best (Fibonacci hashing). */
+  uint32_t nsets = (st->mask + 1) / 2;
+  uint32_t set = nsets > 1 ?
+    (uint32_t)((ob.n * 0x9E3779B97F4A7C15ull) >> (64 - __builtin_ctz(nsets))) : 0;
   uint64_t key = ob.n + 1;
   uint64_t *way = &st->slots[set * 2];
 

@@ -1,0 +1,5 @@
+"""Helpers shared by the fcache demo (tools/demo.py) and benchmarks (bench/).
+
+Not installed and not part of the product: this package only drives the
+real programs (fcache-agent, nbdkit, fio) as a user would.
+"""
