@@ -215,23 +215,30 @@ dest_rx(void *arg)
       fc_ucache_migr_open_gate(m->vol->uc);
       break;
     case FC_XFER_BLOCK:
-      if (h.length != 8 + ((h.flags & FC_XFER_F_ABSENT) ? 0 : m->bs)) {
-        r = -EPROTO;
-        break;
-      }
       if (h.flags & FC_XFER_F_REPLY) {
+        if (h.length != 8 + ((h.flags & FC_XFER_F_ABSENT) ? 0 : m->bs)) {
+          r = -EPROTO;
+          break;
+        }
         deliver_reply(m, fc_get_le64(buf), h.flags, buf + 8);
         break;
       }
+      /* Background: one or more (id, data) entries. */
+      if (h.length == 0 || h.length % (8 + m->bs) || (h.flags & FC_XFER_F_ABSENT)) {
+        r = -EPROTO;
+        break;
+      }
       pthread_mutex_lock(&m->lock);
-      if (m->inq->n >= CREDITS) {
-        r = -EPROTO;     /* the source ignored our credit */
-      } else {
-        uint32_t slot = (m->inq->head + m->inq->n) % CREDITS;
-        m->inq->ids[slot] = fc_get_le64(buf);
-        memcpy(m->inq->data + (size_t)slot * m->bs, buf + 8, m->bs);
-        m->inq->n++;
-        m->bytes_done += m->bs;
+      for (uint32_t off = 0; off < h.length && !r; off += 8 + m->bs) {
+        if (m->inq->n >= CREDITS) {
+          r = -EPROTO;     /* the source ignored our credit */
+        } else {
+          uint32_t slot = (m->inq->head + m->inq->n) % CREDITS;
+          m->inq->ids[slot] = fc_get_le64(buf + off);
+          memcpy(m->inq->data + (size_t)slot * m->bs, buf + off + 8, m->bs);
+          m->inq->n++;
+          m->bytes_done += m->bs;
+        }
       }
       pthread_cond_broadcast(&m->cond);
       pthread_mutex_unlock(&m->lock);
@@ -425,7 +432,7 @@ dest_worker(void *arg)
           m->to_ack[m->to_ack_n++] = ob.n;
       }
       pthread_mutex_unlock(&m->lock);
-      if (++consumed >= 32) {
+      if (++consumed >= 64) {
         flush_acks(m, consumed);
         consumed = 0;
       }

@@ -31,7 +31,7 @@ enum fc_xfer_type {
   FC_XFER_ERROR = 3,      /* either    JSON {error} : the sender gives up */
   FC_XFER_LIST = 4,       /* src->dst  u64[]: oblock | dirty<<63, hottest first */
   FC_XFER_SWITCH = 5,     /* src->dst  JSON: source frozen, lists complete */
-  FC_XFER_BLOCK = 6,      /* src->dst  u64 oblock|dirty<<63, then the block's data */
+  FC_XFER_BLOCK = 6,      /* src->dst  (u64 oblock|dirty<<63, data)+; a reply: one */
   FC_XFER_FETCH = 7,      /* dst->src  u64[] oblocks wanted now */
   FC_XFER_CREDIT = 8,     /* dst->src  u32 more blocks the receiver has room for */
   FC_XFER_ACK = 9,        /* dst->src  u64[] oblocks now durable at the destination */
