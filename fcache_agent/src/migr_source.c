@@ -58,14 +58,19 @@ source_rx(void *arg)
       else
         r = -EPROTO;
       break;
-    case FC_XFER_ACK:
-      pthread_mutex_unlock(&m->lock);
+    case FC_XFER_ACK: {
       /* The destination made these durable: CloudCache frees each block
-       * as it moves, which gives the source's space back early. */
-      for (uint32_t i = 0; i + 8 <= h.length && m->vol; i += 8)
+       * as it moves, which gives the source's space back early.  Only
+       * after the switchover, though: before it (firepan) the migration
+       * can still be aborted, and then the source's copy is the only one
+       * that counts. */
+      bool release = m->state == FC_MS_SWITCHED;
+      pthread_mutex_unlock(&m->lock);
+      for (uint32_t i = 0; release && i + 8 <= h.length && m->vol; i += 8)
         fc_ucache_migr_forget(m->vol->uc, to_oblock(fc_get_le64(buf + i)));
       pthread_mutex_lock(&m->lock);
       break;
+    }
     case FC_XFER_COMPLETE:
       m->complete_received = true;
       if (m->state == FC_MS_SWITCHED) {
