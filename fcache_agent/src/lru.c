@@ -23,6 +23,21 @@ fc_lru_push_head(struct fc_lru *lru, struct fc_entry *table, cblock_t cb)
 }
 
 void
+fc_lru_push_tail(struct fc_lru *lru, struct fc_entry *table, cblock_t cb)
+{
+  struct fc_entry *e = &table[cb.n];
+
+  e->lru_next = CBLOCK_NONE;
+  e->lru_prev = lru->tail;
+  if (lru->tail != CBLOCK_NONE)
+    table[lru->tail].lru_next = cb.n;
+  else
+    lru->head = cb.n;
+  lru->tail = cb.n;
+  lru->count++;
+}
+
+void
 fc_lru_remove(struct fc_lru *lru, struct fc_entry *table, cblock_t cb)
 {
   struct fc_entry *e = &table[cb.n];

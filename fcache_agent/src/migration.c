@@ -485,6 +485,8 @@ fc_migration_stop_all(struct fc_agent *agent)
   pthread_mutex_lock(&agent->migr_lock);
   for (unsigned i = 0; i < agent->nr_migrations; i++) {
     struct fc_migration *m = agent->migrations[i];
+    if (m->vol && m->vol->uc && m->role == FC_MIGR_DEST)
+      fc_ucache_migr_shutdown(m->vol->uc);
     fc_migr_join(m);
     free(m->bg);
     free(m->fetchq);

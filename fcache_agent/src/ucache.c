@@ -155,15 +155,30 @@ get_block_locked(struct fc_ucache *uc, cblock_t *out)
   return -ENOSPC;
 }
 
+static int install(struct fc_ucache *uc, oblock_t ob, const void *data, bool dirty,
+                   bool cold);
+
 int
 uc_install(struct fc_ucache *uc, oblock_t ob, const void *data, bool dirty)
+{
+  return install(uc, ob, data, dirty, false);
+}
+
+int
+uc_install_cold(struct fc_ucache *uc, oblock_t ob, const void *data, bool dirty)
+{
+  return install(uc, ob, data, dirty, true);
+}
+
+static int
+install(struct fc_ucache *uc, oblock_t ob, const void *data, bool dirty, bool cold)
 {
   struct fc_entry *e;
   cblock_t cb;
   int r;
 
   pthread_mutex_lock(&uc->lock);
-  if (!dirty && uc->p.admission == FC_ADMIT_RWS &&
+  if (!dirty && !cold && uc->p.admission == FC_ADMIT_RWS &&
       !fc_staging_miss(&uc->staging, ob)) {
     pthread_mutex_unlock(&uc->lock);
     return 1;
@@ -196,7 +211,10 @@ uc_install(struct fc_ucache *uc, oblock_t ob, const void *data, bool dirty)
   } else {
     e->flags = FC_ENTRY_ALLOCATED | FC_ENTRY_VALID | (dirty ? FC_ENTRY_DIRTY : 0);
     fc_blockmap_insert(&uc->map, uc->dev->table, cb);
-    fc_lru_push_head(&uc->lru, uc->dev->table, cb);
+    if (cold)
+      fc_lru_push_tail(&uc->lru, uc->dev->table, cb);
+    else
+      fc_lru_push_head(&uc->lru, uc->dev->table, cb);
     if (dirty)
       uc->nr_dirty++;
     STAT_ADD(&uc->stats, promotions, 1);

@@ -106,6 +106,8 @@ void fc_ucache_migr_open_gate(struct fc_ucache *uc);
 /* Destination: the source is gone.  Clean remote blocks fall back to the
  * origin; remote dirty blocks fail with EIO (never stale data). */
 void fc_ucache_migr_source_lost(struct fc_ucache *uc);
+/* The agent is stopping: end requests held at the gate. */
+void fc_ucache_migr_shutdown(struct fc_ucache *uc);
 /* Destination: install a copied block unless the VM wrote it or already
  * holds it.  0 installed, 1 discarded, -errno. */
 int fc_ucache_migr_install_copy(struct fc_ucache *uc, oblock_t ob,

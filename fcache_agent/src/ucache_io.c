@@ -166,6 +166,15 @@ uc_pread(void *handle, void *vbuf, uint32_t count, uint64_t off)
   STAT_ADD(&uc->stats, reads, 1);
   STAT_ADD(&uc->stats, read_bytes, count);
   if (atomic_load(&uc->m.on)) {
+    if (uc_migr_gated(uc)) {
+      /* Before the switchover only the arriving, inactive VM reads: QEMU
+       * probes the disk when it creates the device, and would never get
+       * to the migration if the probe waited for it.  The origin answers,
+       * and nothing is cached from it. */
+      STAT_ADD(&uc->stats, read_misses, n);
+      r = origin_read(uc, buf, count, off);
+      goto out;
+    }
     r = uc_migr_gate(uc);
     if (!r && uc->m.bypass) {
       /* firepan_if copy in progress: the cache is not attached yet. */
@@ -181,7 +190,8 @@ uc_pread(void *handle, void *vbuf, uint32_t count, uint64_t off)
   for (uint32_t i = 0; i < n && !r;) {
     uint64_t b = first + i;
 
-    if (b < uc->nr_oblocks && cbs[i] == CBLOCK_NONE && uc->m.fetch) {
+    if (b < uc->nr_oblocks && cbs[i] == CBLOCK_NONE &&
+        (uc->m.fetch || uc->m.failed)) {
       /* Incoming migration: the source may hold this block. */
       char *blk = malloc(uc->bs);
       if (!blk) {

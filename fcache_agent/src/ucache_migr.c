@@ -40,6 +40,17 @@ uc_migr_gate(struct fc_ucache *uc)
   return r;
 }
 
+bool
+uc_migr_gated(struct fc_ucache *uc)
+{
+  bool g;
+
+  pthread_mutex_lock(&uc->lock);
+  g = uc->m.gated && !uc->m.failed;
+  pthread_mutex_unlock(&uc->lock);
+  return g;
+}
+
 int
 fc_ucache_migr_in_begin(struct fc_ucache *uc, enum fc_ucache_migr_mode mode,
                         fc_ucache_fetch_fn fetch, void *ctx)
@@ -80,6 +91,17 @@ fc_ucache_migr_open_gate(struct fc_ucache *uc)
 {
   pthread_mutex_lock(&uc->lock);
   uc->m.gated = false;
+  pthread_cond_broadcast(&uc->m.gate_cond);
+  pthread_mutex_unlock(&uc->lock);
+}
+
+void
+fc_ucache_migr_shutdown(struct fc_ucache *uc)
+{
+  /* The agent is stopping: a request held at the gate must end (EIO)
+   * so the export can stop. */
+  pthread_mutex_lock(&uc->lock);
+  uc->m.failed = true;
   pthread_cond_broadcast(&uc->m.gate_cond);
   pthread_mutex_unlock(&uc->lock);
 }
@@ -235,7 +257,7 @@ fc_ucache_migr_install_copy(struct fc_ucache *uc, oblock_t ob, const void *data,
     uc_unlock_stripes(uc, &set);
     return 1;
   }
-  r = uc_install(uc, ob, data, dirty);
+  r = uc_install_cold(uc, ob, data, dirty);
   if (r == 1 || r == -ENOSPC) {
     /* Admission or space said no.  A clean copy can be dropped; a dirty
      * one is the only copy and goes to the origin. */
@@ -273,8 +295,8 @@ fc_ucache_migr_preload(struct fc_ucache *uc, oblock_t ob)
     r = fc_origin_pread(uc->origin, buf, uc->bs, ob.n * uc->bs);
     if (r == 0) {
       STAT_ADD(&uc->stats, origin_read_bytes, uc->bs);
-      /* Preloading is the cache's own decision: bypass admission. */
-      r = uc_install(uc, ob, buf, false);
+      /* Hottest first, each at the cold end: the source's order. */
+      r = uc_install_cold(uc, ob, buf, false);
       if (r == 1)
         r = 0;
     }

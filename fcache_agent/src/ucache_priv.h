@@ -79,6 +79,9 @@ void uc_drop_locked(struct fc_ucache *uc, cblock_t cb);
  * 1 when not admitted, -ENOSPC when no clean block could be evicted,
  * other -errno on I/O failure. */
 int uc_install(struct fc_ucache *uc, oblock_t ob, const void *data, bool dirty);
+/* The same, but the block enters at the cold end of the LRU: copies that
+ * arrive hottest first then keep the source's order. */
+int uc_install_cold(struct fc_ucache *uc, oblock_t ob, const void *data, bool dirty);
 
 /* Clear a dirty block's record and drop it (caller holds its stripe). */
 int uc_drop_dirty(struct fc_ucache *uc, cblock_t cb);
@@ -90,6 +93,7 @@ int uc_mark_dirty(struct fc_ucache *uc, cblock_t cb);
 /* Must not be called with uc->lock held. */
 /* Migration hooks called by the request paths (ucache_migr.c). */
 int uc_migr_gate(struct fc_ucache *uc);
+bool uc_migr_gated(struct fc_ucache *uc);
 /* Under the block's stripe: a miss during an incoming migration may be
  * served from the source.  Returns 1 if not remote (caller reads origin),
  * 0 if data holds the block (installed), or -errno. */
