@@ -199,6 +199,7 @@ fc_agent_detach_locked(struct fc_agent *agent, const char *id, char *err, size_t
   if (r)
     log_warning("volume %s: cannot remove its state file: %s", id, strerror(-r));
   remove_from_registry(agent, v);
+  fc_migration_drop_volume(agent, v);
   fc_volume_free(v);
   log_info("volume %s detached", id);
   return 0;

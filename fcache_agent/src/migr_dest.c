@@ -503,6 +503,7 @@ fc_migr_dest_accept(struct fc_migration *m, int fd)
   int r;
 
   fc_xfer_conn_init(&m->conn, fd);
+  fc_ucache_migr_close_probe(m->vol->uc);
   snprintf(welcome, sizeof welcome, "{\"credits\": %u}", CREDITS);
   r = fc_xfer_send_json(&m->conn, FC_XFER_WELCOME, welcome);
   if (r)

@@ -465,9 +465,9 @@ fc_migration_json(struct fc_migration *m)
     if (m->error[0])
       json_object_set_new(o, "error", json_string(m->error));
   }
-  pthread_mutex_unlock(&m->lock);
   if (o && m->vol && m->vol->uc) {
     struct fc_ucache_migr_stats st;
+    /* Under m->lock: a detach clears m->vol under it. */
     fc_ucache_migr_stats(m->vol->uc, &st);
     json_object_set_new(o, "fetched_blocks", json_integer((json_int_t)st.fetched));
     json_object_set_new(o, "fetch_fallbacks", json_integer((json_int_t)st.fetch_fallbacks));
@@ -476,7 +476,25 @@ fc_migration_json(struct fc_migration *m)
     json_object_set_new(o, "remote_dirty_blocks", json_integer(st.remote_dirty));
     json_object_set_new(o, "remote_clean_blocks", json_integer(st.remote_clean));
   }
+  pthread_mutex_unlock(&m->lock);
   return o;
+}
+
+void
+fc_migration_drop_volume(struct fc_agent *agent, const struct fc_volume *v)
+{
+  pthread_mutex_lock(&agent->migr_lock);
+  for (unsigned i = 0; i < agent->nr_migrations; i++) {
+    struct fc_migration *m = agent->migrations[i];
+    if (m->vol != v)
+      continue;
+    /* Its threads may still be finishing with the volume. */
+    fc_migr_join(m);
+    pthread_mutex_lock(&m->lock);
+    m->vol = NULL;
+    pthread_mutex_unlock(&m->lock);
+  }
+  pthread_mutex_unlock(&agent->migr_lock);
 }
 
 void

@@ -112,6 +112,8 @@ struct fc_migration *fc_migration_find(struct fc_agent *agent, const char *id);
 struct fc_migration *fc_migration_for_volume(struct fc_agent *agent,
                                              const struct fc_volume *v);
 void fc_migration_stop_all(struct fc_agent *agent);
+/* The volume is going away: no migration may keep pointing at it. */
+void fc_migration_drop_volume(struct fc_agent *agent, const struct fc_volume *v);
 
 /* Control operations (control_migr.c calls these). */
 int fc_migration_incoming(struct fc_agent *agent, json_t *args, json_t **result,

@@ -101,6 +101,11 @@ int fc_ucache_migr_in_begin(struct fc_ucache *uc, enum fc_ucache_migr_mode mode,
                             fc_ucache_fetch_fn fetch, void *ctx);
 /* Destination: a block the source holds; dirty ones must be fetched. */
 int fc_ucache_migr_add_remote(struct fc_ucache *uc, oblock_t ob, bool dirty);
+/* Destination: until the source connects, reads pass the gate (served
+ * from the origin, never cached): QEMU reads the disk when it creates the
+ * device, before the incoming migration.  From the connection on, every
+ * request waits for the switchover. */
+void fc_ucache_migr_close_probe(struct fc_ucache *uc);
 /* Destination: the source switched over: let the VM's I/O through. */
 void fc_ucache_migr_open_gate(struct fc_ucache *uc);
 /* Destination: the source is gone.  Clean remote blocks fall back to the

@@ -167,10 +167,10 @@ uc_pread(void *handle, void *vbuf, uint32_t count, uint64_t off)
   STAT_ADD(&uc->stats, read_bytes, count);
   if (atomic_load(&uc->m.on)) {
     if (uc_migr_gated(uc)) {
-      /* Before the switchover only the arriving, inactive VM reads: QEMU
-       * probes the disk when it creates the device, and would never get
-       * to the migration if the probe waited for it.  The origin answers,
-       * and nothing is cached from it. */
+      /* Before the source connects only the arriving, inactive VM reads:
+       * QEMU probes the disk when it creates the device, and would never
+       * get to the migration if the probe waited for it.  The origin
+       * answers, and nothing is cached from it. */
       STAT_ADD(&uc->stats, read_misses, n);
       r = origin_read(uc, buf, count, off);
       goto out;

@@ -46,7 +46,7 @@ uc_migr_gated(struct fc_ucache *uc)
   bool g;
 
   pthread_mutex_lock(&uc->lock);
-  g = uc->m.gated && !uc->m.failed;
+  g = uc->m.gated && uc->m.probe_reads && !uc->m.failed;
   pthread_mutex_unlock(&uc->lock);
   return g;
 }
@@ -63,6 +63,7 @@ fc_ucache_migr_in_begin(struct fc_ucache *uc, enum fc_ucache_migr_mode mode,
     return r;
   pthread_mutex_lock(&uc->lock);
   uc->m.gated = true;
+  uc->m.probe_reads = true;
   uc->m.failed = false;
   uc->m.tracking = true;
   uc->m.bypass = mode == FC_MIGR_BYPASS;
@@ -84,6 +85,14 @@ fc_ucache_migr_add_remote(struct fc_ucache *uc, oblock_t ob, bool dirty)
   r = fc_invfilter_add(dirty ? &uc->m.remote_dirty : &uc->m.remote_clean, ob);
   pthread_mutex_unlock(&uc->lock);
   return r < 0 ? r : 0;
+}
+
+void
+fc_ucache_migr_close_probe(struct fc_ucache *uc)
+{
+  pthread_mutex_lock(&uc->lock);
+  uc->m.probe_reads = false;
+  pthread_mutex_unlock(&uc->lock);
 }
 
 void

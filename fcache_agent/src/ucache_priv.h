@@ -41,6 +41,7 @@ struct fc_ucache {
   /* Live migration (ucache_migr.c); all under uc->lock. */
   struct {
     bool gated;               /* dest: hold I/O until the source's switch */
+    bool probe_reads;         /* dest, before the source connects: reads pass */
     bool failed;              /* dest: the source was lost before the switch */
     bool frozen;              /* source: the VM left; refuse writes */
     bool bypass;              /* firepan_if copy: cache not attached yet */

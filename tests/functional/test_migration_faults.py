@@ -1,0 +1,668 @@
+"""Live cache migration under attack and under failure.
+
+* The destination's listener accepts a transfer stream only with the
+  one-time token given for that migration and volume: wrong, replayed and
+  misdirected tokens, garbage, a silent peer, a corrupt frame after an
+  authenticated HELLO -- each refused or failed with a clear state and
+  message, and both agents go on working (the real migration still runs).
+* A source agent killed (SIGKILL) during the background copy, a
+  destination agent killed, the link between them cut: the survivors
+  report ``failed`` with a reason; the destination never serves stale
+  data -- a block whose only current copy was dirty on the source fails
+  with EIO, everything else reads what the oracle says; the killed source
+  recovers its dirty blocks when it restarts and nothing acknowledged is
+  lost.
+"""
+
+import errno
+import gc
+import os
+import secrets
+import socket
+import struct
+import time
+
+import pytest
+
+from nova_ext import exception
+from nova_ext import migration
+
+from . import harness
+from . import migration_util as mu
+from . import oracle as om
+
+BS = mu.BS
+MiB = mu.MiB
+HOT = mu.HOT
+WORK = mu.WORK
+VOLUME_SIZE = mu.VOLUME_SIZE
+VOLUME_CACHE = mu.VOLUME_CACHE
+REFUSED = b'authentication failed'
+
+
+def assert_refused(answer, closed):
+    assert answer is not None, 'the listener closed without an ERROR frame'
+    ftype, flags, payload = answer
+    assert ftype == mu.T_ERROR, answer
+    assert REFUSED in payload, payload
+    assert closed, 'the listener kept a refused stream open'
+
+
+def wait_log(agent, pattern, timeout=10):
+    return harness.wait_for(lambda: harness.grep(agent.log(), pattern),
+                            timeout, '%r in %s' % (pattern, agent.logfile))
+
+
+def small_source(make_agent, make_origin, policy='write_back', size=8 * MiB,
+                 ops=800):
+    src, dst = mu.agent_pair(make_agent)
+    origin = make_origin(size)
+    res = src.attach('vol1', origin.uri, cache_size=4 * MiB,
+                     write_policy=policy)
+    orc = om.Oracle(origin.content)
+    h = om.connect(res['export_uri'])
+    wl = om.Workload(h, orc, seed=3)
+    wl.run(nops=ops)
+    wl.assert_clean()
+    return src, dst, origin, orc, h
+
+
+# ---------------------------------------------------------------------------
+# Authentication
+# ---------------------------------------------------------------------------
+
+@pytest.mark.timeout(90)
+def test_stream_authentication(make_agent, make_origin):
+    src, dst, origin, orc, h = small_source(make_agent, make_origin)
+    # A second incoming migration on the destination, for another volume.
+    origin2 = make_origin(4 * MiB)
+    other = mu.incoming_only(dst, 'vol2', origin2.uri, 2 * MiB, 'read_only')
+    token = secrets.token_hex(32)
+    p = mu.manual_prepare(src, dst, 'vol1', 'hybrid', token=token)
+    mid, listen = p['migration_id'], p['listen']
+
+    cases = [
+        ('wrong token', mu.hello(mid, 'vol1', secrets.token_hex(32)),
+         'wrong token'),
+        ('token of another migration', mu.hello(mid, 'vol1', other['token']),
+         'wrong token'),
+        ('this token for the other volume', mu.hello(mid, 'vol2', token),
+         'token is for another volume'),
+        ('this token with the other migration id',
+         mu.hello(other['migration_id'], 'vol2', token), 'wrong token'),
+        ('unknown migration id', mu.hello('nope', 'vol1', token),
+         'no incoming migration'),
+        ('empty token', mu.hello(mid, 'vol1', ''), 'wrong token'),
+        ('garbage', b'GET / HTTP/1.1\r\nHost: x\r\n\r\n' + os.urandom(64),
+         'refused'),
+        ('HELLO with a bad CRC',
+         mu.frame(mu.T_HELLO, mu.hello(mid, 'vol1', token)[16:],
+                  corrupt_crc=True), 'refused'),
+        ('HELLO of version 2',
+         mu.frame(mu.T_HELLO, mu.hello(mid, 'vol1', token)[16:], version=2),
+         'refused'),
+        ('HELLO that is not JSON', mu.frame(mu.T_HELLO, b'{"migration_id'),
+         'malformed HELLO'),
+        ('FETCH before HELLO', mu.frame(mu.T_FETCH, b'\0' * 8),
+         'first frame is not HELLO'),
+        ('a block before HELLO', mu.frame(mu.T_BLOCK, b'\0' * (8 + BS)),
+         'refused'),
+        ('HELLO claiming 1 GiB', struct.pack('<IBBHII', mu.MAGIC, 1,
+                                             mu.T_HELLO, 0, 1 << 30, 0),
+         'refused'),
+    ]
+    for what, data, why in cases:
+        mark = len(dst.log())
+        answer, closed = mu.exchange(listen, data)
+        try:
+            assert_refused(answer, closed)
+        except AssertionError as exc:
+            raise AssertionError('%s: %s' % (what, exc))
+        wait_log(dst, 'refused')
+        new = dst.log()[mark:]
+        assert why in new, (what, why, new[-2000:])
+        # Nothing changed: both migrations are still waiting.
+        assert mu.status(dst, mid)['state'] == 'prepared', what
+        assert mu.status(dst, other['migration_id'])['state'] == 'prepared'
+
+    # A peer that connects and says nothing holds the listener at most
+    # for its HELLO timeout: the real source still gets in.
+    silent = mu.connect_listen(listen)
+    try:
+        t0 = time.monotonic()
+        migration.start(src.client(), dst.client(), mid)
+        assert time.monotonic() - t0 < 9, 'start waited for a silent peer'
+    finally:
+        silent.close()
+    # (The destination sends WELCOME just before it records the state.)
+    mu.wait_state(dst, mid, ('connected',), timeout=5)
+
+    # The token was used once: a replay is refused, the stream goes on.
+    mark = len(dst.log())
+    answer, closed = mu.exchange(listen, mu.hello(mid, 'vol1', token))
+    assert_refused(answer, closed)
+    wait_log(dst, 'token already used')
+    assert 'token already used' in dst.log()[mark:]
+    migration.switchover(src.client(), dst.client(), mid)
+    res = migration.finish(src.client(), dst.client(), mid, timeout_s=60)
+    assert res['state'] == 'completed', res
+    # ... and after the migration is over, too.
+    answer, closed = mu.exchange(listen, mu.hello(mid, 'vol1', token))
+    assert_refused(answer, closed)
+
+    dst_vol = dst.show('vol1')
+    h2 = om.connect(dst_vol['export_uri'])
+    assert not om.verify_all(h2, orc)
+    om.close(h2)
+    om.close(h)
+    # The refused streams left no trace on the other migration.
+    assert mu.status(dst, other['migration_id'])['state'] == 'prepared'
+    dst.client().call('migration-abort', migration_id=other['migration_id'])
+    assert mu.volume_gone(dst, 'vol2')
+    src.assert_alive()
+    dst.assert_alive()
+
+
+def test_token_rules_at_registration(make_agent, make_origin):
+    """Bad tokens and ids are refused before anything is registered."""
+    src, dst, origin, orc, h = small_source(make_agent, make_origin, ops=50)
+    om.close(h)
+    good = secrets.token_hex(32)
+    for token in ('', 'abc', good.upper(), good[:-1] + 'g', good + '0'):
+        with pytest.raises(exception.AgentError) as ei:
+            mu.incoming_only(dst, 'volx', origin.uri, MiB, 'read_only',
+                             token=token)
+        assert 'token' in str(ei.value), ei.value
+    with pytest.raises(exception.AgentError) as ei:
+        mu.incoming_only(dst, 'volx', origin.uri, MiB, 'read_only',
+                         mid='a b')
+    assert 'migration_id' in str(ei.value)
+    assert dst.status()['volumes'] == [], dst.status()
+    # The same id twice on one agent is refused.
+    mu.incoming_only(dst, 'volx', origin.uri, MiB, 'read_only', mid='m1')
+    with pytest.raises(exception.AgentError) as ei:
+        mu.incoming_only(dst, 'voly', origin.uri, MiB, 'read_only', mid='m1')
+    assert 'already exists' in str(ei.value)
+    dst.client().call('migration-abort', migration_id='m1')
+    assert dst.status()['volumes'] == []
+
+
+# ---------------------------------------------------------------------------
+# A fake source: authenticated, then a bad frame
+# ---------------------------------------------------------------------------
+
+def fake_source(dst, origin, policy='read_only'):
+    inc = mu.incoming_only(dst, 'vol1', origin.uri, 2 * MiB, policy)
+    s = mu.connect_listen(inc['listen'])
+    s.sendall(mu.hello(inc['migration_id'], 'vol1', inc['token']))
+    ftype, flags, payload = mu.recv_frame(s)
+    assert ftype == mu.T_WELCOME, (ftype, payload)
+    assert b'credits' in payload
+    return inc, s
+
+
+BAD_FRAMES = {
+    'bad CRC': lambda: mu.frame(mu.T_LIST, struct.pack('<Q', 1),
+                                corrupt_crc=True),
+    'bad magic': lambda: b'XXXX' + mu.frame(mu.T_LIST, b'')[4:],
+    'unknown type': lambda: mu.frame(99, b''),
+    'oversized length': lambda: struct.pack('<IBBHII', mu.MAGIC, 1,
+                                            mu.T_BLOCK, 0, 64 << 20, 0),
+    'block of the wrong size': lambda: mu.frame(mu.T_BLOCK, b'\0' * 100),
+    'background block flagged absent': lambda: mu.frame(
+        mu.T_BLOCK, b'\0' * (8 + BS), flags=4),
+    'credit of the wrong size': lambda: mu.frame(mu.T_CREDIT, b'\0' * 3),
+    'list past the volume end': lambda: mu.frame(
+        mu.T_LIST, struct.pack('<Q', 1 << 40)),
+    'truncated frame then close': lambda: mu.frame(mu.T_LIST,
+                                                   b'\0' * 64)[:30],
+}
+
+
+@pytest.mark.parametrize('bad', sorted(BAD_FRAMES))
+def test_corrupt_frame_after_hello(make_agent, make_origin, bad):
+    dst = make_agent(name='dst').start()
+    origin = make_origin(4 * MiB)
+    inc, s = fake_source(dst, origin)
+    mid = inc['migration_id']
+    # (The destination sends WELCOME just before it records the state.)
+    mu.wait_state(dst, mid, ('connected',), timeout=5)
+    h = om.connect(inc['export_uri'])
+    pending, finish_read = mu.gated(h, 0, BS)
+    assert pending
+    try:
+        s.sendall(BAD_FRAMES[bad]())
+        if bad == 'truncated frame then close':
+            s.shutdown(socket.SHUT_WR)
+        st = mu.wait_state(dst, mid, ('failed',), timeout=15)
+    finally:
+        s.close()
+    assert 'transfer stream from the source lost' in st.get('error', ''), st
+    print(bad, '->', st['error'])
+    # The held read fails instead of guessing: the gate never opened.
+    err, _ = finish_read()
+    assert err == errno.EIO, err
+    assert mu.write_errno(h, 0) == errno.EIO
+    om.close(h)
+    # The failed migration is rolled back; the agent goes on.
+    dst.client().call('migration-abort', migration_id=mid)
+    assert mu.volume_gone(dst, 'vol1')
+    res = dst.attach('vol1', origin.uri, cache_size=2 * MiB)
+    h = om.connect(res['export_uri'])
+    assert om.read_all(h, origin.size) == origin.content
+    om.close(h)
+    dst.assert_alive()
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize('client', ('connected', 'gone'))
+def test_agent_stops_with_a_request_held_at_the_gate(make_agent,
+                                                     make_origin, client):
+    """SIGTERM while a destination request waits for the switchover."""
+    dst = make_agent(name='dst').start()
+    origin = make_origin(4 * MiB)
+    inc = mu.incoming_only(dst, 'vol1', origin.uri, 2 * MiB, 'read_only')
+    h = om.connect(inc['export_uri'])
+    pending, _ = mu.gated_write(h, 0, origin.content[:BS])
+    assert pending
+    if client == 'gone':
+        # The VM process dies; its request stays held (dropping the last
+        # reference closes the socket without NBD_CMD_DISC).
+        del h
+        gc.collect()
+    t0 = time.monotonic()
+    try:
+        rc = dst.stop(timeout=20, check=False)
+    except AssertionError as exc:
+        raise AssertionError(
+            'the destination agent did not exit within 20 s of SIGTERM '
+            'while a request of an incoming migration (prepared, never '
+            'switched) waited at the gate (client %s): %s' % (
+                client, str(exc)[:1500]))
+    assert rc == 0, (rc, dst.run_log()[-2000:])
+    assert time.monotonic() - t0 < 20
+
+
+def test_fake_source_ignoring_credit(make_agent, make_origin):
+    """More background blocks than credits: the stream ends, cleanly."""
+    dst = make_agent(name='dst').start()
+    origin = make_origin(4 * MiB)
+    inc, s = fake_source(dst, origin)
+    mid = inc['migration_id']
+    s.sendall(mu.frame(mu.T_SWITCH, b'{}'))
+    data = bytes(BS)
+    try:
+        # 64 blocks a frame, as fast as the socket takes them: 4 x the
+        # 256 credits of the WELCOME.
+        for first in range(0, 1024, 64):
+            s.sendall(mu.frame(mu.T_BLOCK, b''.join(
+                struct.pack('<Q', ob) + data
+                for ob in range(first, first + 64))))
+        s.sendall(mu.frame(mu.T_DONE))
+    except (BrokenPipeError, ConnectionResetError):
+        pass
+    st = mu.wait_state(dst, mid, ('failed', 'completed'), timeout=15)
+    s.close()
+    # The receiver either kept up (credit came back in time) or ended the
+    # stream; it never queues without bound nor crashes.
+    if st['state'] == 'failed':
+        assert 'Protocol error' in st['error'] or 'lost' in st['error'], st
+        dst.client().call('migration-abort', migration_id=mid)
+    else:
+        dst.detach('vol1')
+    dst.assert_alive()
+
+
+# ---------------------------------------------------------------------------
+# Failures in the middle of a copy
+# ---------------------------------------------------------------------------
+
+def migrate_until_copying(make_agent, make_origin, strategy, link=None,
+                          rate_mbps=2):
+    """A warmed write_back volume, migrating, the VM on the destination.
+
+    Returns once the background copy has moved some blocks (and has many
+    left): (src, dst, origin, orc, vm, mid).
+    """
+    # A lazy write-back: dirty blocks all over the disk, most of them
+    # outside the VM's working region and older than it in the LRU, so
+    # the hottest-first copy leaves many for last.
+    src, dst, origin, orc, vm, uri = mu.setup_source(
+        make_agent, make_origin, 'write_back',
+        src_extra={'writeback_interval_ms': 60000, 'dirty_high_percent': 95})
+    vm.run_for(0.5)
+    vm.wl.assert_clean()
+    s, d = src.client(), dst.client()
+    if link is not None:
+        p = link(src, dst)
+    else:
+        p = migration.prepare(s, d, 'vol1', strategy,
+                              rate_limit_mbps=rate_mbps)
+    mid = p['migration_id']
+    migration.start(s, d, mid)
+    dirty = src.show('vol1')['dirty_blocks']
+    assert dirty > 0, src.show('vol1')
+    vm.move(p['export_uri'])
+    vm.resume()
+    migration.switchover(s, d, mid)
+    st = mu.wait_state(dst, mid, ('switched', 'completed', 'failed'))
+    assert st['state'] == 'switched', st
+    harness.wait_for(lambda: mu.status(src, mid)['blocks_done'] > 300, 30,
+                     'the background copy to get going')
+    st = mu.status(src, mid)
+    assert st['blocks_done'] < st['blocks_total'] * 0.7, st
+    return src, dst, origin, orc, vm, mid
+
+
+def check_destination_after_loss(dst, orc, vm, mid, size):
+    """No stale read: each block is the oracle's, or EIO if dirty remote.
+
+    The VM was checked clean just before the fault and is still running.
+    """
+    st = mu.wait_state(dst, mid, ('failed',), timeout=20)
+    assert 'lost' in st.get('error', ''), st
+    # The VM goes on: failures are tolerated (blocks dirty only on the
+    # source), wrong data never.
+    if vm.running:
+        time.sleep(1.0)
+        vm.pause()
+    else:
+        vm.run_for(1.0)
+    st = mu.status(dst, mid)
+    h = om.connect(vm.uri, name='scan')
+    mism, errs, bad = mu.scan_blocks(h, size, orc)
+    om.close(h)
+    problems = []
+    if vm.wl.mismatches:
+        problems.append('the VM read stale or wrong data after the source '
+                        'was lost: %s; first: %s' % (
+                            vm.wl.summary(), vm.wl.mismatches[:3]))
+    if mism:
+        problems.append('a scan of every block read %d stale or wrong '
+                        'blocks, first: %s' % (len(mism), mism[:3]))
+    if set(errs) - {errno.EIO}:
+        problems.append('errors other than EIO: %s' % errs)
+    if len(bad) != st['remote_dirty_blocks']:
+        problems.append('%d blocks fail with EIO but the destination says '
+                        '%d are dirty only on the source' % (
+                            len(bad), st['remote_dirty_blocks']))
+    assert not problems, '\n'.join(problems + [
+        'destination status: %s' % st,
+        'destination log:\n%s' % mu.log_excerpt(dst, 'migration|dirty', 8)])
+    return st, bad
+
+
+def check_nothing_lost(src, dst, origin, orc, vm):
+    """Both agents let go of the volume: the origin is the oracle's.
+
+    First the source (restarted after its crash, or still up after a lost
+    link) writes back the dirty blocks it kept: outside the VM's working
+    region (the VM wrote nothing there since the switchover) the origin
+    must then be the oracle's.  Then the destination lets go too: the
+    whole origin must be the oracle's -- the source must not have put back
+    an old copy of a block the VM rewrote on the destination.
+    """
+    om.close(vm.h)
+    if not mu.volume_gone(dst, 'vol1'):
+        try:
+            harness.wait_for(lambda: dst.show('vol1')['dirty_blocks'] == 0,
+                             10, 'destination write-back')
+        except harness.TimeoutExpired:
+            pass
+    src_left = src.show('vol1')
+    src.detach('vol1')
+    data = origin.read_file()
+    mism = (mu.check_range(orc, 0, data[:WORK[0]], 'origin below WORK') +
+            mu.check_range(orc, WORK[1], data[WORK[1]:], 'origin above WORK'))
+    assert not mism, (
+        'the source wrote back its %d dirty blocks, yet the origin outside '
+        'the VM\'s region is not the oracle\'s: %s' % (
+            src_left['dirty_blocks'], mism[:5]))
+    if not mu.volume_gone(dst, 'vol1'):
+        dst.detach('vol1')
+    mism = om.compare(orc, origin.read_file(), 'origin after both detached')
+    assert not mism, (
+        'acknowledged writes lost: after the failed migration the source '
+        'wrote back its %d dirty blocks (detached first), then the '
+        'destination detached; the origin differs from the oracle in the '
+        'region the VM wrote on the destination: the source\'s old copies of '
+        'blocks the VM rewrote there (which the destination had already '
+        'written back, and never acknowledged to the source) overwrote the '
+        'newer data: %s' % (src_left['dirty_blocks'], mism[:5]))
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize('strategy', ('hybrid', 'cloudcache', 'firepan_if'))
+def test_source_killed_during_copy(make_agent, make_origin, strategy):
+    src, dst, origin, orc, vm, mid = migrate_until_copying(
+        make_agent, make_origin, strategy)
+    vm.pause()
+    vm.wl.assert_clean()
+    src_dirty = src.show('vol1')['dirty_blocks']
+    vm.wl.tolerate_errors = True
+    vm.resume()
+    src.kill()
+    st, bad = check_destination_after_loss(dst, orc, vm, mid, VOLUME_SIZE)
+    print('%s: %s; %d blocks unreadable, source had %d dirty' % (
+        strategy, st['error'], len(bad), src_dirty))
+    if strategy == 'firepan_if':
+        # Everything was flushed at the switchover: nothing is unreadable.
+        assert not bad, st
+    else:
+        assert st['remote_dirty_blocks'] > 0, st
+        assert 'dirty blocks still on the source' in st['error'], st
+    dst.assert_alive()
+    # The source restarts after its crash: its dirty blocks are back.
+    src.start()
+    back = src.show('vol1')
+    assert back['dirty_blocks'] >= len(bad), (back, len(bad))
+
+
+@pytest.mark.timeout(120)
+def test_source_restarted_after_kill_loses_nothing(make_agent, make_origin):
+    src, dst, origin, orc, vm, mid = migrate_until_copying(
+        make_agent, make_origin, 'hybrid')
+    vm.pause()
+    vm.wl.assert_clean()
+    vm.wl.tolerate_errors = True
+    vm.resume()
+    src.kill()
+    mu.wait_state(dst, mid, ('failed',), timeout=20)
+    time.sleep(1.0)
+    vm.pause()
+    src.start()
+    back = src.show('vol1')
+    assert back['dirty_blocks'] > 0, back
+    check_nothing_lost(src, dst, origin, orc, vm)
+
+
+@pytest.mark.timeout(120)
+def test_destination_killed_during_copy(make_agent, make_origin):
+    src, dst, origin, orc, vm, mid = migrate_until_copying(
+        make_agent, make_origin, 'hybrid')
+    vm.wl.disconnect_expected.set()
+    dst.kill()
+    st = mu.wait_state(src, mid, ('failed',), timeout=20)
+    assert 'lost' in st.get('error', '') or 'failed' in st.get('error', ''), st
+    print(st['error'])
+    vm.pause()
+    src.assert_alive()
+    # The source kept every block the destination had not acknowledged,
+    # and refuses the VM's writes (the VM runs on the destination).
+    left = src.show('vol1')
+    assert left['dirty_blocks'] > 0, left
+    h = om.connect(src.show('vol1')['export_uri'])
+    assert mu.write_errno(h, WORK[0]) == errno.EPERM
+    om.close(h)
+    with pytest.raises(exception.AgentError) as ei:
+        src.client().call('migration-finish', migration_id=mid, timeout_s=1)
+    assert 'failed' in str(ei.value), ei.value
+    # The destination host comes back: what it acknowledged is there; what
+    # it did not is still dirty on the source.  Neither may serve stale
+    # data: blocks only the source holds must not come from the origin.
+    dst.start()
+    res = dst.show('vol1')
+    h = om.connect(res['export_uri'], name='after-restart')
+    mism, errs, bad = mu.scan_blocks(h, VOLUME_SIZE, orc)
+    om.close(h)
+    assert not mism, (
+        'the restarted destination serves stale data for blocks whose '
+        'current copy is dirty on the source (%d dirty there): %s' % (
+            left['dirty_blocks'], mism[:5]))
+    check_nothing_lost(src, dst, origin, orc, vm)
+
+
+def proxied_prepare(proxies, strategy, rate_mbps=2):
+    def link(src, dst):
+        inc = mu.incoming_only(dst, 'vol1', src.show('vol1')['origin'],
+                               VOLUME_CACHE, 'write_back', strategy=strategy)
+        proxy = mu.TcpProxy(inc['listen'])
+        proxies.append(proxy)
+        src.client().call(
+            'migration-outgoing', migration_id=inc['migration_id'],
+            volume_id='vol1', token=inc['token'], strategy=strategy,
+            destination=proxy.address,
+            rate_limit_bps=rate_mbps * 1000 * 1000)
+        return inc
+    return link
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize('strategy', ('hybrid', 'cloudcache'))
+def test_link_cut_during_copy(make_agent, make_origin, strategy):
+    proxies = []
+    try:
+        src, dst, origin, orc, vm, mid = migrate_until_copying(
+            make_agent, make_origin, strategy,
+            link=proxied_prepare(proxies, strategy))
+        assert proxies[0].bytes > 0
+        vm.pause()
+        vm.wl.assert_clean()
+        vm.wl.tolerate_errors = True
+        vm.resume()
+        proxies[0].cut()
+        sst = mu.wait_state(src, mid, ('failed',), timeout=20)
+        st, bad = check_destination_after_loss(dst, orc, vm, mid,
+                                               VOLUME_SIZE)
+        print('source: %s; destination: %s; %d blocks unreadable' % (
+            sst['error'], st['error'], len(bad)))
+        assert st['remote_dirty_blocks'] > 0, st
+        src.assert_alive()
+        dst.assert_alive()
+        # The source still holds those dirty blocks; once it lets go of
+        # the volume they are at the origin.
+        check_nothing_lost(src, dst, origin, orc, vm)
+    finally:
+        for p in proxies:
+            p.close()
+
+
+@pytest.mark.timeout(60)
+def test_link_cut_before_switchover_aborts_cleanly(make_agent, make_origin):
+    """Cut after start, before switchover: abort gives the VM back."""
+    src, dst, origin, orc, h = small_source(make_agent, make_origin)
+    proxies = []
+    try:
+        inc = proxied_prepare(proxies, 'hybrid')(src, dst)
+        mid = inc['migration_id']
+        migration.start(src.client(), dst.client(), mid)
+        proxies[0].cut()
+        mu.wait_state(dst, mid, ('failed',), timeout=15)
+        mu.wait_state(src, mid, ('failed',), timeout=15)
+        with pytest.raises(exception.AgentError) as ei:
+            migration.switchover(src.client(), dst.client(), mid)
+        assert 'failed' in str(ei.value), ei.value
+        migration.abort(src.client(), dst.client(), mid)
+        assert mu.volume_gone(dst, 'vol1')
+        wl = om.Workload(h, orc, seed=9)
+        wl.run(nops=400)
+        wl.assert_clean()
+        assert not om.verify_all(h, orc)
+    finally:
+        for p in proxies:
+            p.close()
+    om.close(h)
+    src.detach('vol1')
+    assert not om.compare(orc, origin.read_file(), 'origin')
+
+
+@pytest.mark.timeout(120)
+def test_source_stopped_cleanly_during_copy(make_agent, make_origin):
+    """SIGTERM on the source mid-copy: a clean exit, a clear failure."""
+    src, dst, origin, orc, vm, mid = migrate_until_copying(
+        make_agent, make_origin, 'hybrid')
+    vm.pause()
+    vm.wl.assert_clean()
+    before = src.show('vol1')
+    rc = src.stop(timeout=60, check=False)
+    assert rc == 0, 'source exited with %s on SIGTERM mid-migration:\n%s' % (
+        rc, src.run_log()[-3000:])
+    st = mu.wait_state(dst, mid, ('failed',), timeout=20)
+    assert 'source' in st['error'], st
+    src.start()
+    back = src.show('vol1')
+    # A clean shutdown keeps the whole cache: the dirty blocks not yet
+    # acknowledged by the destination (acks may have come in since
+    # ``before``: the source forgets those), and every clean block.
+    assert 0 < back['dirty_blocks'] <= before['dirty_blocks'], (before, back)
+    assert (back['cached_blocks'] - back['dirty_blocks'] ==
+            before['cached_blocks'] - before['dirty_blocks']), (before, back)
+    om.close(vm.h)
+    src.assert_alive()
+    dst.assert_alive()
+
+
+@pytest.mark.timeout(60)
+def test_source_restart_does_not_undo_destination_writes(make_agent,
+                                                         make_origin):
+    """A block dirty on the source, rewritten by the VM on the destination.
+
+    The destination writes the new data back to the origin; the source,
+    killed before it released the volume, still has the old dirty copy.
+    When it restarts and writes back, the origin must keep the new data.
+    """
+    src, dst = mu.agent_pair(make_agent, src_extra={
+        'writeback_interval_ms': 60000, 'dirty_high_percent': 95})
+    origin = make_origin(8 * MiB)
+    res = src.attach('vol1', origin.uri, cache_size=4 * MiB,
+                     write_policy='write_back')
+    h = om.connect(res['export_uri'])
+    old = b'\x11' * (16 * BS)
+    h.pwrite(old, 0)                          # blocks 0-15: dirty, old
+    data, errors = mu.read_range(h, 2 * MiB, 6 * MiB)   # newer than them
+    assert not errors
+    om.close(h)
+    assert src.show('vol1')['dirty_blocks'] == 16
+    s, d = src.client(), dst.client()
+    p = migration.prepare(s, d, 'vol1', 'hybrid', rate_limit_mbps=0.5)
+    mid = p['migration_id']
+    migration.start(s, d, mid)
+    migration.switchover(s, d, mid)
+    # The VM, on the destination, rewrites the 16 blocks at once (the
+    # hottest-first copy is busy with the 1024 newer blocks).
+    h = om.connect(p['export_uri'])
+    new = b'\x22' * (16 * BS)
+    h.pwrite(new, 0)
+    h.flush()
+    harness.wait_for(lambda: dst.show('vol1')['dirty_blocks'] == 0, 20,
+                     'the destination to write the new data back')
+    with open(origin.path, 'rb') as f:
+        assert f.read(16 * BS) == new
+    st = mu.status(src, mid)
+    assert st['state'] == 'switched' and st['blocks_done'] < 1000, st
+    src.kill()
+    mu.wait_state(dst, mid, ('failed',), timeout=20)
+    assert h.pread(16 * BS, 0) == new
+    src.start()
+    left = src.show('vol1')
+    src.detach('vol1')
+    with open(origin.path, 'rb') as f:
+        at_origin = f.read(16 * BS)
+    om.close(h)
+    assert at_origin == new, (
+        'after the failed migration the restarted source (%d dirty blocks '
+        'recovered) wrote back its old copy of blocks 0-15 over the newer '
+        'data the VM wrote on the destination (destination already wrote '
+        'it back to the origin, never acknowledged it to the source): '
+        'origin holds %s.., expected %s..' % (
+            left['dirty_blocks'], at_origin[:8].hex(), new[:8].hex()))
