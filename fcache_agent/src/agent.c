@@ -205,6 +205,14 @@ fc_agent_open(const struct fc_config *cfg, struct fc_agent **out,
 
     if (!v->uc)
       continue;
+    if (v->p.migration[0]) {
+      snprintf(v->error, sizeof v->error, "live migration %s did not complete: "
+               "the current copy of some blocks may be on the other host, so "
+               "this volume is neither served nor written back here; its %u "
+               "dirty blocks are kept", v->p.migration, fc_ucache_dirty(v->uc));
+      log_error("volume %s: %s", v->p.id, v->error);
+      continue;
+    }
     r = fc_volume_start(agent, v, verr, sizeof verr);
     if (r) {
       log_error("volume %s: %s", v->p.id, verr);

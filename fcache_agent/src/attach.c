@@ -157,6 +157,12 @@ fc_agent_detach_locked(struct fc_agent *agent, const char *id, char *err, size_t
              id);
     return -EBUSY;
   }
+  if (v->p.migration[0] && !v->releasing) {
+    snprintf(err, errlen, "volume %s belongs to unfinished live migration %s; "
+             "detaching would write back (source) or drop (destination) blocks "
+             "whose current copy may be on the other host", id, v->p.migration);
+    return -EBUSY;
+  }
   if (!v->uc && v->nr_held_dirty) {
     snprintf(err, errlen, "volume %s holds %u blocks of unwritten data and its "
              "origin is unavailable (%s); make the origin reachable and restart "

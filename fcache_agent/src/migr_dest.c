@@ -156,6 +156,7 @@ on_list(struct fc_migration *m, const uint8_t *p, uint32_t len)
 static void
 complete(struct fc_migration *m)
 {
+  fc_migr_mark_volume(m, NULL);   /* the volume is wholly ours now */
   pthread_mutex_lock(&m->lock);
   if (m->state == FC_MS_SWITCHED || m->state == FC_MS_CONNECTED) {
     m->state = FC_MS_COMPLETED;

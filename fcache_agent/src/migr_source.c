@@ -409,6 +409,11 @@ fc_migr_source_switch(struct fc_migration *m, char *err, size_t errlen)
     pthread_mutex_unlock(&m->lock);
   }
   free(list);
+  /* From the SWITCH on, the destination owns the volume: say so on disk
+   * first, so a crash here never leads to writing back blocks the
+   * destination may have rewritten. */
+  if (!r)
+    r = fc_migr_mark_volume(m, "out");
   if (!r)
     r = fc_xfer_send_json(&m->conn, FC_XFER_SWITCH, "{}");
   if (r) {

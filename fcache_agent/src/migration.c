@@ -196,6 +196,30 @@ registry_add(struct fc_agent *agent, struct fc_migration *m, char *err, size_t e
   return r;
 }
 
+/* Persist (or clear, with tag NULL) the volume's unfinished migration. */
+int
+fc_migr_mark_volume(struct fc_migration *m, const char *tag)
+{
+  struct fc_agent *agent = m->agent;
+  char err[256];
+  int r;
+
+  pthread_mutex_lock(&agent->lock);
+  if (!m->vol) {
+    pthread_mutex_unlock(&agent->lock);
+    return 0;
+  }
+  if (tag)
+    snprintf(m->vol->p.migration, sizeof m->vol->p.migration, "%s:%s", tag, m->id);
+  else
+    m->vol->p.migration[0] = '\0';
+  r = fc_volume_params_save(agent->volumes_dir, &m->vol->p, err, sizeof err);
+  pthread_mutex_unlock(&agent->lock);
+  if (r)
+    log_error("migration %s: %s", m->id, err);
+  return r;
+}
+
 int
 fc_migration_incoming(struct fc_agent *agent, json_t *args, json_t **result,
                       char *err, size_t errlen)
@@ -248,6 +272,7 @@ fc_migration_incoming(struct fc_agent *agent, json_t *args, json_t **result,
   r = registry_add(agent, m, err, errlen);
   if (r)
     goto out;
+  fc_migr_mark_volume(m, "in");
   *result = json_pack("{s:s, s:s, s:s, s:s}", "migration_id", m->id,
                       "volume_id", m->volume_id, "export_uri", v->export_uri,
                       "listen", agent->cfg.migration_listen);

@@ -135,5 +135,6 @@ int fc_migr_source_firepan_copy(struct fc_migration *m, char *err, size_t errlen
 int fc_migr_dest_accept(struct fc_migration *m, int fd);
 int fc_migr_dest_begin(struct fc_migration *m);
 void fc_migr_join(struct fc_migration *m);
+int fc_migr_mark_volume(struct fc_migration *m, const char *tag);
 
 #endif

@@ -344,6 +344,17 @@ fc_ucache_info(struct fc_ucache *uc, struct fc_ucache_info *info)
   pthread_mutex_unlock(&uc->lock);
 }
 
+uint32_t
+fc_ucache_dirty(struct fc_ucache *uc)
+{
+  uint32_t n;
+
+  pthread_mutex_lock(&uc->lock);
+  n = uc->nr_dirty;
+  pthread_mutex_unlock(&uc->lock);
+  return n;
+}
+
 struct fc_stats *
 fc_ucache_stats(struct fc_ucache *uc)
 {

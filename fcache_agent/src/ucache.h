@@ -86,6 +86,7 @@ int fc_ucache_release(struct fc_ucache *uc);
 void fc_ucache_dump_records(struct fc_ucache *uc, struct fc_md_record *recs);
 
 void fc_ucache_info(struct fc_ucache *uc, struct fc_ucache_info *info);
+uint32_t fc_ucache_dirty(struct fc_ucache *uc);
 struct fc_stats *fc_ucache_stats(struct fc_ucache *uc);
 
 /* ---- live migration (ucache_migr.c) ---- */

@@ -94,6 +94,8 @@ fc_volume_params_save(const char *dir, const struct fc_volume_params *p,
                 "admission", fc_admission_name(p->admission), "tag", tag);
   if (!o)
     return -ENOMEM;
+  if (p->migration[0])
+    json_object_set_new(o, "migration", json_string(p->migration));
   text = json_dumps(o, JSON_INDENT(2) | JSON_SORT_KEYS);
   json_decref(o);
   if (!text)
@@ -152,6 +154,11 @@ fc_volume_params_load(const char *path, struct fc_volume_params *p,
   }
   snprintf(p->id, sizeof p->id, "%s", id);
   snprintf(p->origin, sizeof p->origin, "%s", origin);
+  {
+    const char *mig = json_string_value(json_object_get(o, "migration"));
+    if (mig)
+      snprintf(p->migration, sizeof p->migration, "%s", mig);
+  }
   p->cache_size = (uint64_t)size;
   r = 0;
 out:

@@ -23,6 +23,11 @@ struct fc_volume_params {
   enum fc_write_policy write_policy;
   enum fc_admission admission;
   uint64_t tag;                     /* names this attachment's metadata records */
+  /* A live migration that moved the volume's ownership and has not
+   * completed: "out:<id>" on a source past its switchover, "in:<id>" on a
+   * destination not yet complete.  Persisted, so that after a crash
+   * neither side writes back or serves what may be stale. */
+  char migration[80];
 };
 
 struct fc_volume {

@@ -393,42 +393,34 @@ def check_destination_after_loss(dst, orc, vm, mid, size):
 
 
 def check_nothing_lost(src, dst, origin, orc, vm):
-    """Both agents let go of the volume: the origin is the oracle's.
+    """After a migration failed past its switchover, both sides hold on.
 
-    First the source (restarted after its crash, or still up after a lost
-    link) writes back the dirty blocks it kept: outside the VM's working
-    region (the VM wrote nothing there since the switchover) the origin
-    must then be the oracle's.  Then the destination lets go too: the
-    whole origin must be the oracle's -- the source must not have put back
-    an old copy of a block the VM rewrote on the destination.
+    The source's dirty blocks may be older than what the VM wrote on the
+    destination, and the destination may lack blocks only the source has:
+    neither side may write back, drop or serve them on its own.  So:
+    detaching is refused on both sides with a message that names the
+    migration, the source keeps its dirty blocks, the origin is never
+    overwritten with an old copy, and every read on the destination
+    returns the oracle's data or fails -- never stale data.  (Resuming the
+    transfer to settle them is not implemented yet: see doc/migration.rst.)
     """
     om.close(vm.h)
-    if not mu.volume_gone(dst, 'vol1'):
-        try:
-            harness.wait_for(lambda: dst.show('vol1')['dirty_blocks'] == 0,
-                             10, 'destination write-back')
-        except harness.TimeoutExpired:
-            pass
     src_left = src.show('vol1')
-    src.detach('vol1')
-    data = origin.read_file()
-    mism = (mu.check_range(orc, 0, data[:WORK[0]], 'origin below WORK') +
-            mu.check_range(orc, WORK[1], data[WORK[1]:], 'origin above WORK'))
-    assert not mism, (
-        'the source wrote back its %d dirty blocks, yet the origin outside '
-        'the VM\'s region is not the oracle\'s: %s' % (
-            src_left['dirty_blocks'], mism[:5]))
-    if not mu.volume_gone(dst, 'vol1'):
-        dst.detach('vol1')
-    mism = om.compare(orc, origin.read_file(), 'origin after both detached')
-    assert not mism, (
-        'acknowledged writes lost: after the failed migration the source '
-        'wrote back its %d dirty blocks (detached first), then the '
-        'destination detached; the origin differs from the oracle in the '
-        'region the VM wrote on the destination: the source\'s old copies of '
-        'blocks the VM rewrote there (which the destination had already '
-        'written back, and never acknowledged to the source) overwrote the '
-        'newer data: %s' % (src_left['dirty_blocks'], mism[:5]))
+    assert src_left['dirty_blocks'] > 0, src_left
+    for agent in (src, dst):
+        if mu.volume_gone(agent, 'vol1'):
+            continue
+        with pytest.raises(exception.AgentError) as ei:
+            agent.client().detach_volume('vol1')
+        assert 'unfinished live migration' in str(ei.value), ei.value
+        assert ei.value.errno == errno.EBUSY
+    assert src.show('vol1')['dirty_blocks'] == src_left['dirty_blocks']
+    if not mu.volume_gone(dst, 'vol1') and dst.show('vol1')['export_uri']:
+        h = om.connect(dst.show('vol1')['export_uri'], name='after-failure')
+        mism, errs, bad = mu.scan_blocks(h, VOLUME_SIZE, orc)
+        om.close(h)
+        assert not mism, ('stale data served after the failed migration: '
+                          '%s' % mism[:5])
 
 
 @pytest.mark.timeout(120)
@@ -473,6 +465,9 @@ def test_source_restarted_after_kill_loses_nothing(make_agent, make_origin):
     src.start()
     back = src.show('vol1')
     assert back['dirty_blocks'] > 0, back
+    # Restarted, the source neither serves nor writes back the volume.
+    assert back['state'] == 'unavailable', back
+    assert 'did not complete' in back.get('error', ''), back
     check_nothing_lost(src, dst, origin, orc, vm)
 
 
@@ -502,13 +497,12 @@ def test_destination_killed_during_copy(make_agent, make_origin):
     # data: blocks only the source holds must not come from the origin.
     dst.start()
     res = dst.show('vol1')
-    h = om.connect(res['export_uri'], name='after-restart')
-    mism, errs, bad = mu.scan_blocks(h, VOLUME_SIZE, orc)
-    om.close(h)
-    assert not mism, (
-        'the restarted destination serves stale data for blocks whose '
-        'current copy is dirty on the source (%d dirty there): %s' % (
-            left['dirty_blocks'], mism[:5]))
+    # Restarted mid-migration, the destination cannot know which blocks
+    # only the source holds: it does not serve the volume at all (no
+    # stale data), and keeps what it acknowledged.
+    assert res['state'] == 'unavailable', res
+    assert not res['export_uri'], res
+    assert 'did not complete' in res.get('error', ''), res
     check_nothing_lost(src, dst, origin, orc, vm)
 
 
@@ -655,7 +649,12 @@ def test_source_restart_does_not_undo_destination_writes(make_agent,
     assert h.pread(16 * BS, 0) == new
     src.start()
     left = src.show('vol1')
-    src.detach('vol1')
+    assert left['state'] == 'unavailable', left
+    # The source refuses to let go (and so to write back) on its own.
+    with pytest.raises(exception.AgentError) as ei:
+        src.client().detach_volume('vol1')
+    assert ei.value.errno == errno.EBUSY, ei.value
+    time.sleep(1.5)
     with open(origin.path, 'rb') as f:
         at_origin = f.read(16 * BS)
     om.close(h)
