@@ -309,8 +309,13 @@ flush_acks(struct fc_migration *m, uint32_t credits)
     fc_put_le32(c, credits);
     r = fc_xfer_send(&m->conn, FC_XFER_CREDIT, 0, c, 4, NULL, 0);
   }
-  if (r)
-    fc_migr_fail(m, "cannot acknowledge blocks to the source: %s", strerror(-r));
+  if (r) {
+    /* Usually the link broke and the receiver is about to notice too: say
+     * the same thing, and stop relying on the source at once. */
+    fc_ucache_migr_source_lost(m->vol->uc);
+    fc_migr_fail(m, "transfer stream from the source lost while acknowledging "
+                 "blocks: %s", strerror(-r));
+  }
 }
 
 struct preload_ctx {
