@@ -281,9 +281,11 @@ def test_cli_migrate_wait_json(make_agent, make_origin):
     assert mu.volume_gone(src, 'vol1')
     st = dst.show('vol1')
     assert st['cached_blocks'] == before['cached_blocks'], st
-    # The dirty blocks moved dirty (the destination writes them back).
-    assert st['dirty_blocks'] + st['writebacks'] >= before['dirty_blocks'], \
-        (st, before)
+    # Dirty blocks moved dirty (the destination writes them back).  The
+    # source's own write-back goes on until the switchover, so fewer than
+    # `before` may be left by then; the data checks below cover the rest.
+    assert before['dirty_blocks'] > 0, before
+    assert st['dirty_blocks'] + st['writebacks'] > 0, (st, before)
     # Served by the destination, every byte as the oracle says.
     h = om.connect(st['export_uri'])
     assert not om.verify_all(h, orc)
