@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "agent.h"
+#include "deadline.h"
 #include "log.h"
 #include "migration.h"
 #include "ucache.h"
@@ -74,14 +75,7 @@ dest_fetch(void *ctx, oblock_t ob, void *data, bool *dirty, bool required)
 
   fc_put_le64(id, ob.n);
   r = fc_xfer_send(&m->conn, FC_XFER_FETCH, 0, id, 8, NULL, 0);
-  clock_gettime(CLOCK_REALTIME, &until);
-  if (required) {
-    until.tv_sec += FETCH_TIMEOUT_S;
-  } else {
-    until.tv_nsec += FETCH_CLEAN_TIMEOUT_MS * 1000000L;
-    until.tv_sec += until.tv_nsec / 1000000000L;
-    until.tv_nsec %= 1000000000L;
-  }
+  until = fc_deadline_ms(required ? FETCH_TIMEOUT_S * 1000 : FETCH_CLEAN_TIMEOUT_MS);
   pthread_mutex_lock(&m->lock);
   while (!r && !w.done && m->state != FC_MS_FAILED && m->state != FC_MS_ABORTED)
     if (pthread_cond_timedwait(&m->cond, &m->lock, &until) == ETIMEDOUT)
@@ -172,7 +166,6 @@ complete(struct fc_migration *m)
 static int
 send_complete(struct fc_migration *m)
 {
-  struct fc_ucache *uc = m->vol->uc;
   int r;
 
   /* Everything acknowledged must survive a crash of this host before
@@ -180,7 +173,6 @@ send_complete(struct fc_migration *m)
   r = fc_md_sync(m->agent->md);
   if (!r)
     r = fc_cachedev_sync(m->agent->dev);
-  (void)uc;
   if (!r)
     r = fc_xfer_send(&m->conn, FC_XFER_COMPLETE, 0, NULL, 0, NULL, 0);
   pthread_mutex_lock(&m->lock);
@@ -367,6 +359,16 @@ preload(struct fc_migration *m)
   pthread_mutex_destroy(&p.lock);
 }
 
+/* Strategies with no background copy are done once the switch arrived
+ * (firepan copied before it).  Under m->lock. */
+static bool
+done_at_switch_locked(const struct fc_migration *m)
+{
+  return m->switch_received && m->state == FC_MS_SWITCHED &&
+         (m->strategy == FC_STRAT_NONE || m->strategy == FC_STRAT_CACHEMIOR ||
+          m->strategy == FC_STRAT_FIREPAN);
+}
+
 static void *
 dest_worker(void *arg)
 {
@@ -377,21 +379,11 @@ dest_worker(void *arg)
   while (data) {
     uint64_t id = 0;
     bool have = false, finish = false, idle = false;
-    struct timespec until;
+    struct timespec until = fc_deadline_ms(100);
 
-    clock_gettime(CLOCK_REALTIME, &until);
-    until.tv_nsec += 100 * 1000000L;
-    if (until.tv_nsec >= 1000000000L) {
-      until.tv_sec++;
-      until.tv_nsec -= 1000000000L;
-    }
     pthread_mutex_lock(&m->lock);
     if (!m->inq->n && !m->stopping && m->state != FC_MS_FAILED &&
-        !(m->done_received && !m->complete_sent) &&
-        !(m->switch_received && (m->strategy == FC_STRAT_NONE ||
-                                 m->strategy == FC_STRAT_CACHEMIOR ||
-                                 m->strategy == FC_STRAT_FIREPAN) &&
-          m->state == FC_MS_SWITCHED))
+        !(m->done_received && !m->complete_sent) && !done_at_switch_locked(m))
       idle = pthread_cond_timedwait(&m->cond, &m->lock, &until) == ETIMEDOUT;
     if (m->stopping || m->state == FC_MS_FAILED || m->state == FC_MS_ABORTED ||
         m->state == FC_MS_COMPLETED) {
@@ -406,9 +398,7 @@ dest_worker(void *arg)
       have = true;
     } else if (m->done_received && !m->complete_sent) {
       finish = true;
-    } else if (m->switch_received && m->state == FC_MS_SWITCHED &&
-               (m->strategy == FC_STRAT_NONE || m->strategy == FC_STRAT_CACHEMIOR ||
-                m->strategy == FC_STRAT_FIREPAN)) {
+    } else if (done_at_switch_locked(m)) {
       finish = true;
     }
     pthread_mutex_unlock(&m->lock);

@@ -97,9 +97,11 @@ source_rx(void *arg)
   return NULL;
 }
 
+/* The answer to one FETCH: the block, or ABSENT if it moved already. */
 static int
-send_block(struct fc_migration *m, uint64_t ob, uint16_t flags, uint8_t *data)
+send_reply(struct fc_migration *m, uint64_t ob, uint8_t *data)
 {
+  const uint16_t flags = FC_XFER_F_REPLY;
   uint8_t id[8];
   bool dirty = false;
   int r;
@@ -117,8 +119,6 @@ send_block(struct fc_migration *m, uint64_t ob, uint16_t flags, uint8_t *data)
   if (!r) {
     pthread_mutex_lock(&m->lock);
     m->bytes_done += m->bs;
-    if (!(flags & FC_XFER_F_REPLY))
-      m->blocks_done++;
     pthread_mutex_unlock(&m->lock);
   }
   return r;
@@ -219,7 +219,7 @@ source_tx(void *arg)
     } else if (what == 2) {
       r = send_batch(m, batch, nbatch, data);
     } else {
-      r = send_block(m, ob, FC_XFER_F_REPLY, data);
+      r = send_reply(m, ob, data);
     }
   }
   free(data);

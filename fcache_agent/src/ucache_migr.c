@@ -20,12 +20,6 @@
 #include "ucache_priv.h"
 #include "xfer_frame.h"
 
-bool
-uc_migr_active(struct fc_ucache *uc)
-{
-  return uc->m.tracking || uc->m.frozen || uc->m.gated || uc->m.failed;
-}
-
 int
 uc_migr_gate(struct fc_ucache *uc)
 {
@@ -168,7 +162,6 @@ uc_migr_fetch_miss(struct fc_ucache *uc, oblock_t ob, void *data)
     return 1;
   r = fetch(ctx, ob, data, &src_dirty, dirty);
   if (r == 0) {
-    STAT_ADD(&uc->stats, cache_read_bytes, 0);
     pthread_mutex_lock(&uc->lock);
     uc->m.fetched++;
     pthread_mutex_unlock(&uc->lock);

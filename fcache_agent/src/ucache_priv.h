@@ -103,7 +103,6 @@ int uc_migr_fetch_miss(struct fc_ucache *uc, oblock_t ob, void *data);
  * dirty blocks a partial write needs first. */
 int uc_migr_note_write(struct fc_ucache *uc, uint64_t first, uint32_t n,
                        uint64_t off, uint32_t count);
-bool uc_migr_active(struct fc_ucache *uc);
 
 void uc_wake_writeback(struct fc_ucache *uc);
 int uc_writeback_pass(struct fc_ucache *uc, uint32_t max_blocks, uint32_t *done);

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "deadline.h"
 #include "log.h"
 #include "ucache_priv.h"
 
@@ -157,17 +158,10 @@ writeback_thread(void *arg)
   struct fc_ucache *uc = arg;
 
   for (;;) {
-    struct timespec until;
+    struct timespec until = fc_deadline_ms(uc->p.writeback_interval_ms);
     uint32_t done;
     bool stop;
 
-    clock_gettime(CLOCK_REALTIME, &until);
-    until.tv_sec += uc->p.writeback_interval_ms / 1000;
-    until.tv_nsec += (long)(uc->p.writeback_interval_ms % 1000) * 1000000L;
-    if (until.tv_nsec >= 1000000000L) {
-      until.tv_sec++;
-      until.tv_nsec -= 1000000000L;
-    }
     pthread_mutex_lock(&uc->lock);
     if (!uc->wb_stopping)
       pthread_cond_timedwait(&uc->wb_cond, &uc->lock, &until);
