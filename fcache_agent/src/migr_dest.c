@@ -181,6 +181,20 @@ send_complete(struct fc_migration *m)
   return r;
 }
 
+/* Both the receiver and the acknowledger can be first to see the link go:
+ * whichever it is stops relying on the source at once (clean remote blocks
+ * fall back to the origin, dirty ones fail until the source's copy is back)
+ * and tells the operator the same thing. */
+static void
+source_lost(struct fc_migration *m, const char *when, const char *why)
+{
+  fc_ucache_migr_source_lost(m->vol->uc);
+  fc_migr_fail(m, "transfer stream from the source lost%s: %s%s", when, why,
+               fc_ucache_migr_remote_dirty(m->vol->uc) ?
+               "; dirty blocks still on the source are unreadable here until "
+               "they are written back there" : "");
+}
+
 static void *
 dest_rx(void *arg)
 {
@@ -255,16 +269,9 @@ dest_rx(void *arg)
   /* After COMPLETE the source owes us nothing: its going away is normal. */
   if (!m->stopping && !m->complete_sent && m->state != FC_MS_COMPLETED &&
       m->state != FC_MS_ABORTED) {
-    /* Never stale: clean remote blocks fall back to the origin, dirty ones
-     * fail until the source's copy is back. */
-    fc_ucache_migr_source_lost(m->vol->uc);
     if (m->strategy == FC_STRAT_FIREPAN_IF && m->switch_received)
       m->invalidated += fc_ucache_migr_in_end(m->vol->uc);
-    fc_migr_fail(m, "transfer stream from the source lost: %s%s",
-                 r == -ECONNABORTED ? "source aborted" : strerror(-r),
-                 fc_ucache_migr_remote_dirty(m->vol->uc) ?
-                 "; dirty blocks still on the source are unreadable here until "
-                 "they are written back there" : "");
+    source_lost(m, "", r == -ECONNABORTED ? "source aborted" : strerror(-r));
   }
   pthread_mutex_lock(&m->lock);
   m->connected = false;
@@ -304,9 +311,7 @@ flush_acks(struct fc_migration *m, uint32_t credits)
   if (r) {
     /* Usually the link broke and the receiver is about to notice too: say
      * the same thing, and stop relying on the source at once. */
-    fc_ucache_migr_source_lost(m->vol->uc);
-    fc_migr_fail(m, "transfer stream from the source lost while acknowledging "
-                 "blocks: %s", strerror(-r));
+    source_lost(m, " while acknowledging blocks", strerror(-r));
   }
 }
 
