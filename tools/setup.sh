@@ -11,6 +11,7 @@ APT_PACKAGES=(
   nbdkit nbdkit-plugin-dev fio qemu-utils qemu-system-x86
   python3 python3-venv python3-pip python3-dev
   iproute2 procps
+  user-mode-linux kmod libdevmapper-dev thin-provisioning-tools dmsetup
 )
 
 missing=()

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "agent.h"
+#include "dm_engine.h"
 #include "log.h"
 #include "migration.h"
 #include "nbd_server.h"
@@ -112,6 +113,7 @@ fc_volume_free(struct fc_volume *v)
     return;
   nbd_server_stop(v->srv);
   fc_ucache_destroy(v->uc);
+  fc_dmvol_free(v->dm);
   fc_origin_close(v->origin);
   free(v->held);
   free(v->held_cb);
@@ -155,9 +157,9 @@ fc_agent_open(const struct fc_config *cfg, struct fc_agent **out,
   bool was_clean = true;
   int r;
 
-  if (strcmp(cfg->engine, "ucache")) {
-    snprintf(err, errlen, "engine '%s' is not available in this build; use engine = ucache",
-             cfg->engine);
+  if (strcmp(cfg->engine, "ucache") && strcmp(cfg->engine, "dmcache")) {
+    snprintf(err, errlen, "engine '%s' is not available in this build; use engine = "
+             "ucache or dmcache", cfg->engine);
     return -ENOTSUP;
   }
   agent = calloc(1, sizeof *agent);
@@ -172,6 +174,15 @@ fc_agent_open(const struct fc_config *cfg, struct fc_agent **out,
       (r = make_dir(agent->volumes_dir, 0700, err, errlen)) ||
       (r = make_dir(cfg->export_dir, 0755, err, errlen)))
     goto out;
+  if (!strcmp(cfg->engine, "dmcache")) {
+    /* The kernel serves the volumes; no cache file, map or NBD export.
+     * Live cache migration is not wired for dmcache yet, so no listener. */
+    r = fc_dm_engine_open(agent, err, errlen);
+    if (r)
+      goto out;
+    *out = agent;
+    return 0;
+  }
 
   r = fc_cachedev_open(cfg->cache_path, cfg->cache_size, cfg->block_size,
                        &agent->dev, err, errlen);
@@ -239,6 +250,18 @@ fc_agent_close(struct fc_agent *agent)
   struct fc_md_record *recs;
   int r;
 
+  if (agent->dm) {
+    /* The dm-cache devices keep serving the VMs; a restarted agent
+     * adopts them. */
+    for (unsigned i = 0; i < agent->nr_volumes; i++)
+      fc_volume_free(agent->volumes[i]);
+    fc_dm_engine_close(agent->dm);
+    log_info("dmcache: %u volume(s) left serving, to be adopted at next start",
+             agent->nr_volumes);
+    pthread_mutex_destroy(&agent->lock);
+    free(agent);
+    return 0;
+  }
   fc_migr_listener_stop(agent->listener);
   fc_migration_stop_all(agent);
   /* No request may run while the map is written out. */

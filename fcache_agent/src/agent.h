@@ -16,6 +16,7 @@
 
 struct fc_migration;
 struct fc_migr_listener;
+struct fc_dm_engine;
 
 #define FC_MAX_VOLUMES 256
 #define FC_MAX_MIGRATIONS 64
@@ -35,6 +36,7 @@ struct fc_agent {
   struct fc_migration *migrations[FC_MAX_MIGRATIONS];
   unsigned nr_migrations;
   struct fc_migr_listener *listener;
+  struct fc_dm_engine *dm;          /* engine = dmcache; NULL for ucache */
 };
 
 /* Open the cache, recover its metadata, re-attach the persisted volumes

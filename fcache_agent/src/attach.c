@@ -6,6 +6,7 @@
 #include <sys/random.h>
 
 #include "agent.h"
+#include "dm_engine.h"
 #include "log.h"
 #include "migration.h"
 #include "nbd_server.h"
@@ -51,6 +52,8 @@ fc_agent_attach_locked(struct fc_agent *agent, const struct fc_attach_request *r
   bool reserved = false;
   int r;
 
+  if (agent->dm)
+    return fc_dm_attach_locked(agent, req, out, err, errlen);
   if (!fc_volume_id_valid(req->volume_id)) {
     snprintf(err, errlen, "invalid volume id '%.80s': use 1-%d letters, digits, "
              "'-', '_' or '.', not starting with '.'", req->volume_id, FC_VOLUME_ID_MAX);
@@ -148,6 +151,8 @@ fc_agent_detach_locked(struct fc_agent *agent, const char *id, char *err, size_t
   char serr[512];
   int r;
 
+  if (agent->dm)
+    return fc_dm_detach_locked(agent, id, err, errlen);
   if (!v) {
     snprintf(err, errlen, "volume %.80s is not attached to this agent", id);
     return -ENOENT;

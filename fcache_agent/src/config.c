@@ -66,7 +66,7 @@ enum key_index {
   KEY_CACHE_PATH, KEY_CACHE_SIZE, KEY_BLOCK_SIZE, KEY_MIGRATION_LISTEN,
   KEY_EXPORT_DIR, KEY_LOG_LEVEL, KEY_LOG_TARGET, KEY_NBD_THREADS,
   KEY_ORIGIN_CONNECTIONS, KEY_WRITEBACK_INTERVAL_MS, KEY_DIRTY_HIGH_PERCENT,
-  N_KEYS
+  KEY_DM_PREFIX, N_KEYS
 };
 
 static const struct key_desc keys[N_KEYS] = {
@@ -86,6 +86,7 @@ static const struct key_desc keys[N_KEYS] = {
   /* An hour is already far too lazy for dirty data; 0 would spin. */
   [KEY_WRITEBACK_INTERVAL_MS] = UINT_KEY(writeback_interval_ms, 1, 3600000),
   [KEY_DIRTY_HIGH_PERCENT] = UINT_KEY(dirty_high_percent, 0, 100),
+  [KEY_DM_PREFIX] = STR_KEY(dm_prefix, K_STRING),
 };
 
 struct parser {
@@ -115,6 +116,7 @@ void fc_config_defaults(struct fc_config *cfg)
   cfg->origin_connections = 4;
   cfg->writeback_interval_ms = 1000;
   cfg->dirty_high_percent = 50;
+  strcpy(cfg->dm_prefix, "fcache");
 }
 
 /* Accepts "", "B", and K/M/G/T each optionally followed by "B" or "iB",
@@ -430,6 +432,13 @@ static int check_config(struct parser *p)
                 "use a larger block_size",
                 (unsigned long long)cfg->cache_size,
                 (unsigned long long)MAX_CACHE_BLOCKS, cfg->block_size);
+
+  /* dm_prefix names device-mapper devices: keep it to a safe alphabet. */
+  if (!cfg->dm_prefix[0] ||
+      strspn(cfg->dm_prefix, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+             "0123456789_") != strlen(cfg->dm_prefix))
+    return fail(p, p->set_line[KEY_DM_PREFIX], "dm_prefix",
+                "'%s' may hold only letters, digits and '_'", cfg->dm_prefix);
 
   /* The default cache file lives in state_dir, whatever the file says. */
   if (p->set_line[KEY_CACHE_PATH] == 0) {

@@ -30,6 +30,10 @@ struct fc_config {
   unsigned origin_connections;        /* libnbd handles per NBD origin; default 4 */
   unsigned writeback_interval_ms;     /* default 1000 */
   unsigned dirty_high_percent;        /* start writeback above this; default 50 */
+  /* engine = dmcache: cache_path is the flash block device, cache_size the
+   * bytes of it the agent carves; device-mapper names start with
+   * "<dm_prefix>-" (default "fcache"), so two agents can share a kernel. */
+  char dm_prefix[32];
 };
 
 void fc_config_defaults(struct fc_config *cfg);

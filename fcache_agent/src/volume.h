@@ -30,10 +30,13 @@ struct fc_volume_params {
   char migration[80];
 };
 
+struct fc_dmvol;
+
 struct fc_volume {
   struct fc_volume_params p;
   struct fc_origin *origin;
   struct fc_ucache *uc;
+  struct fc_dmvol *dm;              /* engine dmcache: its device-mapper devices */
   struct nbd_server *srv;
   struct fc_export exp;
   char export_path[sizeof(((struct sockaddr_un *)0)->sun_path)];

@@ -1,0 +1,53 @@
+/* Device-mapper devices through libdevmapper: create, reload, suspend,
+ * resume, remove, query, message.  Generic; the cache target's own table
+ * and status live in dm_cache.h.
+ *
+ * libdevmapper is not thread-safe for node operations: callers serialise
+ * (the agent calls these under its lock).  udev synchronisation is off --
+ * the agent must work where no udev runs (inside UML, in containers) -- so
+ * libdevmapper makes the /dev/mapper nodes itself. */
+#ifndef FCACHE_DM_DEV_H
+#define FCACHE_DM_DEV_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define FC_DM_NAME_MAX 128
+#define FC_DM_UUID_MAX 129
+
+struct fc_dm_target {
+  uint64_t start, len;          /* sectors */
+  const char *type;
+  const char *params;
+};
+
+struct fc_dm_info {
+  bool exists;
+  bool suspended;
+  int open_count;
+  uint32_t major, minor;
+  char uuid[FC_DM_UUID_MAX];
+};
+
+/* Once, before any other call. */
+void fc_dm_setup(void);
+
+int fc_dm_create(const char *name, const char *uuid, const struct fc_dm_target *t,
+                 unsigned nr, char *err, size_t errlen);
+/* Load a new inactive table; it takes effect at the next resume. */
+int fc_dm_reload(const char *name, const struct fc_dm_target *t, unsigned nr,
+                 char *err, size_t errlen);
+int fc_dm_suspend(const char *name, char *err, size_t errlen);
+int fc_dm_resume(const char *name, char *err, size_t errlen);
+int fc_dm_remove(const char *name, char *err, size_t errlen);
+/* info->exists is false (and 0 returned) for a device that is not there. */
+int fc_dm_info(const char *name, struct fc_dm_info *info);
+/* The params of the first target of the live table's status / table. */
+int fc_dm_status(const char *name, char *params, size_t len, char *err, size_t errlen);
+int fc_dm_table(const char *name, char *params, size_t len, char *err, size_t errlen);
+int fc_dm_message(const char *name, const char *msg, char *err, size_t errlen);
+/* Call fn for every device-mapper device; stops at the first non-zero. */
+int fc_dm_list(int (*fn)(void *ctx, const char *name), void *ctx);
+
+#endif
