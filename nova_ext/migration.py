@@ -14,8 +14,14 @@ migration through these functions, phase by phase or all at once::
                 release the source's cache
     abort       before switchover only: the destination forgets, the
                 source keeps the VM and its cache exactly as they were
+    settle      after a failure past the switchover (a host or the link
+                lost): the blocks whose newest copy is only on the source
+                are written back, everything else there is forgotten, and
+                the destination serves the volume alone again
 
-Any failure before switchover rolls back with ``abort``.
+Any failure before switchover rolls back with ``abort``; after it, both
+agents hold the volume (nothing stale is served, nothing is written back
+on the source) until ``settle``.
 """
 
 import logging
@@ -29,8 +35,10 @@ from nova_ext import exception
 LOG = logging.getLogger(__name__)
 
 STRATEGIES = costmodel.STRATEGIES + ('auto',)
-PHASES = ('prepare', 'start', 'switchover', 'finish', 'abort')
+PHASES = ('prepare', 'start', 'switchover', 'finish', 'abort', 'settle')
 POLL_INTERVAL_S = 0.1
+# Blocks per settle message: the agent accepts at most 4096.
+SETTLE_CHUNK = 4096
 
 
 def _mbps_to_bps(mbps):
@@ -127,6 +135,65 @@ def abort(src, dst, migration_id):
     """Roll back: the destination forgets first, then the source thaws."""
     _quiet_abort(dst, migration_id)
     return src.call('migration-abort', migration_id=migration_id)
+
+
+def settle(src, dst, migration_id, volume_id, source_lost=False):
+    """Give a volume back to the destination after a failure past switchover.
+
+    The destination lists blocks (sorted, in chunks): in ``missing`` mode
+    those still only on the source, which writes them back; in ``held``
+    mode (the destination restarted) those it holds dirty, which the
+    source forgets before writing back the rest of its dirty blocks; in
+    ``completed`` mode nothing.  Then the source releases the volume and
+    only after that may the destination read those blocks from the origin.
+
+    ``source_lost=True`` is for a source host that is gone for good: the
+    destination gives up the blocks only the source had (the origin's
+    older copies are read instead) and the count is returned.
+
+    :returns: dict with ``mode``, ``blocks`` (listed), ``given_up_blocks``.
+    :raises MigrationFailed: a block the destination needs is not on the
+        source; nothing is released then.
+    """
+    def fail(reason):
+        return exception.MigrationFailed(migration_id=migration_id,
+                                         volume_id=volume_id,
+                                         phase='settle', reason=reason)
+
+    ids = {'migration_id': migration_id, 'volume_id': volume_id}
+    if source_lost:
+        end = dst.call('migration-settle', step='end', source='lost', **ids)
+        return {'mode': end['mode'], 'blocks': 0,
+                'given_up_blocks': end['given_up_blocks']}
+    listed = 0
+    missing = []
+    after = None
+    while True:
+        args = dict(ids, step='list', limit=SETTLE_CHUNK)
+        if after is not None:
+            args['after'] = after
+        page = dst.call('migration-settle', **args)
+        mode = page['mode']
+        if page['blocks']:
+            step = 'writeback' if mode == 'missing' else 'drop'
+            done = src.call('migration-settle', step=step,
+                            blocks=page['blocks'], **ids)
+            missing.extend(done.get('missing', []))
+            listed += len(page['blocks'])
+            after = page['blocks'][-1]
+        if not page['more']:
+            break
+    if missing:
+        raise fail('%d blocks the destination needs are not dirty on the '
+                   'source (first: %s); nothing was released'
+                   % (len(missing), ', '.join(map(str, missing[:5]))))
+    src.call('migration-settle', step='release',
+             rest='writeback' if mode == 'held' else 'drop', **ids)
+    end = dst.call('migration-settle', step='end', source='released', **ids)
+    LOG.info("migration %s of volume %s settled (%s, %d blocks listed)",
+             migration_id, volume_id, mode, listed)
+    return {'mode': mode, 'blocks': listed,
+            'given_up_blocks': end['given_up_blocks']}
 
 
 def _quiet_abort(client, migration_id):

@@ -309,5 +309,6 @@ const struct fc_control_op fc_agent_control_ops[] = {
   { "migration-finish", fc_op_migration_finish },
   { "migration-abort", fc_op_migration_abort },
   { "migration-status", fc_op_migration_status },
+  { "migration-settle", fc_op_migration_settle },
   { NULL, NULL },
 };

@@ -17,5 +17,6 @@ int fc_op_migration_switchover(void *, json_t *, json_t **, char *, size_t);
 int fc_op_migration_finish(void *, json_t *, json_t **, char *, size_t);
 int fc_op_migration_abort(void *, json_t *, json_t **, char *, size_t);
 int fc_op_migration_status(void *, json_t *, json_t **, char *, size_t);
+int fc_op_migration_settle(void *, json_t *, json_t **, char *, size_t);
 
 #endif

@@ -151,6 +151,8 @@ static void
 complete(struct fc_migration *m)
 {
   fc_migr_mark_volume(m, NULL);   /* the volume is wholly ours now */
+  if (m->vol && m->vol->uc)
+    fc_ucache_migr_unpin(m->vol->uc);
   pthread_mutex_lock(&m->lock);
   if (m->state == FC_MS_SWITCHED || m->state == FC_MS_CONNECTED) {
     m->state = FC_MS_COMPLETED;
@@ -481,6 +483,7 @@ dest_worker(void *arg)
 int
 fc_migr_dest_begin(struct fc_migration *m)
 {
+  char path[FC_PATH_MAX + 100];
   struct dest_queue *q = calloc(1, sizeof *q);
 
   if (!q)
@@ -494,7 +497,9 @@ fc_migr_dest_begin(struct fc_migration *m)
     return -ENOMEM;
   }
   m->inq = q;
-  return fc_ucache_migr_in_begin(m->vol->uc, mode_of(m->strategy), dest_fetch, m);
+  fc_migr_superseded_path(m->agent, m->volume_id, path, sizeof path);
+  return fc_ucache_migr_in_begin(m->vol->uc, mode_of(m->strategy), dest_fetch, m,
+                                 path);
 }
 
 int

@@ -21,6 +21,7 @@ static const char *const strategy_names[] = {
 };
 static const char *const state_names[] = {
   "prepared", "connected", "switched", "completed", "failed", "aborted",
+  "settled",
 };
 
 const char *
@@ -43,7 +44,7 @@ fc_strategy_parse(const char *s, enum fc_strategy *out)
 const char *
 fc_migr_state_name(enum fc_migr_state s)
 {
-  return (unsigned)s <= FC_MS_ABORTED ? state_names[s] : "?";
+  return (unsigned)s <= FC_MS_SETTLED ? state_names[s] : "?";
 }
 
 void
@@ -111,6 +112,7 @@ fc_migration_for_volume(struct fc_agent *agent, const struct fc_volume *v)
   for (unsigned i = 0; i < agent->nr_migrations; i++) {
     struct fc_migration *x = agent->migrations[i];
     if (x->vol == v && x->state != FC_MS_ABORTED && x->state != FC_MS_FAILED &&
+        x->state != FC_MS_SETTLED &&
         !(x->state == FC_MS_COMPLETED && x->role == FC_MIGR_DEST))
       m = x;
   }
@@ -194,6 +196,13 @@ registry_add(struct fc_agent *agent, struct fc_migration *m, char *err, size_t e
   }
   pthread_mutex_unlock(&agent->migr_lock);
   return r;
+}
+
+void
+fc_migr_superseded_path(struct fc_agent *agent, const char *volume_id, char *buf,
+                        size_t len)
+{
+  snprintf(buf, len, "%s/%s.superseded", agent->volumes_dir, volume_id);
 }
 
 /* Persist (or clear, with tag NULL) the volume's unfinished migration. */

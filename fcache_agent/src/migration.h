@@ -41,6 +41,7 @@ enum fc_migr_state {
   FC_MS_COMPLETED,      /* destination holds everything it needs */
   FC_MS_FAILED,
   FC_MS_ABORTED,
+  FC_MS_SETTLED,        /* failed after the switch, then settled */
 };
 
 #define FC_TOKEN_HEX 64
@@ -125,6 +126,9 @@ int fc_migration_switchover(struct fc_migration *m, char *err, size_t errlen);
 int fc_migration_finish(struct fc_migration *m, int timeout_ms, char *err, size_t errlen);
 int fc_migration_abort(struct fc_migration *m, char *err, size_t errlen);
 json_t *fc_migration_json(struct fc_migration *m);
+/* migr_settle.c: after a failure past the switchover. */
+int fc_migration_settle(struct fc_agent *agent, json_t *args, json_t **result,
+                        char *err, size_t errlen);
 
 /* Internal, shared by migration.c, migr_source.c and migr_dest.c. */
 void fc_migr_fail(struct fc_migration *m, const char *fmt, ...)
@@ -136,5 +140,8 @@ int fc_migr_dest_accept(struct fc_migration *m, int fd);
 int fc_migr_dest_begin(struct fc_migration *m);
 void fc_migr_join(struct fc_migration *m);
 int fc_migr_mark_volume(struct fc_migration *m, const char *tag);
+/* Where the destination records pinned blocks that reached the origin. */
+void fc_migr_superseded_path(struct fc_agent *agent, const char *volume_id,
+                             char *buf, size_t len);
 
 #endif

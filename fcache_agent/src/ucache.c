@@ -1,6 +1,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "log.h"
 #include "ucache_priv.h"
@@ -38,6 +39,7 @@ fc_ucache_create(struct fc_cachedev *dev, struct fc_metadata *md,
   pthread_mutex_init(&uc->lock, NULL);
   pthread_cond_init(&uc->wb_cond, NULL);
   pthread_cond_init(&uc->m.gate_cond, NULL);
+  uc->m.superseded_fd = -1;
   for (unsigned i = 0; i < FC_STRIPES; i++)
     pthread_mutex_init(&uc->stripes[i], NULL);
   *out = uc;
@@ -59,6 +61,9 @@ fc_ucache_destroy(struct fc_ucache *uc)
   fc_invfilter_destroy(&uc->m.written);
   fc_invfilter_destroy(&uc->m.remote_dirty);
   fc_invfilter_destroy(&uc->m.remote_clean);
+  fc_invfilter_destroy(&uc->m.pinned);
+  if (uc->m.superseded_fd >= 0)
+    close(uc->m.superseded_fd);
   pthread_cond_destroy(&uc->m.gate_cond);
   fc_blockmap_destroy(&uc->map);
   fc_staging_destroy(&uc->staging);

@@ -99,7 +99,8 @@ enum fc_ucache_migr_mode {
 
 /* Destination: start holding I/O (gated) and tracking writes. */
 int fc_ucache_migr_in_begin(struct fc_ucache *uc, enum fc_ucache_migr_mode mode,
-                            fc_ucache_fetch_fn fetch, void *ctx);
+                            fc_ucache_fetch_fn fetch, void *ctx,
+                            const char *superseded_path);
 /* Destination: a block the source holds; dirty ones must be fetched. */
 int fc_ucache_migr_add_remote(struct fc_ucache *uc, oblock_t ob, bool dirty);
 /* Destination: until the source connects, reads pass the gate (served
@@ -125,6 +126,19 @@ int fc_ucache_migr_preload(struct fc_ucache *uc, oblock_t ob);
  * the cache, stop tracking.  Returns blocks invalidated. */
 uint32_t fc_ucache_migr_in_end(struct fc_ucache *uc);
 uint32_t fc_ucache_migr_remote_dirty(struct fc_ucache *uc);
+/* Destination: the source no longer holds anything this host needs (the
+ * migration completed): pinned blocks may be written back again. */
+void fc_ucache_migr_unpin(struct fc_ucache *uc);
+/* Destination, settling a migration that failed after its switchover:
+ * the blocks whose newest copy is only on the source (unsorted; caller
+ * frees), then, once the source wrote them back, forget all remote state. */
+int fc_ucache_migr_remote_list(struct fc_ucache *uc, uint64_t **list, uint32_t *n);
+void fc_ucache_migr_settled(struct fc_ucache *uc);
+/* Source, settling: write one dirty block back to the origin (no flush).
+ * 0 written, 1 cached but clean, -ENOENT not cached, -errno. */
+int fc_ucache_migr_writeback_block(struct fc_ucache *uc, oblock_t ob);
+int fc_ucache_flush_origin(struct fc_ucache *uc);
+int fc_ucache_sync_records(struct fc_ucache *uc);
 
 /* Source: refuse writes (the VM has left) or accept them again (rollback). */
 void fc_ucache_migr_freeze(struct fc_ucache *uc, bool frozen);

@@ -296,7 +296,9 @@ write_back(struct fc_ucache *uc, const char *buf, uint32_t count,
          * origin.  Drop it and send the write around it. */
         STAT_ADD(&uc->stats, io_errors, 1);
         invalidate(uc, &cbs[i], 1);
-        r = origin_write(uc, buf + s.in_buf, s.len, s.start, fua);
+        r = uc_migr_release_pinned(uc, b);
+        if (!r)
+          r = origin_write(uc, buf + s.in_buf, s.len, s.start, fua);
         continue;
       }
       STAT_ADD(&uc->stats, io_errors, 1);
@@ -304,7 +306,9 @@ write_back(struct fc_ucache *uc, const char *buf, uint32_t count,
         continue;   /* r stands: the only copy may now be damaged */
       /* A clean block can be dropped and the write sent around it. */
       invalidate(uc, &cbs[i], 1);
-      r = origin_write(uc, buf + s.in_buf, s.len, s.start, fua);
+      r = uc_migr_release_pinned(uc, b);
+      if (!r)
+        r = origin_write(uc, buf + s.in_buf, s.len, s.start, fua);
       continue;
     }
     if (b < uc->nr_oblocks)
@@ -316,7 +320,9 @@ write_back(struct fc_ucache *uc, const char *buf, uint32_t count,
         continue;
       }
     }
-    r = origin_write(uc, buf + s.in_buf, s.len, s.start, fua);
+    r = uc_migr_release_pinned(uc, b);
+    if (!r)
+      r = origin_write(uc, buf + s.in_buf, s.len, s.start, fua);
   }
   if (!r && fua && wrote_cache) {
     r = fc_cachedev_sync(uc->dev);
@@ -460,6 +466,11 @@ uc_trim(void *handle, uint32_t count, uint64_t off, bool fua)
       return r;
     }
   }
+  for (uint64_t b = first; atomic_load(&uc->m.on) && b <= last && b < uc->nr_oblocks; b++)
+    if ((r = uc_migr_release_pinned(uc, b))) {
+      uc_unlock_stripes(uc, &set);
+      return r;
+    }
   /* Origin first: if it fails, the cache still holds what it held. */
   r = fc_origin_trim(uc->origin, count, off);
   if (r == -EOPNOTSUPP)

@@ -13,10 +13,13 @@
  *     still holds is fetched from the source; a dirty one must be.
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "log.h"
+#include "superseded.h"
 #include "ucache_priv.h"
 #include "xfer_frame.h"
 
@@ -47,14 +50,24 @@ uc_migr_gated(struct fc_ucache *uc)
 
 int
 fc_ucache_migr_in_begin(struct fc_ucache *uc, enum fc_ucache_migr_mode mode,
-                        fc_ucache_fetch_fn fetch, void *ctx)
+                        fc_ucache_fetch_fn fetch, void *ctx,
+                        const char *superseded_path)
 {
   int r;
 
   if ((r = fc_invfilter_init(&uc->m.written, 1024)) ||
       (r = fc_invfilter_init(&uc->m.remote_dirty, 1024)) ||
-      (r = fc_invfilter_init(&uc->m.remote_clean, uc->p.quota_blocks)))
+      (r = fc_invfilter_init(&uc->m.remote_clean, uc->p.quota_blocks)) ||
+      (r = fc_invfilter_init(&uc->m.pinned, 1024)))
     return r;
+  r = fc_superseded_create(superseded_path);
+  if (r < 0) {
+    log_error("cannot create %s: %s", superseded_path, strerror(-r));
+    return r;
+  }
+  uc->m.superseded_fd = r;
+  snprintf(uc->m.superseded_path, sizeof uc->m.superseded_path, "%s",
+           superseded_path);
   pthread_mutex_lock(&uc->lock);
   uc->m.gated = true;
   uc->m.probe_reads = true;
@@ -77,8 +90,118 @@ fc_ucache_migr_add_remote(struct fc_ucache *uc, oblock_t ob, bool dirty)
     return -ERANGE;
   pthread_mutex_lock(&uc->lock);
   r = fc_invfilter_add(dirty ? &uc->m.remote_dirty : &uc->m.remote_clean, ob);
+  if (r >= 0 && dirty)
+    r = fc_invfilter_add(&uc->m.pinned, ob);
   pthread_mutex_unlock(&uc->lock);
   return r < 0 ? r : 0;
+}
+
+struct oblock_list {
+  uint64_t *v;
+  uint32_t k;
+};
+
+static void
+collect_oblock(void *opaque, oblock_t ob)
+{
+  struct oblock_list *c = opaque;
+
+  c->v[c->k++] = ob.n;
+}
+
+bool
+uc_migr_pinned_locked(struct fc_ucache *uc, oblock_t ob)
+{
+  return atomic_load(&uc->m.on) && uc->m.pinned.count &&
+         fc_invfilter_contains(&uc->m.pinned, ob);
+}
+
+int
+uc_migr_release_pinned(struct fc_ucache *uc, uint64_t b)
+{
+  bool p;
+  int r;
+
+  pthread_mutex_lock(&uc->lock);
+  p = uc_migr_pinned_locked(uc, to_oblock(b)) && uc->m.superseded_fd >= 0;
+  pthread_mutex_unlock(&uc->lock);
+  if (!p)
+    return 0;
+  r = fc_superseded_append(uc->m.superseded_fd, b);
+  if (r) {
+    log_error("block %llu: cannot record in %s that the migration source's copy "
+              "is superseded (%s): the write is refused", (unsigned long long)b,
+              uc->m.superseded_path, strerror(-r));
+    return -EIO;
+  }
+  pthread_mutex_lock(&uc->lock);
+  fc_invfilter_remove(&uc->m.pinned, to_oblock(b));
+  pthread_mutex_unlock(&uc->lock);
+  return 0;
+}
+
+/* Under uc->lock. */
+static void
+drop_superseded_locked(struct fc_ucache *uc)
+{
+  if (uc->m.superseded_fd < 0)
+    return;
+  close(uc->m.superseded_fd);
+  uc->m.superseded_fd = -1;
+  unlink(uc->m.superseded_path);
+}
+
+void
+fc_ucache_migr_unpin(struct fc_ucache *uc)
+{
+  pthread_mutex_lock(&uc->lock);
+  fc_invfilter_clear(&uc->m.pinned);
+  drop_superseded_locked(uc);
+  pthread_cond_signal(&uc->wb_cond);
+  pthread_mutex_unlock(&uc->lock);
+}
+
+int
+fc_ucache_migr_remote_list(struct fc_ucache *uc, uint64_t **list, uint32_t *n)
+{
+  struct oblock_list c = { NULL, 0 };
+
+  pthread_mutex_lock(&uc->lock);
+  c.v = malloc(((size_t)uc->m.remote_dirty.count + 1) * sizeof *c.v);
+  if (c.v)
+    fc_invfilter_for_each(&uc->m.remote_dirty, collect_oblock, &c);
+  pthread_mutex_unlock(&uc->lock);
+  if (!c.v)
+    return -ENOMEM;
+  *list = c.v;
+  *n = c.k;
+  return 0;
+}
+
+void
+fc_ucache_migr_settled(struct fc_ucache *uc)
+{
+  struct stripe_set set;
+
+  /* Whatever the source still held is at the origin now (or, forced,
+   * given up): the origin answers for it from here on. */
+  uc_lock_stripes(uc, 0, FC_STRIPES, &set);
+  pthread_mutex_lock(&uc->lock);
+  fc_invfilter_clear(&uc->m.remote_dirty);
+  fc_invfilter_clear(&uc->m.remote_clean);
+  fc_invfilter_clear(&uc->m.written);
+  fc_invfilter_clear(&uc->m.pinned);
+  drop_superseded_locked(uc);
+  uc->m.failed = false;
+  uc->m.fetch = NULL;
+  uc->m.tracking = false;
+  uc->m.bypass = false;
+  uc->m.gated = false;
+  atomic_store(&uc->m.on, uc->m.frozen);
+  pthread_cond_broadcast(&uc->m.gate_cond);
+  pthread_cond_signal(&uc->wb_cond);
+  pthread_mutex_unlock(&uc->lock);
+  uc_unlock_stripes(uc, &set);
 }
 
 void
@@ -168,7 +291,7 @@ uc_migr_fetch_miss(struct fc_ucache *uc, oblock_t ob, void *data)
     /* Dirty data now lives only here: it must be installed, or written
      * to the origin if the cache has no room. */
     r = uc_install(uc, ob, data, src_dirty);
-    if (r < 0 && src_dirty)
+    if (r < 0 && src_dirty && !(r = uc_migr_release_pinned(uc, ob.n)))
       r = fc_origin_pwrite(uc->origin, data, uc->bs, ob.n * uc->bs, true);
     return r < 0 ? r : 0;
   }
@@ -263,7 +386,9 @@ fc_ucache_migr_install_copy(struct fc_ucache *uc, oblock_t ob, const void *data,
   if (r == 1 || r == -ENOSPC) {
     /* Admission or space said no.  A clean copy can be dropped; a dirty
      * one is the only copy and goes to the origin. */
-    r = dirty ? fc_origin_pwrite(uc->origin, data, uc->bs, ob.n * uc->bs, true) : 1;
+    r = dirty ? uc_migr_release_pinned(uc, ob.n) : 1;
+    if (r == 0)
+      r = fc_origin_pwrite(uc->origin, data, uc->bs, ob.n * uc->bs, true);
   }
   if (r == 0) {
     pthread_mutex_lock(&uc->lock);
@@ -474,4 +599,36 @@ fc_ucache_migr_stats(struct fc_ucache *uc, struct fc_ucache_migr_stats *st)
   st->remote_dirty = uc->m.remote_dirty.count;
   st->remote_clean = uc->m.remote_clean.count;
   pthread_mutex_unlock(&uc->lock);
+}
+
+int
+fc_ucache_migr_writeback_block(struct fc_ucache *uc, oblock_t ob)
+{
+  char *buf = malloc(uc->bs);
+  bool dirty = false;
+  int r;
+
+  if (!buf)
+    return -ENOMEM;
+  r = fc_ucache_migr_read_block(uc, ob, buf, &dirty);
+  if (r == 0 && !dirty)
+    r = 1;
+  if (r == 0)
+    r = fc_origin_pwrite(uc->origin, buf, uc->bs, ob.n * uc->bs, false);
+  if (r == 0)
+    STAT_ADD(&uc->stats, origin_write_bytes, uc->bs);
+  free(buf);
+  return r;
+}
+
+int
+fc_ucache_flush_origin(struct fc_ucache *uc)
+{
+  return fc_origin_flush(uc->origin);
+}
+
+int
+fc_ucache_sync_records(struct fc_ucache *uc)
+{
+  return fc_md_sync(uc->md);
 }

@@ -50,6 +50,13 @@ struct fc_ucache {
     struct fc_invfilter written;       /* the invalidation filter's table */
     struct fc_invfilter remote_dirty;  /* newest copy only on the source */
     struct fc_invfilter remote_clean;  /* cached on the source, also at origin */
+    /* dest: dirty on the source at the switch.  Until the migration
+     * completes or is settled none of these reaches the origin from here:
+     * so that, if this host crashes, "the destination does not hold it"
+     * always means "the source's copy is the last durable one". */
+    struct fc_invfilter pinned;
+    int superseded_fd;        /* see superseded.h; -1 when not migrating in */
+    char superseded_path[4200];
     fc_ucache_fetch_fn fetch;
     void *fetch_ctx;
     pthread_cond_t gate_cond;
@@ -103,6 +110,13 @@ int uc_migr_fetch_miss(struct fc_ucache *uc, oblock_t ob, void *data);
  * dirty blocks a partial write needs first. */
 int uc_migr_note_write(struct fc_ucache *uc, uint64_t first, uint32_t n,
                        uint64_t off, uint32_t count);
+
+/* Under uc->lock: may this block's data go to the origin from here? */
+bool uc_migr_pinned_locked(struct fc_ucache *uc, oblock_t ob);
+/* Under the block's stripe, before any origin write or trim of block b:
+ * if it is pinned, record durably that the source's copy is superseded,
+ * and unpin it. */
+int uc_migr_release_pinned(struct fc_ucache *uc, uint64_t b);
 
 void uc_wake_writeback(struct fc_ucache *uc);
 int uc_writeback_pass(struct fc_ucache *uc, uint32_t max_blocks, uint32_t *done);

@@ -31,7 +31,8 @@ collect_dirty(struct fc_ucache *uc, struct wb_item *items, uint32_t max)
   pthread_mutex_lock(&uc->lock);
   for (uint32_t i = uc->lru.tail; i != CBLOCK_NONE && n < max;
        i = table[i].lru_prev) {
-    if ((table[i].flags & FC_ENTRY_DIRTY) && !(table[i].flags & FC_ENTRY_BUSY))
+    if ((table[i].flags & FC_ENTRY_DIRTY) && !(table[i].flags & FC_ENTRY_BUSY) &&
+        !uc_migr_pinned_locked(uc, to_oblock(table[i].oblock)))
       items[n++] = (struct wb_item){ i, table[i].oblock };
   }
   pthread_mutex_unlock(&uc->lock);

@@ -11,6 +11,11 @@ itself drives the phases one by one::
     ... the VM moves ...
     fcache migrate VOL --from A --to B --migration MID --phase switchover
     fcache migrate VOL --from A --to B --migration MID --phase finish --wait
+
+After a failure past the switchover both agents hold the volume until it
+is settled (``--source-lost`` when the source host is gone for good)::
+
+    fcache migrate VOL --from A --to B --migration MID --phase settle
 """
 
 import argparse
@@ -53,6 +58,9 @@ def register(subparsers, parents):
                         help='migration id from --phase prepare')
     parser.add_argument('--wait', action='store_true',
                         help='wait until the migration completes')
+    parser.add_argument('--source-lost', action='store_true',
+                        help='with --phase settle: the source is gone for '
+                             'good; give up the blocks only it had')
     parser.add_argument('--timeout', type=float, default=600.0, metavar='S',
                         help='how long --wait may take (default 600)')
     parser.set_defaults(run=run, render=render)
@@ -81,6 +89,9 @@ def run(client, args):
                                 timeout_s=args.timeout)
     if args.phase == 'abort':
         return migration.abort(src, dst, args.migration)
+    if args.phase == 'settle':
+        return migration.settle(src, dst, args.migration, args.volume_id,
+                                source_lost=args.source_lost)
     if args.wait:
         return migration.migrate(src, dst, args.volume_id, args.strategy,
                                  args.rate_limit, timeout_s=args.timeout)

@@ -401,8 +401,8 @@ def check_nothing_lost(src, dst, origin, orc, vm):
     detaching is refused on both sides with a message that names the
     migration, the source keeps its dirty blocks, the origin is never
     overwritten with an old copy, and every read on the destination
-    returns the oracle's data or fails -- never stale data.  (Resuming the
-    transfer to settle them is not implemented yet: see doc/migration.rst.)
+    returns the oracle's data or fails -- never stale data, until the
+    migration is settled (:func:`check_settles`).
     """
     om.close(vm.h)
     src_left = src.show('vol1')
@@ -421,6 +421,38 @@ def check_nothing_lost(src, dst, origin, orc, vm):
         om.close(h)
         assert not mism, ('stale data served after the failed migration: '
                           '%s' % mism[:5])
+
+
+def check_settles(src, dst, origin, orc, mid, mode, listed=None):
+    """``settle`` gives the volume back to the destination, whole.
+
+    The source lets go of it, the destination serves every block with the
+    last acknowledged data (no EIO left), the VM goes on, and once the
+    destination is detached the origin holds exactly the oracle's data:
+    no dirty block was lost and no stale one written back over a newer.
+    """
+    res = migration.settle(src.client(), dst.client(), mid, 'vol1')
+    assert res['mode'] == mode, res
+    assert res['given_up_blocks'] == 0, res
+    if listed is not None:
+        assert res['blocks'] == listed, res
+    assert mu.volume_gone(src, 'vol1'), src.client().list_volumes()
+    if mode == 'missing':
+        assert mu.status(dst, mid)['state'] == 'settled'
+    show = dst.show('vol1')
+    assert show['state'] != 'unavailable' and show['export_uri'], show
+    h = om.connect(show['export_uri'], name='settled')
+    mism, errs, bad = mu.scan_blocks(h, VOLUME_SIZE, orc)
+    assert not mism and not errs, (
+        'after settling (%s) %d blocks read wrong data and %d failed; first '
+        'wrong: %s' % (res, len(mism), len(errs), mism[:3]))
+    wl = om.Workload(h, orc, seed=31)
+    wl.run(nops=600)
+    wl.assert_clean()
+    om.close(h)
+    dst.detach('vol1')
+    assert not om.compare(orc, origin.read_file(), 'origin')
+    return res
 
 
 @pytest.mark.timeout(120)
@@ -468,7 +500,9 @@ def test_source_restarted_after_kill_loses_nothing(make_agent, make_origin):
     # Restarted, the source neither serves nor writes back the volume.
     assert back['state'] == 'unavailable', back
     assert 'did not complete' in back.get('error', ''), back
+    listed = mu.status(dst, mid)['remote_dirty_blocks']
     check_nothing_lost(src, dst, origin, orc, vm)
+    check_settles(src, dst, origin, orc, mid, 'missing', listed)
 
 
 @pytest.mark.timeout(120)
@@ -504,6 +538,9 @@ def test_destination_killed_during_copy(make_agent, make_origin):
     assert not res['export_uri'], res
     assert 'did not complete' in res.get('error', ''), res
     check_nothing_lost(src, dst, origin, orc, vm)
+    # Settling: the destination lists what it holds dirty (newer than the
+    # source's copies), the source writes back the rest.
+    check_settles(src, dst, origin, orc, mid, 'held')
 
 
 def proxied_prepare(proxies, strategy, rate_mbps=2):
@@ -543,9 +580,11 @@ def test_link_cut_during_copy(make_agent, make_origin, strategy):
         assert st['remote_dirty_blocks'] > 0, st
         src.assert_alive()
         dst.assert_alive()
-        # The source still holds those dirty blocks; once it lets go of
-        # the volume they are at the origin.
+        # The source still holds those dirty blocks; settling writes them
+        # back and gives the volume to the destination alone.
         check_nothing_lost(src, dst, origin, orc, vm)
+        check_settles(src, dst, origin, orc, mid, 'missing',
+                      st['remote_dirty_blocks'])
     finally:
         for p in proxies:
             p.close()
@@ -606,18 +645,25 @@ def test_source_stopped_cleanly_during_copy(make_agent, make_origin):
     dst.assert_alive()
 
 
-@pytest.mark.timeout(60)
-def test_source_restart_does_not_undo_destination_writes(make_agent,
-                                                         make_origin):
-    """A block dirty on the source, rewritten by the VM on the destination.
+@pytest.mark.timeout(90)
+@pytest.mark.parametrize('victim', ('source', 'destination'))
+def test_failure_does_not_undo_destination_writes(make_agent, make_origin,
+                                                  victim):
+    """Blocks dirty on the source, rewritten by the VM on the destination.
 
-    The destination writes the new data back to the origin; the source,
-    killed before it released the volume, still has the old dirty copy.
-    When it restarts and writes back, the origin must keep the new data.
+    Until the migration completes the destination keeps the new data in
+    its cache and does not write it back (the blocks are pinned): were it
+    at the origin and gone from the destination's cache, a crash of the
+    destination would leave no trace that the source's dirty copies are
+    stale.  When either host dies and comes back, the source must not
+    write back its old copies on its own, and settling must leave the
+    new data at the origin.
     """
     src, dst = mu.agent_pair(make_agent, src_extra={
         'writeback_interval_ms': 60000, 'dirty_high_percent': 95})
     origin = make_origin(8 * MiB)
+    with open(origin.path, 'rb') as f:
+        before = f.read(16 * BS)
     res = src.attach('vol1', origin.uri, cache_size=4 * MiB,
                      write_policy='write_back')
     h = om.connect(res['export_uri'])
@@ -638,30 +684,43 @@ def test_source_restart_does_not_undo_destination_writes(make_agent,
     new = b'\x22' * (16 * BS)
     h.pwrite(new, 0)
     h.flush()
-    harness.wait_for(lambda: dst.show('vol1')['dirty_blocks'] == 0, 20,
-                     'the destination to write the new data back')
+    time.sleep(1.5)       # three of the destination's write-back intervals
+    held = dst.show('vol1')
+    assert held['dirty_blocks'] >= 16, held
     with open(origin.path, 'rb') as f:
-        assert f.read(16 * BS) == new
+        assert f.read(16 * BS) == before, (
+            'the destination wrote back blocks the source still held dirty '
+            'before the migration completed')
     st = mu.status(src, mid)
     assert st['state'] == 'switched' and st['blocks_done'] < 1000, st
-    src.kill()
-    mu.wait_state(dst, mid, ('failed',), timeout=20)
-    assert h.pread(16 * BS, 0) == new
-    src.start()
+    if victim == 'source':
+        src.kill()
+        mu.wait_state(dst, mid, ('failed',), timeout=20)
+        assert h.pread(16 * BS, 0) == new
+        src.start()
+    else:
+        dst.kill()
+        mu.wait_state(src, mid, ('failed',), timeout=20)
+        dst.start()
+    om.close(h)
     left = src.show('vol1')
-    assert left['state'] == 'unavailable', left
+    assert left['dirty_blocks'] >= 16, left
     # The source refuses to let go (and so to write back) on its own.
     with pytest.raises(exception.AgentError) as ei:
         src.client().detach_volume('vol1')
     assert ei.value.errno == errno.EBUSY, ei.value
-    time.sleep(1.5)
+    with open(origin.path, 'rb') as f:
+        assert f.read(16 * BS) == before
+    res = migration.settle(s, d, mid, 'vol1')
+    assert res['mode'] == ('missing' if victim == 'source' else 'held'), res
+    assert mu.volume_gone(src, 'vol1')
+    h = om.connect(dst.show('vol1')['export_uri'])
+    assert h.pread(16 * BS, 0) == new
+    om.close(h)
+    dst.detach('vol1')
     with open(origin.path, 'rb') as f:
         at_origin = f.read(16 * BS)
-    om.close(h)
     assert at_origin == new, (
-        'after the failed migration the restarted source (%d dirty blocks '
-        'recovered) wrote back its old copy of blocks 0-15 over the newer '
-        'data the VM wrote on the destination (destination already wrote '
-        'it back to the origin, never acknowledged it to the source): '
-        'origin holds %s.., expected %s..' % (
-            left['dirty_blocks'], at_origin[:8].hex(), new[:8].hex()))
+        'after settling (%s) the origin holds %s.. for blocks 0-15, expected '
+        'the data the VM wrote on the destination %s..' % (
+            res, at_origin[:8].hex(), new[:8].hex()))

@@ -57,7 +57,11 @@ class Qmp(object):
     def __init__(self, path, timeout=30):
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.sock.settimeout(timeout)
-        self.sock.connect(path)
+        try:
+            self.sock.connect(path)
+        except OSError:
+            self.sock.close()
+            raise
         self.buf = b''
         self.events = []
         greeting = self._read()
@@ -127,9 +131,15 @@ class Qemu(object):
             if self.proc.poll() is not None:
                 raise AssertionError('%s exited with %s: %s' % (
                     self.name, self.proc.returncode, self.log()))
-            return os.path.exists(self.qmp_path)
+            if not os.path.exists(self.qmp_path):
+                return False
+            # QEMU binds the socket (the file appears) before it listens.
+            try:
+                self.qmp = Qmp(self.qmp_path, timeout=timeout)
+            except ConnectionRefusedError:
+                return False
+            return True
         harness.wait_for(ready, timeout, 'QMP socket of %s' % self.name)
-        self.qmp = Qmp(self.qmp_path, timeout=timeout)
         return self
 
     def log(self):
