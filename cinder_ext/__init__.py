@@ -1,13 +1,14 @@
 """fcache: host-side flash cache for Cinder volumes, Cinder side.
 
-Empty for now.  This package will hold what Cinder and its operators need:
-
-* the ``fcache:*`` volume type extra-spec schema (``fcache:strategy``,
-  ``fcache:write_policy``, ``fcache:admission``, ``fcache:cache_size``, ...),
-  one declared validator per key, in the shape of Nova's
-  ``nova/api/validation/extra_specs/``;
-* the bridge that carries a volume's policy into its ``connection_info`` so
-  that nova-compute (``nova_ext``) can read it, as Cinder's own
-  ``cacheable`` spec does for Nova's volume local cache;
-* operator tooling for inspecting and changing those policies.
+* :mod:`cinder_ext.extra_specs` -- the ``fcache:*`` volume-type extra-spec
+  namespace, one declared validator per key (the shape of Nova's
+  ``nova/api/validation/extra_specs/``).  Pure Python: usable by tooling
+  without Cinder installed.
+* :mod:`cinder_ext.policy` -- the bridge: turns a volume type's extra specs
+  into the policy that reaches nova-compute in the volume's
+  ``connection_info`` (next to Cinder's own ``cacheable`` flag).
+* :mod:`cinder_ext.api` -- the cinder-api extension (loaded through
+  ``[DEFAULT] osapi_volume_extension``) that validates ``fcache:*`` keys when
+  an operator sets them and adds the policy to every ``connection_info``
+  the API hands out.  Imports Cinder; only cinder-api loads it.
 """

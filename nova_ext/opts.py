@@ -82,6 +82,36 @@ FCACHE_OPTS = [
                help='Cache size of one volume when the volume type does not '
                     'set fcache:cache_size: bytes with an optional binary '
                     'unit (4096, 64K, 10M, 2G). Unset: the agent decides.'),
+    cfg.FloatOpt('default_rate_limit',
+                 default=0.0,
+                 min=0.0,
+                 help='Cap, in MB/s, of the cache transfer of one volume '
+                      'during a live migration when the volume type does '
+                      'not set fcache:rate_limit. 0: no cap.'),
+    cfg.StrOpt('peer_agent_socket',
+               default='/run/fcache/peers/{host}.sock',
+               help='Control socket of the fcache-agent of another compute '
+                    'host, as reachable from this one; {host} is replaced '
+                    'by that host\'s Nova host name. The live migration '
+                    'of a cached volume drives both agents from each side '
+                    '(the destination prepares, the source copies), so '
+                    'each compute host needs this path to its peers\' '
+                    'agents, e.g. an SSH unix-socket forward over the '
+                    'migration network (see doc/nova.rst).'),
+    cfg.IntOpt('migration_timeout',
+               default=600,
+               min=1,
+               help='Seconds a live migration waits, after the VM has '
+                    'moved, for the destination to hold every cache block '
+                    'it needs before the source cache is released.'),
+    cfg.FloatOpt('link_mbps',
+                 min=0.0,
+                 help='Bandwidth of the migration network in MB/s, for the '
+                      'auto strategy\'s cost model. Unset: 1000.'),
+    cfg.FloatOpt('origin_mbps',
+                 min=0.0,
+                 help='Bandwidth shared storage gives one VM in MB/s, for '
+                      'the auto strategy\'s cost model. Unset: 200.'),
 ]
 
 

@@ -7,6 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 tools/setup.sh
+tools/setup-nova.sh
 export PATH="$PWD/.venv/bin:$PATH"
 
 echo "== C unit tests (ASan/UBSan)"
@@ -16,8 +17,20 @@ echo "== pep8"
 flake8
 
 echo "== config sample is generated from the code"
+sample=$(mktemp)
 oslo-config-generator --config-file etc/fcache/fcache-config-generator.conf \
-  --output-file "$(mktemp)"
+  --output-file "$sample"
+diff -u etc/fcache/fcache.conf.sample "$sample" || {
+  echo "etc/fcache/fcache.conf.sample is stale: run tox -e genconfig" >&2
+  exit 1
+}
+rm -f "$sample"
+
+echo "== Nova and Cinder in process (.venv-nova): the driver, a live migration, the Cinder API extension"
+# One process each: Nova and Cinder register clashing options on the
+# global oslo.config object.
+.venv-nova/bin/python -m testtools.run tests.nova_functional.test_cinder_api
+.venv-nova/bin/python -m testtools.run tests.nova_functional.test_live_migration
 
 echo "== Python unit and functional tests"
 python -m pytest -p no:cacheprovider --timeout=900 tests/unit tests/functional "$@"

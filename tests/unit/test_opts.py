@@ -12,7 +12,10 @@ def test_list_opts():
     assert group.name == 'fcache'
     assert {o.name for o in options} == {
         'agent_socket', 'agent_timeout', 'default_strategy',
-        'default_write_policy', 'default_admission', 'default_cache_size'}
+        'default_write_policy', 'default_admission', 'default_cache_size',
+        # The live-migration options of nova_ext.virt (issue 5).
+        'default_rate_limit', 'peer_agent_socket', 'migration_timeout',
+        'link_mbps', 'origin_mbps'}
 
 
 def test_list_opts_returns_copies():

@@ -1,0 +1,71 @@
+"""Guest disk configuration pointing at the agent's export.
+
+ucache exports each volume over NBD on a unix socket
+(``nbd+unix:///NAME?socket=PATH``); libvirt's network disk says so with
+``<source protocol='nbd' name='NAME'><host transport='unix'
+socket='PATH'/></source>``, which Nova's ``LibvirtConfigGuestDisk`` cannot
+express (its hosts are name/port pairs), hence the subclass.  dmcache
+exports a device path: a plain block disk.
+"""
+
+from urllib import parse
+
+from nova.virt.libvirt import config as vconfig
+
+from nova_ext import exception
+
+
+class NbdUnixGuestDisk(vconfig.LibvirtConfigGuestDisk):
+    """A network disk served by NBD over a unix socket."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.nbd_socket = None
+
+    def format_dom(self):
+        dev = super().format_dom()
+        source = dev.find('source')
+        host = source.makeelement('host', {'transport': 'unix',
+                                           'socket': self.nbd_socket})
+        source.append(host)
+        return dev
+
+
+def parse_export(uri):
+    """Split an agent export URI.
+
+    :returns: ``('nbd', name, socket)`` or ``('block', None, device)``.
+    """
+    if uri.startswith('/'):
+        return 'block', None, uri
+    parts = parse.urlsplit(uri)
+    if parts.scheme == 'nbd+unix':
+        sockets = parse.parse_qs(parts.query).get('socket')
+        if sockets and sockets[0].startswith('/'):
+            return 'nbd', parts.path.lstrip('/'), sockets[0]
+    raise exception.InvalidArgument(
+        name='export_uri', value=uri,
+        reason='expected nbd+unix:///NAME?socket=/PATH (ucache) or a device '
+               'path (dmcache) from the fcache agent')
+
+
+def point_at_export(conf, export_uri):
+    """Return a copy of disk ``conf`` whose source is the agent export."""
+    kind, name, path = parse_export(export_uri)
+    if kind == 'block':
+        conf.source_type = 'block'
+        conf.source_path = path
+        return conf
+    disk = NbdUnixGuestDisk()
+    for key, value in vars(conf).items():
+        if key not in ('root_name', 'ns_prefix', 'ns_uri'):
+            setattr(disk, key, value)
+    disk.source_type = 'network'
+    disk.source_protocol = 'nbd'
+    disk.source_name = name or None
+    disk.source_path = None
+    disk.source_hosts = []
+    disk.source_ports = []
+    disk.nbd_socket = path
+    disk.driver_format = 'raw'
+    return disk

@@ -1,0 +1,53 @@
+"""A volume's cache policy as nova-compute sees it.
+
+Cinder puts ``cacheable`` (its own flag) and, with cinder_ext, the
+``fcache:`` policy (``cinder_ext.policy``) into ``connection_info['data']``.
+A volume is cached when ``cacheable`` is true; every key its type does not
+set comes from ``[fcache] default_*``.
+"""
+
+from nova_ext import exception
+from nova_ext import units
+
+POLICY_KEY = 'fcache'            # set by Cinder (cinder_ext.policy)
+EXPORT_KEY = 'fcache_export'     # set here: where the guest disk points
+MIGRATION_KEY = 'fcache_migration'  # set on the destination: prepare()
+
+
+def is_cacheable(connection_info):
+    data = (connection_info or {}).get('data') or {}
+    return data.get('cacheable') is True
+
+
+def resolve(connection_info, conf):
+    """Return the full policy of a cacheable volume, or None.
+
+    :param conf: the ``[fcache]`` group of nova.conf.
+    :raises nova_ext.exception.InvalidArgument: a default in nova.conf is
+        malformed (cache size).
+    """
+    if not is_cacheable(connection_info):
+        return None
+    given = connection_info['data'].get(POLICY_KEY) or {}
+    size = given.get('cache_size')
+    if size is None and conf.default_cache_size:
+        try:
+            size = units.parse_size(conf.default_cache_size)
+        except ValueError as exc:
+            raise exception.InvalidArgument(
+                name='[fcache] default_cache_size',
+                value=conf.default_cache_size, reason=str(exc))
+    return {
+        'strategy': given.get('strategy') or conf.default_strategy,
+        'cache_size': size,
+        'write_policy': given.get('write_policy') or
+        conf.default_write_policy,
+        'admission': given.get('admission') or conf.default_admission,
+        'rate_limit': given.get('rate_limit', conf.default_rate_limit),
+    }
+
+
+def origin(connection_info):
+    """What the agent caches: the path os-brick connected, if any."""
+    data = (connection_info or {}).get('data') or {}
+    return data.get('device_path')

@@ -1,0 +1,66 @@
+"""nova_ext.virt.policy: what nova-compute makes of connection_info."""
+
+from oslo_config import cfg
+from oslo_config import fixture as config_fixture
+import pytest
+
+from nova_ext import exception
+from nova_ext import opts
+from nova_ext.virt import policy
+
+
+@pytest.fixture
+def conf():
+    fixture = config_fixture.Config(cfg.ConfigOpts())
+    fixture.setUp()
+    opts.register_opts(fixture.conf)
+    yield fixture
+    fixture.cleanUp()
+
+
+def _info(data):
+    return {'driver_volume_type': 'iscsi', 'data': data}
+
+
+def test_not_cacheable_is_not_cached(conf):
+    assert policy.resolve(_info({'fcache': {'strategy': 'firepan'}}),
+                          conf.conf.fcache) is None
+    assert policy.resolve(_info({'cacheable': False}),
+                          conf.conf.fcache) is None
+
+
+def test_defaults_fill_what_the_type_does_not_set(conf):
+    conf.config(default_strategy='hybrid', default_cache_size='1G',
+                default_rate_limit=50.0, group='fcache')
+    pol = policy.resolve(_info({'cacheable': True,
+                                'fcache': {'write_policy': 'write_back'}}),
+                         conf.conf.fcache)
+    assert pol == {'strategy': 'hybrid', 'cache_size': 1 << 30,
+                   'write_policy': 'write_back', 'admission': 'all',
+                   'rate_limit': 50.0}
+
+
+def test_type_overrides_defaults(conf):
+    conf.config(default_cache_size='1G', group='fcache')
+    pol = policy.resolve(_info({'cacheable': True, 'fcache': {
+        'strategy': 'cachemior', 'cache_size': 4096, 'admission': 'rws',
+        'rate_limit': 0.0}}), conf.conf.fcache)
+    assert pol['strategy'] == 'cachemior'
+    assert pol['cache_size'] == 4096
+    assert pol['admission'] == 'rws'
+    # 0 from the type means "no cap" and must not fall back to the default.
+    assert pol['rate_limit'] == 0.0
+
+
+def test_bad_default_cache_size_names_the_option(conf):
+    # oslo.config's regex refuses '12Q' already; a value that passes the
+    # regex but not parse_size (zero) reaches our check.
+    conf.config(default_cache_size='0', group='fcache')
+    with pytest.raises(exception.InvalidArgument) as err:
+        policy.resolve(_info({'cacheable': True}), conf.conf.fcache)
+    assert '[fcache] default_cache_size' in str(err.value)
+
+
+def test_origin_is_the_os_brick_device_path():
+    assert policy.origin(_info({'device_path': '/dev/sdb'})) == '/dev/sdb'
+    assert policy.origin(_info({})) is None
