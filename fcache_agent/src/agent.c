@@ -1,3 +1,4 @@
+#include <dirent.h>
 #include <errno.h>
 #include <grp.h>
 #include <stdio.h>
@@ -118,6 +119,52 @@ fc_volume_free(struct fc_volume *v)
   free(v->held);
   free(v->held_cb);
   free(v);
+}
+
+int
+fc_agent_load_volumes(struct fc_agent *agent,
+                      int (*adopt)(struct fc_agent *agent, struct fc_volume *v),
+                      char *err, size_t errlen)
+{
+  DIR *d = opendir(agent->volumes_dir);
+  struct dirent *de;
+  int r = 0;
+
+  if (!d) {
+    r = -errno;
+    snprintf(err, errlen, "cannot read %s: %s", agent->volumes_dir, strerror(-r));
+    return r;
+  }
+  while ((de = readdir(d))) {
+    size_t len = strlen(de->d_name);
+    char path[FC_PATH_MAX + 400];
+    struct fc_volume *v;
+
+    if (len < 6 || strcmp(de->d_name + len - 5, ".json"))
+      continue;
+    if (agent->nr_volumes >= FC_MAX_VOLUMES) {
+      r = -EMFILE;
+      snprintf(err, errlen, "more than %d volumes in %s", FC_MAX_VOLUMES,
+               agent->volumes_dir);
+      break;
+    }
+    v = calloc(1, sizeof *v);
+    if (!v) {
+      r = -ENOMEM;
+      break;
+    }
+    snprintf(path, sizeof path, "%s/%s", agent->volumes_dir, de->d_name);
+    r = fc_volume_params_load(path, &v->p, err, errlen);
+    if (!r && (r = adopt(agent, v)))
+      snprintf(err, errlen, "volume %s: %s", v->p.id, strerror(-r));
+    if (r) {
+      fc_volume_free(v);
+      break;
+    }
+    agent->volumes[agent->nr_volumes++] = v;
+  }
+  closedir(d);
+  return r;
 }
 
 static int

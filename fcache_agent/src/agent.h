@@ -65,6 +65,12 @@ struct fc_volume *fc_agent_find_locked(struct fc_agent *agent, const char *id);
 /* Internal to agent.c and recovery.c. */
 int fc_agent_recover(struct fc_agent *agent, bool was_clean, char *err, size_t errlen);
 int fc_volume_prepare(struct fc_agent *agent, struct fc_volume *v, char *err, size_t errlen);
+/* Load every persisted volume of agent->volumes_dir into the registry,
+ * calling the engine's adopt() on each (which reports an unusable volume
+ * in v->error and returns 0, or fails the start with -errno). */
+int fc_agent_load_volumes(struct fc_agent *agent,
+                          int (*adopt)(struct fc_agent *agent, struct fc_volume *v),
+                          char *err, size_t errlen);
 int fc_volume_start(struct fc_agent *agent, struct fc_volume *v, char *err, size_t errlen);
 void fc_volume_free(struct fc_volume *v);
 

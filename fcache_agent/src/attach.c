@@ -3,7 +3,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 
 #include "agent.h"
 #include "dm_engine.h"
@@ -12,16 +11,6 @@
 #include "nbd_server.h"
 #include "origin.h"
 #include "ucache.h"
-
-static int
-new_tag(uint64_t *tag)
-{
-  do {
-    if (getrandom(tag, sizeof *tag, 0) != sizeof *tag)
-      return -errno;
-  } while (*tag == 0);
-  return 0;
-}
 
 static bool
 same_request(const struct fc_volume *v, const struct fc_attach_request *req,
@@ -103,7 +92,7 @@ fc_agent_attach_locked(struct fc_agent *agent, const struct fc_attach_request *r
   v->p.cache_size = size;
   v->p.write_policy = req->write_policy;
   v->p.admission = req->admission;
-  r = new_tag(&v->p.tag);
+  r = fc_volume_new_tag(&v->p.tag);
   if (r)
     goto out;
   r = fc_cachedev_reserve(agent->dev, (uint32_t)(size / bs));

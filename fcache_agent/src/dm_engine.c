@@ -8,7 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
-#include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <time.h>
@@ -325,16 +324,6 @@ check_not_foreign(const struct fc_dmvol *dv, char *err, size_t errlen)
   return 0;
 }
 
-static int
-new_tag(uint64_t *tag)
-{
-  do {
-    if (getrandom(tag, sizeof *tag, 0) != sizeof *tag)
-      return -errno;
-  } while (*tag == 0);
-  return 0;
-}
-
 static void
 release_space(struct fc_agent *agent, const char *id)
 {
@@ -411,7 +400,7 @@ fc_dm_attach_locked(struct fc_agent *agent, const struct fc_attach_request *req,
     r = -EINVAL;
     goto out;
   }
-  if ((r = check_not_foreign(v->dm, err, errlen)) || (r = new_tag(&v->p.tag)))
+  if ((r = check_not_foreign(v->dm, err, errlen)) || (r = fc_volume_new_tag(&v->p.tag)))
     goto out;
   nr = size / bs;
   {
@@ -708,8 +697,8 @@ adopt(struct fc_agent *agent, struct fc_volume *v)
   }
   if (info.exists && strcmp(info.uuid, expect)) {
     snprintf(v->error, sizeof v->error, "device-mapper device %s was not created "
-             "by this agent for volume %s (uuid '%s', expected '%s'); refusing to "
-             "adopt it", dv->name, v->p.id, info.uuid, expect);
+             "by this agent for volume %s (uuid '%.80s', expected '%.80s'); refusing "
+             "to adopt it", dv->name, v->p.id, info.uuid, expect);
     return;
   }
   if (info.exists) {
@@ -728,50 +717,14 @@ adopt(struct fc_agent *agent, struct fc_volume *v)
 }
 
 static int
-load_volumes(struct fc_agent *agent, char *err, size_t errlen)
+adopt_dm(struct fc_agent *agent, struct fc_volume *v)
 {
-  DIR *d = opendir(agent->volumes_dir);
-  struct dirent *de;
-  int r = 0;
-
-  if (!d) {
-    r = -errno;
-    snprintf(err, errlen, "cannot read %s: %s", agent->volumes_dir, strerror(-r));
-    return r;
-  }
-  while ((de = readdir(d))) {
-    size_t len = strlen(de->d_name);
-    char path[FC_PATH_MAX + 400];
-    struct fc_volume *v;
-
-    if (len < 6 || strcmp(de->d_name + len - 5, ".json"))
-      continue;
-    if (agent->nr_volumes >= FC_MAX_VOLUMES) {
-      r = -EMFILE;
-      snprintf(err, errlen, "more than %d volumes in %s", FC_MAX_VOLUMES,
-               agent->volumes_dir);
-      break;
-    }
-    v = calloc(1, sizeof *v);
-    if (!v || !(v->dm = calloc(1, sizeof *v->dm))) {
-      free(v);
-      r = -ENOMEM;
-      break;
-    }
-    snprintf(path, sizeof path, "%s/%s", agent->volumes_dir, de->d_name);
-    r = fc_volume_params_load(path, &v->p, err, errlen);
-    if (r) {
-      fc_dmvol_free(v->dm);
-      free(v);
-      break;
-    }
-    adopt(agent, v);
-    if (v->error[0])
-      log_error("volume %s is unavailable: %s", v->p.id, v->error);
-    agent->volumes[agent->nr_volumes++] = v;
-  }
-  closedir(d);
-  return r;
+  if (!(v->dm = calloc(1, sizeof *v->dm)))
+    return -ENOMEM;
+  adopt(agent, v);
+  if (v->error[0])
+    log_error("volume %s is unavailable: %s", v->p.id, v->error);
+  return 0;
 }
 
 /* Devices with our prefix that no volume claims: never touched, since
@@ -836,7 +789,7 @@ fc_dm_engine_open(struct fc_agent *agent, char *err, size_t errlen)
     return r;
   }
   agent->dm = e;
-  r = load_volumes(agent, err, errlen);
+  r = fc_agent_load_volumes(agent, adopt_dm, err, errlen);
   if (!r)
     fc_dm_list(report_stranger, agent);
   if (r) {

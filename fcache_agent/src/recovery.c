@@ -9,7 +9,6 @@
  * block of an unknown volume or past its origin's end) stops the start
  * with a message that says what to do.
  */
-#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -56,48 +55,14 @@ by_rank_desc(const void *a, const void *b)
   return ra < rb ? 1 : ra > rb ? -1 : 0;
 }
 
+/* Before its cache records are matched: open the origin and build the
+ * ucache; a volume that cannot be opened stays listed, unavailable. */
 static int
-load_volumes(struct fc_agent *agent, char *err, size_t errlen)
+prepare_ucache(struct fc_agent *agent, struct fc_volume *v)
 {
-  DIR *d = opendir(agent->volumes_dir);
-  struct dirent *de;
-  int r = 0;
-
-  if (!d) {
-    r = -errno;
-    snprintf(err, errlen, "cannot read %s: %s", agent->volumes_dir, strerror(-r));
-    return r;
-  }
-  while ((de = readdir(d))) {
-    size_t len = strlen(de->d_name);
-    char path[FC_PATH_MAX + 400];
-    struct fc_volume *v;
-
-    if (len < 6 || strcmp(de->d_name + len - 5, ".json"))
-      continue;
-    if (agent->nr_volumes >= FC_MAX_VOLUMES) {
-      r = -EMFILE;
-      snprintf(err, errlen, "more than %d volumes in %s", FC_MAX_VOLUMES,
-               agent->volumes_dir);
-      break;
-    }
-    v = calloc(1, sizeof *v);
-    if (!v) {
-      r = -ENOMEM;
-      break;
-    }
-    snprintf(path, sizeof path, "%s/%s", agent->volumes_dir, de->d_name);
-    r = fc_volume_params_load(path, &v->p, err, errlen);
-    if (r) {
-      free(v);
-      break;
-    }
-    if (fc_volume_prepare(agent, v, v->error, sizeof v->error))
-      log_error("volume %s is unavailable: %s", v->p.id, v->error);
-    agent->volumes[agent->nr_volumes++] = v;
-  }
-  closedir(d);
-  return r;
+  if (fc_volume_prepare(agent, v, v->error, sizeof v->error))
+    log_error("volume %s is unavailable: %s", v->p.id, v->error);
+  return 0;
 }
 
 static struct fc_volume *
@@ -209,7 +174,7 @@ fc_agent_recover(struct fc_agent *agent, bool was_clean, char *err, size_t errle
   uint32_t bs = agent->cfg.block_size;
   int r;
 
-  r = load_volumes(agent, err, errlen);
+  r = fc_agent_load_volumes(agent, prepare_ucache, err, errlen);
   if (r)
     goto out;
   r = scan_records(agent, was_clean, lists, err, errlen);

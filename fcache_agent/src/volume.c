@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <unistd.h>
 
 #include "volume.h"
@@ -175,4 +176,14 @@ fc_volume_params_remove(const char *dir, const char *id)
   if (unlink(path) == -1 && errno != ENOENT)
     return -errno;
   return fsync_dir(dir);
+}
+
+int
+fc_volume_new_tag(uint64_t *tag)
+{
+  do {
+    if (getrandom(tag, sizeof *tag, 0) != sizeof *tag)
+      return -errno;
+  } while (*tag == 0);
+  return 0;
 }

@@ -60,6 +60,9 @@ int fc_write_policy_parse(const char *s, enum fc_write_policy *out);
 const char *fc_admission_name(enum fc_admission a);
 int fc_admission_parse(const char *s, enum fc_admission *out);
 
+/* A fresh random tag for a new attachment; never 0, which no volume has. */
+int fc_volume_new_tag(uint64_t *tag);
+
 int fc_volume_params_save(const char *dir, const struct fc_volume_params *p,
                           char *err, size_t errlen);
 int fc_volume_params_load(const char *path, struct fc_volume_params *p,
