@@ -74,9 +74,9 @@ fc_ucache_destroy(struct fc_ucache *uc)
   free(uc);
 }
 
-void
-uc_lock_stripes(struct fc_ucache *uc, uint64_t first, uint64_t last,
-                struct stripe_set *set)
+static void
+lock_stripes(struct fc_ucache *uc, uint64_t first, uint64_t last,
+             struct stripe_set *set, bool reader)
 {
   memset(set, 0, sizeof *set);
   if (last - first + 1 >= FC_STRIPES) {
@@ -90,8 +90,25 @@ uc_lock_stripes(struct fc_ucache *uc, uint64_t first, uint64_t last,
   /* Ascending order everywhere is what keeps two multi-block requests
    * from deadlocking. */
   for (unsigned s = 0; s < FC_STRIPES; s++)
-    if (set->bits[s / 64] & (1ull << (s % 64)))
+    if (set->bits[s / 64] & (1ull << (s % 64))) {
       pthread_mutex_lock(&uc->stripes[s]);
+      if (!reader)
+        uc->stripe_seq[s]++;
+    }
+}
+
+void
+uc_lock_stripes(struct fc_ucache *uc, uint64_t first, uint64_t last,
+                struct stripe_set *set)
+{
+  lock_stripes(uc, first, last, set, false);
+}
+
+void
+uc_lock_stripes_to_read(struct fc_ucache *uc, uint64_t first, uint64_t last,
+                        struct stripe_set *set)
+{
+  lock_stripes(uc, first, last, set, true);
 }
 
 void

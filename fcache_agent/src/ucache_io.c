@@ -95,15 +95,24 @@ origin_write(struct fc_ucache *uc, const void *buf, uint32_t len, uint64_t off,
   return r;
 }
 
-/* A run of missed blocks [b, b+n): one origin read, then install each. */
+/* Not waiting for the origin: the block was served in the first phase. */
+#define NO_FILL UINT64_MAX
+
+/* A run of missed blocks [b, b+n), read from the origin with no stripe
+ * held.  seq[i] is the stripe's count when block b+i was found missing;
+ * a block is installed only if its stripe's count is still that, so a
+ * write, trim or migration install that overtook the origin read wins.
+ * The read still returns what the origin gave: it was concurrent with
+ * whatever overtook it. */
 static int
-read_miss_run(struct fc_ucache *uc, char *buf, uint32_t count, uint64_t off,
-              uint64_t b, uint32_t n)
+fill_run(struct fc_ucache *uc, char *buf, uint32_t count, uint64_t off,
+         uint64_t b, uint32_t n, const uint64_t *seq)
 {
   uint64_t rstart = b * uc->bs;
   uint32_t rlen = n * uc->bs;
   bool direct = rstart >= off && rstart + rlen <= off + count;
   char *tmp = direct ? buf + (rstart - off) : malloc(rlen);
+  struct stripe_set set;
   int r;
 
   if (!tmp)
@@ -112,14 +121,22 @@ read_miss_run(struct fc_ucache *uc, char *buf, uint32_t count, uint64_t off,
   if (r)
     goto out;
   STAT_ADD(&uc->stats, read_misses, n);
+  uc_lock_stripes_to_read(uc, b, b + n - 1, &set);
   for (uint32_t i = 0; i < n; i++) {
     struct seg s = seg_of(uc, b + i, off, count);
+    bool unchanged;
 
     if (!direct)
       memcpy(buf + s.in_buf, tmp + (size_t)i * uc->bs + s.in_block, s.len);
+    pthread_mutex_lock(&uc->lock);
+    unchanged = uc->stripe_seq[(b + i) & (FC_STRIPES - 1)] == seq[i] &&
+                uc_lookup_locked(uc, to_oblock(b + i)).n == CBLOCK_NONE;
+    pthread_mutex_unlock(&uc->lock);
     /* A failed install only costs a future miss: the read succeeded. */
-    uc_install(uc, to_oblock(b + i), tmp + (size_t)i * uc->bs, false);
+    if (unchanged)
+      uc_install(uc, to_oblock(b + i), tmp + (size_t)i * uc->bs, false);
   }
+  uc_unlock_stripes(uc, &set);
 out:
   if (!direct)
     free(tmp);
@@ -150,6 +167,55 @@ read_hit(struct fc_ucache *uc, char *buf, uint32_t count, uint64_t off,
   return origin_read(uc, buf + s.in_buf, s.len, s.start);
 }
 
+/* First phase of a read, under the stripes: serve hits, blocks fetched
+ * from a migration source and the origin's partial tail; leave in seq the
+ * misses to be filled from the origin. */
+static int
+read_cached(struct fc_ucache *uc, char *buf, uint32_t count, uint64_t off,
+            uint64_t first, uint32_t n, uint32_t *cbs, uint64_t *seq)
+{
+  struct stripe_set set;
+  char *blk = NULL;
+  int r = 0;
+
+  uc_lock_stripes_to_read(uc, first, first + n - 1, &set);
+  lookup_and_pin(uc, first, n, cbs, true);
+  for (uint32_t i = 0; i < n && !r; i++) {
+    uint64_t b = first + i;
+    struct seg s = seg_of(uc, b, off, count);
+
+    seq[i] = NO_FILL;
+    if (b >= uc->nr_oblocks) {
+      /* The origin's last partial block is never cached. */
+      r = origin_read(uc, buf + s.in_buf, s.len, s.start);
+    } else if (cbs[i] != CBLOCK_NONE) {
+      r = read_hit(uc, buf, count, off, b, &cbs[i]);
+    } else {
+      if (uc->m.fetch || uc->m.failed) {
+        /* Incoming migration: the source may hold this block. */
+        if (!blk && !(blk = malloc(uc->bs))) {
+          r = -ENOMEM;
+          break;
+        }
+        r = uc_migr_fetch_miss(uc, to_oblock(b), blk);
+        if (r == 0) {
+          memcpy(buf + s.in_buf, blk + s.in_block, s.len);
+          STAT_ADD(&uc->stats, read_hits, 1);
+          continue;
+        }
+        if (r < 0)
+          break;
+        r = 0;
+      }
+      seq[i] = uc->stripe_seq[b & (FC_STRIPES - 1)];
+    }
+  }
+  unpin(uc, cbs, n);
+  uc_unlock_stripes(uc, &set);
+  free(blk);
+  return r;
+}
+
 static int
 uc_pread(void *handle, void *vbuf, uint32_t count, uint64_t off)
 {
@@ -158,11 +224,13 @@ uc_pread(void *handle, void *vbuf, uint32_t count, uint64_t off)
   uint64_t first = off / uc->bs, last = (off + count - 1) / uc->bs;
   uint32_t n = (uint32_t)(last - first + 1);
   uint32_t stack_cbs[16], *cbs = n <= 16 ? stack_cbs : malloc(n * sizeof *cbs);
-  struct stripe_set set;
+  uint64_t stack_seq[16], *seq = n <= 16 ? stack_seq : malloc(n * sizeof *seq);
   int r = 0;
 
-  if (!cbs)
-    return -ENOMEM;
+  if (!cbs || !seq) {
+    r = -ENOMEM;
+    goto out;
+  }
   STAT_ADD(&uc->stats, reads, 1);
   STAT_ADD(&uc->stats, read_bytes, count);
   if (atomic_load(&uc->m.on)) {
@@ -185,53 +253,21 @@ uc_pread(void *handle, void *vbuf, uint32_t count, uint64_t off)
     if (r)
       goto out;
   }
-  uc_lock_stripes(uc, first, last, &set);
-  lookup_and_pin(uc, first, n, cbs, true);
+  r = read_cached(uc, buf, count, off, first, n, cbs, seq);
   for (uint32_t i = 0; i < n && !r;) {
-    uint64_t b = first + i;
+    uint32_t j = i;
 
-    if (b < uc->nr_oblocks && cbs[i] == CBLOCK_NONE &&
-        (uc->m.fetch || uc->m.failed)) {
-      /* Incoming migration: the source may hold this block. */
-      char *blk = malloc(uc->bs);
-      if (!blk) {
-        r = -ENOMEM;
-        break;
-      }
-      r = uc_migr_fetch_miss(uc, to_oblock(b), blk);
-      if (r == 0) {
-        struct seg s = seg_of(uc, b, off, count);
-        memcpy(buf + s.in_buf, blk + s.in_block, s.len);
-        STAT_ADD(&uc->stats, read_hits, 1);
-        i++;
-      } else if (r == 1) {
-        r = read_miss_run(uc, buf, count, off, b, 1);
-        i++;
-      }
-      free(blk);
-      continue;
-    }
-    if (b >= uc->nr_oblocks) {
-      /* The origin's last partial block is never cached. */
-      struct seg s = seg_of(uc, b, off, count);
-      r = origin_read(uc, buf + s.in_buf, s.len, s.start);
-      i++;
-    } else if (cbs[i] != CBLOCK_NONE) {
-      r = read_hit(uc, buf, count, off, b, &cbs[i]);
-      i++;
-    } else {
-      uint32_t j = i;
-      while (j < n && first + j < uc->nr_oblocks && cbs[j] == CBLOCK_NONE)
-        j++;
-      r = read_miss_run(uc, buf, count, off, b, j - i);
-      i = j;
-    }
+    while (j < n && seq[j] != NO_FILL)
+      j++;
+    if (j > i)
+      r = fill_run(uc, buf, count, off, first + i, j - i, seq + i);
+    i = j + 1;
   }
-  unpin(uc, cbs, n);
-  uc_unlock_stripes(uc, &set);
 out:
   if (cbs != stack_cbs)
     free(cbs);
+  if (seq != stack_seq)
+    free(seq);
   return r;
 }
 

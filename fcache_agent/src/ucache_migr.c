@@ -535,7 +535,7 @@ fc_ucache_migr_read_block(struct fc_ucache *uc, oblock_t ob, void *data, bool *d
   cblock_t cb;
   int r;
 
-  uc_lock_stripes(uc, ob.n, ob.n, &set);
+  uc_lock_stripes_to_read(uc, ob.n, ob.n, &set);
   pthread_mutex_lock(&uc->lock);
   cb = uc_lookup_locked(uc, ob);
   if (cb.n != CBLOCK_NONE)

@@ -36,6 +36,12 @@ struct fc_ucache {
   uint32_t nr_dirty;
 
   pthread_mutex_t stripes[FC_STRIPES];
+  /* Bumped, under its stripe, by every holder that may change the data of
+   * a block of the stripe.  A read miss reads the origin with no stripe
+   * held (the origin is slow, and the migration installer and the other
+   * requests of the stripe must not queue behind it); it installs what it
+   * read only if the stripe's count did not move meanwhile. */
+  uint64_t stripe_seq[FC_STRIPES];
   struct fc_stats stats;
 
   /* Live migration (ucache_migr.c); all under uc->lock. */
@@ -73,8 +79,13 @@ struct stripe_set {
   uint64_t bits[FC_STRIPES / 64];
 };
 
+/* For a holder that may change blocks' data (writes, trims, migration
+ * installs and drops, write-back): bumps each stripe's seq. */
 void uc_lock_stripes(struct fc_ucache *uc, uint64_t first, uint64_t last,
                      struct stripe_set *set);
+/* For a holder that only reads blocks or installs what the origin holds. */
+void uc_lock_stripes_to_read(struct fc_ucache *uc, uint64_t first,
+                             uint64_t last, struct stripe_set *set);
 void uc_unlock_stripes(struct fc_ucache *uc, const struct stripe_set *set);
 
 /* Under uc->lock: the cached block for ob, VALID, or CBLOCK_NONE. */
