@@ -372,6 +372,58 @@ write_back(struct fc_ucache *uc, const char *buf, uint32_t count,
   return r;
 }
 
+/* Under the stripes: drop the clean cached copies of [first, first+n). */
+static void
+drop_clean(struct fc_ucache *uc, uint64_t first, uint32_t n, bool count_hits)
+{
+  pthread_mutex_lock(&uc->lock);
+  for (uint32_t i = 0; i < n; i++) {
+    cblock_t cb = { CBLOCK_NONE };
+
+    if (first + i < uc->nr_oblocks)
+      cb = uc_lookup_locked(uc, to_oblock(first + i));
+    if (cb.n == CBLOCK_NONE)
+      continue;
+    if (count_hits)
+      STAT_ADD(&uc->stats, write_hits, 1);
+    if (uc->dev->table[cb.n].flags & FC_ENTRY_DIRTY)
+      continue;
+    uc_drop_locked(uc, cb);
+    STAT_ADD(&uc->stats, invalidations, 1);
+  }
+  pthread_mutex_unlock(&uc->lock);
+}
+
+/* A write that leaves the cache out (read_only, or a firepan_if copy in
+ * progress), called with its stripes held and its cached copies dropped.
+ * The origin write, the slow part, runs with no stripe held so that the
+ * VM's other requests and the migration installer do not queue behind
+ * it.  In that window a read may install the old data, or a source's copy
+ * arrive; the second hold drops whatever got in (the write's lock bumped
+ * the stripes' sequence, so a read that began before it does not install,
+ * and the invalidation filter discards late copies). */
+static int
+write_around(struct fc_ucache *uc, const char *buf, uint32_t count,
+             uint64_t off, bool fua, uint64_t first, uint32_t n,
+             struct stripe_set *set)
+{
+  int r;
+
+  pthread_mutex_lock(&uc->lock);
+  uc->writes_around++;
+  pthread_mutex_unlock(&uc->lock);
+  uc_unlock_stripes(uc, set);
+  r = origin_write(uc, buf, count, off, fua);
+  uc_lock_stripes(uc, first, first + n - 1, set);
+  drop_clean(uc, first, n, false);
+  uc_unlock_stripes(uc, set);
+  pthread_mutex_lock(&uc->lock);
+  if (--uc->writes_around == 0)
+    pthread_cond_broadcast(&uc->around_cond);
+  pthread_mutex_unlock(&uc->lock);
+  return r;
+}
+
 static int
 uc_pwrite(void *handle, const void *vbuf, uint32_t count, uint64_t off, bool fua)
 {
@@ -397,29 +449,26 @@ uc_pwrite(void *handle, const void *vbuf, uint32_t count, uint64_t off, bool fua
   uc_lock_stripes(uc, first, last, &set);
   if (atomic_load(&uc->m.on) && uc->m.tracking) {
     r = uc_migr_note_write(uc, first, n, off, count);
-    if (r || uc->m.bypass) {
-      if (!r)
-        r = origin_write(uc, buf, count, off, fua);
+    if (r) {
       uc_unlock_stripes(uc, &set);
       goto out;
     }
+    if (uc->m.bypass) {
+      /* note_write dropped the copied blocks this write makes stale. */
+      r = write_around(uc, buf, count, off, fua, first, n, &set);
+      goto out;
+    }
+  }
+  if (uc->p.write_policy == FC_WRITE_READ_ONLY) {
+    drop_clean(uc, first, n, true);
+    r = write_around(uc, buf, count, off, fua, first, n, &set);
+    goto out;
   }
   lookup_and_pin(uc, first, n, cbs, true);
-  switch (uc->p.write_policy) {
-  case FC_WRITE_READ_ONLY:
-    for (uint32_t i = 0; i < n; i++)
-      if (cbs[i] != CBLOCK_NONE)
-        STAT_ADD(&uc->stats, write_hits, 1);
-    invalidate(uc, cbs, n);
-    r = origin_write(uc, buf, count, off, fua);
-    break;
-  case FC_WRITE_THROUGH:
+  if (uc->p.write_policy == FC_WRITE_THROUGH)
     r = write_through(uc, buf, count, off, first, n, cbs, fua);
-    break;
-  default:
+  else
     r = write_back(uc, buf, count, off, first, n, cbs, fua);
-    break;
-  }
   unpin(uc, cbs, n);
   uc_unlock_stripes(uc, &set);
 out:

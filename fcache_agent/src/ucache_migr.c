@@ -491,7 +491,8 @@ fc_ucache_migr_remote_dirty(struct fc_ucache *uc)
 void
 fc_ucache_migr_freeze(struct fc_ucache *uc, bool frozen)
 {
-  /* Take every stripe so the writes already inside finish first. */
+  /* Take every stripe so the writes already inside finish first, and
+   * wait for those on their way to the origin between two holds. */
   struct stripe_set set;
 
   uc_lock_stripes(uc, 0, FC_STRIPES, &set);
@@ -500,6 +501,10 @@ fc_ucache_migr_freeze(struct fc_ucache *uc, bool frozen)
   atomic_store(&uc->m.on, frozen || uc->m.tracking || uc->m.gated || uc->m.failed);
   pthread_mutex_unlock(&uc->lock);
   uc_unlock_stripes(uc, &set);
+  pthread_mutex_lock(&uc->lock);
+  while (frozen && uc->writes_around)
+    pthread_cond_wait(&uc->around_cond, &uc->lock);
+  pthread_mutex_unlock(&uc->lock);
 }
 
 int

@@ -42,6 +42,12 @@ struct fc_ucache {
    * requests of the stripe must not queue behind it); it installs what it
    * read only if the stripe's count did not move meanwhile. */
   uint64_t stripe_seq[FC_STRIPES];
+  /* Writes that go around the cache (read_only, or a firepan_if copy in
+   * progress) send their data to the origin with no stripe held, between
+   * two holds; they are counted, under uc->lock, so that a source freezing
+   * for the switch can wait for them. */
+  uint32_t writes_around;
+  pthread_cond_t around_cond;
   struct fc_stats stats;
 
   /* Live migration (ucache_migr.c); all under uc->lock. */
