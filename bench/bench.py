@@ -40,14 +40,6 @@ HOT_ID = 'bench-hot'
 FILL_BS = 128 * 1024
 
 
-def parse_size(text):
-    units = {'K': L.KiB, 'M': L.MiB, 'G': L.GiB}
-    t = text.strip().upper().rstrip('B').rstrip('I')
-    if t and t[-1] in units:
-        return int(float(t[:-1]) * units[t[-1]])
-    return int(t)
-
-
 def parse_args(argv):
     p = argparse.ArgumentParser(
         description=__doc__,
@@ -86,7 +78,7 @@ def parse_args(argv):
     p.add_argument('-v', '--verbose', action='store_true',
                    help='print every command as it is run')
     args = p.parse_args(argv)
-    args.region_b = parse_size(args.region)
+    args.region_b = L.parse_size(args.region)
     if args.region_b % (args.numjobs * L.MiB):
         p.error('--region must be a multiple of numjobs MiB')
     args.only = [s.strip() for s in args.only.split(',') if s.strip()]
@@ -593,16 +585,4 @@ def main(argv):
 
 
 if __name__ == '__main__':
-    try:
-        sys.exit(main(sys.argv[1:]))
-    except L.Terminated as exc:
-        print('\nterminated by a signal; every process the benchmark '
-              'started was stopped', file=sys.stderr)
-        sys.exit(exc.code)
-    except KeyboardInterrupt:
-        print('\ninterrupted; every process the benchmark started was '
-              'stopped', file=sys.stderr)
-        sys.exit(130)
-    except L.LabError as exc:
-        print('benchmark failed: %s' % exc, file=sys.stderr)
-        sys.exit(1)
+    sys.exit(L.run_main(main, sys.argv[1:], 'benchmark'))

@@ -12,7 +12,11 @@ norandommap), scaled down to a few hundred MiB, over NBD in three phases:
 
 and prints, for each phase, read/write IOPS, MB/s, the cache hit ratio and
 the data read from the shared storage.  Writes .demo/results.json and a
-plot .demo/demo.png.  Started by tools/run-demo.sh; `--help` for knobs.
+plot .demo/demo.png.  Single host, real fio, no migration: the cache
+itself against the bare storage.  The full story (no cache, cold, warm,
+migrate with each strategy, continue) is tools/run-demo.sh, i.e.
+tools/testbed.py --quick.  Run with .venv/bin/python tools/demo.py;
+`--help` for knobs.
 """
 
 import argparse
@@ -57,14 +61,6 @@ log_avg_msec=1000
 """
 
 
-def parse_size(text):
-    units = {'K': L.KiB, 'M': L.MiB, 'G': L.GiB}
-    t = text.strip().upper().rstrip('B').rstrip('I')
-    if t and t[-1] in units:
-        return int(float(t[:-1]) * units[t[-1]])
-    return int(t)
-
-
 def parse_args(argv):
     p = argparse.ArgumentParser(
         description=__doc__,
@@ -93,11 +89,11 @@ def parse_args(argv):
     p.add_argument('-v', '--verbose', action='store_true',
                    help='print every command as it is run')
     args = p.parse_args(argv)
-    args.job_size_b = parse_size(args.job_size)
+    args.job_size_b = L.parse_size(args.job_size)
     if args.job_size_b % (1 * L.MiB):
         p.error('--job-size must be a whole number of MiB')
     args.working_set_b = 4 * args.job_size_b
-    args.cache_size_b = (parse_size(args.cache_size) if args.cache_size
+    args.cache_size_b = (L.parse_size(args.cache_size) if args.cache_size
                          else args.working_set_b // 2)
     if args.seconds < 5:
         p.error('--seconds must be at least 5')
@@ -453,16 +449,4 @@ def main(argv):
 
 
 if __name__ == '__main__':
-    try:
-        sys.exit(main(sys.argv[1:]))
-    except L.Terminated as exc:
-        print('\nterminated by a signal; every process the demo '
-              'started was stopped', file=sys.stderr)
-        sys.exit(exc.code)
-    except KeyboardInterrupt:
-        print('\ninterrupted; every process the demo started was stopped',
-              file=sys.stderr)
-        sys.exit(130)
-    except L.LabError as exc:
-        print('demo failed: %s' % exc, file=sys.stderr)
-        sys.exit(1)
+    sys.exit(L.run_main(main, sys.argv[1:], 'demo'))

@@ -1,9 +1,17 @@
 #!/bin/bash
-# Run the fcache demo: fio's FirepanIF Figure-5 workload against slow
-# shared storage (nbdkit + rate filter) without a cache, with a cold
-# fcache-agent cache and with a warm one.  About 2 minutes.
-# Options are passed to tools/demo.py (see: tools/run-demo.sh --help).
+# The fcache demo: the testbed's short run (tools/testbed.py --quick).
+# Shared storage in nbdkit (rate and delay filters), two hosts (an
+# fcache-agent each), a neighbour VM on each, and a VM running fio's
+# Figure-5 workload (vmload) that runs without cache, gets a cache, warms
+# it and live-migrates once per strategy.  Prints the table and the plots'
+# paths.  About 4 minutes.  Options go to tools/testbed.py
+# (tools/run-demo.sh --help); --full runs the whole experiment instead.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tools/setup.sh
-exec .venv/bin/python tools/demo.py "$@"
+preset=--quick
+if [ "${1:-}" = "--full" ]; then
+  preset=
+  shift
+fi
+exec .venv/bin/python tools/testbed.py $preset "$@"

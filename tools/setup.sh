@@ -43,7 +43,7 @@ want=$(cat requirements.txt test-requirements.txt setup.cfg | sha256sum)
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   echo "setup: installing Python requirements"
   .venv/bin/pip install -q --upgrade pip >/dev/null
-  .venv/bin/pip install -q -r requirements.txt -r test-requirements.txt matplotlib
+  .venv/bin/pip install -q -r requirements.txt -r test-requirements.txt
   .venv/bin/pip install -q -e .
   echo "$want" > "$stamp"
 fi

@@ -425,3 +425,33 @@ def _version(argv):
                               timeout=10).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return '?'
+
+
+def parse_size(text):
+    """'64M', '1.5GiB', '4096' -> bytes (binary units)."""
+    units = {'K': KiB, 'M': MiB, 'G': GiB}
+    t = text.strip().upper().rstrip('B').rstrip('I')
+    if t and t[-1] in units:
+        return int(float(t[:-1]) * units[t[-1]])
+    return int(t)
+
+
+def run_main(main, argv, what):
+    """Run a tool's main() and turn how it ended into an exit status.
+
+    Every process a Lab started is stopped on the way out (the Lab is a
+    context manager); this only says so, in the tool's own words.
+    """
+    try:
+        return main(argv)
+    except Terminated as exc:
+        print('\nterminated by a signal; every process the %s started was '
+              'stopped' % what, file=sys.stderr)
+        return exc.code
+    except KeyboardInterrupt:
+        print('\ninterrupted; every process the %s started was stopped'
+              % what, file=sys.stderr)
+        return 130
+    except LabError as exc:
+        print('%s failed: %s' % (what, exc), file=sys.stderr)
+        return 1
