@@ -402,7 +402,9 @@ fc_ucache_migr_install_copy(struct fc_ucache *uc, oblock_t ob, const void *data,
 int
 fc_ucache_migr_preload(struct fc_ucache *uc, oblock_t ob)
 {
+  unsigned stripe = (unsigned)(ob.n & (FC_STRIPES - 1));
   struct stripe_set set;
+  uint64_t seq;
   char *buf;
   bool present;
   int r;
@@ -412,23 +414,36 @@ fc_ucache_migr_preload(struct fc_ucache *uc, oblock_t ob)
   buf = malloc(uc->bs);
   if (!buf)
     return -ENOMEM;
-  uc_lock_stripes(uc, ob.n, ob.n, &set);
+  uc_lock_stripes_to_read(uc, ob.n, ob.n, &set);
   pthread_mutex_lock(&uc->lock);
   present = uc_lookup_locked(uc, ob).n != CBLOCK_NONE;
   pthread_mutex_unlock(&uc->lock);
+  seq = uc->stripe_seq[stripe];
+  uc_unlock_stripes(uc, &set);
   if (present) {
     r = 1;     /* the VM got there first */
+    goto out;
+  }
+  /* The origin read runs with no stripe held, as a read miss's does: the
+   * preload must not make the VM's requests wait for the storage. */
+  r = fc_origin_pread(uc->origin, buf, uc->bs, ob.n * uc->bs);
+  if (r)
+    goto out;
+  STAT_ADD(&uc->stats, origin_read_bytes, uc->bs);
+  uc_lock_stripes_to_read(uc, ob.n, ob.n, &set);
+  pthread_mutex_lock(&uc->lock);
+  present = uc_lookup_locked(uc, ob).n != CBLOCK_NONE;
+  pthread_mutex_unlock(&uc->lock);
+  if (!present && uc->stripe_seq[stripe] == seq) {
+    /* Hottest first, each at the cold end: the source's order. */
+    r = uc_install_cold(uc, ob, buf, false);
+    if (r == 1)
+      r = 0;
   } else {
-    r = fc_origin_pread(uc->origin, buf, uc->bs, ob.n * uc->bs);
-    if (r == 0) {
-      STAT_ADD(&uc->stats, origin_read_bytes, uc->bs);
-      /* Hottest first, each at the cold end: the source's order. */
-      r = uc_install_cold(uc, ob, buf, false);
-      if (r == 1)
-        r = 0;
-    }
+    r = 1;     /* read or written meanwhile: the VM's data stands */
   }
   uc_unlock_stripes(uc, &set);
+out:
   free(buf);
   return r;
 }
