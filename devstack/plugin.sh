@@ -19,6 +19,11 @@ if is_service_enabled fcache-agent; then
         echo_summary "Configuring and starting fcache-agent"
         configure_fcache
         start_fcache_agent
+    elif [[ "$1" == "stack" && "$2" == "test-config" ]]; then
+        if is_service_enabled tempest; then
+            echo_summary "Configuring the fcache Tempest plugin"
+            configure_fcache_tempest
+        fi
     fi
 
     if [[ "$1" == "unstack" ]]; then

@@ -22,8 +22,18 @@ migration through these functions, phase by phase or all at once::
 Any failure before switchover rolls back with ``abort``; after it, both
 agents hold the volume (nothing stale is served, nothing is written back
 on the source) until ``settle``.
+
+``fcache migrate`` (and a test) drives both agents from one place.  Nova's
+driver cannot: each compute host drives only its own agent, so each phase
+also exists one side at a time -- :func:`prepare_destination` (on the
+destination; it makes the token), :func:`prepare_source`,
+:func:`start_source`, :func:`switchover` and :func:`finish_source` (on the
+source, with what the destination handed over), :func:`abort_side` (each
+host its own).  Only :func:`settle` needs both agents: it relays block
+lists from one to the other.
 """
 
+import errno
 import logging
 import secrets
 import time
@@ -45,6 +55,68 @@ def _mbps_to_bps(mbps):
     return int(float(mbps) * 1000 * 1000) if mbps else 0
 
 
+def choose_strategy(volume, strategy, rate_limit_mbps=None, link_mbps=None,
+                    origin_mbps=None):
+    """Resolve ``auto`` for one volume from the source's figures.
+
+    :param volume: the source agent's ``volume-show`` result.
+    :returns: ``(strategy, reason)``; ``reason`` says why ``auto`` chose.
+    :raises InvalidArgument: ``strategy`` is not one the agents run.
+    """
+    reason = 'requested'
+    if strategy == 'auto':
+        link = _mbps_to_bps(rate_limit_mbps) or _mbps_to_bps(link_mbps)
+        strategy, reason = costmodel.choose_strategy(
+            volume, link_bps=link or None,
+            origin_bps=_mbps_to_bps(origin_mbps) or None)
+        LOG.info("auto strategy for volume %s: %s (%s)",
+                 volume.get('volume_id'), strategy, reason)
+    if strategy not in costmodel.STRATEGIES:
+        raise exception.InvalidArgument(name='strategy', value=strategy,
+                                        reason='one of %s' %
+                                        ', '.join(STRATEGIES))
+    return strategy, reason
+
+
+def prepare_destination(dst, volume_id, strategy, origin, cache_size,
+                        write_policy, admission, migration_id=None):
+    """Register the incoming side on the destination agent alone.
+
+    The destination attaches the volume gated and learns a fresh one-time
+    token; the source needs the returned ``migration_id``, ``token`` and
+    ``destination`` (the agent's migration address) for
+    :func:`prepare_source`.
+
+    :returns: dict with ``migration_id``, ``volume_id``, ``strategy``,
+        ``token``, ``export_uri`` (what the destination VM opens) and
+        ``destination``.
+    """
+    migration_id = migration_id or str(uuid.uuid4())
+    token = secrets.token_hex(32)
+    incoming = dst.call('migration-incoming', migration_id=migration_id,
+                        volume_id=volume_id, token=token, strategy=strategy,
+                        origin=origin, cache_size=cache_size,
+                        write_policy=write_policy, admission=admission)
+    return {'migration_id': migration_id, 'volume_id': volume_id,
+            'strategy': strategy, 'token': token,
+            'export_uri': incoming['export_uri'],
+            'destination': incoming['listen']}
+
+
+def prepare_source(src, prepared, rate_limit_mbps=None):
+    """Register the outgoing side on the source agent alone.
+
+    :param prepared: the result of :func:`prepare_destination` (as it
+        reached the source host).
+    """
+    return src.call('migration-outgoing',
+                    migration_id=prepared['migration_id'],
+                    volume_id=prepared['volume_id'],
+                    token=prepared['token'], strategy=prepared['strategy'],
+                    destination=prepared['destination'],
+                    rate_limit_bps=_mbps_to_bps(rate_limit_mbps))
+
+
 def prepare(src, dst, volume_id, strategy, rate_limit_mbps=None,
             migration_id=None, link_mbps=None, origin_mbps=None):
     """Register the migration on both agents.
@@ -55,37 +127,19 @@ def prepare(src, dst, volume_id, strategy, rate_limit_mbps=None,
         ``reason`` (why ``auto`` chose as it did).
     """
     vol = src.show_volume(volume_id)
-    reason = 'requested'
-    if strategy == 'auto':
-        link = _mbps_to_bps(rate_limit_mbps) or _mbps_to_bps(link_mbps)
-        strategy, reason = costmodel.choose_strategy(
-            vol, link_bps=link or None,
-            origin_bps=_mbps_to_bps(origin_mbps) or None)
-        LOG.info("auto strategy for volume %s: %s (%s)", volume_id,
-                 strategy, reason)
-    if strategy not in costmodel.STRATEGIES:
-        raise exception.InvalidArgument(name='strategy', value=strategy,
-                                        reason='one of %s' %
-                                        ', '.join(STRATEGIES))
-    migration_id = migration_id or str(uuid.uuid4())
-    token = secrets.token_hex(32)
-    incoming = dst.call('migration-incoming', migration_id=migration_id,
-                        volume_id=volume_id, token=token, strategy=strategy,
-                        origin=vol['origin'], cache_size=vol['cache_size'],
-                        write_policy=vol['write_policy'],
-                        admission=vol.get('admission', 'all'))
+    strategy, reason = choose_strategy(vol, strategy, rate_limit_mbps,
+                                       link_mbps, origin_mbps)
+    prepared = prepare_destination(
+        dst, volume_id, strategy, vol['origin'], vol['cache_size'],
+        vol['write_policy'], vol.get('admission', 'all'), migration_id)
     try:
-        src.call('migration-outgoing', migration_id=migration_id,
-                 volume_id=volume_id, token=token, strategy=strategy,
-                 destination=incoming['listen'],
-                 rate_limit_bps=_mbps_to_bps(rate_limit_mbps))
+        prepare_source(src, prepared, rate_limit_mbps)
     except exception.FcacheException:
-        _quiet_abort(dst, migration_id)
+        _quiet_abort(dst, prepared['migration_id'])
         raise
-    return {'migration_id': migration_id, 'volume_id': volume_id,
-            'strategy': strategy, 'reason': reason,
-            'export_uri': incoming['export_uri'],
-            'destination': incoming['listen']}
+    prepared.pop('token')
+    prepared['reason'] = reason
+    return prepared
 
 
 def start(src, dst, migration_id):
@@ -129,6 +183,48 @@ def finish(src, dst, migration_id, timeout_s=600):
     src_st = src.call('migration-finish', migration_id=migration_id,
                       timeout_s=int(max(1, deadline - time.monotonic())))
     return summary(src_st, st, dst.show_volume(st['volume_id']))
+
+
+def start_source(src, migration_id):
+    """:func:`start` driven from the source host alone.
+
+    On failure the source side is rolled back here; the destination side
+    is the destination host's to abort (:func:`abort_side`).
+    """
+    try:
+        return src.call('migration-start', migration_id=migration_id)
+    except exception.FcacheException:
+        _quiet_abort(src, migration_id)
+        raise
+
+
+def finish_source(src, migration_id, volume_id, timeout_s=600):
+    """:func:`finish` driven from the source host alone.
+
+    The source agent learns completion from the destination over their
+    own stream, so this needs no call to the destination agent.
+
+    :returns: the source's ``migration-status`` (``bytes_done``,
+        ``blocks_done``, ``downtime_s``, ``duration_s``, ...).
+    :raises MigrationFailed: the migration failed or did not complete in
+        ``timeout_s``.
+    """
+    try:
+        return src.call('migration-finish', migration_id=migration_id,
+                        timeout_s=int(max(1, timeout_s)))
+    except exception.AgentError as exc:
+        raise exception.MigrationFailed(
+            migration_id=migration_id, volume_id=volume_id, phase='finish',
+            reason=exc.error)
+
+
+def abort_side(client, migration_id):
+    """Abort one side of a migration (before switchover).
+
+    Each host aborts what its own agent holds: the source thaws and keeps
+    its cache, the destination forgets and detaches.
+    """
+    return client.call('migration-abort', migration_id=migration_id)
 
 
 def abort(src, dst, migration_id):
@@ -196,6 +292,24 @@ def settle(src, dst, migration_id, volume_id, source_lost=False):
             'given_up_blocks': end['given_up_blocks']}
 
 
+def settle_failed(src, dst, migration_id, volume_id, wait_s=30):
+    """:func:`settle`, once both agents have seen the migration fail.
+
+    A failure seen by one side (a lost stream, a timeout) reaches the other
+    a moment later; until then the agents refuse to settle with ``EBUSY``,
+    and this retries for up to ``wait_s`` seconds.
+    """
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            return settle(src, dst, migration_id, volume_id)
+        except exception.AgentError as exc:
+            if (exc.errno != errno.EBUSY or
+                    time.monotonic() + POLL_INTERVAL_S > deadline):
+                raise
+        time.sleep(POLL_INTERVAL_S)
+
+
 def _quiet_abort(client, migration_id):
     try:
         client.call('migration-abort', migration_id=migration_id)
@@ -212,11 +326,11 @@ def summary(src_status, dst_status, dst_volume):
         'strategy': dst_status['strategy'],
         'state': 'completed' if dst_status['state'] == 'completed'
         else 'failed',
-        'blocks_transferred': int(src_status.get('blocks_done', 0)) +
+        'blocks_transferred': int(src_status.get('blocks_done') or 0) +
         int(dst_status.get('fetched_blocks', 0)),
-        'bytes_transferred': int(src_status.get('bytes_done', 0)),
+        'bytes_transferred': int(src_status.get('bytes_done') or 0),
         'duration_s': float(dst_status.get('duration_s', 0.0)),
-        'downtime_s': float(src_status.get('downtime_s', 0.0)),
+        'downtime_s': float(src_status.get('downtime_s') or 0.0),
         'invalidated_blocks': int(dst_status.get('invalidated_blocks', 0)),
         'origin_read_bytes': int(dst_volume.get('origin_read_bytes', 0)),
         'preloaded_blocks': int(dst_status.get('blocks_done', 0))

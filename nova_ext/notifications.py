@@ -60,10 +60,18 @@ class MigrationNotifier(object):
         data['hit_ratio_after'] = hit_ratio_after
         self._emit(context, 'info', END, data)
 
-    def error(self, context, base, phase, exc):
+    def error(self, context, base, phase, exc, settle=None):
+        """A migration failed in ``phase``.
+
+        :param settle: for a failure after the switchover, what settling
+            did: ``{"state": "settled", "mode", "blocks",
+            "given_up_blocks"}`` or ``{"state": "unsettled", "reason"}``.
+        """
         data = dict(base)
         data['phase'] = phase
         data['error'] = str(exc)
+        if settle is not None:
+            data['settle'] = dict(settle)
         self._emit(context, 'error', ERROR, data)
 
     def _emit(self, context, priority, event_type, data):

@@ -88,16 +88,26 @@ FCACHE_OPTS = [
                  help='Cap, in MB/s, of the cache transfer of one volume '
                       'during a live migration when the volume type does '
                       'not set fcache:rate_limit. 0: no cap.'),
+    cfg.StrOpt('migration_address',
+               regex=r'^(\[[0-9A-Fa-f:.]+\]|[^\s:\[\]]+):[0-9]{1,5}$',
+               help='host:port at which the other compute hosts reach this '
+                    'host\'s fcache-agent migration listener (the agent\'s '
+                    'migration_listen). Unset: the address the agent '
+                    'reports, with a wildcard host (0.0.0.0, ::) replaced by '
+                    '[DEFAULT] my_ip. A live migration hands it to the '
+                    'source host with the migration\'s one-time token.'),
     cfg.StrOpt('peer_agent_socket',
-               default='/run/fcache/peers/{host}.sock',
                help='Control socket of the fcache-agent of another compute '
                     'host, as reachable from this one; {host} is replaced '
-                    'by that host\'s Nova host name. The live migration '
-                    'of a cached volume drives both agents from each side '
-                    '(the destination prepares, the source copies), so '
-                    'each compute host needs this path to its peers\' '
-                    'agents, e.g. an SSH unix-socket forward over the '
-                    'migration network (see doc/nova.rst).'),
+                    'by that host\'s Nova host name. Live migrations do not '
+                    'need it: each host drives only its own agent. It is '
+                    'used for one thing: when a cache migration fails after '
+                    'the VM has moved (link cut, destination restarted, '
+                    'timeout), the source settles the volume with the '
+                    'destination agent at once, so that no dirty block is '
+                    'lost or held. Unset: the volume stays held by both '
+                    'agents and the operator settles it with "fcache '
+                    'migrate --phase settle" (see doc/nova.rst).'),
     cfg.IntOpt('migration_timeout',
                default=600,
                min=1,

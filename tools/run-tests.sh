@@ -26,11 +26,12 @@ diff -u etc/fcache/fcache.conf.sample "$sample" || {
 }
 rm -f "$sample"
 
-echo "== Nova and Cinder in process (.venv-nova): the driver, a live migration, the Cinder API extension"
+echo "== Nova and Cinder in process (.venv-nova): the driver, live migrations, the Cinder API extension, the Tempest plugin"
 # One process each: Nova and Cinder register clashing options on the
 # global oslo.config object.
 .venv-nova/bin/python -m testtools.run tests.nova_functional.test_cinder_api
 .venv-nova/bin/python -m testtools.run tests.nova_functional.test_live_migration
+.venv-nova/bin/python -m testtools.run tests.nova_functional.test_tempest_plugin
 
 echo "== Python unit and functional tests"
 python -m pytest -p no:cacheprovider --timeout=900 tests/unit tests/functional "$@"

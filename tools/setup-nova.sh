@@ -3,7 +3,9 @@
 # nova-test-requirements.txt for why).  fcache is installed there as a
 # regular (non-editable) package: that is what puts the driver's re-export
 # module at nova/virt/fcache/ inside Nova's package, as on a compute host;
-# the tests import nova_ext and cinder_ext from the work tree.  Used by
+# the tests import nova_ext and cinder_ext from the work tree; and what
+# registers the Tempest plugin's entry point for Tempest's plugin manager
+# (Tempest itself comes from nova-test-requirements.txt).  Used by
 # tools/run-tests.sh only (the demo does not need Nova).  Idempotent.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -12,7 +14,7 @@ nova_stamp=.venv-nova/.fcache-reqs
 nova_want=$(cat nova-test-requirements.txt requirements.txt setup.cfg \
   nova/virt/fcache/__init__.py | sha256sum)
 if [ ! -f "$nova_stamp" ] || [ "$(cat "$nova_stamp")" != "$nova_want" ]; then
-  echo "setup-nova: installing Nova and Cinder into .venv-nova"
+  echo "setup-nova: installing Nova, Cinder and Tempest into .venv-nova"
   rm -rf .venv-nova
   /usr/bin/python3 -m venv .venv-nova
   .venv-nova/bin/pip install -q --upgrade pip >/dev/null

@@ -12,6 +12,8 @@ from nova_ext import units
 POLICY_KEY = 'fcache'            # set by Cinder (cinder_ext.policy)
 EXPORT_KEY = 'fcache_export'     # set here: where the guest disk points
 MIGRATION_KEY = 'fcache_migration'  # set on the destination: prepare()
+SOURCE_KEY = 'fcache_source'     # set on the source: what it will send
+RESULT_KEY = 'fcache_result'     # set on the source: its figures, after
 
 
 def is_cacheable(connection_info):

@@ -13,9 +13,10 @@ import threading
 class Incoming(object):
     """The destination's view: volumes prepared for one instance."""
 
-    def __init__(self, source_host):
+    def __init__(self, source_host, sources):
         self.source_host = source_host
-        self.volumes = {}      # volume_id -> prepare() result
+        self.sources = sources  # volume_id -> the source's fcache_source
+        self.volumes = {}      # volume_id -> prepare_destination() result
 
 
 class Registry(object):
@@ -24,9 +25,9 @@ class Registry(object):
         self._lock = threading.Lock()
         self._incoming = {}    # instance uuid -> Incoming
 
-    def begin_incoming(self, instance_uuid, source_host):
+    def begin_incoming(self, instance_uuid, source_host, sources):
         with self._lock:
-            self._incoming[instance_uuid] = Incoming(source_host)
+            self._incoming[instance_uuid] = Incoming(source_host, sources)
 
     def incoming(self, instance_uuid):
         with self._lock:

@@ -9,11 +9,16 @@ The server boots from a volume whose type carries ``fcache:`` specs and is
 live-migrated through the compute API (``os-migrateLive``, the call behind
 ``openstack server migrate --live``).
 
+Each compute reaches only its own agent (no ``[fcache] peer_agent_socket``)
+except in the tests of a failure after the switchover, where the source
+settles with the destination's agent.
+
 Real: Nova's whole control path, our driver, the two fcache agents (one per
 compute, the ASan build, each with its own cache file and migration
 listener), nbdkit serving the shared volume, the cache transfer between the
-agents over TCP, and qemu-io reading through the source agent's NBD export
-to warm the cache the way a guest would.
+agents over TCP, and qemu-io doing the guest's I/O through the agents' NBD
+exports (on the source before the migration, on the destination from the
+moment of the switchover).
 
 Stand-ins, because they cannot run in Nova's functional environment:
 libvirt/QEMU is Nova's fake libvirt (``LibvirtFixture``; its
@@ -30,12 +35,14 @@ import nova.monkey_patch  # noqa: F401  (Nova: first, before anything else)
 import os
 import subprocess
 import sys
+import time
 from unittest import mock
 
 import fixtures
 from oslo_config import cfg
 from oslo_serialization import jsonutils
 from oslo_utils.fixture import uuidsentinel as uuids
+import testscenarios
 
 from nova import context as nova_context
 from nova import objects
@@ -46,31 +53,50 @@ from nova.virt.libvirt import migration as libvirt_migration
 
 from cinder_ext import policy as cinder_policy
 from nova_ext import agent as agent_mod
+from nova_ext import migration as migration_mod
 from nova_ext import opts
+from nova_ext.virt import channel
 from nova_ext.virt import driver as fcache_driver
 from tests.functional import harness
+from tests.nova_functional import tcpproxy
 
 CONF = cfg.CONF
 
 VOLUME = uuids.fcache_volume
 VOLUME_SIZE = 64 << 20
-WARM_BYTES = 4 << 20
-TYPE_SPECS = {'cacheable': '<is> True',
-              'fcache:strategy': 'firepan',
-              'fcache:cache_size': '16M',
-              'fcache:write_policy': 'write_through',
-              'fcache:rate_limit': '0'}
+MiB = 1 << 20
+# The guest's I/O before the migration: it writes DIRTY bytes (dirty
+# blocks with write_back) and reads WARM bytes (the first DIRTY of them
+# the data it wrote).
+DIRTY = 1 * MiB
+WARM = 4 * MiB
+PATTERN = 0x5a
+COPYING = ('firepan', 'firepan_if', 'cloudcache', 'hybrid')
+ON_DEMAND = ('cloudcache', 'hybrid')
+WARMING = COPYING + ('cachemior',)
 
 
-class FcacheLiveMigrationTest(base.LibvirtMigrationMixin,
-                              base.ServersTestBase,
-                              integrated_helpers.InstanceHelperMixin):
+def _specs(strategy, write_policy='write_back', rate_limit=0):
+    return {'cacheable': '<is> True',
+            'fcache:strategy': strategy,
+            'fcache:cache_size': '16M',
+            'fcache:write_policy': write_policy,
+            'fcache:rate_limit': str(rate_limit)}
+
+
+class _Base(base.LibvirtMigrationMixin, base.ServersTestBase,
+            integrated_helpers.InstanceHelperMixin):
     microversion = 'latest'
     ADMIN_API = True
+    specs = _specs('firepan', write_policy='write_through')
 
     def _setup_compute_service(self):
         # What nova.conf says on an fcache compute host.
         self.flags(compute_driver='fcache.FcacheLibvirtDriver')
+
+    def _fcache_flags(self, host):
+        """``[fcache]`` of host's nova.conf besides agent_socket."""
+        return {'peer_agent_socket': None, 'migration_address': None}
 
     def setUp(self):
         # The API paste config ships in the nova wheel's data files.
@@ -83,7 +109,7 @@ class FcacheLiveMigrationTest(base.LibvirtMigrationMixin,
 
         # Cinder: the volume type's policy, through the real bridge.
         data = {'target_lun': '1', 'cacheable': True}
-        cinder_policy.add_to_connection_data(data, TYPE_SPECS)
+        cinder_policy.add_to_connection_data(data, self.specs)
         self.cinder.VOLUME_CONNECTION_INFO = dict(
             self.cinder.VOLUME_CONNECTION_INFO,
             **{VOLUME: {'driver_volume_type': 'iscsi', 'data': data}})
@@ -94,13 +120,11 @@ class FcacheLiveMigrationTest(base.LibvirtMigrationMixin,
             mock.Mock(return_value={'path': self.origin.uri,
                                     'type': 'block'})))
 
-        self.flags(peer_agent_socket=os.path.join(
-            self.workdir, '{host}', 'ctl.sock'), group='fcache')
         for host in ('src', 'dest'):
-            # One process, one CONF: each driver reads its agent socket
-            # when it starts, as each nova-compute would from its nova.conf.
+            # One process, one CONF: each driver reads these options when
+            # it starts, as each nova-compute would from its nova.conf.
             self.flags(agent_socket=self.agents[host].control_socket,
-                       group='fcache')
+                       group='fcache', **self._fcache_flags(host))
             self.start_compute(hostname=host, host_info=fakelibvirt.HostInfo(
                 cpu_nodes=1, cpu_sockets=1, cpu_cores=4, cpu_threads=1))
         self.src = self.computes['src']
@@ -140,13 +164,18 @@ class FcacheLiveMigrationTest(base.LibvirtMigrationMixin,
         binary = harness.ensure_asan_agent(self.workdir)
         path = os.path.join(self.workdir, 'volume.img')
         harness.make_origin_file(path, VOLUME_SIZE, seed=5)
+        with open(path, 'rb') as f:
+            self.original = f.read()
         self.origin = harness.NbdkitOrigin(self.workdir, 'shared', path)
         self.origin.start()
         self.addCleanup(self.origin.stop)
         self.agents = {}
         for host in ('src', 'dest'):
+            # Write-back at most hourly: the guest's writes stay dirty in
+            # the source cache until they move (or are settled).
             agent = harness.Agent(binary, self.workdir, name=host,
-                                  cache_size='64M', log_level='info')
+                                  cache_size='64M', log_level='info',
+                                  writeback_interval_ms=3600000)
             agent.start()
             self.addCleanup(self._stop_agent, agent)
             self.agents[host] = agent
@@ -167,6 +196,9 @@ class FcacheLiveMigrationTest(base.LibvirtMigrationMixin,
 
     # -- helpers -----------------------------------------------------------
 
+    def _client(self, host):
+        return agent_mod.AgentClient(self.agents[host].control_socket)
+
     def _boot_from_volume(self):
         body = self._build_server(networks='none', host='src')
         body['imageRef'] = ''
@@ -183,18 +215,61 @@ class FcacheLiveMigrationTest(base.LibvirtMigrationMixin,
             nova_context.get_admin_context(), VOLUME, self.server['id'])
         return jsonutils.loads(bdm.connection_info)['data']
 
-    def _warm_source_cache(self, export_uri):
-        # A guest reading its disk: qemu-io over the agent's NBD export.
-        subprocess.run(['qemu-io', '-r', '-f', 'raw', export_uri,
-                        '-c', 'read 0 %d' % WARM_BYTES],
-                       check=True, stdout=subprocess.DEVNULL, timeout=60)
+    def _guest_io(self, export_uri, *commands):
+        """The guest's I/O: qemu-io over an agent's NBD export."""
+        args = ['qemu-io', '-f', 'raw', export_uri]
+        for command in commands:
+            args += ['-c', command]
+        out = subprocess.run(args, check=True, stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, timeout=60).stdout
+        self.assertNotIn(b'verification failed', out)
+        self.assertNotIn(b'error', out.lower())
+
+    def _warm_source_cache(self):
+        """Write DIRTY bytes of PATTERN, read WARM bytes, on the source."""
+        self._guest_io(self._connection_data()['fcache_export'],
+                       'write -P %d 0 %d' % (PATTERN, DIRTY),
+                       'read 0 %d' % WARM)
         return self.agents['src'].show(VOLUME)
+
+    def _expected_origin(self):
+        return bytes([PATTERN]) * DIRTY + self.original[DIRTY:]
+
+    def _check_origin_after_delete(self):
+        """Delete the server: the destination flushes and detaches."""
+        self._delete_server(self.server)
+        self.assertEqual([], self._client('dest').list_volumes()['volumes'])
+        with open(self.origin.path, 'rb') as f:
+            data = f.read()
+        self.assertTrue(data == self._expected_origin(),
+                        'the origin differs from what the guest wrote')
 
     def _versioned(self, event_type):
         return [n for n in self.notifier.versioned_notifications
                 if n['event_type'] == event_type]
 
-    # -- tests ---------------------------------------------------------------
+    def _wait_dest_state(self, mid, states, timeout=10):
+        deadline = time.monotonic() + timeout
+        while True:
+            st = migration_mod.status(self._client('dest'), mid)
+            if st['state'] in states or time.monotonic() > deadline:
+                return st
+            time.sleep(0.02)
+
+    def _after_switchover(self, hook):
+        """Run ``hook(mid)`` right after the source's switchover."""
+        real = migration_mod.switchover
+
+        def switchover(src, dst, mid):
+            result = real(src, dst, mid)
+            hook(mid)
+            return result
+        return mock.patch.object(migration_mod, 'switchover',
+                                 side_effect=switchover)
+
+
+class FcacheLiveMigrationTest(_Base):
+    """Attach, and a failure before the switchover."""
 
     def test_boot_attaches_through_agent(self):
         self._boot_from_volume()
@@ -214,58 +289,9 @@ class FcacheLiveMigrationTest(base.LibvirtMigrationMixin,
         self.assertIn('<host transport="unix" socket="%s"/>' % sock, xml)
         self.assertNotIn(self.origin.uri, xml)
 
-    def test_live_migration_moves_the_cache(self):
-        self._boot_from_volume()
-        before = self._warm_source_cache(self._connection_data()[
-            'fcache_export'])
-        self.assertGreaterEqual(before['cached_blocks'],
-                                WARM_BYTES // before['block_size'])
-
-        self._live_migrate(self.server)
-
-        server = self.api.get_server(self.server['id'])
-        self.assertEqual('dest', server['OS-EXT-SRV-ATTR:host'])
-        # firepan: the memory migration ran with the guest paused, i.e.
-        # after the cache copy that start() did.
-        self.assertEqual(1, len(self.migrations))
-        self.assertEqual(fakelibvirt.VIR_DOMAIN_PAUSED,
-                         self.migrations[0]['source_state'])
-        # The destination domain's disk is the destination agent's export.
-        data = self._connection_data()
-        dest_sock = os.path.join(self.agents['dest'].export_dir, '')
-        self.assertEqual(1, len(self.dest_disk_xml))
-        self.assertIn('<host transport="unix" socket="%s' % dest_sock,
-                      self.dest_disk_xml[0])
-        self.assertEqual(data['fcache_migration']['export_uri'],
-                         data['fcache_export'])
-        # The destination agent holds the cache; the source released it.
-        after = self.agents['dest'].show(VOLUME)
-        self.assertEqual(before['cached_blocks'], after['cached_blocks'])
-        src_volumes = agent_mod.AgentClient(
-            self.agents['src'].control_socket).list_volumes()['volumes']
-        self.assertEqual([], src_volumes)
-        # Notifications with the figures.
-        start, = self._versioned('fcache.migration.start')
-        end, = self._versioned('fcache.migration.end')
-        self.assertEqual([], self._versioned('fcache.migration.error'))
-        figures = end['payload']['nova_object.data']
-        self.assertEqual('fcache.src', end['publisher_id'])
-        self.assertEqual('firepan', figures['strategy'])
-        self.assertEqual(VOLUME, figures['volume_id'])
-        self.assertEqual(self.server['id'], figures['instance_uuid'])
-        self.assertEqual(before['cached_blocks'] * before['block_size'],
-                         figures['bytes_transferred'])
-        self.assertGreater(figures['duration_s'], 0)
-        self.assertIn('downtime_s', figures)
-        self.assertIsNotNone(figures['hit_ratio_after'])
-        self.assertEqual(figures['migration_id'],
-                         start['payload']['nova_object.data'][
-                             'migration_id'])
-
     def test_failure_at_destination_rolls_back(self):
         self._boot_from_volume()
-        before = self._warm_source_cache(self._connection_data()[
-            'fcache_export'])
+        before = self._warm_source_cache()
 
         # Injected failure: the destination's pre_live_migration breaks
         # after its volumes were connected (and the cache migration
@@ -289,13 +315,274 @@ class FcacheLiveMigrationTest(base.LibvirtMigrationMixin,
         after = self.agents['src'].show(VOLUME)
         self.assertEqual(before['cached_blocks'], after['cached_blocks'])
         self.assertEqual(before['origin'], after['origin'])
-        self._warm_source_cache(self._connection_data()['fcache_export'])
-        dest_volumes = agent_mod.AgentClient(
-            self.agents['dest'].control_socket).list_volumes()['volumes']
-        self.assertEqual([], dest_volumes)
+        self._guest_io(self._connection_data()['fcache_export'],
+                       'read -P %d 0 %d' % (PATTERN, DIRTY))
+        self.assertEqual([], self._client('dest').list_volumes()['volumes'])
         errors = self._versioned('fcache.migration.error')
         self.assertEqual(1, len(errors))
         self.assertEqual('fcache.dest', errors[0]['publisher_id'])
         self.assertEqual('pre_live_migration',
                          errors[0]['payload']['nova_object.data']['phase'])
         self.assertEqual([], self._versioned('fcache.migration.end'))
+
+    def test_failure_to_start_rolls_back_both_sides(self):
+        self._boot_from_volume()
+        before = self._warm_source_cache()
+        # The source cannot reach the destination's migration listener.
+        with mock.patch.object(
+                self.dest.driver, '_fcache_migration_address',
+                '127.0.0.1:1'):
+            self.api.post_server_action(
+                self.server['id'],
+                {'os-migrateLive': {'host': None, 'block_migration': 'auto'}})
+            self._wait_for_migration_status(self.server, ['error', 'failed'])
+            self._wait_for_state_change(self.server, 'ACTIVE')
+        server = self.api.get_server(self.server['id'])
+        self.assertEqual('src', server['OS-EXT-SRV-ATTR:host'])
+        self.assertEqual([], self.migrations)
+        after = self.agents['src'].show(VOLUME)
+        self.assertEqual(before['cached_blocks'], after['cached_blocks'])
+        self.assertEqual(before['dirty_blocks'], after['dirty_blocks'])
+        # Nova's rollback reached the destination, which aborted its side.
+        self._wait_for_volumes_gone('dest')
+        error, = self._versioned('fcache.migration.error')
+        self.assertEqual('fcache.src', error['publisher_id'])
+        self.assertEqual('start', error['payload']['nova_object.data'][
+            'phase'])
+        self._guest_io(self._connection_data()['fcache_export'],
+                       'read -P %d 0 %d' % (PATTERN, DIRTY))
+
+    def test_source_without_cache_description_is_refused(self):
+        # A source that says nothing of the volume's cache (an older fcache
+        # there) may hold dirty blocks: the destination must not start
+        # cold on the origin.
+        self._boot_from_volume()
+        before = self._warm_source_cache()
+        refused = []
+        prepare = self.dest.driver._fcache_prepare_incoming
+
+        def record(*args, **kwargs):
+            try:
+                return prepare(*args, **kwargs)
+            except Exception as exc:
+                refused.append(str(exc))
+                raise
+        with mock.patch.object(channel, 'offer_sources'), \
+                mock.patch.object(self.dest.driver,
+                                  '_fcache_prepare_incoming', record):
+            self.api.post_server_action(
+                self.server['id'],
+                {'os-migrateLive': {'host': None, 'block_migration': 'auto'}})
+            self._wait_for_migration_status(self.server, ['error', 'failed'])
+            self._wait_for_state_change(self.server, 'ACTIVE')
+        server = self.api.get_server(self.server['id'])
+        self.assertEqual('src', server['OS-EXT-SRV-ATTR:host'])
+        after = self.agents['src'].show(VOLUME)
+        self.assertEqual(before['dirty_blocks'], after['dirty_blocks'])
+        self.assertEqual([], self._client('dest').list_volumes()['volumes'])
+        self.assertEqual([], self._versioned('fcache.migration.start'))
+        self.assertEqual(1, len(refused))
+        self.assertIn('src did not describe the cache of this volume',
+                      refused[0])
+
+    def _wait_for_volumes_gone(self, host, timeout=10):
+        deadline = time.monotonic() + timeout
+        while self._client(host).list_volumes()['volumes']:
+            self.assertLess(time.monotonic(), deadline,
+                            '%s agent still holds a volume' % host)
+            time.sleep(0.05)
+
+
+class FcacheStrategyTest(testscenarios.WithScenarios, _Base):
+    """Every strategy through Nova: the cache moves, nothing is lost.
+
+    The guest has written (write_back: dirty on the source) and read before
+    the migration; right after the switchover it reads what it wrote
+    through the destination agent (on-demand strategies fetch it from the
+    source cache then: the transfer is rate limited so that the background
+    copy is still running).
+    """
+
+    scenarios = [
+        ('none', {'strategy': 'none', 'rate_limit': 0}),
+        ('cachemior', {'strategy': 'cachemior', 'rate_limit': 0}),
+        ('firepan', {'strategy': 'firepan', 'rate_limit': 0}),
+        ('firepan_if', {'strategy': 'firepan_if', 'rate_limit': 4}),
+        ('cloudcache', {'strategy': 'cloudcache', 'rate_limit': 2}),
+        ('hybrid', {'strategy': 'hybrid', 'rate_limit': 2}),
+    ]
+
+    @property
+    def specs(self):
+        return _specs(self.strategy, rate_limit=self.rate_limit)
+
+    def test_live_migration_moves_the_cache(self):
+        self._boot_from_volume()
+        before = self._warm_source_cache()
+        bs = before['block_size']
+        self.assertGreaterEqual(before['cached_blocks'], WARM // bs)
+        self.assertEqual(DIRTY // bs, before['dirty_blocks'])
+        at_switch = {}
+
+        def guest_on_destination(mid):
+            # The VM runs on the destination from here on.
+            export = self.agents['dest'].show(VOLUME)['export_uri']
+            self._guest_io(export, 'read -P %d 0 %d' % (PATTERN, DIRTY))
+            at_switch.update(migration_mod.status(self._client('dest'), mid))
+
+        with self._after_switchover(guest_on_destination):
+            self._live_migrate(self.server)
+
+        server = self.api.get_server(self.server['id'])
+        self.assertEqual('dest', server['OS-EXT-SRV-ATTR:host'])
+        self.assertEqual(1, len(self.migrations))
+        # firepan: the memory migration ran with the guest paused, i.e.
+        # after the cache copy start() did; the others never pause it.
+        self.assertEqual(fakelibvirt.VIR_DOMAIN_PAUSED
+                         if self.strategy == 'firepan'
+                         else fakelibvirt.VIR_DOMAIN_RUNNING,
+                         self.migrations[0]['source_state'])
+        # The destination domain's disk is the destination agent's export.
+        data = self._connection_data()
+        dest_sock = os.path.join(self.agents['dest'].export_dir, '')
+        self.assertEqual(1, len(self.dest_disk_xml))
+        self.assertIn('<host transport="unix" socket="%s' % dest_sock,
+                      self.dest_disk_xml[0])
+        self.assertEqual(data['fcache_migration']['export_uri'],
+                         data['fcache_export'])
+        # The spent token and the source's figures left the BDM.
+        self.assertNotIn('token', data['fcache_migration'])
+        self.assertNotIn('fcache_result', data)
+        # The source released the volume once the destination held it.
+        self.assertEqual([], self._client('src').list_volumes()['volumes'])
+        self.assertEqual(0, self._client('src').status()['used_bytes'])
+
+        start, = self._versioned('fcache.migration.start')
+        end, = self._versioned('fcache.migration.end')
+        self.assertEqual([], self._versioned('fcache.migration.error'))
+        self.assertEqual('fcache.src', start['publisher_id'])
+        self.assertEqual('fcache.dest', end['publisher_id'])
+        figures = end['payload']['nova_object.data']
+        self.assertEqual(self.strategy, figures['strategy'])
+        self.assertEqual(VOLUME, figures['volume_id'])
+        self.assertEqual(self.server['id'], figures['instance_uuid'])
+        self.assertEqual(figures['migration_id'],
+                         start['payload']['nova_object.data'][
+                             'migration_id'])
+        self.assertGreater(figures['duration_s'], 0)
+        self.assertIsNotNone(figures['hit_ratio_after'])
+        if self.strategy == 'firepan':
+            self.assertEqual(before['cached_blocks'] * bs,
+                             figures['bytes_transferred'])
+        elif self.strategy == 'none':
+            self.assertEqual(0, figures['bytes_transferred'])
+        else:
+            # Blocks, or cachemior's hot list (8 bytes a block).
+            self.assertGreater(figures['bytes_transferred'], 0)
+        if self.strategy in ON_DEMAND:
+            # The guest's first read on the destination missed blocks whose
+            # copy had not arrived: the source cache served them.
+            self.assertGreater(at_switch['fetched_blocks'], 0, at_switch)
+
+        # The rest of what the guest read before, through the destination.
+        dest = self.agents['dest'].show(VOLUME)
+        self._guest_io(data['fcache_export'], 'read %d %d' % (
+            DIRTY, WARM - DIRTY))
+        after = self.agents['dest'].show(VOLUME)
+        hits = after['read_hits'] - dest['read_hits']
+        misses = after['read_misses'] - dest['read_misses']
+        blocks = (WARM - DIRTY) // bs
+        if self.strategy in WARMING:
+            # Served from the migrated cache, not the shared storage.
+            self.assertGreaterEqual(hits, 0.9 * blocks, (hits, misses))
+            self.assertLessEqual(
+                after['origin_read_bytes'] - dest['origin_read_bytes'],
+                0.1 * (WARM - DIRTY))
+        else:
+            self.assertGreaterEqual(misses, 0.9 * blocks, (hits, misses))
+        self._check_origin_after_delete()
+
+
+class FcacheFailureAfterSwitchoverTest(testscenarios.WithScenarios, _Base):
+    """The migration network fails right after the switchover.
+
+    The VM already runs on the destination, so nothing can be rolled back.
+    The source's dirty blocks had not all moved (cloudcache, rate limited,
+    least recently used last): they must reach the origin before the
+    destination lets the origin answer for them.  With a peer socket the
+    source settles at once; without, it says how and the operator does.
+    """
+
+    scenarios = [('peer', {'peer': True}), ('no_peer', {'peer': False})]
+    specs = _specs('cloudcache', rate_limit=1)
+
+    def setUp(self):
+        self.proxy = None
+        super().setUp()
+
+    def _start_storage_and_agents(self):
+        super()._start_storage_and_agents()
+        self.proxy = tcpproxy.TcpProxy(
+            self.agents['dest'].settings['migration_listen'])
+        self.addCleanup(self.proxy.close)
+
+    def _fcache_flags(self, host):
+        flags = super()._fcache_flags(host)
+        if host == 'src' and self.peer:
+            flags['peer_agent_socket'] = os.path.join(
+                self.workdir, '{host}', 'ctl.sock')
+        if host == 'dest':
+            flags['migration_address'] = self.proxy.address
+        return flags
+
+    def test_link_lost_after_switchover_is_settled(self):
+        self._boot_from_volume()
+        self._warm_source_cache()
+
+        def cut(mid):
+            st = self._wait_dest_state(mid, ('switched', 'completed'))
+            self.assertEqual('switched', st['state'])
+            self.assertGreater(st['remote_dirty_blocks'], 0, st)
+            self.proxy.cut()
+
+        with self._after_switchover(cut):
+            self._live_migrate(self.server)
+
+        self.assertEqual(1, self.proxy.connections)
+        server = self.api.get_server(self.server['id'])
+        self.assertEqual('dest', server['OS-EXT-SRV-ATTR:host'])
+        self.assertEqual([], self._versioned('fcache.migration.end'))
+        error, = self._versioned('fcache.migration.error')
+        self.assertEqual('fcache.src', error['publisher_id'])
+        payload = error['payload']['nova_object.data']
+        self.assertEqual('finish', payload['phase'])
+        mid = payload['migration_id']
+        if self.peer:
+            settle = payload['settle']
+            self.assertEqual('settled', settle['state'], settle)
+            self.assertEqual('missing', settle['mode'])
+            self.assertGreater(settle['blocks'], 0)
+            self.assertEqual(0, settle['given_up_blocks'])
+        else:
+            self.assertEqual('unsettled', payload['settle']['state'])
+            self.assertIn('peer_agent_socket', payload['settle']['reason'])
+            # Both agents hold the volume: the source never writes back
+            # what may be stale, the destination refuses what only the
+            # source has.  The operator settles (doc/nova.rst).
+            self.assertEqual('failed', migration_mod.status(
+                self._client('dest'), mid)['state'])
+            self.assertEqual(1, len(
+                self._client('src').list_volumes()['volumes']))
+            subprocess.run(
+                [sys.executable, '-m', 'nova_ext.cli', 'migrate', VOLUME,
+                 '--from', self.agents['src'].control_socket,
+                 '--to', self.agents['dest'].control_socket,
+                 '--migration', mid, '--phase', 'settle'],
+                check=True, stdout=subprocess.DEVNULL, timeout=60)
+        self.assertEqual('settled', migration_mod.status(
+            self._client('dest'), mid)['state'])
+        self.assertEqual([], self._client('src').list_volumes()['volumes'])
+        # The guest reads what it wrote, through the destination.
+        self._guest_io(self._connection_data()['fcache_export'],
+                       'read -P %d 0 %d' % (PATTERN, DIRTY))
+        self._check_origin_after_delete()

@@ -54,6 +54,23 @@ def test_start_end_error_event_types_and_envelope():
     error = sent[2]['payload']['nova_object.data']
     assert error['phase'] == 'finish'
     assert error['error'] == 'link cut'
+    # Only a failure after the switchover says how it was settled.
+    assert 'settle' not in error
+
+
+def test_error_after_switchover_says_how_it_was_settled():
+    notifier = _notifier()
+    notifier.error({}, BASE, 'finish', RuntimeError('link cut'),
+                   settle={'state': 'settled', 'mode': 'missing',
+                           'blocks': 12, 'given_up_blocks': 0})
+    notifier.error({}, BASE, 'finish', RuntimeError('link cut'),
+                   settle={'state': 'unsettled',
+                           'reason': '[fcache] peer_agent_socket is not set'})
+    settled, unsettled = [n['payload']['nova_object.data']['settle']
+                          for n in _sent()]
+    assert settled == {'state': 'settled', 'mode': 'missing', 'blocks': 12,
+                       'given_up_blocks': 0}
+    assert unsettled['state'] == 'unsettled'
 
 
 def test_a_broken_notifier_never_raises():

@@ -15,7 +15,9 @@ def test_list_opts():
         'default_write_policy', 'default_admission', 'default_cache_size',
         # The live-migration options of nova_ext.virt (issue 5).
         'default_rate_limit', 'peer_agent_socket', 'migration_timeout',
-        'link_mbps', 'origin_mbps'}
+        'link_mbps', 'origin_mbps',
+        # Each host drives its own agent; the peer socket only settles.
+        'migration_address'}
 
 
 def test_list_opts_returns_copies():
@@ -41,6 +43,9 @@ def test_defaults(conf):
     assert conf.fcache.default_write_policy == 'write_through'
     assert conf.fcache.default_admission == 'all'
     assert conf.fcache.default_cache_size is None
+    # No remote control channel unless the operator sets one up.
+    assert conf.fcache.peer_agent_socket is None
+    assert conf.fcache.migration_address is None
 
 
 def test_strategy_choices():
@@ -55,6 +60,9 @@ def test_strategy_choices():
     ('default_write_policy', 'write_around'),
     ('default_cache_size', '1.5G'),
     ('agent_timeout', 0),
+    ('migration_address', '10.0.0.5'),
+    ('migration_address', 'cmp2:port'),
+    ('migration_address', '::1:7440'),
 ])
 def test_invalid_values_refused(conf, name, value):
     with pytest.raises(ValueError):
@@ -64,3 +72,10 @@ def test_invalid_values_refused(conf, name, value):
 def test_cache_size_accepts_units(conf):
     conf.set_override('default_cache_size', '2G', group='fcache')
     assert conf.fcache.default_cache_size == '2G'
+
+
+@pytest.mark.parametrize('value', ['10.0.0.5:7440', 'cmp2.example:7440',
+                                   '[fd00::5]:7440'])
+def test_migration_address_accepts_host_port(conf, value):
+    conf.set_override('migration_address', value, group='fcache')
+    assert conf.fcache.migration_address == value

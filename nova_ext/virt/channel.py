@@ -1,0 +1,131 @@
+"""What the two hosts of a live migration tell each other, and how.
+
+Each nova-compute drives only its own fcache agent; what one side of a
+cache migration needs from the other travels in the volume's block device
+mapping (BDM) ``connection_info['data']``, the one per-volume record that
+both hosts read and that survives Nova's conductor (unknown fields of
+``LibvirtLiveMigrateData`` are dropped):
+
+``fcache_source`` (:data:`policy.SOURCE_KEY`), source to destination
+    Set by the source in ``check_can_live_migrate_source``: whether the
+    volume is cached there, the agent strategy it resolved from its own
+    cache figures, and the cache geometry the destination must attach.  It
+    rides in the ``migrate_data.bdms`` the source returns (one
+    ``LibvirtLiveMigrateBDMInfo`` per cached volume, whose connection_info
+    holds only this); Nova hands that migrate_data to the destination's
+    ``pre_live_migration``, which reads it before Nova's libvirt driver
+    replaces ``bdms`` with the destination's own.
+``fcache_migration`` (:data:`policy.MIGRATION_KEY`), destination to source
+    Written by the destination when it prepares the volume: migration id,
+    its agent's migration address and the one-time token.  Nova carries it
+    to the source in ``migrate_data.bdms``.
+``fcache_result`` (:data:`policy.RESULT_KEY`), source to destination
+    Written by the source once its agent released the volume: the source's
+    figures (bytes sent, downtime), read by the destination in
+    ``post_live_migration_at_destination`` for ``fcache.migration.end``;
+    the destination then drops it and the spent token.
+"""
+
+from nova import objects
+from oslo_log import log as logging
+from oslo_serialization import jsonutils
+
+from nova_ext.virt import policy
+
+LOG = logging.getLogger(__name__)
+
+# The source's figures the destination reports in fcache.migration.end.
+RESULT_FIGURES = ('blocks_done', 'bytes_done', 'downtime_s', 'duration_s')
+
+
+def _data(connection_info_json):
+    info = jsonutils.loads(connection_info_json or 'null') or {}
+    return info, info.setdefault('data', {})
+
+
+def offer_sources(migrate_data, sources):
+    """Put ``{volume_id: fcache_source}`` into the source's migrate_data."""
+    if not sources:
+        return
+    migrate_data.bdms = [
+        objects.LibvirtLiveMigrateBDMInfo(
+            serial=volume_id,
+            connection_info_json=jsonutils.dumps(
+                {'data': {policy.SOURCE_KEY: source}}))
+        for volume_id, source in sources.items()]
+
+
+def read_sources(migrate_data):
+    """``{volume_id: fcache_source}`` from the source's migrate_data."""
+    result = {}
+    if migrate_data is None or not migrate_data.obj_attr_is_set('bdms'):
+        return result
+    for bdmi in migrate_data.bdms:
+        if not bdmi.obj_attr_is_set('connection_info_json'):
+            continue
+        data = (bdmi.connection_info or {}).get('data') or {}
+        if data.get(policy.SOURCE_KEY):
+            result[bdmi.serial] = data[policy.SOURCE_KEY]
+    return result
+
+
+def record_result(context, instance_uuid, volume_id, status):
+    """Store the source's figures for the destination; never raises."""
+    try:
+        bdm = objects.BlockDeviceMapping.get_by_volume_and_instance(
+            context, volume_id, instance_uuid)
+        info, data = _data(bdm.connection_info)
+        data[policy.RESULT_KEY] = {k: status.get(k) for k in RESULT_FIGURES}
+        bdm.connection_info = jsonutils.dumps(info)
+        bdm.save()
+    except Exception:
+        LOG.exception("Could not record the source's figures of volume %s; "
+                      "fcache.migration.end will report them as 0",
+                      volume_id, instance_uuid=instance_uuid)
+
+
+def take_results(driver_bdms):
+    """Pop the source's figures and the spent tokens from ``driver_bdms``.
+
+    :param driver_bdms: the ``block_device_mapping`` of Nova's
+        ``block_device_info`` (DriverVolumeBlockDevice objects, saved here).
+    :returns: ``{volume_id: figures}``.
+    """
+    results = {}
+    for bdm in driver_bdms:
+        data = (bdm.get('connection_info') or {}).get('data') or {}
+        prepared = data.get(policy.MIGRATION_KEY)
+        if not prepared:
+            continue
+        results[prepared['volume_id']] = data.pop(policy.RESULT_KEY, None)
+        prepared.pop('token', None)
+        try:
+            bdm.save()
+        except Exception:
+            LOG.exception("Could not drop the spent migration token of "
+                          "volume %s from its connection_info",
+                          prepared['volume_id'])
+    return results
+
+
+def outgoing(migrate_data):
+    """The cache migrations the destination prepared, from its answer."""
+    result = []
+    for bdm in getattr(migrate_data, 'bdms', None) or []:
+        if not bdm.obj_attr_is_set('connection_info_json'):
+            continue
+        info = bdm.connection_info or {}
+        prepared = (info.get('data') or {}).get(policy.MIGRATION_KEY)
+        if prepared:
+            result.append(prepared)
+    return result
+
+
+def notification_base(instance, prepared):
+    """What every fcache.migration.* payload says about the migration."""
+    return {'instance_uuid': instance.uuid,
+            'migration_id': prepared['migration_id'],
+            'volume_id': prepared['volume_id'],
+            'strategy': prepared['strategy'],
+            'source_host': prepared.get('source_host'),
+            'dest_host': prepared.get('dest_host')}

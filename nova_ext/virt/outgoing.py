@@ -1,0 +1,219 @@
+"""The source side of a live migration with cached volumes.
+
+Runs in the source's nova-compute and talks to its own agent only, except
+to settle a migration that failed after the VM moved (below):
+
+``check_can_live_migrate_source``
+    For each cached volume: the local agent's figures, the strategy plugin
+    and (for ``auto``) the cost model choose the agent strategy here, where
+    the cache is; the choice and the cache geometry go to the destination
+    in ``migrate_data.bdms`` (``fcache_source``,
+    :mod:`nova_ext.virt.channel`).  An agent
+    that cannot answer refuses the migration before anything moves.
+``live_migration``
+    With what the destination prepared (``migrate_data.bdms``): register
+    the outgoing side with the destination's address and token, ``start``
+    (``firepan``: pause the guest and copy), then Nova's memory migration.
+    After it: ``switchover`` and ``finish`` (the agent waits until the
+    destination holds every block it needs, then releases the volume).
+    If the memory migration fails: ``abort`` here; the destination aborts
+    its side in Nova's rollback.
+After the switchover
+    Nothing can be rolled back (the VM runs on the destination).  A
+    failure there is *settled* (:func:`nova_ext.migration.settle`): the
+    blocks whose newest copy is only here are written back and the
+    destination serves the volume alone.  Settling lists blocks on one
+    agent and acts on the other, so it needs ``[fcache]
+    peer_agent_socket``; without it the operator is told the command.
+"""
+
+import errno
+
+from nova import exception as nova_exception
+from nova.virt import block_device as driver_block_device
+from oslo_log import log as logging
+
+from nova_ext import exception
+from nova_ext import migration
+from nova_ext import strategies
+from nova_ext.virt import channel
+from nova_ext.virt import policy
+
+LOG = logging.getLogger(__name__)
+
+# Seconds to wait for both agents to see a failure before settling.
+SETTLE_WAIT_S = 30
+
+
+class OutgoingMixin(object):
+    """Source hooks; mixed into ``FcacheLibvirtDriver``."""
+
+    def check_can_live_migrate_source(self, context, instance,
+                                      dest_check_data,
+                                      block_device_info=None):
+        result = super().check_can_live_migrate_source(
+            context, instance, dest_check_data,
+            block_device_info=block_device_info)
+        sources = {}
+        for bdm in (block_device_info or {}).get(
+                'block_device_mapping') or []:
+            info = bdm.get('connection_info') or {}
+            pol = policy.resolve(info, self._fcache_conf)
+            if pol is None:
+                continue
+            volume_id = driver_block_device.get_volume_id(info)
+            if not info['data'].get(policy.EXPORT_KEY):
+                # Used uncached here: nothing to move, nothing dirty.
+                sources[volume_id] = {'cached': False}
+                continue
+            try:
+                sources[volume_id] = self._fcache_describe_source(volume_id,
+                                                                  pol)
+            except exception.FcacheException as exc:
+                raise nova_exception.MigrationPreCheckError(
+                    reason='fcache cannot migrate the cache of volume %s: '
+                           '%s' % (volume_id, exc))
+        channel.offer_sources(result, sources)
+        return result
+
+    def _fcache_describe_source(self, volume_id, pol):
+        try:
+            vol = self._local_agent().show_volume(volume_id)
+        except exception.AgentError as exc:
+            if exc.errno != errno.ENOENT:
+                raise
+            return {'cached': False}
+        conf = self._fcache_conf
+        plugin = strategies.load(pol['strategy'])
+        rate = plugin.rate_limit_mbps(pol)
+        strategy, reason = migration.choose_strategy(
+            vol, plugin.agent_strategy(pol, vol), rate_limit_mbps=rate,
+            link_mbps=conf.link_mbps, origin_mbps=conf.origin_mbps)
+        return {'cached': True, 'plugin': pol['strategy'],
+                'strategy': strategy, 'reason': reason,
+                'rate_limit_mbps': rate, 'cache_size': vol['cache_size'],
+                'write_policy': vol['write_policy'],
+                'admission': vol.get('admission', 'all')}
+
+    def live_migration(self, context, instance, dest, post_method,
+                       recover_method, block_migration=False,
+                       migrate_data=None):
+        outgoing = channel.outgoing(migrate_data)
+        if not outgoing:
+            return super().live_migration(
+                context, instance, dest, post_method, recover_method,
+                block_migration, migrate_data)
+        src = self._local_agent()
+        paused = self._fcache_start_outgoing(context, instance, src,
+                                             outgoing)
+        if paused is None:
+            # Nothing moved; Nova's rollback aborts the destination side.
+            recover_method(context, instance, dest, migrate_data)
+            return
+
+        def post(*args, **kwargs):
+            self._fcache_complete_outgoing(context, instance, src, outgoing)
+            return post_method(*args, **kwargs)
+
+        def recover(*args, **kwargs):
+            for prepared in outgoing:
+                self._fcache_abort_local(context, instance, prepared,
+                                         'memory_migration')
+            if paused:
+                self._host.get_guest(instance).resume()
+            return recover_method(*args, **kwargs)
+
+        return super().live_migration(context, instance, dest, post,
+                                      recover, block_migration,
+                                      migrate_data)
+
+    def _fcache_start_outgoing(self, context, instance, src, outgoing):
+        """Register and start every volume; None if one failed.
+
+        :returns: whether the guest was paused (firepan).
+        """
+        pause = any(p['strategy'] == 'firepan' for p in outgoing)
+        if pause:
+            LOG.info("Pausing the guest for the firepan cache copy",
+                     instance=instance)
+            self._host.get_guest(instance).pause()
+        registered = []
+        for prepared in outgoing:
+            self._fcache_notifier.start(
+                context, channel.notification_base(instance, prepared))
+            try:
+                migration.prepare_source(src, prepared,
+                                         prepared.get('rate_limit_mbps'))
+                registered.append(prepared)
+                # Rolls this one back on failure.
+                migration.start_source(src, prepared['migration_id'])
+            except Exception as exc:
+                LOG.error("Cache migration %s failed to start: %s",
+                          prepared['migration_id'], exc, instance=instance)
+                self._fcache_notifier.error(
+                    context, channel.notification_base(instance, prepared),
+                    'start', exc)
+                for other in registered:
+                    if other is not prepared:
+                        self._fcache_abort_local(context, instance, other,
+                                                 None)
+                if pause:
+                    self._host.get_guest(instance).resume()
+                return None
+        return pause
+
+    def _fcache_complete_outgoing(self, context, instance, src, outgoing):
+        timeout = self._fcache_conf.migration_timeout
+        for prepared in outgoing:
+            mid, volume_id = prepared['migration_id'], prepared['volume_id']
+            phase = 'switchover'
+            try:
+                migration.switchover(src, None, mid)
+                phase = 'finish'
+                st = migration.finish_source(src, mid, volume_id,
+                                             timeout_s=timeout)
+            except Exception as exc:
+                self._fcache_settle(context, instance, src, prepared, phase,
+                                    exc)
+                continue
+            LOG.info("Cache migration %s of volume %s: the destination "
+                     "holds the cache, released here (%d bytes sent, "
+                     "downtime %.3f s)", mid, volume_id, st['bytes_done'],
+                     st['downtime_s'], instance=instance)
+            channel.record_result(context, instance.uuid, volume_id, st)
+
+    def _fcache_settle(self, context, instance, src, prepared, phase, exc):
+        """After a failure past the switchover: settle, then report."""
+        mid, volume_id = prepared['migration_id'], prepared['volume_id']
+        dest = prepared.get('dest_host')
+        LOG.error("Cache migration %s of volume %s failed in %s after the "
+                  "VM moved to %s: %s", mid, volume_id, phase, dest, exc,
+                  instance=instance)
+        command = ('fcache migrate %s --from %s --to <the control socket of '
+                   'the fcache agent on %s> --migration %s --phase settle'
+                   % (volume_id, self._fcache_agent_socket, dest, mid))
+        dst = self._peer_agent(dest)
+        if dst is None:
+            settled = {'state': 'unsettled',
+                       'reason': '[fcache] peer_agent_socket is not set'}
+            LOG.error("Both agents hold volume %s until it is settled; on a "
+                      "host that reaches both agents run: %s", volume_id,
+                      command, instance=instance)
+        else:
+            try:
+                result = migration.settle_failed(src, dst, mid, volume_id,
+                                                 wait_s=SETTLE_WAIT_S)
+            except exception.FcacheException as settle_exc:
+                settled = {'state': 'unsettled', 'reason': str(settle_exc)}
+                LOG.error("Could not settle volume %s (%s); both agents "
+                          "keep its blocks; once both are reachable run: %s",
+                          volume_id, settle_exc, command, instance=instance)
+            else:
+                settled = dict(result, state='settled')
+                LOG.warning("Volume %s settled (%s mode, %d blocks listed): "
+                            "the destination serves it alone, nothing lost",
+                            volume_id, result['mode'], result['blocks'],
+                            instance=instance)
+        self._fcache_notifier.error(
+            context, channel.notification_base(instance, prepared), phase,
+            exc, settle=settled)

@@ -1,0 +1,149 @@
+"""nova_ext.migration driven one host at a time (Nova's driver).
+
+Each nova-compute talks only to its own agent: the destination prepares
+its side and hands migration id, address and token to the source, which
+registers, starts, switches over and finishes on its own agent.  Scripted
+agents record what each side was asked; the real agents run these calls
+in tests/nova_functional/test_live_migration.py.
+"""
+
+import errno
+
+import pytest
+
+from nova_ext import exception
+from nova_ext import migration
+
+
+class RecordingAgent(object):
+
+    def __init__(self, answers=None):
+        self.calls = []
+        self.answers = answers or {}
+
+    def call(self, op, **args):
+        self.calls.append((op, args))
+        answer = self.answers.get(op, {})
+        if isinstance(answer, list):
+            answer = answer.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+
+def test_destination_makes_the_token_and_only_the_destination_is_asked():
+    dst = RecordingAgent({'migration-incoming': {
+        'export_uri': 'nbd+unix:///?socket=/e.sock', 'listen': '0:7440'}})
+    prepared = migration.prepare_destination(
+        dst, 'vol1', 'hybrid', '/dev/sdb', 1 << 30, 'write_back', 'all')
+    [(op, args)] = dst.calls
+    assert op == 'migration-incoming'
+    assert args['origin'] == '/dev/sdb'
+    assert args['token'] == prepared['token']
+    assert len(prepared['token']) == 64
+    assert args['migration_id'] == prepared['migration_id']
+    assert prepared['destination'] == '0:7440'
+    assert prepared['export_uri'] == 'nbd+unix:///?socket=/e.sock'
+
+
+def test_source_registers_with_the_destination_address_and_token():
+    src = RecordingAgent()
+    prepared = {'migration_id': 'm-1', 'volume_id': 'vol1',
+                'strategy': 'cloudcache', 'token': 'ab' * 32,
+                'destination': '10.0.0.2:7440'}
+    migration.prepare_source(src, prepared, rate_limit_mbps=2.5)
+    [(op, args)] = src.calls
+    assert op == 'migration-outgoing'
+    assert args == {'migration_id': 'm-1', 'volume_id': 'vol1',
+                    'token': 'ab' * 32, 'strategy': 'cloudcache',
+                    'destination': '10.0.0.2:7440',
+                    'rate_limit_bps': 2500000}
+
+
+def test_start_source_failure_aborts_the_source_side_only():
+    src = RecordingAgent({'migration-start': exception.AgentError(
+        'cannot connect to 10.0.0.2:7440', errno.ECONNREFUSED)})
+    with pytest.raises(exception.AgentError):
+        migration.start_source(src, 'm-1')
+    assert [op for op, _ in src.calls] == ['migration-start',
+                                           'migration-abort']
+
+
+def test_finish_source_waits_on_the_source_agent():
+    src = RecordingAgent({'migration-finish': {'state': 'completed',
+                                               'bytes_done': 4096}})
+    st = migration.finish_source(src, 'm-1', 'vol1', timeout_s=0.2)
+    assert st['bytes_done'] == 4096
+    assert src.calls == [('migration-finish',
+                          {'migration_id': 'm-1', 'timeout_s': 1})]
+
+
+def test_finish_source_failure_names_migration_volume_and_reason():
+    src = RecordingAgent({'migration-finish': exception.AgentError(
+        'migration m-1 is failed: destination lost', errno.EIO)})
+    with pytest.raises(exception.MigrationFailed) as exc:
+        migration.finish_source(src, 'm-1', 'vol1')
+    assert str(exc.value) == ('cache migration m-1 of volume vol1 failed in '
+                              'phase finish: migration m-1 is failed: '
+                              'destination lost')
+
+
+def test_prepare_both_sides_hides_the_token():
+    src = RecordingAgent({'volume-show': {
+        'origin': '/dev/sdb', 'cache_size': 4096, 'write_policy':
+        'write_back', 'cached_blocks': 1, 'dirty_blocks': 0,
+        'block_size': 4096}})
+    dst = RecordingAgent({'migration-incoming': {
+        'export_uri': 'nbd+unix:///?socket=/e.sock', 'listen': 'h:1'}})
+    src.show_volume = lambda vol: src.call('volume-show', volume_id=vol)
+    prepared = migration.prepare(src, dst, 'vol1', 'firepan')
+    assert 'token' not in prepared
+    assert prepared['reason'] == 'requested'
+    token = dst.calls[0][1]['token']
+    assert src.calls[-1][1]['token'] == token
+
+
+class Busy(RecordingAgent):
+    """Refuses to settle (EBUSY) ``busy`` times, then lists nothing."""
+
+    def __init__(self, busy):
+        super().__init__()
+        self.busy = busy
+
+    def call(self, op, **args):
+        self.calls.append((op, args))
+        if self.busy:
+            self.busy -= 1
+            raise exception.AgentError('migration m-1 is switched: it has '
+                                       'not failed', errno.EBUSY)
+        if args['step'] == 'list':
+            return {'mode': 'missing', 'blocks': [], 'more': False}
+        if args['step'] == 'end':
+            return {'mode': 'missing', 'given_up_blocks': 0}
+        return {}
+
+
+def test_settle_failed_waits_for_the_other_side_to_see_the_failure(
+        monkeypatch):
+    monkeypatch.setattr(migration.time, 'sleep', lambda s: None)
+    src, dst = Busy(0), Busy(3)
+    res = migration.settle_failed(src, dst, 'm-1', 'vol1', wait_s=5)
+    assert res == {'mode': 'missing', 'blocks': 0, 'given_up_blocks': 0}
+    assert [a['step'] for _, a in dst.calls] == ['list'] * 4 + ['end']
+
+
+def test_settle_failed_gives_up_after_wait_s(monkeypatch):
+    clock = iter(range(0, 1000))
+    monkeypatch.setattr(migration.time, 'monotonic', lambda: next(clock))
+    monkeypatch.setattr(migration.time, 'sleep', lambda s: None)
+    with pytest.raises(exception.AgentError) as exc:
+        migration.settle_failed(Busy(0), Busy(100), 'm-1', 'vol1', wait_s=3)
+    assert exc.value.errno == errno.EBUSY
+
+
+def test_settle_failed_does_not_retry_other_errors(monkeypatch):
+    dst = RecordingAgent({'migration-settle': exception.AgentError(
+        'volume vol1 is not attached to this agent', errno.ENOENT)})
+    with pytest.raises(exception.AgentError):
+        migration.settle_failed(RecordingAgent(), dst, 'm-1', 'vol1')
+    assert len(dst.calls) == 1
