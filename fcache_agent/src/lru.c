@@ -38,6 +38,22 @@ fc_lru_push_tail(struct fc_lru *lru, struct fc_entry *table, cblock_t cb)
 }
 
 void
+fc_lru_insert_after(struct fc_lru *lru, struct fc_entry *table, cblock_t after,
+                    cblock_t cb)
+{
+  struct fc_entry *a = &table[after.n], *e = &table[cb.n];
+
+  e->lru_prev = after.n;
+  e->lru_next = a->lru_next;
+  if (a->lru_next != CBLOCK_NONE)
+    table[a->lru_next].lru_prev = cb.n;
+  else
+    lru->tail = cb.n;
+  a->lru_next = cb.n;
+  lru->count++;
+}
+
+void
 fc_lru_remove(struct fc_lru *lru, struct fc_entry *table, cblock_t cb)
 {
   struct fc_entry *e = &table[cb.n];

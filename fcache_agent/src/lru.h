@@ -17,6 +17,9 @@ struct fc_lru {
 void fc_lru_init(struct fc_lru *lru);
 void fc_lru_push_head(struct fc_lru *lru, struct fc_entry *table, cblock_t cb);
 void fc_lru_push_tail(struct fc_lru *lru, struct fc_entry *table, cblock_t cb);
+/* Link cb just below (colder than) the linked block after. */
+void fc_lru_insert_after(struct fc_lru *lru, struct fc_entry *table,
+                         cblock_t after, cblock_t cb);
 void fc_lru_remove(struct fc_lru *lru, struct fc_entry *table, cblock_t cb);
 /* Move an already linked block to the head (a hit). */
 void fc_lru_touch(struct fc_lru *lru, struct fc_entry *table, cblock_t cb);

@@ -39,6 +39,7 @@ fc_ucache_create(struct fc_cachedev *dev, struct fc_metadata *md,
   pthread_mutex_init(&uc->lock, NULL);
   pthread_cond_init(&uc->wb_cond, NULL);
   pthread_cond_init(&uc->m.gate_cond, NULL);
+  uc->m.chosen_cursor = CBLOCK_NONE;
   pthread_cond_init(&uc->around_cond, NULL);
   uc->m.superseded_fd = -1;
   for (unsigned i = 0; i < FC_STRIPES; i++)
@@ -179,30 +180,68 @@ get_block_locked(struct fc_ucache *uc, cblock_t *out)
   return -ENOSPC;
 }
 
+enum placement {
+  AT_HEAD,            /* a miss or a write: most recently used */
+  AT_TAIL,            /* a copy arriving before the VM resumes, hottest first */
+  BELOW_CHOSEN,       /* see uc_install_chosen */
+};
+
+/* admit: a clean block must pass the admission policy (a miss; copies and
+ * preloads were chosen by the source). */
 static int install(struct fc_ucache *uc, oblock_t ob, const void *data, bool dirty,
-                   bool cold);
+                   bool admit, enum placement where);
 
 int
 uc_install(struct fc_ucache *uc, oblock_t ob, const void *data, bool dirty)
 {
-  return install(uc, ob, data, dirty, false);
+  return install(uc, ob, data, dirty, !dirty, AT_HEAD);
 }
 
 int
 uc_install_cold(struct fc_ucache *uc, oblock_t ob, const void *data, bool dirty)
 {
-  return install(uc, ob, data, dirty, true);
+  return install(uc, ob, data, dirty, false, AT_TAIL);
+}
+
+int
+uc_install_chosen(struct fc_ucache *uc, oblock_t ob, const void *data)
+{
+  return install(uc, ob, data, false, false, BELOW_CHOSEN);
+}
+
+/* Under uc->lock. */
+static void
+place(struct fc_ucache *uc, cblock_t cb, enum placement where)
+{
+  struct fc_entry *table = uc->dev->table;
+  uint32_t cur = uc->m.chosen_cursor;
+
+  if (where == AT_TAIL) {
+    fc_lru_push_tail(&uc->lru, table, cb);
+    return;
+  }
+  if (where == BELOW_CHOSEN && cur != CBLOCK_NONE &&
+      (table[cur].flags & FC_ENTRY_VALID) &&
+      table[cur].oblock == uc->m.chosen_cursor_ob)
+    fc_lru_insert_after(&uc->lru, table, to_cblock(cur), cb);
+  else
+    fc_lru_push_head(&uc->lru, table, cb);
+  if (where == BELOW_CHOSEN) {
+    uc->m.chosen_cursor = cb.n;
+    uc->m.chosen_cursor_ob = table[cb.n].oblock;
+  }
 }
 
 static int
-install(struct fc_ucache *uc, oblock_t ob, const void *data, bool dirty, bool cold)
+install(struct fc_ucache *uc, oblock_t ob, const void *data, bool dirty,
+        bool admit, enum placement where)
 {
   struct fc_entry *e;
   cblock_t cb;
   int r;
 
   pthread_mutex_lock(&uc->lock);
-  if (!dirty && !cold && uc->p.admission == FC_ADMIT_RWS &&
+  if (admit && uc->p.admission == FC_ADMIT_RWS &&
       !fc_staging_miss(&uc->staging, ob)) {
     pthread_mutex_unlock(&uc->lock);
     return 1;
@@ -235,10 +274,7 @@ install(struct fc_ucache *uc, oblock_t ob, const void *data, bool dirty, bool co
   } else {
     e->flags = FC_ENTRY_ALLOCATED | FC_ENTRY_VALID | (dirty ? FC_ENTRY_DIRTY : 0);
     fc_blockmap_insert(&uc->map, uc->dev->table, cb);
-    if (cold)
-      fc_lru_push_tail(&uc->lru, uc->dev->table, cb);
-    else
-      fc_lru_push_head(&uc->lru, uc->dev->table, cb);
+    place(uc, cb, where);
     if (dirty)
       uc->nr_dirty++;
     STAT_ADD(&uc->stats, promotions, 1);

@@ -76,6 +76,7 @@ fc_ucache_migr_in_begin(struct fc_ucache *uc, enum fc_ucache_migr_mode mode,
   uc->m.bypass = mode == FC_MIGR_BYPASS;
   uc->m.fetch = mode == FC_MIGR_ONDEMAND ? fetch : NULL;
   uc->m.fetch_ctx = ctx;
+  uc->m.chosen_cursor = CBLOCK_NONE;
   atomic_store(&uc->m.on, true);
   pthread_mutex_unlock(&uc->lock);
   return 0;
@@ -435,8 +436,7 @@ fc_ucache_migr_preload(struct fc_ucache *uc, oblock_t ob)
   present = uc_lookup_locked(uc, ob).n != CBLOCK_NONE;
   pthread_mutex_unlock(&uc->lock);
   if (!present && uc->stripe_seq[stripe] == seq) {
-    /* Hottest first, each at the cold end: the source's order. */
-    r = uc_install_cold(uc, ob, buf, false);
+    r = uc_install_chosen(uc, ob, buf);
     if (r == 1)
       r = 0;
   } else {

@@ -73,6 +73,10 @@ struct fc_ucache {
     void *fetch_ctx;
     pthread_cond_t gate_cond;
     uint64_t fetched, fetch_fallbacks, discarded, installed_copies;
+    /* dest: the last block uc_install_chosen placed, and its oblock (the
+     * block may have been evicted and reused since). */
+    uint32_t chosen_cursor;
+    uint64_t chosen_cursor_ob;
   } m;
 
   pthread_t wb_thread;
@@ -107,6 +111,12 @@ int uc_install(struct fc_ucache *uc, oblock_t ob, const void *data, bool dirty);
 /* The same, but the block enters at the cold end of the LRU: copies that
  * arrive hottest first then keep the source's order. */
 int uc_install_cold(struct fc_ucache *uc, oblock_t ob, const void *data, bool dirty);
+/* A clean block the source chose (cachemior's preload, hottest first),
+ * while the VM runs: no admission test; the first enters at the hot end
+ * and each next one just below the previous, so the preloaded blocks keep
+ * the source's order above the VM's older blocks.  At the cold end the
+ * VM's next misses would evict them before their first use. */
+int uc_install_chosen(struct fc_ucache *uc, oblock_t ob, const void *data);
 
 /* Clear a dirty block's record and drop it (caller holds its stripe). */
 int uc_drop_dirty(struct fc_ucache *uc, cblock_t cb);

@@ -238,6 +238,26 @@ test_random_against_model(void **state)
   assert_order(&lru, model, n);
 }
 
+/* Preloaded blocks keep their own order just below one another, wherever
+ * the first went, including when the one before is the tail. */
+static void
+test_insert_after(void **state)
+{
+  struct fc_lru lru;
+
+  fc_lru_init(&lru);
+  fc_lru_push_head(&lru, table, to_cblock(1));
+  fc_lru_push_head(&lru, table, to_cblock(0));
+  fc_lru_insert_after(&lru, table, to_cblock(0), to_cblock(5));
+  fc_lru_insert_after(&lru, table, to_cblock(5), to_cblock(6));
+  assert_order(&lru, (uint32_t[]){ 0, 5, 6, 1 }, 4);
+  fc_lru_insert_after(&lru, table, to_cblock(1), to_cblock(7));
+  assert_order(&lru, (uint32_t[]){ 0, 5, 6, 1, 7 }, 5);
+  fc_lru_remove(&lru, table, to_cblock(5));
+  fc_lru_insert_after(&lru, table, to_cblock(7), to_cblock(8));
+  assert_order(&lru, (uint32_t[]){ 0, 6, 1, 7, 8 }, 5);
+}
+
 int
 main(void)
 {
@@ -253,6 +273,7 @@ main(void)
     cmocka_unit_test_setup(test_touch_two, setup),
     cmocka_unit_test_setup(test_touch_tail_middle_head, setup),
     cmocka_unit_test_setup(test_random_against_model, setup),
+    cmocka_unit_test_setup(test_insert_after, setup),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
