@@ -10,6 +10,7 @@
 
 #include "agent.h"
 #include "dm_engine.h"
+#include "engine.h"
 #include "log.h"
 #include "migration.h"
 #include "nbd_server.h"
@@ -167,44 +168,15 @@ fc_agent_load_volumes(struct fc_agent *agent,
   return r;
 }
 
-static int
-reconcile_geometry(struct fc_agent *agent, const char *md_path, char *err, size_t errlen)
-{
-  uint32_t dirty = 0, n = agent->md->nr_blocks;
-  struct fc_md_record rec;
-  int r;
-
-  /* Cheap enough at start: one pass over the old records. */
-  for (uint32_t i = 0; i < n; i++) {
-    r = fc_md_read(agent->md, i, 1, &rec);
-    if (r)
-      return r;
-    if (!fc_md_record_ok(&rec) || (rec.flags & FC_MD_DIRTY))
-      dirty++;
-  }
-  if (dirty) {
-    snprintf(err, errlen, "%s was made for %u blocks of %u bytes and still holds "
-             "%u blocks of unwritten data; restore the previous cache_size and "
-             "block_size so they can be written back", md_path, n,
-             agent->md->block_size, dirty);
-    return -EMEDIUMTYPE;
-  }
-  log_warning("cache geometry changed: discarding the old clean cache map in %s",
-              md_path);
-  return fc_md_reinit(agent->md, agent->cfg.block_size,
-                      (uint32_t)(agent->cfg.cache_size / agent->cfg.block_size));
-}
-
 int
 fc_agent_open(const struct fc_config *cfg, struct fc_agent **out,
               char *err, size_t errlen)
 {
+  const struct fc_engine_ops *engine = fc_engine_find(cfg->engine);
   struct fc_agent *agent;
-  char md_path[FC_PATH_MAX + 32];
-  bool was_clean = true;
   int r;
 
-  if (strcmp(cfg->engine, "ucache") && strcmp(cfg->engine, "dmcache")) {
+  if (!engine) {
     snprintf(err, errlen, "engine '%s' is not available in this build; use engine = "
              "ucache or dmcache", cfg->engine);
     return -ENOTSUP;
@@ -213,80 +185,29 @@ fc_agent_open(const struct fc_config *cfg, struct fc_agent **out,
   if (!agent)
     return -ENOMEM;
   agent->cfg = *cfg;
+  agent->engine = engine;
   pthread_mutex_init(&agent->lock, NULL);
   pthread_mutex_init(&agent->migr_lock, NULL);
   snprintf(agent->volumes_dir, sizeof agent->volumes_dir, "%s/volumes", cfg->state_dir);
-  snprintf(md_path, sizeof md_path, "%s/cache.meta", cfg->state_dir);
   if ((r = make_dir(cfg->state_dir, 0700, err, errlen)) ||
       (r = make_dir(agent->volumes_dir, 0700, err, errlen)) ||
       (r = make_dir(cfg->export_dir, 0755, err, errlen)))
     goto out;
-  if (!strcmp(cfg->engine, "dmcache")) {
-    /* The kernel serves the volumes; no cache file, map or NBD export.
-     * Live cache migration is not wired for dmcache yet, so no listener. */
-    r = fc_dm_engine_open(agent, err, errlen);
-    if (r)
-      goto out;
-    *out = agent;
-    return 0;
-  }
-
-  r = fc_cachedev_open(cfg->cache_path, cfg->cache_size, cfg->block_size,
-                       &agent->dev, err, errlen);
+  r = engine->open(agent, err, errlen);
   if (r)
     goto out;
-  r = fc_md_open(md_path, cfg->block_size, agent->dev->nr_blocks, &was_clean,
-                 &agent->md, err, errlen);
-  if (r == -EMEDIUMTYPE) {
-    r = reconcile_geometry(agent, md_path, err, errlen);
-    was_clean = true;
-  }
-  if (r)
-    goto out;
-  r = fc_agent_recover(agent, was_clean, err, errlen);
-  if (r)
-    goto out;
-  /* From here on the clean records on disk may go stale. */
-  r = fc_md_set_state(agent->md, FC_MD_STATE_RUNNING);
-  if (r) {
-    snprintf(err, errlen, "cannot write cache metadata %s: %s", md_path, strerror(-r));
-    goto out;
-  }
   agent->listener = fc_migr_listen(agent, cfg->migration_listen, err, errlen);
   if (!agent->listener) {
     r = -EADDRNOTAVAIL;
+    engine->close(agent);
     goto out;
-  }
-  for (unsigned i = 0; i < agent->nr_volumes; i++) {
-    struct fc_volume *v = agent->volumes[i];
-    char verr[512];
-
-    if (!v->uc)
-      continue;
-    if (v->p.migration[0]) {
-      snprintf(v->error, sizeof v->error, "live migration %s did not complete: "
-               "the current copy of some blocks may be on the other host, so "
-               "this volume is neither served nor written back here; its %u "
-               "dirty blocks are kept", v->p.migration, fc_ucache_dirty(v->uc));
-      log_error("volume %s: %s", v->p.id, v->error);
-      continue;
-    }
-    r = fc_volume_start(agent, v, verr, sizeof verr);
-    if (r) {
-      log_error("volume %s: %s", v->p.id, verr);
-      snprintf(v->error, sizeof v->error, "%s", verr);
-    } else {
-      log_info("volume %s: serving %s", v->p.id, v->export_uri);
-    }
   }
   *out = agent;
   return 0;
 
 out:
-  for (unsigned i = 0; i < agent->nr_volumes; i++)
-    fc_volume_free(agent->volumes[i]);
-  fc_md_close(agent->md);
-  fc_cachedev_close(agent->dev);
+  pthread_mutex_destroy(&agent->lock);
+  pthread_mutex_destroy(&agent->migr_lock);
   free(agent);
   return r;
 }
@@ -294,61 +215,15 @@ out:
 int
 fc_agent_close(struct fc_agent *agent)
 {
-  struct fc_md_record *recs;
   int r;
 
-  if (agent->dm) {
-    /* The dm-cache devices keep serving the VMs; a restarted agent
-     * adopts them. */
-    for (unsigned i = 0; i < agent->nr_volumes; i++)
-      fc_volume_free(agent->volumes[i]);
-    fc_dm_engine_close(agent->dm);
-    log_info("dmcache: %u volume(s) left serving, to be adopted at next start",
-             agent->nr_volumes);
-    pthread_mutex_destroy(&agent->lock);
-    free(agent);
-    return 0;
-  }
+  /* No stream may arrive and no migration thread may run while the
+   * engine saves its state. */
   fc_migr_listener_stop(agent->listener);
   fc_migration_stop_all(agent);
-  /* No request may run while the map is written out. */
-  for (unsigned i = 0; i < agent->nr_volumes; i++) {
-    struct fc_volume *v = agent->volumes[i];
-    nbd_server_stop(v->srv);
-    v->srv = NULL;
-    if (v->uc)
-      fc_ucache_stop(v->uc);
-  }
-  recs = calloc(agent->dev->nr_blocks, sizeof *recs);
-  if (!recs) {
-    r = -ENOMEM;
-    goto out;
-  }
-  for (unsigned i = 0; i < agent->nr_volumes; i++) {
-    struct fc_volume *v = agent->volumes[i];
-    if (v->uc)
-      fc_ucache_dump_records(v->uc, recs);
-    for (uint32_t j = 0; j < v->nr_held; j++)
-      recs[v->held_cb[j]] = v->held[j];
-  }
-  r = fc_cachedev_sync(agent->dev);
-  if (!r)
-    r = fc_md_write_all(agent->md, recs);
-  if (!r)
-    r = fc_md_set_state(agent->md, FC_MD_STATE_CLEAN);
-  free(recs);
-out:
-  if (r)
-    log_error("could not save the cache map (%s): the next start treats the "
-              "cache as after a crash (clean blocks dropped, dirty kept)", strerror(-r));
-  else
-    log_info("cache map saved; %u volume(s) will be re-attached at next start",
-             agent->nr_volumes);
-  for (unsigned i = 0; i < agent->nr_volumes; i++)
-    fc_volume_free(agent->volumes[i]);
-  fc_md_close(agent->md);
-  fc_cachedev_close(agent->dev);
+  r = agent->engine->close(agent);
   pthread_mutex_destroy(&agent->lock);
+  pthread_mutex_destroy(&agent->migr_lock);
   free(agent);
   return r;
 }

@@ -1,5 +1,5 @@
-/* The agent: the host's cache device and metadata, and the registry of
- * attached volumes.  Every control operation lands here.  One lock
+/* The agent: its cache engine (engine.h) and the registry of attached
+ * volumes.  Every control operation lands here.  One lock
  * serialises attach/detach/show: control operations are rare and some
  * (detach with write-back) are long, and a simple order is worth more
  * than concurrency there; the data path never takes this lock. */
@@ -17,6 +17,7 @@
 struct fc_migration;
 struct fc_migr_listener;
 struct fc_dm_engine;
+struct fc_engine_ops;
 
 #define FC_MAX_VOLUMES 256
 #define FC_MAX_MIGRATIONS 64
@@ -36,7 +37,9 @@ struct fc_agent {
   struct fc_migration *migrations[FC_MAX_MIGRATIONS];
   unsigned nr_migrations;
   struct fc_migr_listener *listener;
-  struct fc_dm_engine *dm;          /* engine = dmcache; NULL for ucache */
+  const struct fc_engine_ops *engine;
+  /* The engines' own state: dev and md for ucache, dm for dmcache. */
+  struct fc_dm_engine *dm;
 };
 
 /* Open the cache, recover its metadata, re-attach the persisted volumes
@@ -61,6 +64,8 @@ int fc_agent_attach_locked(struct fc_agent *agent, const struct fc_attach_reques
 int fc_agent_detach_locked(struct fc_agent *agent, const char *id,
                            char *err, size_t errlen);
 struct fc_volume *fc_agent_find_locked(struct fc_agent *agent, const char *id);
+/* The engine released the volume: take it out of the registry and free it. */
+void fc_agent_forget_locked(struct fc_agent *agent, struct fc_volume *v);
 
 /* Internal to agent.c and recovery.c. */
 int fc_agent_recover(struct fc_agent *agent, bool was_clean, char *err, size_t errlen);

@@ -6,6 +6,7 @@
 
 #include "agent.h"
 #include "control_ops.h"
+#include "engine.h"
 #include "migration.h"
 
 static struct fc_migration *
@@ -28,6 +29,13 @@ fc_op_migration_incoming(void *opaque, json_t *args, json_t **result, char *err,
 int
 fc_op_migration_settle(void *opaque, json_t *args, json_t **result, char *err, size_t errlen)
 {
+  struct fc_agent *agent = opaque;
+
+  if (!agent->engine->migr->can_settle) {
+    snprintf(err, errlen, "settling a failed migration is not implemented for engine "
+             "%s (see doc/dmcache.rst)", agent->engine->name);
+    return -ENOTSUP;
+  }
   return fc_migration_settle(opaque, args, result, err, errlen);
 }
 

@@ -17,27 +17,15 @@
 #include "dm_cache.h"
 #include "dm_dev.h"
 #include "dm_engine.h"
+#include "dm_priv.h"
+#include "engine.h"
+#include "migration.h"
 #include "flash_pool.h"
 #include "log.h"
 
-#define SECTOR 512u
+#define SECTOR FC_SECTOR
 #define MAX_SEGS 256
 #define DRAIN_TIMEOUT_S 120
-
-struct fc_dm_engine {
-  struct fc_flash_pool pool;
-  char pool_path[FC_PATH_MAX + 32];
-  uint64_t block_sectors;
-};
-
-struct fc_dmvol {
-  char name[FC_DM_NAME_MAX], meta[FC_DM_NAME_MAX], data[FC_DM_NAME_MAX];
-  uint64_t origin_sectors;
-  dev_t origin_dev, data_dev;
-  /* /sys/.../stat sectors at attach or adoption: the byte counters are
-   * deltas from here, what this cache sent to origin and flash. */
-  uint64_t base[4];
-};
 
 enum { ORIGIN_RD, ORIGIN_WR, CACHE_RD, CACHE_WR };
 
@@ -49,14 +37,14 @@ names(const struct fc_agent *agent, const char *id, struct fc_dmvol *dv)
   snprintf(dv->data, sizeof dv->data, "%s-%s-cdata", agent->cfg.dm_prefix, id);
 }
 
-static void
-uuid_of(uint64_t tag, const char *role, char *buf, size_t len)
+void
+fc_dmv_uuid(uint64_t tag, const char *role, char *buf, size_t len)
 {
   snprintf(buf, len, "FCACHE-%016" PRIx64 "-%s", tag, role);
 }
 
-static void
-owner_of(const char *id, const char *role, char *buf, size_t len)
+void
+fc_dmv_owner(const char *id, const char *role, char *buf, size_t len)
 {
   snprintf(buf, len, "%s/%s", id, role);
 }
@@ -142,8 +130,8 @@ linear_targets(struct fc_agent *agent, const char *owner, struct fc_dm_target *t
 
 /* A new cache starts from a zeroed first metadata block: the kernel then
  * formats fresh metadata instead of trusting whatever the flash held. */
-static int
-zero_metadata(struct fc_agent *agent, const char *owner, char *err, size_t errlen)
+int
+fc_dmv_zero_first_block(struct fc_agent *agent, const char *owner, char *err, size_t errlen)
 {
   const struct fc_flash_seg *seg;
   void *buf = NULL;
@@ -173,10 +161,6 @@ out:
  * UUID (an agent that stopped half-way through building, or a device
  * stack partly removed by hand); another device of that name is refused. */
 static int
-create_linear(struct fc_agent *agent, struct fc_volume *v, const char *name,
-              const char *role, char *err, size_t errlen);
-
-static int
 ensure_linear(struct fc_agent *agent, struct fc_volume *v, const char *name,
               const char *role, bool *made, char *err, size_t errlen)
 {
@@ -187,7 +171,7 @@ ensure_linear(struct fc_agent *agent, struct fc_volume *v, const char *name,
   *made = false;
   if (r)
     return r;
-  uuid_of(v->p.tag, role, uuid, sizeof uuid);
+  fc_dmv_uuid(v->p.tag, role, uuid, sizeof uuid);
   if (info.exists && !strcmp(info.uuid, uuid))
     return 0;
   if (info.exists) {
@@ -196,14 +180,14 @@ ensure_linear(struct fc_agent *agent, struct fc_volume *v, const char *name,
              info.uuid);
     return -EEXIST;
   }
-  r = create_linear(agent, v, name, role, err, errlen);
+  r = fc_dmv_create_linear(agent, v, name, role, err, errlen);
   *made = !r;
   return r;
 }
 
-static int
-create_linear(struct fc_agent *agent, struct fc_volume *v, const char *name,
-              const char *role, char *err, size_t errlen)
+int
+fc_dmv_create_linear(struct fc_agent *agent, struct fc_volume *v, const char *name,
+                     const char *role, char *err, size_t errlen)
 {
   struct fc_dm_target *t = calloc(MAX_SEGS, sizeof *t);
   char (*params)[FC_PATH_MAX + 32] = calloc(MAX_SEGS, sizeof *params);
@@ -213,8 +197,8 @@ create_linear(struct fc_agent *agent, struct fc_volume *v, const char *name,
 
   if (!t || !params)
     goto out;
-  owner_of(v->p.id, role, owner, sizeof owner);
-  uuid_of(v->p.tag, role, uuid, sizeof uuid);
+  fc_dmv_owner(v->p.id, role, owner, sizeof owner);
+  fc_dmv_uuid(v->p.tag, role, uuid, sizeof uuid);
   r = linear_targets(agent, owner, t, params, &nr, err, errlen);
   if (!r)
     r = fc_dm_create(name, uuid, t, nr, err, errlen);
@@ -224,8 +208,8 @@ out:
   return r;
 }
 
-static int
-cache_params(struct fc_agent *agent, struct fc_volume *v, enum fc_dmc_mode mode,
+int
+fc_dmv_cache_params(struct fc_agent *agent, struct fc_volume *v, enum fc_dmc_mode mode,
              const char *policy, char *buf, size_t len, char *err, size_t errlen)
 {
   struct fc_dmvol *dv = v->dm;
@@ -266,8 +250,8 @@ build(struct fc_agent *agent, struct fc_volume *v, bool fresh, char *err, size_t
 
   bool made_meta = false, made_data = false;
 
-  owner_of(v->p.id, "cmeta", owner, sizeof owner);
-  if (fresh && (r = zero_metadata(agent, owner, err, errlen)))
+  fc_dmv_owner(v->p.id, "cmeta", owner, sizeof owner);
+  if (fresh && (r = fc_dmv_zero_first_block(agent, owner, err, errlen)))
     return r;
   r = ensure_linear(agent, v, dv->meta, "cmeta", &made_meta, err, errlen);
   if (r)
@@ -275,11 +259,11 @@ build(struct fc_agent *agent, struct fc_volume *v, bool fresh, char *err, size_t
   r = ensure_linear(agent, v, dv->data, "cdata", &made_data, err, errlen);
   if (r)
     goto undo_meta;
-  r = cache_params(agent, v, fc_dmc_mode_for(v->p.write_policy), "smq", params,
+  r = fc_dmv_cache_params(agent, v, fc_dmc_mode_for(v->p.write_policy), "smq", params,
                    sizeof params, err, errlen);
   if (r)
     goto undo_data;
-  uuid_of(v->p.tag, "cache", uuid, sizeof uuid);
+  fc_dmv_uuid(v->p.tag, "cache", uuid, sizeof uuid);
   r = fc_dm_create(dv->name, uuid,
                    &(struct fc_dm_target){ 0, dv->origin_sectors, "cache", params }, 1,
                    err, errlen);
@@ -329,16 +313,16 @@ release_space(struct fc_agent *agent, const char *id)
 {
   char owner[FC_FLASH_OWNER_MAX], e2[256];
 
-  owner_of(id, "cmeta", owner, sizeof owner);
+  fc_dmv_owner(id, "cmeta", owner, sizeof owner);
   fc_flash_pool_free(&agent->dm->pool, owner);
-  owner_of(id, "cdata", owner, sizeof owner);
+  fc_dmv_owner(id, "cdata", owner, sizeof owner);
   fc_flash_pool_free(&agent->dm->pool, owner);
   if (fc_flash_pool_save(&agent->dm->pool, agent->dm->pool_path, e2, sizeof e2))
     log_error("%s", e2);
 }
 
-int
-fc_dm_attach_locked(struct fc_agent *agent, const struct fc_attach_request *req,
+static int
+dm_attach(struct fc_agent *agent, const struct fc_attach_request *req,
                     struct fc_volume **out, char *err, size_t errlen)
 {
   struct fc_dm_engine *e = agent->dm;
@@ -421,11 +405,11 @@ fc_dm_attach_locked(struct fc_agent *agent, const struct fc_attach_request *req,
       r = -ENOSPC;
       goto out;
     }
-    owner_of(v->p.id, "cmeta", owner, sizeof owner);
+    fc_dmv_owner(v->p.id, "cmeta", owner, sizeof owner);
     r = fc_flash_pool_alloc(&e->pool, owner, meta);
     if (!r) {
       allocated = true;
-      owner_of(v->p.id, "cdata", owner, sizeof owner);
+      fc_dmv_owner(v->p.id, "cdata", owner, sizeof owner);
       r = fc_flash_pool_alloc(&e->pool, owner, size);
     }
     if (r) {
@@ -469,8 +453,8 @@ out:
   return r;
 }
 
-static int
-status_of(const struct fc_dmvol *dv, struct fc_dmc_status *st, char *err, size_t errlen)
+int
+fc_dmv_status(const struct fc_dmvol *dv, struct fc_dmc_status *st, char *err, size_t errlen)
 {
   char params[1024];
   int r = fc_dm_status(dv->name, params, sizeof params, err, errlen);
@@ -483,50 +467,58 @@ status_of(const struct fc_dmvol *dv, struct fc_dmc_status *st, char *err, size_t
   return r;
 }
 
-static int
-reload_cache(struct fc_agent *agent, struct fc_volume *v, enum fc_dmc_mode mode,
-             const char *policy, char *err, size_t errlen)
+int
+fc_dmv_swap(const char *name, const struct fc_dm_target *t, char *err, size_t errlen)
 {
-  char params[FC_ORIGIN_MAX + 128];
-  int r = cache_params(agent, v, mode, policy, params, sizeof params, err, errlen);
+  struct fc_dm_info info;
+  int r = fc_dm_reload(name, t, 1, err, errlen);
 
+  if (!r && !(r = fc_dm_info(name, &info)) && !info.suspended)
+    r = fc_dm_suspend(name, err, errlen);
   if (!r)
-    r = fc_dm_reload(v->dm->name,
-                     &(struct fc_dm_target){ 0, v->dm->origin_sectors, "cache", params },
-                     1, err, errlen);
-  if (!r)
-    r = fc_dm_suspend(v->dm->name, err, errlen);
-  if (!r)
-    r = fc_dm_resume(v->dm->name, err, errlen);
+    r = fc_dm_resume(name, err, errlen);
   return r;
 }
 
-/* Write every dirty block back with the cleaner policy, then return to
- * smq.  The VM has closed the device, so nothing dirties it again. */
-static int
-drain(struct fc_agent *agent, struct fc_volume *v, char *err, size_t errlen)
+int
+fc_dmv_load_cache(struct fc_agent *agent, struct fc_volume *v, enum fc_dmc_mode mode,
+                  const char *policy, char *err, size_t errlen)
+{
+  char params[FC_ORIGIN_MAX + 128];
+  int r = fc_dmv_cache_params(agent, v, mode, policy, params, sizeof params, err, errlen);
+
+  if (!r)
+    r = fc_dmv_swap(v->dm->name,
+                    &(struct fc_dm_target){ 0, v->dm->origin_sectors, "cache", params },
+                    err, errlen);
+  return r;
+}
+
+/* The VM has closed the device (detach) or left the host (migration), so
+ * nothing dirties it again while the cleaner runs. */
+int
+fc_dmv_drain(struct fc_agent *agent, struct fc_volume *v, char *err, size_t errlen)
 {
   struct fc_dmc_status st;
-  int r = reload_cache(agent, v, FC_DMC_WRITEBACK, "cleaner", err, errlen);
+  int r = fc_dmv_load_cache(agent, v, FC_DMC_WRITEBACK, "cleaner", err, errlen);
 
   for (int i = 0; !r && i < DRAIN_TIMEOUT_S * 10; i++) {
-    r = status_of(v->dm, &st, err, errlen);
+    r = fc_dmv_status(v->dm, &st, err, errlen);
     if (r || st.fail || st.dirty_blocks == 0)
       break;
     nanosleep(&(struct timespec){ 0, 100 * 1000 * 1000 }, NULL);
   }
   if (!r && (st.fail || st.dirty_blocks)) {
-    snprintf(err, errlen, "cannot detach volume %s: %llu dirty blocks could not be "
-             "written back to %s%s; the volume stays attached", v->p.id,
-             (unsigned long long)st.dirty_blocks, v->p.origin,
+    snprintf(err, errlen, "cannot write back the %llu dirty blocks of volume %s to "
+             "%s%s", (unsigned long long)st.dirty_blocks, v->p.id, v->p.origin,
              st.fail ? " (the cache device failed)" : " in time");
     r = -EIO;
   }
   return r;
 }
 
-int
-fc_dm_detach_locked(struct fc_agent *agent, const char *id, char *err, size_t errlen)
+static int
+dm_detach(struct fc_agent *agent, const char *id, char *err, size_t errlen)
 {
   struct fc_volume *v = fc_agent_find_locked(agent, id);
   struct fc_dm_info info;
@@ -550,16 +542,23 @@ fc_dm_detach_locked(struct fc_agent *agent, const char *id, char *err, size_t er
              "release it before detach", id, v->dm->name, info.open_count);
     return -EBUSY;
   }
-  if (info.exists && v->p.write_policy == FC_WRITE_BACK) {
-    r = drain(agent, v, err, errlen);
+  /* A volume a finished migration releases is not drained: its blocks
+   * are at the destination, or older than what the VM wrote there. */
+  if (info.exists && v->p.write_policy == FC_WRITE_BACK && !v->releasing) {
+    r = fc_dmv_drain(agent, v, err, errlen);
     if (r) {
-      if (reload_cache(agent, v, FC_DMC_WRITEBACK, "smq", e2, sizeof e2))
+      char msg[512];
+      snprintf(msg, sizeof msg, "cannot detach volume %s: %s; the volume stays "
+               "attached", id, err);
+      snprintf(err, errlen, "%s", msg);
+      if (fc_dmv_load_cache(agent, v, FC_DMC_WRITEBACK, "smq", e2, sizeof e2))
         log_error("volume %s: cannot return to smq after a failed drain: %s", id, e2);
       return r;
     }
   }
   /* Removing the cache suspends it: dirty bits and hints reach the
    * metadata, which nobody needs any more. */
+  fc_dm_migr_detach(agent, v);
   if ((info.exists && (r = fc_dm_remove(v->dm->name, err, errlen))) ||
       (r = fc_dm_remove(v->dm->data, err, errlen)) ||
       (r = fc_dm_remove(v->dm->meta, err, errlen)))
@@ -568,18 +567,13 @@ fc_dm_detach_locked(struct fc_agent *agent, const char *id, char *err, size_t er
   r = fc_volume_params_remove(agent->volumes_dir, id);
   if (r)
     log_warning("volume %s: cannot remove its state file: %s", id, strerror(-r));
-  for (unsigned i = 0; i < agent->nr_volumes; i++)
-    if (agent->volumes[i] == v) {
-      agent->volumes[i] = agent->volumes[--agent->nr_volumes];
-      break;
-    }
-  fc_volume_free(v);
+  fc_agent_forget_locked(agent, v);
   log_info("volume %s detached (dmcache)", id);
   return 0;
 }
 
-json_t *
-fc_dm_volume_json(struct fc_agent *agent, struct fc_volume *v)
+static json_t *
+dm_volume_json(struct fc_agent *agent, struct fc_volume *v)
 {
   struct fc_dmc_status st;
   uint64_t now[4], bs = agent->dm->block_sectors * SECTOR;
@@ -595,7 +589,13 @@ fc_dm_volume_json(struct fc_agent *agent, struct fc_volume *v)
   if (!o)
     return NULL;
   json_object_set_new(o, "dm_device", json_string(v->dm->name));
-  if (v->error[0] || status_of(v->dm, &st, err, sizeof err)) {
+  if (v->error[0] || fc_dmv_status(v->dm, &st, err, sizeof err)) {
+    /* A migrating volume's export is not a cache table for a while
+     * (dm_migr.c): say so rather than "unavailable". */
+    if (!v->error[0] && v->dm->migr) {
+      json_object_set_new(o, "state", json_string("migrating"));
+      return o;
+    }
     json_object_set_new(o, "state", json_string("unavailable"));
     json_object_set_new(o, "error", json_string(v->error[0] ? v->error : err));
     return o;
@@ -636,8 +636,8 @@ fc_dm_volume_json(struct fc_agent *agent, struct fc_volume *v)
   return o;
 }
 
-json_t *
-fc_dm_status_json(struct fc_agent *agent)
+static json_t *
+dm_status_json(struct fc_agent *agent)
 {
   struct fc_dm_engine *e = agent->dm;
   uint64_t used = fc_flash_pool_used(&e->pool) * FC_FLASH_EXTENT, meta = 0;
@@ -647,7 +647,7 @@ fc_dm_status_json(struct fc_agent *agent)
     struct fc_volume *v = agent->volumes[i];
     char owner[FC_FLASH_OWNER_MAX];
 
-    owner_of(v->p.id, "cmeta", owner, sizeof owner);
+    fc_dmv_owner(v->p.id, "cmeta", owner, sizeof owner);
     meta += fc_flash_pool_owned(&e->pool, owner) * FC_FLASH_EXTENT;
     json_array_append_new(vols, json_pack("{s:s, s:s, s:s, s:I}", "volume_id", v->p.id,
                                           "export_uri", v->error[0] ? "" : v->export_uri,
@@ -670,7 +670,18 @@ fc_dm_status_json(struct fc_agent *agent)
 void
 fc_dmvol_free(struct fc_dmvol *dv)
 {
+  if (dv)
+    fc_dm_migr_free(dv->migr);
   free(dv);
+}
+
+static void
+engine_free(struct fc_dm_engine *e)
+{
+  if (!e)
+    return;
+  fc_flash_pool_fini(&e->pool);
+  free(e);
 }
 
 /* ---- start-up: adopt our devices, refuse the others ---- */
@@ -690,7 +701,7 @@ adopt(struct fc_agent *agent, struct fc_volume *v)
     return;
   }
   dv->origin_sectors = obytes / SECTOR;
-  uuid_of(v->p.tag, "cache", expect, sizeof expect);
+  fc_dmv_uuid(v->p.tag, "cache", expect, sizeof expect);
   if (fc_dm_info(dv->name, &info)) {
     snprintf(v->error, sizeof v->error, "cannot query device-mapper for %s", dv->name);
     return;
@@ -722,6 +733,12 @@ adopt_dm(struct fc_agent *agent, struct fc_volume *v)
   if (!(v->dm = calloc(1, sizeof *v->dm)))
     return -ENOMEM;
   adopt(agent, v);
+  if (!v->error[0] && v->p.migration[0])
+    /* The kernel may still serve the device; the agent will not manage
+     * it (detach, migrate) while the other host may hold newer blocks. */
+    snprintf(v->error, sizeof v->error, "live migration %s did not complete: the "
+             "current copy of some blocks may be on the other host; the agent "
+             "leaves %s alone (see doc/dmcache.rst)", v->p.migration, v->dm->name);
   if (v->error[0])
     log_error("volume %s is unavailable: %s", v->p.id, v->error);
   return 0;
@@ -752,8 +769,8 @@ report_stranger(void *ctx, const char *name)
   return 0;
 }
 
-int
-fc_dm_engine_open(struct fc_agent *agent, char *err, size_t errlen)
+static int
+dm_open(struct fc_agent *agent, char *err, size_t errlen)
 {
   const struct fc_config *cfg = &agent->cfg;
   struct fc_dm_engine *e;
@@ -785,7 +802,7 @@ fc_dm_engine_open(struct fc_agent *agent, char *err, size_t errlen)
   snprintf(e->pool_path, sizeof e->pool_path, "%s/flash_pool", cfg->state_dir);
   r = fc_flash_pool_load(&e->pool, e->pool_path, err, errlen);
   if (r) {
-    fc_dm_engine_close(e);
+    engine_free(e);
     return r;
   }
   agent->dm = e;
@@ -797,16 +814,40 @@ fc_dm_engine_open(struct fc_agent *agent, char *err, size_t errlen)
       fc_volume_free(agent->volumes[i]);
     agent->nr_volumes = 0;
     agent->dm = NULL;
-    fc_dm_engine_close(e);
+    engine_free(e);
   }
   return r;
 }
 
-void
-fc_dm_engine_close(struct fc_dm_engine *e)
+/* The dm-cache devices keep serving the VMs; a restarted agent adopts
+ * them.  Only memory is freed. */
+static int
+dm_close(struct fc_agent *agent)
 {
-  if (!e)
-    return;
-  fc_flash_pool_fini(&e->pool);
-  free(e);
+  for (unsigned i = 0; i < agent->nr_volumes; i++)
+    fc_volume_free(agent->volumes[i]);
+  log_info("dmcache: %u volume(s) left serving, to be adopted at next start",
+           agent->nr_volumes);
+  agent->nr_volumes = 0;
+  engine_free(agent->dm);
+  agent->dm = NULL;
+  return 0;
 }
+
+static bool
+dm_serving(const struct fc_volume *v)
+{
+  return v->dm && !v->error[0];
+}
+
+const struct fc_engine_ops fc_dm_engine = {
+  .name = "dmcache",
+  .open = dm_open,
+  .close = dm_close,
+  .attach = dm_attach,
+  .detach = dm_detach,
+  .serving = dm_serving,
+  .volume_json = dm_volume_json,
+  .status_json = dm_status_json,
+  .migr = &fc_dm_migr_ops,
+};

@@ -10,34 +10,22 @@
  * device that merely has the same name.  The devices outlive the agent:
  * stopping the agent never stops the VM's I/O.
  *
- * All calls are made under agent->lock (libdevmapper is not thread-safe). */
+ * libdevmapper is not thread-safe: every device-mapper call is made under
+ * agent->lock. */
 #ifndef FCACHE_DM_ENGINE_H
 #define FCACHE_DM_ENGINE_H
 
-#include <jansson.h>
-#include <stddef.h>
+#include "engine.h"
 
-struct fc_agent;
-struct fc_attach_request;
-struct fc_volume;
-struct fc_dm_engine;
 struct fc_dmvol;
 
-/* Open the flash pool, then adopt or re-create the persisted volumes'
- * devices.  Sets agent->dm. */
-int fc_dm_engine_open(struct fc_agent *agent, char *err, size_t errlen);
-/* Frees memory only; the devices keep serving. */
-void fc_dm_engine_close(struct fc_dm_engine *e);
-
-int fc_dm_attach_locked(struct fc_agent *agent, const struct fc_attach_request *req,
-                        struct fc_volume **out, char *err, size_t errlen);
-/* write_back volumes are drained with the cleaner policy first; a device
- * the VM still holds open is refused with -EBUSY. */
-int fc_dm_detach_locked(struct fc_agent *agent, const char *id, char *err,
-                        size_t errlen);
-
-json_t *fc_dm_volume_json(struct fc_agent *agent, struct fc_volume *v);
-json_t *fc_dm_status_json(struct fc_agent *agent);
+/* The engine's operations (engine.h): open adopts or re-creates the
+ * persisted volumes' devices, close frees memory only (the devices keep
+ * serving), detach drains a write_back volume with the cleaner policy
+ * first and refuses a device the VM still holds open (-EBUSY). */
+extern const struct fc_engine_ops fc_dm_engine;
+/* Live migration with the kernel data path (dm_migr.c). */
+extern const struct fc_engine_migr_ops fc_dm_migr_ops;
 
 void fc_dmvol_free(struct fc_dmvol *dv);
 

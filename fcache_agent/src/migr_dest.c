@@ -13,7 +13,7 @@
 #include "deadline.h"
 #include "log.h"
 #include "migration.h"
-#include "ucache.h"
+#include "engine.h"
 
 #define CREDITS 256u           /* background blocks in flight per stream */
 #define FETCH_TIMEOUT_S 10
@@ -37,19 +37,14 @@ struct fetch_wait {
   int r;
 };
 
-static enum fc_ucache_migr_mode
-mode_of(enum fc_strategy s)
-{
-  switch (s) {
-  case FC_STRAT_FIREPAN_IF: return FC_MIGR_BYPASS;
-  case FC_STRAT_CLOUDCACHE:
-  case FC_STRAT_HYBRID: return FC_MIGR_ONDEMAND;
-  default: return FC_MIGR_PLAIN;
-  }
-}
+#define OPS(m) ((m)->agent->engine->migr)
 
-static int
-dest_fetch(void *ctx, oblock_t ob, void *data, bool *dirty, bool required)
+/* The engine's way to ask the source for one block (ucache's on-demand
+ * strategies); see fc_ucache_fetch_fn. */
+int fc_migr_dest_fetch(void *ctx, oblock_t ob, void *data, bool *dirty, bool required);
+
+int
+fc_migr_dest_fetch(void *ctx, oblock_t ob, void *data, bool *dirty, bool required)
 {
   struct fc_migration *m = ctx;
   struct fetch_wait w = { .ob = ob.n, .data = data };
@@ -117,7 +112,6 @@ deliver_reply(struct fc_migration *m, uint64_t id, uint16_t flags, const uint8_t
 static int
 on_list(struct fc_migration *m, const uint8_t *p, uint32_t len)
 {
-  struct fc_ucache *uc = m->vol->uc;
   int r = 0;
 
   for (uint32_t i = 0; i + 8 <= len && !r; i += 8) {
@@ -140,8 +134,8 @@ on_list(struct fc_migration *m, const uint8_t *p, uint32_t len)
       m->blocks_total = m->hot_n;
       pthread_mutex_unlock(&m->lock);
     } else {
-      r = fc_ucache_migr_add_remote(uc, to_oblock(id & ~FC_XFER_DIRTY_BIT),
-                                    id & FC_XFER_DIRTY_BIT);
+      r = OPS(m)->in_add_remote(m, to_oblock(id & ~FC_XFER_DIRTY_BIT),
+                                id & FC_XFER_DIRTY_BIT);
     }
   }
   return r;
@@ -151,8 +145,8 @@ static void
 complete(struct fc_migration *m)
 {
   fc_migr_mark_volume(m, NULL);   /* the volume is wholly ours now */
-  if (m->vol && m->vol->uc)
-    fc_ucache_migr_unpin(m->vol->uc);
+  if (m->vol)
+    OPS(m)->in_completed(m);
   pthread_mutex_lock(&m->lock);
   if (m->state == FC_MS_SWITCHED || m->state == FC_MS_CONNECTED) {
     m->state = FC_MS_COMPLETED;
@@ -172,9 +166,7 @@ send_complete(struct fc_migration *m)
 
   /* Everything acknowledged must survive a crash of this host before
    * the source forgets it. */
-  r = fc_md_sync(m->agent->md);
-  if (!r)
-    r = fc_cachedev_sync(m->agent->dev);
+  r = OPS(m)->in_durable(m, true);
   if (!r)
     r = fc_xfer_send(&m->conn, FC_XFER_COMPLETE, 0, NULL, 0, NULL, 0);
   pthread_mutex_lock(&m->lock);
@@ -190,9 +182,9 @@ send_complete(struct fc_migration *m)
 static void
 source_lost(struct fc_migration *m, const char *when, const char *why)
 {
-  fc_ucache_migr_source_lost(m->vol->uc);
+  OPS(m)->in_lost(m);
   fc_migr_fail(m, "transfer stream from the source lost%s: %s%s", when, why,
-               fc_ucache_migr_remote_dirty(m->vol->uc) ?
+               OPS(m)->in_remote_dirty(m) ?
                "; dirty blocks still on the source are unreadable here until "
                "they are written back there" : "");
 }
@@ -221,7 +213,7 @@ dest_rx(void *arg)
         m->state = FC_MS_SWITCHED;
       pthread_cond_broadcast(&m->cond);
       pthread_mutex_unlock(&m->lock);
-      fc_ucache_migr_open_gate(m->vol->uc);
+      OPS(m)->in_switch(m);
       break;
     case FC_XFER_BLOCK:
       if (h.flags & FC_XFER_F_REPLY) {
@@ -272,7 +264,7 @@ dest_rx(void *arg)
   if (!m->stopping && !m->complete_sent && m->state != FC_MS_COMPLETED &&
       m->state != FC_MS_ABORTED) {
     if (m->strategy == FC_STRAT_FIREPAN_IF && m->switch_received)
-      m->invalidated += fc_ucache_migr_in_end(m->vol->uc);
+      m->invalidated += OPS(m)->in_end(m);
     source_lost(m, "", r == -ECONNABORTED ? "source aborted" : strerror(-r));
   }
   pthread_mutex_lock(&m->lock);
@@ -298,9 +290,7 @@ flush_acks(struct fc_migration *m, uint32_t credits)
   pthread_mutex_unlock(&m->lock);
   if (n) {
     /* Acknowledged means durable: the source frees these next. */
-    r = fc_cachedev_sync(m->agent->dev);
-    if (!r)
-      r = fc_md_sync(m->agent->md);
+    r = OPS(m)->in_durable(m, false);
     if (!r && ids)
       r = fc_xfer_send(&m->conn, FC_XFER_ACK, 0, ids, n * 8, NULL, 0);
   }
@@ -338,7 +328,7 @@ preload_thread(void *arg)
     pthread_mutex_unlock(&p->lock);
     if (i >= m->hot_n || m->stopping || m->state == FC_MS_ABORTED)
       break;
-    r = fc_ucache_migr_preload(m->vol->uc, to_oblock(m->hot[i]));
+    r = OPS(m)->in_preload(m, to_oblock(m->hot[i]));
     pthread_mutex_lock(&m->lock);
     m->blocks_done++;
     if (r == 0)
@@ -413,7 +403,7 @@ dest_worker(void *arg)
     if (have) {
       bool dirty = id & FC_XFER_DIRTY_BIT;
       oblock_t ob = to_oblock(id & ~FC_XFER_DIRTY_BIT);
-      int r = fc_ucache_migr_install_copy(m->vol->uc, ob, data, dirty);
+      int r = OPS(m)->in_install(m, ob, data, dirty);
 
       if (r < 0) {
         fc_migr_fail(m, "cannot install block %llu: %s",
@@ -454,22 +444,24 @@ dest_worker(void *arg)
         send_complete(m);         /* the source's start() returns */
         continue;
       }
-      fc_ucache_migr_in_end(m->vol->uc);
+      OPS(m)->in_end(m);
       complete(m);
       break;
     case FC_STRAT_CACHEMIOR:
-      fc_ucache_migr_in_end(m->vol->uc);
+      OPS(m)->in_end(m);
       send_complete(m);           /* the source holds nothing we need */
       preload(m);
+      if (OPS(m)->in_preloaded)
+        m->invalidated += OPS(m)->in_preloaded(m);
       complete(m);
       break;
     case FC_STRAT_NONE:
-      fc_ucache_migr_in_end(m->vol->uc);
+      OPS(m)->in_end(m);
       send_complete(m);
       complete(m);
       break;
     default:
-      m->invalidated += fc_ucache_migr_in_end(m->vol->uc);
+      m->invalidated += OPS(m)->in_end(m);
       send_complete(m);
       complete(m);
       break;
@@ -483,7 +475,6 @@ dest_worker(void *arg)
 int
 fc_migr_dest_begin(struct fc_migration *m)
 {
-  char path[FC_PATH_MAX + 100];
   struct dest_queue *q = calloc(1, sizeof *q);
 
   if (!q)
@@ -497,9 +488,7 @@ fc_migr_dest_begin(struct fc_migration *m)
     return -ENOMEM;
   }
   m->inq = q;
-  fc_migr_superseded_path(m->agent, m->volume_id, path, sizeof path);
-  return fc_ucache_migr_in_begin(m->vol->uc, mode_of(m->strategy), dest_fetch, m,
-                                 path);
+  return OPS(m)->in_begin(m);
 }
 
 int
@@ -509,7 +498,7 @@ fc_migr_dest_accept(struct fc_migration *m, int fd)
   int r;
 
   fc_xfer_conn_init(&m->conn, fd);
-  fc_ucache_migr_close_probe(m->vol->uc);
+  OPS(m)->in_connected(m);
   snprintf(welcome, sizeof welcome, "{\"credits\": %u}", CREDITS);
   r = fc_xfer_send_json(&m->conn, FC_XFER_WELCOME, welcome);
   if (r)

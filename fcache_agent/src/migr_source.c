@@ -13,7 +13,7 @@
 #include "agent.h"
 #include "log.h"
 #include "migration.h"
-#include "ucache.h"
+#include "engine.h"
 
 #define HANDSHAKE_TIMEOUT_S 10
 
@@ -67,7 +67,7 @@ source_rx(void *arg)
       bool release = m->state == FC_MS_SWITCHED;
       pthread_mutex_unlock(&m->lock);
       for (uint32_t i = 0; release && i + 8 <= h.length && m->vol; i += 8)
-        fc_ucache_migr_forget(m->vol->uc, to_oblock(fc_get_le64(buf + i)));
+        m->agent->engine->migr->out_forget(m, to_oblock(fc_get_le64(buf + i)));
       pthread_mutex_lock(&m->lock);
       break;
     }
@@ -106,7 +106,7 @@ send_reply(struct fc_migration *m, uint64_t ob, uint8_t *data)
   bool dirty = false;
   int r;
 
-  r = fc_ucache_migr_read_block(m->vol->uc, to_oblock(ob), data, &dirty);
+  r = m->agent->engine->migr->out_read(m, to_oblock(ob), data, &dirty);
   if (r == -ENOENT) {
     fc_put_le64(id, ob);
     return fc_xfer_send(&m->conn, FC_XFER_BLOCK, flags | FC_XFER_F_ABSENT, id, 8, NULL, 0);
@@ -138,7 +138,7 @@ send_batch(struct fc_migration *m, const uint64_t *obs, uint32_t n, uint8_t *buf
     bool dirty = false;
     uint8_t *e = buf + (size_t)k * stride;
 
-    r = fc_ucache_migr_read_block(m->vol->uc, to_oblock(obs[i]), e + 8, &dirty);
+    r = m->agent->engine->migr->out_read(m, to_oblock(obs[i]), e + 8, &dirty);
     if (r == -ENOENT) {
       skipped++;
       r = 0;
@@ -299,7 +299,7 @@ queue_background(struct fc_migration *m)
 {
   uint64_t *list;
   uint32_t n;
-  int r = fc_ucache_migr_snapshot(m->vol->uc, &list, &n, false);
+  int r = m->agent->engine->migr->out_list(m, &list, &n, false);
 
   if (r)
     return r;
@@ -322,8 +322,9 @@ fc_migr_source_firepan_copy(struct fc_migration *m, char *err, size_t errlen)
   int r;
 
   /* The caller keeps the VM paused: freeze so nothing can diverge. */
-  fc_ucache_migr_freeze(m->vol->uc, true);
-  fc_ucache_stop(m->vol->uc);
+  r = m->agent->engine->migr->out_freeze(m, false, err, errlen);
+  if (r)
+    return r;
   r = queue_background(m);
   if (r) {
     snprintf(err, errlen, "cannot list the cache: %s", strerror(-r));
@@ -369,7 +370,7 @@ send_list(struct fc_migration *m, const uint64_t *list, uint32_t n)
 int
 fc_migr_source_switch(struct fc_migration *m, char *err, size_t errlen)
 {
-  struct fc_ucache *uc = m->vol->uc;
+  const struct fc_engine_migr_ops *ops = m->agent->engine->migr;
   uint64_t t0 = fc_monotonic_ns();
   uint64_t *list = NULL;
   uint32_t n = 0;
@@ -377,25 +378,18 @@ fc_migr_source_switch(struct fc_migration *m, char *err, size_t errlen)
                m->strategy == FC_STRAT_FIREPAN_IF;
   int r = 0;
 
-  fc_ucache_migr_freeze(uc, true);
-  fc_ucache_stop(uc);
-  if (flush && m->vol->p.write_policy == FC_WRITE_BACK) {
-    /* These strategies let the VM read the origin on the destination:
-     * every dirty block must be there first.  This is downtime. */
-    r = fc_ucache_writeback_all(uc);
-    if (r) {
-      snprintf(err, errlen, "cannot write dirty blocks back before switchover: %s",
-               strerror(-r));
-      goto out;
-    }
-  }
+  /* These strategies let the VM read the origin on the destination:
+   * every dirty block must be there first.  This is downtime. */
+  r = ops->out_freeze(m, flush && m->vol->p.write_policy == FC_WRITE_BACK, err, errlen);
+  if (r)
+    goto out;
   switch (m->strategy) {
   case FC_STRAT_CACHEMIOR:
   case FC_STRAT_HYBRID:
-    r = fc_ucache_migr_snapshot(uc, &list, &n, false);
+    r = ops->out_list(m, &list, &n, false);
     break;
   case FC_STRAT_CLOUDCACHE:
-    r = fc_ucache_migr_snapshot(uc, &list, &n, true);
+    r = ops->out_list(m, &list, &n, true);
     break;
   default:
     break;

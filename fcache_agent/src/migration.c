@@ -13,7 +13,7 @@
 #include "agent.h"
 #include "log.h"
 #include "migration.h"
-#include "ucache.h"
+#include "engine.h"
 #include "volume.h"
 
 static const char *const strategy_names[] = {
@@ -149,6 +149,8 @@ migration_new(struct fc_agent *agent, json_t *args, enum fc_migr_role role,
              "firepan_if, cloudcache, hybrid (auto is resolved by the orchestrator)");
     return NULL;
   }
+  if (agent->engine->migr->supports(s, err, errlen))
+    return NULL;
   if (fc_migration_find(agent, id)) {
     snprintf(err, errlen, "migration %s already exists on this agent", id);
     return NULL;
@@ -323,7 +325,7 @@ fc_migration_outgoing(struct fc_agent *agent, json_t *args, json_t **result,
   fc_ratelimit_init(&m->rl, m->rate_limit_bps);
   pthread_mutex_lock(&agent->lock);
   v = fc_agent_find_locked(agent, m->volume_id);
-  if (!v || !v->uc || !v->srv) {
+  if (!v || !agent->engine->serving(v)) {
     pthread_mutex_unlock(&agent->lock);
     snprintf(err, errlen, "volume %s is not attached (and serving) on the source agent",
              m->volume_id);
@@ -413,7 +415,7 @@ fc_migration_finish(struct fc_migration *m, int timeout_ms, char *err, size_t er
    * synced: only now may the source forget them. */
   fc_migr_join(m);
   pthread_mutex_lock(&agent->lock);
-  r = fc_ucache_migr_forget_all(m->vol->uc);
+  r = agent->engine->migr->out_forget_all(m);
   m->vol->releasing = true;
   if (r == 0)
     r = fc_agent_detach_locked(agent, m->volume_id, err, errlen);
@@ -448,13 +450,11 @@ fc_migration_abort(struct fc_migration *m, char *err, size_t errlen)
   pthread_mutex_lock(&agent->lock);
   if (m->vol && m->role == FC_MIGR_SOURCE) {
     /* The VM stays here with its cache exactly as it was. */
-    fc_ucache_migr_freeze(m->vol->uc, false);
-    r = fc_ucache_start(m->vol->uc);
+    r = agent->engine->migr->out_thaw(m);
   } else if (m->vol) {
     /* Everything the destination got is still on the source: forget it,
      * never write it back (the source's copies may be newer by now). */
-    fc_ucache_migr_source_lost(m->vol->uc);
-    r = fc_ucache_migr_forget_all(m->vol->uc);
+    r = agent->engine->migr->in_forget_all(m);
     m->vol->releasing = true;
     if (!r)
       r = fc_agent_detach_locked(agent, m->volume_id, err, errlen);
@@ -499,17 +499,9 @@ fc_migration_json(struct fc_migration *m)
     if (m->error[0])
       json_object_set_new(o, "error", json_string(m->error));
   }
-  if (o && m->vol && m->vol->uc) {
-    struct fc_ucache_migr_stats st;
-    /* Under m->lock: a detach clears m->vol under it. */
-    fc_ucache_migr_stats(m->vol->uc, &st);
-    json_object_set_new(o, "fetched_blocks", json_integer((json_int_t)st.fetched));
-    json_object_set_new(o, "fetch_fallbacks", json_integer((json_int_t)st.fetch_fallbacks));
-    json_object_set_new(o, "discarded_copies", json_integer((json_int_t)st.discarded));
-    json_object_set_new(o, "installed_copies", json_integer((json_int_t)st.installed_copies));
-    json_object_set_new(o, "remote_dirty_blocks", json_integer(st.remote_dirty));
-    json_object_set_new(o, "remote_clean_blocks", json_integer(st.remote_clean));
-  }
+  /* Under m->lock: a detach clears m->vol under it. */
+  if (o && m->vol)
+    m->agent->engine->migr->stats_json(m, o);
   pthread_mutex_unlock(&m->lock);
   return o;
 }
@@ -537,8 +529,8 @@ fc_migration_stop_all(struct fc_agent *agent)
   pthread_mutex_lock(&agent->migr_lock);
   for (unsigned i = 0; i < agent->nr_migrations; i++) {
     struct fc_migration *m = agent->migrations[i];
-    if (m->vol && m->vol->uc && m->role == FC_MIGR_DEST)
-      fc_ucache_migr_shutdown(m->vol->uc);
+    if (m->vol && m->role == FC_MIGR_DEST)
+      agent->engine->migr->in_shutdown(m);
     fc_migr_join(m);
     free(m->bg);
     free(m->fetchq);

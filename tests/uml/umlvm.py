@@ -33,7 +33,7 @@ LINUX = '/usr/bin/linux.uml'
 MODULE_ROOT = '/usr/lib/uml/modules'
 # Load order matters: each module's dependencies come before it.
 MODULES = ('dm-mod', 'dm-bufio', 'dm-bio-prison', 'dm-persistent-data',
-           'dm-cache', 'dm-cache-smq', 'dm-era', 'dm-flakey')
+           'dm-cache', 'dm-cache-smq', 'dm-era', 'dm-flakey', 'dm-delay')
 
 
 class UmlError(AssertionError):
@@ -84,6 +84,8 @@ mountpoint -q /dev || mount -t devtmpfs dev /dev
 # Sockets and runtime files live on a tmpfs: unix sockets on hostfs would
 # be host files the guest cannot connect through.
 mount -t tmpfs -o size=64m tmpfs {rt}
+# Loopback for the agents' migration listeners (127.0.0.1).
+ip link set lo up 2>/dev/null || ifconfig lo up
 {{
   for m in {modules}; do insmod "$m" || echo "umlvm: insmod $m failed"; done
   ln -sf /proc/self/fd /dev/fd 2>/dev/null

@@ -39,7 +39,7 @@ def check(cond, msg):
 
 class Agent(object):
     def __init__(self, name='a', prefix='fcache', flash=FLASH,
-                 cache_size='40M', block_size='64K'):
+                 cache_size='40M', block_size='64K', extra=''):
         self.dir = os.path.join(RT, name)
         os.makedirs(os.path.join(self.dir, 'state'), exist_ok=True)
         self.sock = os.path.join(self.dir, 'agent.sock')
@@ -49,9 +49,9 @@ class Agent(object):
             f.write('[agent]\nengine = dmcache\ncontrol_socket = %s\n'
                     'state_dir = %s/state\nexport_dir = %s/exports\n'
                     'cache_path = %s\ncache_size = %s\nblock_size = %s\n'
-                    'dm_prefix = %s\nlog_level = debug\n' % (
+                    'dm_prefix = %s\nlog_level = debug\n%s' % (
                         self.sock, self.dir, self.dir, flash, cache_size,
-                        block_size, prefix))
+                        block_size, prefix, extra))
         self.proc = None
 
     def start(self, expect_ok=True):
