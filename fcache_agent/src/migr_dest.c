@@ -167,10 +167,16 @@ send_complete(struct fc_migration *m)
   /* Everything acknowledged must survive a crash of this host before
    * the source forgets it. */
   r = OPS(m)->in_durable(m, true);
-  if (!r)
-    r = fc_xfer_send(&m->conn, FC_XFER_COMPLETE, 0, NULL, 0, NULL, 0);
+  if (r)
+    return r;
+  pthread_mutex_lock(&m->lock);
+  m->complete_sending = true;
+  pthread_mutex_unlock(&m->lock);
+  r = fc_xfer_send(&m->conn, FC_XFER_COMPLETE, 0, NULL, 0, NULL, 0);
   pthread_mutex_lock(&m->lock);
   m->complete_sent = r == 0;
+  m->complete_sending = false;
+  pthread_cond_broadcast(&m->cond);
   pthread_mutex_unlock(&m->lock);
   return r;
 }
@@ -195,6 +201,7 @@ dest_rx(void *arg)
   struct fc_migration *m = arg;
   uint8_t *buf = malloc(FC_XFER_MAX_PAYLOAD);
   struct fc_xfer_header h;
+  bool lost;
   int r = buf ? 0 : -ENOMEM;
 
   while (!r) {
@@ -261,8 +268,13 @@ dest_rx(void *arg)
   }
   free(buf);
   /* After COMPLETE the source owes us nothing: its going away is normal. */
-  if (!m->stopping && !m->complete_sent && m->state != FC_MS_COMPLETED &&
-      m->state != FC_MS_ABORTED) {
+  pthread_mutex_lock(&m->lock);
+  while (m->complete_sending)
+    pthread_cond_wait(&m->cond, &m->lock);
+  lost = !m->stopping && !m->complete_sent && m->state != FC_MS_COMPLETED &&
+         m->state != FC_MS_ABORTED;
+  pthread_mutex_unlock(&m->lock);
+  if (lost) {
     if (m->strategy == FC_STRAT_FIREPAN_IF && m->switch_received)
       m->invalidated += OPS(m)->in_end(m);
     source_lost(m, "", r == -ECONNABORTED ? "source aborted" : strerror(-r));

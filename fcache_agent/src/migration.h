@@ -96,6 +96,10 @@ struct fc_migration {
   uint64_t *to_ack;              /* dirty blocks installed, not yet acked */
   uint32_t to_ack_n, to_ack_cap;
   bool switch_received, done_received, complete_sent;
+  /* dest: COMPLETE is being sent.  The source may get it, let go and close
+   * the stream before the send returns; the receiver must not take that
+   * close for a lost source. */
+  bool complete_sending;
 };
 
 const char *fc_strategy_name(enum fc_strategy s);
