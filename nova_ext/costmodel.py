@@ -26,6 +26,13 @@ VM's IOPS is ``H*F + (1-H)*S`` for hit ratio ``H``, flash ``F`` and storage
   downtime of ``D / O``), otherwise ``cachemior`` (rebuild from storage,
   ``C / O`` of background reads).
 * With nothing cached, ``none``.
+
+On the ``dmcache`` engine a kernel miss cannot be served from a peer, so
+the on-demand strategies are not available (doc/dmcache.rst): where the
+model picks ``hybrid`` it takes ``firepan_if`` (the copy while the VM runs,
+the kernel's passthrough mode as the invalidation filter), and where it
+picks ``cloudcache`` it takes ``cachemior`` (dirty blocks are cleaned to
+the storage first).
 """
 
 STRATEGIES = ('none', 'cachemior', 'firepan', 'firepan_if', 'cloudcache',
@@ -45,6 +52,22 @@ def choose_strategy(volume, link_bps=None, origin_bps=None,
     link = float(link_bps or DEFAULT_LINK_BPS)
     origin = float(origin_bps or DEFAULT_ORIGIN_BPS)
 
+    strategy, reason = _choose(cached, dirty, link, origin, max_downtime_s)
+    if volume.get('engine') == 'dmcache' and strategy in DMCACHE_INSTEAD:
+        strategy, why = DMCACHE_INSTEAD[strategy]
+        reason = '%s; %s' % (reason, why)
+    return strategy, reason
+
+
+DMCACHE_INSTEAD = {
+    'hybrid': ('firepan_if', 'engine dmcache cannot fetch on demand: '
+               'firepan_if copies while running'),
+    'cloudcache': ('cachemior', 'engine dmcache cannot fetch on demand: '
+                   'cachemior cleans dirty blocks and preloads'),
+}
+
+
+def _choose(cached, dirty, link, origin, max_downtime_s):
     if cached == 0:
         return 'none', 'nothing is cached'
     copy_s = cached / link

@@ -50,3 +50,29 @@ def test_every_choice_is_a_strategy_the_agent_knows():
             s, _ = costmodel.choose_strategy(vol(cached, cached // 2),
                                              link_bps=link)
             assert s in costmodel.STRATEGIES
+
+
+@pytest.mark.parametrize('dirty,ucache_choice,dmcache_choice', (
+    (0, 'hybrid', 'firepan_if'),
+    (1024, 'hybrid', 'firepan_if'),
+))
+def test_dmcache_never_gets_an_on_demand_strategy_fast_link(
+        dirty, ucache_choice, dmcache_choice):
+    v = vol(256 * 1024, dirty)
+    assert costmodel.choose_strategy(v)[0] == ucache_choice
+    strategy, reason = costmodel.choose_strategy(dict(v, engine='dmcache'))
+    assert strategy == dmcache_choice
+    assert 'dmcache' in reason
+
+
+def test_dmcache_never_gets_an_on_demand_strategy_slow_link():
+    v = vol(256 * 1024, 1024)
+    slow = dict(link_bps=10 * MB, origin_bps=100 * MB)
+    assert costmodel.choose_strategy(v, **slow)[0] == 'cloudcache'
+    strategy, reason = costmodel.choose_strategy(dict(v, engine='dmcache'),
+                                                 **slow)
+    assert strategy == 'cachemior'
+    assert 'cannot fetch on demand' in reason
+    # Strategies dmcache runs are kept as they are.
+    assert costmodel.choose_strategy(dict(vol(1024), engine='dmcache'),
+                                     link_bps=1000 * MB)[0] == 'firepan'
