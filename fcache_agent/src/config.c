@@ -221,8 +221,8 @@ static int set_string(struct parser *p, const struct key_desc *k,
   char *field = (char *)p->cfg + k->offset;
   size_t max = k->size - 1;
 
-  if (k->type == K_SOCKET)
-    max = sizeof(((struct sockaddr_un *)0)->sun_path) - 1;
+  if (k->type == K_SOCKET)   /* less the '~' of the name it is bound under */
+    max = sizeof(((struct sockaddr_un *)0)->sun_path) - 2;
   if (len > max)
     return fail(p, p->line, k->name,
                 "value is %zu bytes long; at most %zu allowed%s", len, max,

@@ -450,11 +450,14 @@ static int remove_stale_socket(const struct sockaddr_un *addr)
   return 0;
 }
 
-/* Permissions are set between bind() and listen(): until listen() nobody
- * can connect, so there is no window with the umask's looser mode. */
+/* The socket is bound under a temporary name, given its permissions and
+ * put to listen(), and only then renamed to its path: a client (or a test,
+ * or nova-compute) that sees the path can connect at once, and there is
+ * no window with the umask's looser mode. */
 static int create_socket(struct fc_control *ctl, const char *group)
 {
   struct sockaddr_un addr = { .sun_family = AF_UNIX };
+  struct sockaddr_un tmp = { .sun_family = AF_UNIX };
   struct stat st;
   bool bound = false;
   gid_t gid = 0;
@@ -469,6 +472,12 @@ static int create_socket(struct fc_control *ctl, const char *group)
     }
   }
   memcpy(addr.sun_path, ctl->path, sizeof addr.sun_path);
+  r = snprintf(tmp.sun_path, sizeof tmp.sun_path, "%s~", ctl->path);
+  if (r < 0 || (size_t)r >= sizeof tmp.sun_path) {
+    log_error("control: socket path %s is too long to create it atomically",
+              ctl->path);
+    return -ENAMETOOLONG;
+  }
   r = remove_stale_socket(&addr);
   if (r < 0) {
     if (r != -EEXIST && r != -EADDRINUSE)
@@ -476,31 +485,34 @@ static int create_socket(struct fc_control *ctl, const char *group)
                 strerror(-r));
     return r;
   }
+  unlink(tmp.sun_path);   /* left by an agent that crashed right here */
   ctl->listen_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC |
                           SOCK_NONBLOCK, 0);
   if (ctl->listen_fd < 0)
     goto fail_errno;
-  if (bind(ctl->listen_fd, (struct sockaddr *)&addr, sizeof addr) < 0)
+  if (bind(ctl->listen_fd, (struct sockaddr *)&tmp, sizeof tmp) < 0)
     goto fail_errno;
   bound = true;
   /* The owner stays the creating user: root in production, which makes
    * it root:<group>, and tests can still run unprivileged. */
-  if (group[0] != '\0' && chown(ctl->path, (uid_t)-1, gid) < 0)
+  if (group[0] != '\0' && chown(tmp.sun_path, (uid_t)-1, gid) < 0)
     goto fail_errno;
-  if (chmod(ctl->path, group[0] != '\0' ? 0660 : 0600) < 0 ||
-      stat(ctl->path, &st) < 0)
+  if (chmod(tmp.sun_path, group[0] != '\0' ? 0660 : 0600) < 0 ||
+      listen(ctl->listen_fd, LISTEN_BACKLOG) < 0 ||
+      rename(tmp.sun_path, ctl->path) < 0)
+    goto fail_errno;
+  bound = false;
+  if (stat(ctl->path, &st) < 0)
     goto fail_errno;
   ctl->sock_dev = st.st_dev;
   ctl->sock_ino = st.st_ino;
-  if (listen(ctl->listen_fd, LISTEN_BACKLOG) < 0)
-    goto fail_errno;
   return 0;
 
 fail_errno:
   r = -errno;
   log_error("control: cannot set up socket %s: %s", ctl->path, strerror(-r));
   if (bound)
-    unlink(ctl->path);
+    unlink(tmp.sun_path);
   if (ctl->listen_fd >= 0)
     close(ctl->listen_fd);
   ctl->listen_fd = -1;

@@ -169,7 +169,7 @@ static void test_value_errors(void **state)
   expect_error(text, EINVAL, 2, "state_dir",
                "value is 301 bytes long; at most 255 allowed");
   snprintf(text, sizeof text, "[agent]\ncontrol_socket = /%0120d\n", 0);
-  expect_error(text, EINVAL, 2, "control_socket", "at most 107 allowed");
+  expect_error(text, EINVAL, 2, "control_socket", "at most 106 allowed");
   snprintf(text, sizeof text, "[agent]\ncontrol_group = g%063d\n", 0);
   expect_error(text, EINVAL, 2, "control_group",
                "value is 64 bytes long; at most 63 allowed");
