@@ -24,7 +24,7 @@ struct fc_dmvol;
  * serving), detach drains a write_back volume with the cleaner policy
  * first and refuses a device the VM still holds open (-EBUSY). */
 extern const struct fc_engine_ops fc_dm_engine;
-/* Live migration with the kernel data path (dm_migr.c). */
+/* Live migration with the kernel data path (dm_migr*.c). */
 extern const struct fc_engine_migr_ops fc_dm_migr_ops;
 
 void fc_dmvol_free(struct fc_dmvol *dv);

@@ -1,5 +1,5 @@
 /* Inside the dmcache engine: shared by dm_engine.c (devices, attach,
- * adoption) and dm_migr.c (live migration).  Not for other modules. */
+ * adoption) and dm_migr*.c (live migration).  Not for other modules. */
 #ifndef FCACHE_DM_PRIV_H
 #define FCACHE_DM_PRIV_H
 
@@ -32,7 +32,7 @@ struct fc_dmvol {
   /* /sys/.../stat sectors at attach or adoption: the byte counters are
    * deltas from here, what this cache sent to origin and flash. */
   uint64_t base[4];
-  struct fc_dm_migr *migr;      /* a live migration's state (dm_migr.c) */
+  struct fc_dm_migr *migr;      /* a live migration's state (dm_migr_priv.h) */
 };
 
 /* "FCACHE-<tag>-<role>" and the flash pool owner "<id>/<role>". */

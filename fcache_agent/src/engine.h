@@ -4,7 +4,7 @@
  * Two engines implement it (ARCHITECTURE.md §2):
  *   ucache   (ucache_engine.c, ucache_engine_migr.c) the cache in user
  *            space, exported over NBD;
- *   dmcache  (dm_engine.c, dm_migr.c) kernel dm-cache devices.
+ *   dmcache  (dm_engine.c, dm_migr*.c) kernel dm-cache devices.
  * The agent picks one by cfg.engine when it opens and calls through
  * agent->engine from then on; nothing else branches on the engine.
  *
