@@ -417,9 +417,12 @@ fc_migr_source_switch(struct fc_migration *m, char *err, size_t errlen)
   pthread_mutex_lock(&m->lock);
   m->switched_ns = fc_monotonic_ns();
   m->downtime_ns += m->switched_ns - t0;
+  /* COMPLETE may be in already: firepan's came before the SWITCH, and a
+   * strategy with nothing to copy after the switch (none, cachemior) may
+   * answer the SWITCH before this thread gets the lock back.  The
+   * receiver moves only a SWITCHED migration on, so it is done here. */
   if (m->state == FC_MS_CONNECTED)
-    m->state = m->complete_received && m->strategy == FC_STRAT_FIREPAN ?
-               FC_MS_COMPLETED : FC_MS_SWITCHED;
+    m->state = m->complete_received ? FC_MS_COMPLETED : FC_MS_SWITCHED;
   if (m->state == FC_MS_COMPLETED)
     m->completed_ns = m->switched_ns;
   pthread_mutex_unlock(&m->lock);
