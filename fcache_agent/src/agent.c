@@ -236,3 +236,32 @@ fc_agent_find_locked(struct fc_agent *agent, const char *id)
       return agent->volumes[i];
   return NULL;
 }
+
+int
+fc_agent_attach_precheck_locked(struct fc_agent *agent,
+                                const struct fc_attach_request *req,
+                                uint64_t cache_size, struct fc_volume **out,
+                                char *err, size_t errlen)
+{
+  struct fc_volume *old = fc_agent_find_locked(agent, req->volume_id);
+
+  if (old) {
+    if (!strcmp(old->p.origin, req->origin) &&
+        old->p.write_policy == req->write_policy &&
+        old->p.admission == req->admission && old->p.cache_size == cache_size &&
+        agent->engine->serving(old)) {
+      *out = old;
+      return 1;
+    }
+    snprintf(err, errlen, "volume %s is already attached with other parameters "
+             "(origin %s, %s, %llu bytes); detach it first", req->volume_id,
+             old->p.origin, fc_write_policy_name(old->p.write_policy),
+             (unsigned long long)old->p.cache_size);
+    return -EEXIST;
+  }
+  if (agent->nr_volumes >= FC_MAX_VOLUMES) {
+    snprintf(err, errlen, "this agent already serves %d volumes", FC_MAX_VOLUMES);
+    return -EMFILE;
+  }
+  return 0;
+}

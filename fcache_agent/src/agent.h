@@ -64,6 +64,14 @@ int fc_agent_attach_locked(struct fc_agent *agent, const struct fc_attach_reques
 int fc_agent_detach_locked(struct fc_agent *agent, const char *id,
                            char *err, size_t errlen);
 struct fc_volume *fc_agent_find_locked(struct fc_agent *agent, const char *id);
+/* For an engine's attach, once it knows the cache size: 1 with *out set
+ * when the volume is attached and serving with these parameters already
+ * (attach is idempotent, so a retried Nova call does no harm), 0 when a
+ * new volume may be attached, or -errno with a message. */
+int fc_agent_attach_precheck_locked(struct fc_agent *agent,
+                                    const struct fc_attach_request *req,
+                                    uint64_t cache_size, struct fc_volume **out,
+                                    char *err, size_t errlen);
 /* The engine released the volume: take it out of the registry and free it. */
 void fc_agent_forget_locked(struct fc_agent *agent, struct fc_volume *v);
 

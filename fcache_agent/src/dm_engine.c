@@ -328,7 +328,7 @@ dm_attach(struct fc_agent *agent, const struct fc_attach_request *req,
   struct fc_dm_engine *e = agent->dm;
   uint64_t bs = e->block_sectors * SECTOR, size = req->cache_size, obytes, nr;
   char owner[FC_FLASH_OWNER_MAX];
-  struct fc_volume *v, *old;
+  struct fc_volume *v;
   bool allocated = false;
   int r;
 
@@ -345,24 +345,9 @@ dm_attach(struct fc_agent *agent, const struct fc_attach_request *req,
   if (size == 0)
     size = e->pool.nr_extents * FC_FLASH_EXTENT / 4;
   size = (size + bs - 1) / bs * bs;
-  old = fc_agent_find_locked(agent, req->volume_id);
-  if (old) {
-    if (old->dm && !strcmp(old->p.origin, req->origin) &&
-        old->p.write_policy == req->write_policy && old->p.admission == req->admission &&
-        old->p.cache_size == size && !old->error[0]) {
-      *out = old;
-      return 0;
-    }
-    snprintf(err, errlen, "volume %s is already attached with other parameters "
-             "(origin %s, %s, %llu bytes); detach it first", req->volume_id,
-             old->p.origin, fc_write_policy_name(old->p.write_policy),
-             (unsigned long long)old->p.cache_size);
-    return -EEXIST;
-  }
-  if (agent->nr_volumes >= FC_MAX_VOLUMES) {
-    snprintf(err, errlen, "this agent already serves %d volumes", FC_MAX_VOLUMES);
-    return -EMFILE;
-  }
+  r = fc_agent_attach_precheck_locked(agent, req, size, out, err, errlen);
+  if (r)
+    return r > 0 ? 0 : r;
   v = calloc(1, sizeof *v);
   if (!v || !(v->dm = calloc(1, sizeof *v->dm))) {
     r = -ENOMEM;

@@ -157,21 +157,13 @@ out:
   return r;
 }
 
-static bool
-same_request(const struct fc_volume *v, const struct fc_attach_request *req,
-             uint64_t cache_size)
-{
-  return !strcmp(v->p.origin, req->origin) && v->p.write_policy == req->write_policy &&
-         v->p.admission == req->admission && v->p.cache_size == cache_size;
-}
-
 static int
 uc_attach(struct fc_agent *agent, const struct fc_attach_request *req,
           struct fc_volume **out, char *err, size_t errlen)
 {
   uint32_t bs = agent->cfg.block_size;
   uint64_t size = req->cache_size;
-  struct fc_volume *v, *old;
+  struct fc_volume *v;
   bool reserved = false;
   int r;
 
@@ -192,23 +184,9 @@ uc_attach(struct fc_agent *agent, const struct fc_attach_request *req,
       size = bs;
   }
   size = (size + bs - 1) / bs * bs;
-  old = fc_agent_find_locked(agent, req->volume_id);
-  if (old) {
-    /* Attach is idempotent so a retried Nova call does no harm. */
-    if (same_request(old, req, size) && old->srv) {
-      *out = old;
-      return 0;
-    }
-    snprintf(err, errlen, "volume %s is already attached with other parameters "
-             "(origin %s, %s, %llu bytes); detach it first", req->volume_id,
-             old->p.origin, fc_write_policy_name(old->p.write_policy),
-             (unsigned long long)old->p.cache_size);
-    return -EEXIST;
-  }
-  if (agent->nr_volumes >= FC_MAX_VOLUMES) {
-    snprintf(err, errlen, "this agent already serves %d volumes", FC_MAX_VOLUMES);
-    return -EMFILE;
-  }
+  r = fc_agent_attach_precheck_locked(agent, req, size, out, err, errlen);
+  if (r)
+    return r > 0 ? 0 : r;
   if (size / bs > agent->dev->nr_blocks) {
     snprintf(err, errlen, "cache size %llu bytes is larger than the whole cache "
              "device (%llu bytes)", (unsigned long long)size,
