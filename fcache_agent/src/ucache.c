@@ -122,6 +122,23 @@ uc_unlock_stripes(struct fc_ucache *uc, const struct stripe_set *set)
       pthread_mutex_unlock(&uc->stripes[s]);
 }
 
+uint64_t
+uc_stripe_seq(const struct fc_ucache *uc, oblock_t ob)
+{
+  return uc->stripe_seq[ob.n & (FC_STRIPES - 1)];
+}
+
+bool
+uc_fill_allowed(struct fc_ucache *uc, oblock_t ob, uint64_t seq)
+{
+  bool absent;
+
+  pthread_mutex_lock(&uc->lock);
+  absent = uc_lookup_locked(uc, ob).n == CBLOCK_NONE;
+  pthread_mutex_unlock(&uc->lock);
+  return absent && uc_stripe_seq(uc, ob) == seq;
+}
+
 cblock_t
 uc_lookup_locked(struct fc_ucache *uc, oblock_t ob)
 {

@@ -124,16 +124,11 @@ fill_run(struct fc_ucache *uc, char *buf, uint32_t count, uint64_t off,
   uc_lock_stripes_to_read(uc, b, b + n - 1, &set);
   for (uint32_t i = 0; i < n; i++) {
     struct seg s = seg_of(uc, b + i, off, count);
-    bool unchanged;
 
     if (!direct)
       memcpy(buf + s.in_buf, tmp + (size_t)i * uc->bs + s.in_block, s.len);
-    pthread_mutex_lock(&uc->lock);
-    unchanged = uc->stripe_seq[(b + i) & (FC_STRIPES - 1)] == seq[i] &&
-                uc_lookup_locked(uc, to_oblock(b + i)).n == CBLOCK_NONE;
-    pthread_mutex_unlock(&uc->lock);
     /* A failed install only costs a future miss: the read succeeded. */
-    if (unchanged)
+    if (uc_fill_allowed(uc, to_oblock(b + i), seq[i]))
       uc_install(uc, to_oblock(b + i), tmp + (size_t)i * uc->bs, false);
   }
   uc_unlock_stripes(uc, &set);
@@ -207,7 +202,7 @@ read_cached(struct fc_ucache *uc, char *buf, uint32_t count, uint64_t off,
           break;
         r = 0;
       }
-      seq[i] = uc->stripe_seq[b & (FC_STRIPES - 1)];
+      seq[i] = uc_stripe_seq(uc, to_oblock(b));
     }
   }
   unpin(uc, cbs, n);

@@ -403,7 +403,6 @@ fc_ucache_migr_install_copy(struct fc_ucache *uc, oblock_t ob, const void *data,
 int
 fc_ucache_migr_preload(struct fc_ucache *uc, oblock_t ob)
 {
-  unsigned stripe = (unsigned)(ob.n & (FC_STRIPES - 1));
   struct stripe_set set;
   uint64_t seq;
   char *buf;
@@ -419,7 +418,7 @@ fc_ucache_migr_preload(struct fc_ucache *uc, oblock_t ob)
   pthread_mutex_lock(&uc->lock);
   present = uc_lookup_locked(uc, ob).n != CBLOCK_NONE;
   pthread_mutex_unlock(&uc->lock);
-  seq = uc->stripe_seq[stripe];
+  seq = uc_stripe_seq(uc, ob);
   uc_unlock_stripes(uc, &set);
   if (present) {
     r = 1;     /* the VM got there first */
@@ -432,10 +431,7 @@ fc_ucache_migr_preload(struct fc_ucache *uc, oblock_t ob)
     goto out;
   STAT_ADD(&uc->stats, origin_read_bytes, uc->bs);
   uc_lock_stripes_to_read(uc, ob.n, ob.n, &set);
-  pthread_mutex_lock(&uc->lock);
-  present = uc_lookup_locked(uc, ob).n != CBLOCK_NONE;
-  pthread_mutex_unlock(&uc->lock);
-  if (!present && uc->stripe_seq[stripe] == seq) {
+  if (uc_fill_allowed(uc, ob, seq)) {
     r = uc_install_chosen(uc, ob, buf);
     if (r == 1)
       r = 0;

@@ -98,6 +98,13 @@ void uc_lock_stripes_to_read(struct fc_ucache *uc, uint64_t first,
                              uint64_t last, struct stripe_set *set);
 void uc_unlock_stripes(struct fc_ucache *uc, const struct stripe_set *set);
 
+/* Under the block's stripe: its stripe's sequence number now. */
+uint64_t uc_stripe_seq(const struct fc_ucache *uc, oblock_t ob);
+/* Under the block's stripe, after reading ob from the origin with no
+ * stripe held: may what was read be installed?  Only if nothing changed
+ * the stripe since seq was taken and nobody installed ob meanwhile. */
+bool uc_fill_allowed(struct fc_ucache *uc, oblock_t ob, uint64_t seq);
+
 /* Under uc->lock: the cached block for ob, VALID, or CBLOCK_NONE. */
 cblock_t uc_lookup_locked(struct fc_ucache *uc, oblock_t ob);
 /* Under uc->lock: unmap and free a clean block. */
