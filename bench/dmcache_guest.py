@@ -186,14 +186,4 @@ def main(runs):
 
 
 if __name__ == '__main__':
-    try:
-        main(int(sys.argv[1]) if len(sys.argv) > 1 else 3)
-    except SystemExit:
-        raise
-    except BaseException as e:
-        import traceback
-        out['failed'] = 'exception: %r' % e
-        out['trace'] = traceback.format_exc()[-2000:]
-        dmutil.report(out)
-        sys.exit(1)
-    dmutil.report(out)
+    ad.run_scenario(main, int(sys.argv[1]) if len(sys.argv) > 1 else 3)

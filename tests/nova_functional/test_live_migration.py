@@ -271,6 +271,19 @@ class _Base(base.LibvirtMigrationMixin, base.ServersTestBase,
 class FcacheLiveMigrationTest(_Base):
     """Attach, and a failure before the switchover."""
 
+    def _live_migrate_rolled_back(self):
+        """Live-migrate the server; the attempt fails and rolls back."""
+        # Nova records the rolled-back migration as 'error' or, when the
+        # failure reaches it through another thread first, as 'failed':
+        # either way the server stays ACTIVE on the source.
+        self.api.post_server_action(
+            self.server['id'],
+            {'os-migrateLive': {'host': None, 'block_migration': 'auto'}})
+        self._wait_for_migration_status(self.server, ['error', 'failed'])
+        self._wait_for_state_change(self.server, 'ACTIVE')
+        server = self.api.get_server(self.server['id'])
+        self.assertEqual('src', server['OS-EXT-SRV-ATTR:host'])
+
     def test_boot_attaches_through_agent(self):
         self._boot_from_volume()
         data = self._connection_data()
@@ -299,17 +312,7 @@ class FcacheLiveMigrationTest(_Base):
         with mock.patch.object(
                 self.dest.driver, '_pre_live_migration_plug_vifs',
                 side_effect=RuntimeError('injected destination failure')):
-            # Nova records the rolled-back migration as 'error' or, when
-            # the failure reaches it through another thread first, as
-            # 'failed': either way the server stays ACTIVE on the source.
-            self.api.post_server_action(
-                self.server['id'],
-                {'os-migrateLive': {'host': None, 'block_migration': 'auto'}})
-            self._wait_for_migration_status(self.server, ['error', 'failed'])
-            self._wait_for_state_change(self.server, 'ACTIVE')
-
-        server = self.api.get_server(self.server['id'])
-        self.assertEqual('src', server['OS-EXT-SRV-ATTR:host'])
+            self._live_migrate_rolled_back()
         self.assertEqual([], self.migrations)
         # The source kept its cache, usable; the destination holds nothing.
         after = self.agents['src'].show(VOLUME)
@@ -332,13 +335,7 @@ class FcacheLiveMigrationTest(_Base):
         with mock.patch.object(
                 self.dest.driver, '_fcache_migration_address',
                 '127.0.0.1:1'):
-            self.api.post_server_action(
-                self.server['id'],
-                {'os-migrateLive': {'host': None, 'block_migration': 'auto'}})
-            self._wait_for_migration_status(self.server, ['error', 'failed'])
-            self._wait_for_state_change(self.server, 'ACTIVE')
-        server = self.api.get_server(self.server['id'])
-        self.assertEqual('src', server['OS-EXT-SRV-ATTR:host'])
+            self._live_migrate_rolled_back()
         self.assertEqual([], self.migrations)
         after = self.agents['src'].show(VOLUME)
         self.assertEqual(before['cached_blocks'], after['cached_blocks'])
@@ -370,13 +367,7 @@ class FcacheLiveMigrationTest(_Base):
         with mock.patch.object(channel, 'offer_sources'), \
                 mock.patch.object(self.dest.driver,
                                   '_fcache_prepare_incoming', record):
-            self.api.post_server_action(
-                self.server['id'],
-                {'os-migrateLive': {'host': None, 'block_migration': 'auto'}})
-            self._wait_for_migration_status(self.server, ['error', 'failed'])
-            self._wait_for_state_change(self.server, 'ACTIVE')
-        server = self.api.get_server(self.server['id'])
-        self.assertEqual('src', server['OS-EXT-SRV-ATTR:host'])
+            self._live_migrate_rolled_back()
         after = self.agents['src'].show(VOLUME)
         self.assertEqual(before['dirty_blocks'], after['dirty_blocks'])
         self.assertEqual([], self._client('dest').list_volumes()['volumes'])

@@ -1,11 +1,10 @@
 """cinder-api refuses a bad ``fcache:`` extra spec and stores nothing."""
 
 from tempest.api.volume import base
-from tempest import config
 from tempest.lib import decorators
 from tempest.lib import exceptions as lib_exc
 
-CONF = config.CONF
+from fcache_tempest_plugin.common import deployed
 
 
 class FcacheVolumeTypeSpecsTest(base.BaseVolumeAdminTest):
@@ -13,9 +12,7 @@ class FcacheVolumeTypeSpecsTest(base.BaseVolumeAdminTest):
     @classmethod
     def skip_checks(cls):
         super().skip_checks()
-        if not CONF.service_available.fcache:
-            raise cls.skipException('fcache is not deployed '
-                                    '([service_available] fcache)')
+        deployed.skip_unless_deployed(cls)
 
     @decorators.idempotent_id('dbb72e01-a52d-40a5-8af8-733789eeb18d')
     def test_valid_specs_are_stored(self):

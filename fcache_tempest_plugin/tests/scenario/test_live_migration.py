@@ -16,6 +16,7 @@ from tempest.lib import decorators
 from tempest.scenario import manager
 
 from fcache_tempest_plugin.common import agent
+from fcache_tempest_plugin.common import deployed
 from nova_ext import units
 
 CONF = config.CONF
@@ -31,9 +32,7 @@ class TestLiveMigrationWithHostCache(manager.ScenarioTest):
     @classmethod
     def skip_checks(cls):
         super().skip_checks()
-        if not CONF.service_available.fcache:
-            raise cls.skipException('fcache is not deployed '
-                                    '([service_available] fcache)')
+        deployed.skip_unless_deployed(cls)
         if not CONF.service_available.cinder:
             raise cls.skipException('Cinder is not available')
         if not CONF.compute_feature_enabled.live_migration:

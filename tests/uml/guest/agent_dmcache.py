@@ -307,18 +307,14 @@ def faults():
     out['ok'] = True
 
 
-if __name__ == '__main__':
-    what = sys.argv[1]
+def run_scenario(fn, *args):
+    """Run a guest scenario and print its RESULT line.
+
+    The line is ``out`` as the scenario left it, or with the exception
+    that ended it.
+    """
     try:
-        if what == 'lifecycle':
-            lifecycle()
-        elif what == 'oracle':
-            out['policy'] = sys.argv[2]
-            oracle(sys.argv[2])
-        elif what == 'faults':
-            faults()
-        else:
-            check(False, 'unknown scenario %s' % what)
+        fn(*args)
     except SystemExit:
         raise
     except BaseException as e:
@@ -328,3 +324,19 @@ if __name__ == '__main__':
         report(out)
         sys.exit(1)
     report(out)
+
+
+def scenario(what):
+    if what == 'lifecycle':
+        lifecycle()
+    elif what == 'oracle':
+        out['policy'] = sys.argv[2]
+        oracle(sys.argv[2])
+    elif what == 'faults':
+        faults()
+    else:
+        check(False, 'unknown scenario %s' % what)
+
+
+if __name__ == '__main__':
+    run_scenario(scenario, sys.argv[1])

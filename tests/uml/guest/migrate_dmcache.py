@@ -248,15 +248,5 @@ def main(policy, strategies):
 
 
 if __name__ == '__main__':
-    try:
-        out['policy'] = sys.argv[1]
-        main(sys.argv[1], sys.argv[2:])
-    except SystemExit:
-        raise
-    except BaseException as e:
-        import traceback
-        out['failed'] = 'exception: %r' % e
-        out['trace'] = traceback.format_exc()[-2000:]
-        dmutil.report(out)
-        sys.exit(1)
-    dmutil.report(out)
+    out['policy'] = sys.argv[1]
+    ad.run_scenario(main, sys.argv[1], sys.argv[2:])
