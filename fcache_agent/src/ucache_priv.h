@@ -93,7 +93,8 @@ struct stripe_set {
  * installs and drops, write-back): bumps each stripe's seq. */
 void uc_lock_stripes(struct fc_ucache *uc, uint64_t first, uint64_t last,
                      struct stripe_set *set);
-/* For a holder that only reads blocks or installs what the origin holds. */
+/* For a holder that changes no block's data as the VM sees it: reads,
+ * installs of what the origin holds, write-back of a cached block. */
 void uc_lock_stripes_to_read(struct fc_ucache *uc, uint64_t first,
                              uint64_t last, struct stripe_set *set);
 void uc_unlock_stripes(struct fc_ucache *uc, const struct stripe_set *set);

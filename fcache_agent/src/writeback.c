@@ -39,10 +39,13 @@ collect_dirty(struct fc_ucache *uc, struct wb_item *items, uint32_t max)
   return n;
 }
 
+/* Writing a cached block back changes no block's data as the VM sees it,
+ * so it leaves the stripe's sequence alone: a read filling another block
+ * of the stripe from the origin may still install what it read. */
 static void
 lock_one(struct fc_ucache *uc, uint64_t ob, struct stripe_set *set)
 {
-  uc_lock_stripes(uc, ob, ob, set);
+  uc_lock_stripes_to_read(uc, ob, ob, set);
 }
 
 /* Still the same dirty block we collected (not trimmed and reused)? */
