@@ -91,12 +91,19 @@ fc_volume_start(struct fc_agent *agent, struct fc_volume *v, char *err, size_t e
              v->export_path, strerror(-r));
     return r;
   }
-  if (agent->cfg.control_group[0]) {
-    /* The hypervisor (QEMU) runs in the operator's group, not as root. */
-    struct group *g = getgrnam(agent->cfg.control_group);
-    if (g && chown(v->export_path, 0, g->gr_gid) == -1)
-      log_warning("cannot chown %s to group %s: %m", v->export_path,
-                  agent->cfg.control_group);
+  if (agent->cfg.export_group[0]) {
+    /* The hypervisor runs as its own user (libvirt: libvirt-qemu), not
+     * as root; the export is its disk, and only its. */
+    struct group *g = getgrnam(agent->cfg.export_group);
+    r = !g ? -ENOENT : chown(v->export_path, (uid_t)-1, g->gr_gid) ? -errno : 0;
+    if (r) {
+      snprintf(err, errlen, "cannot give export %s to group '%s' (export_group): %s",
+               v->export_path, agent->cfg.export_group,
+               r == -ENOENT ? "no such group" : strerror(-r));
+      nbd_server_stop(v->srv);
+      v->srv = NULL;
+      return r;
+    }
   }
   r = fc_ucache_start(v->uc);
   if (r) {

@@ -24,6 +24,7 @@ struct fc_config {
   uint32_t block_size;                /* bytes, power of two, 512..1 MiB; default 4096 */
   char migration_listen[128];         /* host:port; default 127.0.0.1:7440 */
   char export_dir[FC_PATH_MAX];       /* default /run/fcache/exports */
+  char export_group[64];              /* "" = root only; else the hypervisor's group */
   enum fc_log_level log_level;        /* default info */
   enum fc_log_target log_target;      /* default stderr */
   unsigned nbd_threads;               /* workers per NBD connection; default 8 */

@@ -51,6 +51,10 @@ struct fc_engine_migr_ops {
    * a dirty one.  Caller frees. */
   int (*out_list)(struct fc_migration *m, uint64_t **list, uint32_t *n,
                   bool dirty_only);
+  /* A destination read before the switchover: [off, off+count) as the VM
+   * sees it now, changing nothing here.  NULL when the engine's
+   * destination cannot forward reads (the kernel serves its VM). */
+  int (*out_peek)(struct fc_migration *m, void *buf, uint32_t count, uint64_t off);
   /* One cached block's data; -ENOENT if it is no longer cached here. */
   int (*out_read)(struct fc_migration *m, oblock_t ob, void *data, bool *dirty);
   /* The destination holds ob durably (after the switchover). */
@@ -60,11 +64,13 @@ struct fc_engine_migr_ops {
   int (*out_forget_all)(struct fc_migration *m);
 
   /* ---- destination ---- */
-  /* The volume was just attached for this migration: hold the VM's I/O
-   * until the switchover (reads may go to the origin until the source
-   * connects).  Under agent->lock. */
+  /* The volume was just attached for this migration: hold the VM's
+   * writes until the switchover; reads before it get current data (from
+   * the source through fc_migr_dest_read, or the origin where that is
+   * provably current).  Under agent->lock. */
   int (*in_begin)(struct fc_migration *m);
-  /* The source connected: from now on every request waits. */
+  /* The source connected (and m->peer_reads says whether it answers
+   * reads). */
   void (*in_connected)(struct fc_migration *m);
   /* A LIST entry of an on-demand strategy (the source holds ob). */
   int (*in_add_remote)(struct fc_migration *m, oblock_t ob, bool dirty);

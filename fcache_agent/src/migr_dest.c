@@ -1,8 +1,10 @@
 /* The destination side of a cache migration: the receiver thread reads
- * frames (lists, switch, blocks, done); the worker thread installs
+ * frames (lists, switch, blocks, data, done); the worker thread installs
  * background blocks, returns credit and acknowledges durable dirty blocks,
  * or (cachemior) preloads the hot list from the origin.  VM threads that
- * miss on a block the source holds fetch it through dest_fetch(). */
+ * miss on a block the source holds fetch it through fc_migr_dest_fetch();
+ * reads before the switchover go to the source through
+ * fc_migr_dest_read(). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +24,9 @@
 #define FETCH_CLEAN_MAX_INFLIGHT 16
 #define FETCH_CLEAN_TIMEOUT_MS 500
 #define PRELOAD_THREADS 4
+/* A read before the switchover is one the hypervisor (or the guest, in
+ * the moment between the hypervisor's switch and ours) waits on. */
+#define READ_TIMEOUT_S 30
 
 struct dest_queue {
   uint8_t *data;               /* CREDITS blocks */
@@ -34,6 +39,15 @@ struct fetch_wait {
   uint64_t ob;
   void *data;
   bool done, dirty;
+  int r;
+};
+
+struct read_wait {
+  struct read_wait *next;
+  uint64_t tag;
+  void *buf;
+  uint32_t len;
+  bool done;
   int r;
 };
 
@@ -83,6 +97,127 @@ fc_migr_dest_fetch(void *ctx, oblock_t ob, void *data, bool *dirty, bool require
   if (!r)
     r = w.done ? w.r : -ECONNRESET;
   *dirty = w.dirty;
+  pthread_mutex_unlock(&m->lock);
+  return r;
+}
+
+static bool
+read_live_locked(const struct fc_migration *m)
+{
+  return !m->stopping && m->state != FC_MS_FAILED && m->state != FC_MS_ABORTED;
+}
+
+/* One READ of at most FC_XFER_READ_MAX bytes. */
+static int
+read_chunk(struct fc_migration *m, void *buf, uint32_t count, uint64_t off,
+           const struct timespec *until)
+{
+  struct read_wait w = { .buf = buf, .len = count };
+  uint8_t req[FC_XFER_READ_SIZE];
+  int r = 0;
+
+  pthread_mutex_lock(&m->lock);
+  /* In accept, the engine hears of the source just before the stream is
+   * marked connected. */
+  while (read_live_locked(m) && !m->switch_received &&
+         (!m->connected || m->reads_inflight >= FC_XFER_READS_INFLIGHT))
+    if (pthread_cond_timedwait(&m->cond, &m->lock, until) == ETIMEDOUT) {
+      r = -ETIMEDOUT;
+      break;
+    }
+  if (!r && !read_live_locked(m))
+    r = -EIO;
+  else if (!r && (m->switch_received || !m->peer_reads))
+    r = -EAGAIN;
+  if (r) {
+    pthread_mutex_unlock(&m->lock);
+    return r;
+  }
+  w.tag = ++m->next_read_tag;
+  w.next = m->read_waiters;
+  m->read_waiters = &w;
+  m->reads_inflight++;
+  pthread_mutex_unlock(&m->lock);
+
+  fc_put_le64(req, w.tag);
+  fc_put_le64(req + 8, off);
+  fc_put_le32(req + 16, count);
+  r = fc_xfer_send(&m->conn, FC_XFER_READ, 0, req, sizeof req, NULL, 0);
+  pthread_mutex_lock(&m->lock);
+  while (!r && !w.done && read_live_locked(m))
+    if (pthread_cond_timedwait(&m->cond, &m->lock, until) == ETIMEDOUT)
+      r = -ETIMEDOUT;
+  for (struct read_wait **p = &m->read_waiters; *p; p = &(*p)->next)
+    if (*p == &w) {
+      *p = w.next;
+      break;
+    }
+  m->reads_inflight--;
+  if (!r)
+    r = w.done ? w.r : -EIO;
+  if (!r)
+    m->forwarded_reads++;
+  pthread_cond_broadcast(&m->cond);
+  pthread_mutex_unlock(&m->lock);
+  return r;
+}
+
+int
+fc_migr_dest_read(void *ctx, void *vbuf, uint32_t count, uint64_t off)
+{
+  struct fc_migration *m = ctx;
+  struct timespec until = fc_deadline_ms(READ_TIMEOUT_S * 1000);
+  char *buf = vbuf;
+  int r = 0;
+
+  for (uint32_t done = 0; done < count && !r;) {
+    uint32_t k = count - done < FC_XFER_READ_MAX ? count - done : FC_XFER_READ_MAX;
+
+    r = read_chunk(m, buf + done, k, off + done, &until);
+    done += k;
+  }
+  if (r && r != -EAGAIN)
+    log_warning("migration %s: a read of %u bytes at %llu before the switchover "
+                "could not be answered by the source: %s", m->id, count,
+                (unsigned long long)off, strerror(-r));
+  return r;
+}
+
+/* A DATA frame: the answer to one of our READs.  A reply for a read that
+ * gave up waiting is dropped; one that does not fit its read ends the
+ * stream. */
+static int
+deliver_data(struct fc_migration *m, uint16_t flags, const uint8_t *p, uint32_t len)
+{
+  uint64_t tag;
+  int r = 0;
+
+  if (len < 8)
+    return -EPROTO;
+  tag = fc_get_le64(p);
+  pthread_mutex_lock(&m->lock);
+  for (struct read_wait *w = m->read_waiters; w; w = w->next) {
+    if (w->tag != tag || w->done)
+      continue;
+    if (flags & FC_XFER_F_RETRY) {
+      w->r = len == 8 ? -EAGAIN : -EPROTO;
+    } else if (flags & FC_XFER_F_ERROR) {
+      uint32_t e = len == 12 ? fc_get_le32(p + 8) : 0;
+      /* The source's errno, kept only if it is one. */
+      w->r = e > 0 && e < 4096 ? -(int)e : -EIO;
+      if (len != 12)
+        w->r = -EPROTO;
+    } else if (len == 8 + w->len) {
+      memcpy(w->buf, p + 8, w->len);
+      w->r = 0;
+    } else {
+      w->r = -EPROTO;
+    }
+    r = w->r == -EPROTO ? -EPROTO : 0;
+    w->done = true;
+    break;
+  }
+  pthread_cond_broadcast(&m->cond);
   pthread_mutex_unlock(&m->lock);
   return r;
 }
@@ -250,6 +385,9 @@ dest_rx(void *arg)
       }
       pthread_cond_broadcast(&m->cond);
       pthread_mutex_unlock(&m->lock);
+      break;
+    case FC_XFER_DATA:
+      r = deliver_data(m, h.flags, buf, h.length);
       break;
     case FC_XFER_DONE:
       pthread_mutex_lock(&m->lock);
@@ -518,6 +656,7 @@ fc_migr_dest_accept(struct fc_migration *m, int fd)
   pthread_mutex_lock(&m->lock);
   m->connected = true;
   m->state = FC_MS_CONNECTED;
+  pthread_cond_broadcast(&m->cond);     /* reads waiting to be forwarded */
   pthread_mutex_unlock(&m->lock);
   if ((r = -pthread_create(&m->rx_thread, NULL, dest_rx, m)) == 0)
     m->rx_running = true;

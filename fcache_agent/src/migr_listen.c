@@ -97,6 +97,8 @@ handle(struct fc_migr_listener *l, int fd, const char *peer)
     goto out;
   }
   m->token_used = true;
+  /* An older source does not answer READ: reads then wait for SWITCH. */
+  m->peer_reads = json_is_true(json_object_get(hello, "reads"));
   pthread_mutex_unlock(&m->lock);
   tv.tv_sec = 0;
   setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);

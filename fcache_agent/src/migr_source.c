@@ -1,7 +1,8 @@
-/* The source side of a cache migration: one thread receives (FETCH,
+/* The source side of a cache migration: one thread receives (FETCH, READ,
  * CREDIT, ACK, COMPLETE), one sends.  The sender serves on-demand fetches
- * first, then background blocks while the receiver has credit, all under
- * one rate limit (CloudCache §5.2). */
+ * first, then the destination's reads before the switchover, then
+ * background blocks while the receiver has credit, all under one rate
+ * limit (CloudCache §5.2). */
 #include <errno.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -17,10 +18,36 @@
 
 #define HANDSHAKE_TIMEOUT_S 10
 
+/* A destination read before the switchover, waiting for the sender. */
+struct peek_req {
+  uint64_t tag, off;
+  uint32_t len;
+};
+
 static bool
 live(struct fc_migration *m)
 {
   return !m->stopping && m->state != FC_MS_FAILED && m->state != FC_MS_ABORTED;
+}
+
+/* Under m->lock.  The destination keeps at most FC_XFER_READS_INFLIGHT
+ * reads outstanding: a peer that sends more breaks the protocol. */
+static int
+queue_read(struct fc_migration *m, const uint8_t *p, uint32_t len)
+{
+  struct peek_req *q;
+
+  if (len != FC_XFER_READ_SIZE || !m->agent->engine->migr->out_peek)
+    return -EPROTO;
+  if (m->readq_n >= FC_XFER_READS_INFLIGHT)
+    return -EPROTO;
+  if (!m->readq && !(m->readq = calloc(FC_XFER_READS_INFLIGHT, sizeof *m->readq)))
+    return -ENOMEM;
+  q = &m->readq[m->readq_n++];
+  q->tag = fc_get_le64(p);
+  q->off = fc_get_le64(p + 8);
+  q->len = fc_get_le32(p + 16);
+  return 0;
 }
 
 static void *
@@ -51,6 +78,9 @@ source_rx(void *arg)
         }
         m->fetchq[m->fetchq_n++] = fc_get_le64(buf + i);
       }
+      break;
+    case FC_XFER_READ:
+      r = queue_read(m, buf, h.length);
       break;
     case FC_XFER_CREDIT:
       if (h.length == 4)
@@ -162,13 +192,46 @@ send_batch(struct fc_migration *m, const uint64_t *obs, uint32_t n, uint8_t *buf
   return r;
 }
 
+/* The answer to one READ: the bytes as the VM sees them here, or RETRY
+ * once the switchover has begun (from then on the destination answers for
+ * the volume, and its own read path serves the request after SWITCH).
+ * buf holds 8 + FC_XFER_READ_MAX bytes. */
+static int
+serve_read(struct fc_migration *m, const struct peek_req *q, uint8_t *buf)
+{
+  bool switching;
+  uint8_t e[4];
+  int r;
+
+  fc_put_le64(buf, q->tag);
+  pthread_mutex_lock(&m->lock);
+  switching = m->switch_begun;
+  pthread_mutex_unlock(&m->lock);
+  if (switching)
+    return fc_xfer_send(&m->conn, FC_XFER_DATA, FC_XFER_F_RETRY, buf, 8, NULL, 0);
+  if (q->len == 0 || q->len > FC_XFER_READ_MAX)
+    r = -EINVAL;
+  else if (!m->vol)
+    r = -ENODEV;
+  else
+    r = m->agent->engine->migr->out_peek(m, buf + 8, q->len, q->off);
+  if (r) {
+    log_warning("migration %s: destination read of %u bytes at %llu: %s", m->id,
+                q->len, (unsigned long long)q->off, strerror(-r));
+    fc_put_le32(e, (uint32_t)-r);
+    return fc_xfer_send(&m->conn, FC_XFER_DATA, FC_XFER_F_ERROR, buf, 8, e, 4);
+  }
+  fc_ratelimit_take(&m->rl, FC_XFER_HEADER_SIZE + 8 + (uint64_t)q->len);
+  return fc_xfer_send(&m->conn, FC_XFER_DATA, 0, buf, 8 + q->len, NULL, 0);
+}
+
 static void *
 source_tx(void *arg)
 {
   struct fc_migration *m = arg;
   uint32_t batch_max = FC_XFER_MAX_PAYLOAD / (8 + m->bs);
   uint64_t *batch;
-  uint8_t *data;
+  uint8_t *data, *readbuf = NULL;
   int r;
 
   if (batch_max > 64)
@@ -181,7 +244,8 @@ source_tx(void *arg)
   while (!r) {
     uint64_t ob = 0;
     uint32_t nbatch = 0;
-    int what = 0;     /* 1 fetch, 2 background, 3 done */
+    struct peek_req rq;
+    int what = 0;     /* 1 fetch, 2 background, 3 done, 4 read */
 
     pthread_mutex_lock(&m->lock);
     for (;;) {
@@ -191,6 +255,12 @@ source_tx(void *arg)
         ob = m->fetchq[0];
         memmove(m->fetchq, m->fetchq + 1, --m->fetchq_n * sizeof *m->fetchq);
         what = 1;
+        break;
+      }
+      if (m->readq_n) {
+        rq = m->readq[0];
+        memmove(m->readq, m->readq + 1, --m->readq_n * sizeof *m->readq);
+        what = 4;
         break;
       }
       if (m->bg_started && m->bg_next < m->bg_n && m->credits) {
@@ -214,7 +284,12 @@ source_tx(void *arg)
     pthread_mutex_unlock(&m->lock);
     if (!what)
       break;
-    if (what == 3) {
+    if (what == 4) {
+      if (!readbuf && !(readbuf = malloc(8 + FC_XFER_READ_MAX)))
+        r = -ENOMEM;
+      else
+        r = serve_read(m, &rq, readbuf);
+    } else if (what == 3) {
       r = fc_xfer_send(&m->conn, FC_XFER_DONE, 0, NULL, 0, NULL, 0);
     } else if (what == 2) {
       r = send_batch(m, batch, nbatch, data);
@@ -222,6 +297,7 @@ source_tx(void *arg)
       r = send_reply(m, ob, data);
     }
   }
+  free(readbuf);
   free(data);
   free(batch);
   if (r && !m->stopping)
@@ -246,9 +322,10 @@ fc_migr_source_connect(struct fc_migration *m, char *err, size_t errlen)
   }
   fc_xfer_conn_init(&m->conn, fd);
   setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  hello = json_pack("{s:s, s:s, s:s, s:i, s:s}", "migration_id", m->id,
+  hello = json_pack("{s:s, s:s, s:s, s:i, s:s, s:b}", "migration_id", m->id,
                     "volume_id", m->volume_id, "token", m->token, "block_size", m->bs,
-                    "strategy", fc_strategy_name(m->strategy));
+                    "strategy", fc_strategy_name(m->strategy),
+                    "reads", m->agent->engine->migr->out_peek != NULL);
   text = json_dumps(hello, JSON_COMPACT);
   json_decref(hello);
   r = text ? fc_xfer_send_json(&m->conn, FC_XFER_HELLO, text) : -ENOMEM;
@@ -377,6 +454,13 @@ fc_migr_source_switch(struct fc_migration *m, char *err, size_t errlen)
   bool flush = m->strategy == FC_STRAT_NONE || m->strategy == FC_STRAT_CACHEMIOR ||
                m->strategy == FC_STRAT_FIREPAN_IF;
   int r = 0;
+
+  /* From here on the destination answers for the volume: after SWITCH it
+   * may let the source forget blocks, so a read served here then could
+   * come from an older copy. */
+  pthread_mutex_lock(&m->lock);
+  m->switch_begun = true;
+  pthread_mutex_unlock(&m->lock);
 
   /* These strategies let the VM read the origin on the destination:
    * every dirty block must be there first.  This is downtime. */

@@ -498,6 +498,8 @@ fc_migration_json(struct fc_migration *m)
     json_object_set_new(o, "rate_limit_bytes_per_s", json_integer((json_int_t)m->rate_limit_bps));
     if (m->error[0])
       json_object_set_new(o, "error", json_string(m->error));
+    if (m->role == FC_MIGR_DEST)
+      json_object_set_new(o, "forwarded_reads", json_integer((json_int_t)m->forwarded_reads));
   }
   /* Under m->lock: a detach clears m->vol under it. */
   if (o && m->vol)
@@ -534,6 +536,7 @@ fc_migration_stop_all(struct fc_agent *agent)
     fc_migr_join(m);
     free(m->bg);
     free(m->fetchq);
+    free(m->readq);
     free(m->hot);
     free(m->to_ack);
     pthread_mutex_destroy(&m->lock);

@@ -87,6 +87,11 @@ struct fc_migration {
   uint32_t fetchq_n, fetchq_cap;
   bool complete_received;
   bool firepan_copied;
+  /* The switchover has begun: from here on the destination, not this
+   * host, answers for the volume, so READs get F_RETRY. */
+  bool switch_begun;
+  struct peek_req *readq;        /* destination READs, FIFO */
+  uint32_t readq_n;
 
   /* destination */
   struct dest_queue *inq;        /* background blocks awaiting install */
@@ -96,6 +101,11 @@ struct fc_migration {
   uint64_t *to_ack;              /* dirty blocks installed, not yet acked */
   uint32_t to_ack_n, to_ack_cap;
   bool switch_received, done_received, complete_sent;
+  bool peer_reads;               /* the source answers READ (its HELLO said so) */
+  struct read_wait *read_waiters;  /* READs in flight */
+  uint32_t reads_inflight;
+  uint64_t next_read_tag;
+  uint64_t forwarded_reads;
   /* dest: COMPLETE is being sent.  The source may get it, let go and close
    * the stream before the send returns; the receiver must not take that
    * close for a lost source. */
@@ -141,6 +151,10 @@ int fc_migr_source_connect(struct fc_migration *m, char *err, size_t errlen);
 int fc_migr_source_switch(struct fc_migration *m, char *err, size_t errlen);
 int fc_migr_source_firepan_copy(struct fc_migration *m, char *err, size_t errlen);
 int fc_migr_dest_accept(struct fc_migration *m, int fd);
+/* Destination, before the switchover: read [off, off+count) from the
+ * source's volume.  0, -EAGAIN once the source has begun its switchover
+ * (wait for SWITCH, then read here), or -errno. */
+int fc_migr_dest_read(void *ctx, void *buf, uint32_t count, uint64_t off);
 int fc_migr_dest_begin(struct fc_migration *m);
 void fc_migr_join(struct fc_migration *m);
 int fc_migr_mark_volume(struct fc_migration *m, const char *tag);

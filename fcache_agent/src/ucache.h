@@ -36,6 +36,12 @@ struct fc_ucache;
 typedef int (*fc_ucache_fetch_fn)(void *ctx, oblock_t ob, void *data, bool *dirty,
                                   bool required);
 
+/* Destination, before the switchover: read [off, off+count) from the
+ * migration source's volume, which is the current copy until then.  0,
+ * -EAGAIN when the source no longer answers (its switchover has begun, or
+ * it cannot forward reads): the read then waits for the switch. */
+typedef int (*fc_ucache_read_fn)(void *ctx, void *buf, uint32_t count, uint64_t off);
+
 struct fc_ucache_params {
   uint32_t quota_blocks;
   enum fc_write_policy write_policy;
@@ -97,17 +103,16 @@ enum fc_ucache_migr_mode {
   FC_MIGR_ONDEMAND = 2,     /* cloudcache, hybrid: fetch remote blocks */
 };
 
-/* Destination: start holding I/O (gated) and tracking writes. */
+/* Destination: close the gate (writes wait for the switchover, reads are
+ * answered from current data) and start tracking writes. */
 int fc_ucache_migr_in_begin(struct fc_ucache *uc, enum fc_ucache_migr_mode mode,
-                            fc_ucache_fetch_fn fetch, void *ctx,
-                            const char *superseded_path);
+                            fc_ucache_fetch_fn fetch, fc_ucache_read_fn read_source,
+                            void *ctx, const char *superseded_path);
 /* Destination: a block the source holds; dirty ones must be fetched. */
 int fc_ucache_migr_add_remote(struct fc_ucache *uc, oblock_t ob, bool dirty);
-/* Destination: until the source connects, reads pass the gate (served
- * from the origin, never cached): QEMU reads the disk when it creates the
- * device, before the incoming migration.  From the connection on, every
- * request waits for the switchover. */
-void fc_ucache_migr_close_probe(struct fc_ucache *uc);
+/* Destination: the source connected; reads before the switchover go to
+ * it from now on. */
+void fc_ucache_migr_source_connected(struct fc_ucache *uc);
 /* Destination: the source switched over: let the VM's I/O through. */
 void fc_ucache_migr_open_gate(struct fc_ucache *uc);
 /* Destination: the source is gone.  Clean remote blocks fall back to the
@@ -138,6 +143,10 @@ void fc_ucache_migr_settled(struct fc_ucache *uc);
  * 0 written, 1 cached but clean, -ENOENT not cached, -errno. */
 int fc_ucache_migr_writeback_block(struct fc_ucache *uc, oblock_t ob);
 int fc_ucache_flush_origin(struct fc_ucache *uc);
+/* Source, before the switchover: [off, off+count) as the VM sees it now
+ * (cache, else origin), changing nothing: no fill, no LRU move, no
+ * counters.  A destination read is forwarded here. */
+int fc_ucache_peek(struct fc_ucache *uc, void *buf, uint32_t count, uint64_t off);
 int fc_ucache_sync_records(struct fc_ucache *uc);
 
 /* Source: refuse writes (the VM has left) or accept them again (rollback). */

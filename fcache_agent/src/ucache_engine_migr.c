@@ -55,6 +55,12 @@ out_read(struct fc_migration *m, oblock_t ob, void *data, bool *dirty)
 }
 
 static int
+out_peek(struct fc_migration *m, void *buf, uint32_t count, uint64_t off)
+{
+  return fc_ucache_peek(UC(m), buf, count, off);
+}
+
+static int
 out_forget(struct fc_migration *m, oblock_t ob)
 {
   return fc_ucache_migr_forget(UC(m), ob);
@@ -83,14 +89,14 @@ in_begin(struct fc_migration *m)
   char path[FC_PATH_MAX + 100];
 
   fc_migr_superseded_path(m->agent, m->volume_id, path, sizeof path);
-  return fc_ucache_migr_in_begin(UC(m), mode_of(m->strategy), fc_migr_dest_fetch, m,
-                                 path);
+  return fc_ucache_migr_in_begin(UC(m), mode_of(m->strategy), fc_migr_dest_fetch,
+                                 fc_migr_dest_read, m, path);
 }
 
 static void
 in_connected(struct fc_migration *m)
 {
-  fc_ucache_migr_close_probe(UC(m));
+  fc_ucache_migr_source_connected(UC(m));
 }
 
 static int
@@ -185,6 +191,7 @@ const struct fc_engine_migr_ops fc_ucache_migr_ops = {
   .out_thaw = out_thaw,
   .out_list = out_list,
   .out_read = out_read,
+  .out_peek = out_peek,
   .out_forget = out_forget,
   .out_forget_all = out_forget_all,
   .in_begin = in_begin,

@@ -229,24 +229,16 @@ uc_pread(void *handle, void *vbuf, uint32_t count, uint64_t off)
   STAT_ADD(&uc->stats, reads, 1);
   STAT_ADD(&uc->stats, read_bytes, count);
   if (atomic_load(&uc->m.on)) {
-    if (uc_migr_gated(uc)) {
-      /* Before the source connects only the arriving, inactive VM reads:
-       * QEMU probes the disk when it creates the device, and would never
-       * get to the migration if the probe waited for it.  The origin
-       * answers, and nothing is cached from it. */
-      STAT_ADD(&uc->stats, read_misses, n);
-      r = origin_read(uc, buf, count, off);
-      goto out;
-    }
-    r = uc_migr_gate(uc);
-    if (!r && uc->m.bypass) {
+    r = uc_migr_read_gated(uc, buf, count, off);
+    if (r <= 0)
+      goto out;     /* served before the switchover, or failed */
+    r = 0;
+    if (uc->m.bypass) {
       /* firepan_if copy in progress: the cache is not attached yet. */
       STAT_ADD(&uc->stats, read_misses, n);
       r = origin_read(uc, buf, count, off);
       goto out;
     }
-    if (r)
-      goto out;
   }
   r = read_cached(uc, buf, count, off, first, n, cbs, seq);
   for (uint32_t i = 0; i < n && !r;) {
@@ -479,8 +471,20 @@ uc_flush(void *handle)
   int r = 0;
 
   STAT_ADD(&uc->stats, flushes, 1);
-  if (atomic_load(&uc->m.on) && (r = uc_migr_gate(uc)))
-    return r;
+  if (atomic_load(&uc->m.on)) {
+    bool gated;
+
+    pthread_mutex_lock(&uc->lock);
+    gated = uc_migr_gated_locked(uc) && !uc->m.failed;
+    pthread_mutex_unlock(&uc->lock);
+    /* Before the switchover writes wait at the gate, so this export has
+     * acknowledged none: there is nothing to make durable.  (The
+     * hypervisor flushed the source's before it let the VM go.) */
+    if (gated)
+      return 0;
+    if ((r = uc_migr_gate(uc)))
+      return r;
+  }
   if (uc->p.write_policy == FC_WRITE_BACK) {
     /* Acknowledged dirty data lives in the cache file: that, and the
      * records naming it, are what must reach stable storage. */
@@ -593,3 +597,47 @@ const struct fc_io_ops fc_ucache_io_ops = {
   .trim = uc_trim,
   .zero = uc_zero,
 };
+
+/* Misses are read from the origin under the stripes: this path serves a
+ * few probe reads, not the VM, and must see no block change under it. */
+int
+fc_ucache_peek(struct fc_ucache *uc, void *vbuf, uint32_t count, uint64_t off)
+{
+  char *buf = vbuf;
+  uint64_t first, last;
+  uint32_t n, *cbs = NULL;
+  struct stripe_set set;
+  int r = 0;
+
+  if (count == 0 || off > uc->origin->size || count > uc->origin->size - off)
+    return -EINVAL;
+  first = off / uc->bs;
+  last = (off + count - 1) / uc->bs;
+  n = (uint32_t)(last - first + 1);
+  if (!(cbs = malloc(n * sizeof *cbs)))
+    return -ENOMEM;
+  uc_lock_stripes_to_read(uc, first, last, &set);
+  lookup_and_pin(uc, first, n, cbs, false);
+  for (uint32_t i = 0; i < n && !r;) {
+    struct seg s = seg_of(uc, first + i, off, count);
+    uint32_t j = i + 1, len = s.len;
+
+    if (cbs[i] != CBLOCK_NONE) {
+      r = fc_cachedev_read(uc->dev, to_cblock(cbs[i]), s.in_block, buf + s.in_buf,
+                           s.len);
+      if (r && !(uc->dev->table[cbs[i]].flags & FC_ENTRY_DIRTY))
+        r = fc_origin_pread(uc->origin, buf + s.in_buf, s.len, s.start);
+      i = j;
+      continue;
+    }
+    /* A run of misses is one origin read. */
+    while (j < n && cbs[j] == CBLOCK_NONE)
+      len += seg_of(uc, first + j++, off, count).len;
+    r = fc_origin_pread(uc->origin, buf + s.in_buf, len, s.start);
+    i = j;
+  }
+  unpin(uc, cbs, n);
+  uc_unlock_stripes(uc, &set);
+  free(cbs);
+  return r;
+}

@@ -2,8 +2,12 @@
  * while a volume is migrating in (destination) or out (source).
  *
  * Destination, per strategy (see doc/migration.rst):
- *   - every request waits at the gate until the source has switched over
- *     (its VM stopped, dirty data flushed or listed);
+ *   - until the source has switched over (its VM stopped, dirty data
+ *     flushed or listed) the gate is closed: writes, trims and flushes
+ *     wait, and reads are answered at once with current data -- from the
+ *     source, or from the origin where that is provably current -- since
+ *     the hypervisor starts the destination VM, which reads its disk,
+ *     before it lets the source's VM go (uc_migr_read_gated);
  *   - writes are recorded in the invalidation filter's table (`written`):
  *     a copy arriving later for such a block is stale and is discarded;
  *   - FC_MIGR_BYPASS (firepan_if): until the copy completes every request
@@ -18,10 +22,15 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "deadline.h"
 #include "log.h"
 #include "superseded.h"
 #include "ucache_priv.h"
 #include "xfer_frame.h"
+
+/* A write_back volume's reads before the source connects wait this long
+ * for it: until then only the source knows which blocks it holds dirty. */
+#define PRECONNECT_READ_WAIT_MS 30000
 
 int
 uc_migr_gate(struct fc_ucache *uc)
@@ -38,20 +47,78 @@ uc_migr_gate(struct fc_ucache *uc)
 }
 
 bool
-uc_migr_gated(struct fc_ucache *uc)
+uc_migr_gated_locked(const struct fc_ucache *uc)
 {
-  bool g;
+  return uc->m.gated;
+}
+
+/* Before the source connects the origin answers if every write the source
+ * acknowledged reached it first: true unless the source may hold dirty
+ * blocks.  Both ends run the volume with the same write policy. */
+static bool
+origin_is_current(const struct fc_ucache *uc)
+{
+  return uc->p.write_policy != FC_WRITE_BACK;
+}
+
+int
+uc_migr_read_gated(struct fc_ucache *uc, void *buf, uint32_t count, uint64_t off)
+{
+  struct timespec until = fc_deadline_ms(PRECONNECT_READ_WAIT_MS);
+  bool source_declined = false;
+  int r;
 
   pthread_mutex_lock(&uc->lock);
-  g = uc->m.gated && uc->m.probe_reads && !uc->m.failed;
+  for (;;) {
+    if (!uc->m.gated) {
+      r = 1;
+      break;
+    }
+    if (uc->m.failed) {
+      r = -EIO;
+      break;
+    }
+    if (!uc->m.source_connected && origin_is_current(uc)) {
+      pthread_mutex_unlock(&uc->lock);
+      r = fc_origin_pread(uc->origin, buf, count, off);
+      if (r == 0)
+        STAT_ADD(&uc->stats, origin_read_bytes, count);
+      return r;
+    }
+    if (uc->m.source_connected && uc->m.read_source && !source_declined) {
+      fc_ucache_read_fn fn = uc->m.read_source;
+      void *ctx = uc->m.fetch_ctx;
+
+      pthread_mutex_unlock(&uc->lock);
+      r = fn(ctx, buf, count, off);
+      if (r != -EAGAIN)
+        return r;
+      /* The source is switching over: SWITCH is on its way. */
+      source_declined = true;
+      pthread_mutex_lock(&uc->lock);
+      continue;
+    }
+    if (uc->m.source_connected) {
+      pthread_cond_wait(&uc->m.gate_cond, &uc->lock);
+    } else if (pthread_cond_timedwait(&uc->m.gate_cond, &uc->lock, &until) ==
+               ETIMEDOUT) {
+      r = -ETIMEDOUT;
+      break;
+    }
+  }
   pthread_mutex_unlock(&uc->lock);
-  return g;
+  if (r == -ETIMEDOUT)
+    log_warning("a read of %u bytes at %llu before the migration source "
+                "connected: the volume is write_back, so only the source knows "
+                "the current data, and it did not connect within %d s",
+                count, (unsigned long long)off, PRECONNECT_READ_WAIT_MS / 1000);
+  return r;
 }
 
 int
 fc_ucache_migr_in_begin(struct fc_ucache *uc, enum fc_ucache_migr_mode mode,
-                        fc_ucache_fetch_fn fetch, void *ctx,
-                        const char *superseded_path)
+                        fc_ucache_fetch_fn fetch, fc_ucache_read_fn read_source,
+                        void *ctx, const char *superseded_path)
 {
   int r;
 
@@ -70,11 +137,12 @@ fc_ucache_migr_in_begin(struct fc_ucache *uc, enum fc_ucache_migr_mode mode,
            superseded_path);
   pthread_mutex_lock(&uc->lock);
   uc->m.gated = true;
-  uc->m.probe_reads = true;
+  uc->m.source_connected = false;
   uc->m.failed = false;
   uc->m.tracking = true;
   uc->m.bypass = mode == FC_MIGR_BYPASS;
   uc->m.fetch = mode == FC_MIGR_ONDEMAND ? fetch : NULL;
+  uc->m.read_source = read_source;
   uc->m.fetch_ctx = ctx;
   uc->m.chosen_cursor = CBLOCK_NONE;
   atomic_store(&uc->m.on, true);
@@ -195,6 +263,7 @@ fc_ucache_migr_settled(struct fc_ucache *uc)
   drop_superseded_locked(uc);
   uc->m.failed = false;
   uc->m.fetch = NULL;
+  uc->m.read_source = NULL;
   uc->m.tracking = false;
   uc->m.bypass = false;
   uc->m.gated = false;
@@ -206,10 +275,12 @@ fc_ucache_migr_settled(struct fc_ucache *uc)
 }
 
 void
-fc_ucache_migr_close_probe(struct fc_ucache *uc)
+fc_ucache_migr_source_connected(struct fc_ucache *uc)
 {
   pthread_mutex_lock(&uc->lock);
-  uc->m.probe_reads = false;
+  uc->m.source_connected = true;
+  /* A write_back volume's early reads were waiting for this. */
+  pthread_cond_broadcast(&uc->m.gate_cond);
   pthread_mutex_unlock(&uc->lock);
 }
 
@@ -239,6 +310,7 @@ fc_ucache_migr_source_lost(struct fc_ucache *uc)
   pthread_mutex_lock(&uc->lock);
   uc->m.failed = true;
   uc->m.fetch = NULL;
+  uc->m.read_source = NULL;
   fc_invfilter_clear(&uc->m.remote_clean);
   pthread_cond_broadcast(&uc->m.gate_cond);
   pthread_mutex_unlock(&uc->lock);
@@ -478,6 +550,7 @@ fc_ucache_migr_in_end(struct fc_ucache *uc)
   uc->m.bypass = false;
   uc->m.tracking = false;
   uc->m.fetch = NULL;
+  uc->m.read_source = NULL;
   uc->m.gated = false;
   atomic_store(&uc->m.on, uc->m.frozen || uc->m.failed);
   fc_invfilter_clear(&uc->m.written);

@@ -52,8 +52,8 @@ struct fc_ucache {
 
   /* Live migration (ucache_migr.c); all under uc->lock. */
   struct {
-    bool gated;               /* dest: hold I/O until the source's switch */
-    bool probe_reads;         /* dest, before the source connects: reads pass */
+    bool gated;               /* dest: before the source's switch */
+    bool source_connected;    /* dest: reads may be forwarded to the source */
     bool failed;              /* dest: the source was lost before the switch */
     bool frozen;              /* source: the VM left; refuse writes */
     bool bypass;              /* firepan_if copy: cache not attached yet */
@@ -70,7 +70,8 @@ struct fc_ucache {
     int superseded_fd;        /* see superseded.h; -1 when not migrating in */
     char superseded_path[4200];
     fc_ucache_fetch_fn fetch;
-    void *fetch_ctx;
+    fc_ucache_read_fn read_source;
+    void *fetch_ctx;          /* for both */
     pthread_cond_t gate_cond;
     uint64_t fetched, fetch_fallbacks, discarded, installed_copies;
     /* dest: the last block uc_install_chosen placed, and its oblock (the
@@ -135,8 +136,16 @@ int uc_mark_dirty(struct fc_ucache *uc, cblock_t cb);
 
 /* Must not be called with uc->lock held. */
 /* Migration hooks called by the request paths (ucache_migr.c). */
+/* Writes, trims and flushes wait here until the switchover. */
 int uc_migr_gate(struct fc_ucache *uc);
-bool uc_migr_gated(struct fc_ucache *uc);
+/* A read before the switchover, answered with current data without
+ * waiting for it (doc/migration.rst, "Reads before the switchover").
+ * 1 if the gate is open (the caller reads as usual), 0 when buf holds the
+ * data, or -errno. */
+int uc_migr_read_gated(struct fc_ucache *uc, void *buf, uint32_t count,
+                       uint64_t off);
+/* Under uc->lock: is the gate closed? */
+bool uc_migr_gated_locked(const struct fc_ucache *uc);
 /* Under the block's stripe: a miss during an incoming migration may be
  * served from the source.  Returns 1 if not remote (caller reads origin),
  * 0 if data holds the block (installed), or -errno. */

@@ -37,14 +37,29 @@ enum fc_xfer_type {
   FC_XFER_ACK = 9,        /* dst->src  u64[] oblocks now durable at the destination */
   FC_XFER_DONE = 10,      /* src->dst  every background block was sent */
   FC_XFER_COMPLETE = 11,  /* dst->src  destination holds all it needs */
-  FC_XFER_TYPE_MAX = 11,
+  /* Before the switchover the source's volume is the current one: a read
+   * at the destination (the arriving QEMU probing its disk, or the guest
+   * between the hypervisor's switch and ours) is answered from there.
+   * Sent only to a source whose HELLO said "reads": 1. */
+  FC_XFER_READ = 12,      /* dst->src  u64 tag, u64 offset, u32 length */
+  FC_XFER_DATA = 13,      /* src->dst  u64 tag, then the bytes (or F_RETRY / F_ERROR) */
+  FC_XFER_TYPE_MAX = 13,
 };
 
 enum {
   FC_XFER_F_LAST = 1u << 0,     /* LIST: final chunk */
   FC_XFER_F_REPLY = 1u << 1,    /* BLOCK: answers a FETCH */
   FC_XFER_F_ABSENT = 1u << 2,   /* BLOCK: source no longer has it (no data) */
+  /* DATA: the source has begun its switchover and no longer answers for
+   * the volume; the read waits for SWITCH and is served here. */
+  FC_XFER_F_RETRY = 1u << 3,
+  FC_XFER_F_ERROR = 1u << 4,    /* DATA: u32 errno after the tag */
 };
+
+#define FC_XFER_READ_SIZE 20u
+#define FC_XFER_READ_MAX (1u << 20)    /* bytes per READ */
+/* READs a destination may have outstanding; a source queues no more. */
+#define FC_XFER_READS_INFLIGHT 32u
 
 #define FC_XFER_DIRTY_BIT (1ull << 63)
 

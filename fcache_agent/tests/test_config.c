@@ -85,6 +85,7 @@ static void test_good_file(void **state)
     "block_size = 64KiB ; other inline comment\n"
     "migration_listen = [::1]:7441\n"
     "export_dir = /run/x/exports#not-a-comment\n"
+    "export_group = libvirt-qemu\n"
     "[DEFAULT]\n"
     "log_level = debug\n"
     "log_target = syslog\n"
@@ -96,6 +97,7 @@ static void test_good_file(void **state)
   assert_int_equal(load_text(&t, text), 0);
   assert_string_equal(t.cfg.control_socket, "/run/x/agent.sock");
   assert_string_equal(t.cfg.control_group, "fcache admins=ops");
+  assert_string_equal(t.cfg.export_group, "libvirt-qemu");
   assert_string_equal(t.cfg.state_dir, "/srv/fcache");
   assert_string_equal(t.cfg.engine, "dmcache");
   assert_string_equal(t.cfg.cache_path, "/srv/fcache/cache.img");
@@ -335,7 +337,7 @@ static void test_sample_matches_defaults(void **state)
   if (load_text(&t, text) != 0)
     fail_msg("sample: %s", t.err);
   free(text);
-  assert_int_equal(keys, 16);   /* every field of struct fc_config */
+  assert_int_equal(keys, 17);   /* every field of struct fc_config */
   fc_config_defaults(&d);
   assert_memory_equal(&t.cfg, &d, sizeof d);
 }

@@ -71,15 +71,21 @@ def source_config(policy):
 # The VM stand-in
 # ---------------------------------------------------------------------------
 
+MODIFY_KINDS = ('write', 'zero', 'trim')
+
+
 class CountingWorkload(om.Workload):
     """An oracle workload that also counts completions (for the gate)."""
 
     def __init__(self, *a, **kw):
         super(CountingWorkload, self).__init__(*a, **kw)
         self.completions = 0
+        self.modify_completions = 0     # writes, zeroes, trims
 
     def _process_completions(self):
         self.completions += len(self.completed)
+        self.modify_completions += sum(1 for req, _ in self.completed
+                                       if req.kind in MODIFY_KINDS)
         super(CountingWorkload, self)._process_completions()
 
 

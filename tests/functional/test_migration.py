@@ -68,18 +68,20 @@ def migrate_with_vm(src, dst, orc, vm, src_uri, strategy, seen,
         assert resolved == strategy, prepared
     dst_uri = prepared['export_uri']
 
-    # The destination export exists but holds writes until the
-    # switchover.  Reads before the source connects (QEMU probes the disk
-    # when it creates the device) are answered from the origin and cache
-    # nothing.  HOT is outside the VM's working region: stable here.
+    # The destination export exists before the switchover: writes wait
+    # there, reads are answered at once with current data (doc/migration.rst,
+    # "Reads before the switchover").  Until the source connects the origin
+    # answers if the policy keeps it current; a write_back volume's read
+    # waits for the source to connect, which answers it.  Nothing read so
+    # is cached.  HOT is outside the VM's working region: stable here.
+    write_back = src.show('vol1')['write_policy'] == 'write_back'
     probe_dst = om.connect(dst_uri, name='probe-dst')
     cached_before = dst.show('vol1')['cached_blocks']
-    probe_data = probe_dst.pread(64 * 1024, HOT[0])
-    assert not orc.check(HOT[0], bytearray(probe_data)), \
-        'read before the switchover: wrong data'
-    assert dst.show('vol1')['cached_blocks'] == cached_before, \
-        'a read before the switchover was cached'
-    same = bytes(probe_data[:4096])     # rewrite what is there
+    early_pending, early_finish = mu.gated(probe_dst, HOT[0], 64 * 1024)
+    assert early_pending == write_back, (
+        'a read before the source connected was %s' % (
+            'held' if early_pending else 'answered'))
+    same = bytes(orc.data[HOT[0]:HOT[0] + BS])     # rewrite what is there
     pending, gate_finish = mu.gated_write(probe_dst, HOT[0], same)
     assert pending, 'destination served a write before the switchover'
 
@@ -88,6 +90,11 @@ def migrate_with_vm(src, dst, orc, vm, src_uri, strategy, seen,
         # The VM keeps running on the source while the agents connect.
         migration.start(s, d, mid)
         time.sleep(0.3)
+        # Written on the source after the agents connected: a read at the
+        # destination must see it (the source answers it).
+        fresh = bytes([0x5e]) * BS
+        probe_src.pwrite(fresh, HOT[0] + 64 * 1024)
+        orc.write(HOT[0] + 64 * 1024, fresh)
     vm.pause()
     assert vm.wl.completions > 0
     seen['source_ratio'] = warm_sets(src, orc, src_uri)
@@ -102,18 +109,34 @@ def migrate_with_vm(src, dst, orc, vm, src_uri, strategy, seen,
         assert mu.modify_errnos(probe_src, HOT[0]) == dict.fromkeys(
             ('write', 'zero', 'trim'), mu.EPERM)
     mu.wait_state(dst, mid, ('connected',), timeout=5)
-    # Once the source is connected, reads wait for the switchover too.
-    still_pending, _ = mu.gated(probe_dst, HOT[0] + 64 * 1024, BS, wait=0.05)
-    assert still_pending
+    err, early = early_finish(timeout=10)
+    assert err == 0, 'read before the switchover failed: errno %d' % err
+    assert not orc.check(HOT[0], bytearray(early)), \
+        'read before the switchover: wrong data'
+    # Once the source is connected, reads go to it: current data at once.
+    t0 = time.monotonic()
+    now = probe_dst.pread(128 * 1024, HOT[0])
+    seen['forwarded_read_s'] = time.monotonic() - t0
+    assert not orc.check(HOT[0], bytearray(now)), \
+        'read before the switchover, source connected: wrong data'
+    assert mu.status(dst, mid)['forwarded_reads'] >= 1, mu.status(dst, mid)
+    if resolved != 'firepan':    # (firepan's copy is in by now)
+        assert dst.show('vol1')['cached_blocks'] == cached_before, \
+            'a read before the switchover was cached'
 
-    # The VM moves: its requests wait at the destination's gate.
+    # The VM moves.  Before the switchover its writes wait at the
+    # destination's gate; its reads are answered (by the source) and its
+    # flushes too (nothing was written here yet).
+    # (Held writes can take every worker of the connection, and then
+    # reads queue behind them: the switchover does not wait for either.)
     vm.move(dst_uri)
-    before = vm.wl.completions
+    before = vm.wl.modify_completions
     vm.resume()
     time.sleep(0.3)
-    assert vm.wl.completions == before, \
-        'the destination served the VM before the switchover'
-    assert len(vm.wl.inflight) > 0
+    assert vm.wl.modify_completions == before, \
+        'the destination let a write through before the switchover'
+    held = [r.kind for r in list(vm.wl.inflight.values())]
+    assert set(held) & set(mu.MODIFY_KINDS), held
 
     t0 = time.monotonic()
     sw = migration.switchover(s, d, mid)

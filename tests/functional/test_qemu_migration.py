@@ -22,6 +22,7 @@ import os
 import shutil
 import socket
 import subprocess
+import threading
 import time
 import urllib.parse
 
@@ -315,22 +316,36 @@ def test_qemu_live_migration(make_agent, make_origin, workdir, qemus,
     assert vm_src.proc.returncode is not None
 
 
-@pytest.mark.timeout(60)
+@pytest.mark.timeout(90)
+@pytest.mark.parametrize('order,policy', [
+    ('driver', 'write_back'), ('driver', 'read_only'),
+    ('qemu_first', 'write_through'), ('qemu_first', 'write_back')])
 def test_destination_qemu_starts_before_switchover(make_agent, make_origin,
-                                                   workdir, qemus):
-    """The plain recipe: the destination QEMU must reach ``inmigrate``.
+                                                   workdir, qemus, order,
+                                                   policy):
+    """The destination QEMU reaches ``inmigrate`` with no switchover yet.
 
     A destination QEMU opens its disk at start-up, long before the
     switchover, and virtio-blk reads sector 0 at realize to guess a disk
-    geometry when none is given (libvirt gives none).  If the destination
-    export holds that read until the switchover, QEMU never answers QMP
-    and never accepts the incoming migration, so the switchover that would
-    release it never comes.
+    geometry when none is given (libvirt gives none).  If that read waited
+    for the switchover, QEMU would never accept the incoming migration
+    that leads to it.  ``driver``: Nova's order (``start``, then libvirt
+    starts QEMU): the source agent answers the read.  ``qemu_first``: QEMU
+    between ``prepare`` and ``start``: the origin answers at once where it
+    is current (write_through); a write_back volume's read is answered
+    once the source connects.
     """
     src, dst = mu.agent_pair(make_agent)
     origin = make_origin(VOLUME_SIZE)
-    src.attach('vol1', origin.uri, cache_size=VOLUME_CACHE,
-               write_policy='write_back')
+    orc = om.Oracle(origin.content)
+    res = src.attach('vol1', origin.uri, cache_size=VOLUME_CACHE,
+                     write_policy=policy)
+    # Sector 0 changed on the source: dirty there under write_back.
+    h = om.connect(res['export_uri'])
+    mbr = bytes([0x5a]) * BS
+    h.pwrite(mbr, 0)
+    orc.write(0, mbr)
+    om.close(h)
     s, d = src.client(), dst.client()
     prepared = migration.prepare(s, d, 'vol1', 'hybrid')
     mid = prepared['migration_id']
@@ -338,20 +353,43 @@ def test_destination_qemu_starts_before_switchover(make_agent, make_origin,
     vm_dst = Qemu(workdir, 'qdst', prepared['export_uri'],
                   incoming='tcp:127.0.0.1:%d' % port, geometry=False)
     qemus.append(vm_dst)
+    state = problem = None
     try:
-        vm_dst.start(timeout=10)
+        if order == 'driver':
+            migration.start(s, d, mid)
+            vm_dst.start(timeout=10)
+        elif policy == 'write_back':
+            # QEMU's read waits for the source: start it meanwhile.
+            starter = threading.Thread(target=vm_dst.start,
+                                       kwargs={'timeout': 20})
+            starter.start()
+            time.sleep(0.5)
+            migration.start(s, d, mid)
+            starter.join(30)
+        else:
+            vm_dst.start(timeout=10)
+            migration.start(s, d, mid)
         state = vm_dst.status()
-        problem = None
+        # The read QEMU made, and one of ours, see the source's sector 0.
+        dh = om.connect(prepared['export_uri'])
+        got = dh.pread(BS, 0)
+        om.close(dh)
+        st = mu.status(dst, mid)
     except (AssertionError, OSError) as exc:
-        state = None
         problem = exc
     finally:
         # Whatever happened, roll back: that lets a held request go.
         migration.abort(s, d, mid)
     assert state == 'inmigrate', (
         'the destination QEMU (-incoming, no explicit geometry) did not '
-        'answer QMP within 10 s of starting (%s): its disk read at device '
-        'realize is held at the destination gate until the switchover, '
-        'which needs this QEMU to receive the migration first.  '
+        'answer QMP (%s): its disk read at device realize waited for the '
+        'switchover, which needs this QEMU to receive the migration first.  '
         'Destination agent log:\n%s' % (
             problem, mu.log_excerpt(dst, 'nbd|migration', 12)))
+    assert not orc.check(0, bytearray(got)), 'stale sector 0 before the switch'
+    if order == 'driver' or policy == 'write_back':
+        assert st['forwarded_reads'] >= 2, st
+    # The source kept the VM's volume, sector 0 and all.
+    h = om.connect(res['export_uri'])
+    assert not orc.check(0, bytearray(h.pread(BS, 0)))
+    om.close(h)
