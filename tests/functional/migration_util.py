@@ -515,6 +515,8 @@ assert crc32c(b'123456789') == 0xE3069283
 MAGIC = 0x31584346
 T_HELLO, T_WELCOME, T_ERROR, T_LIST, T_SWITCH, T_BLOCK = 1, 2, 3, 4, 5, 6
 T_FETCH, T_CREDIT, T_ACK, T_DONE, T_COMPLETE = 7, 8, 9, 10, 11
+T_READ, T_DATA = 12, 13
+F_RETRY, F_ERROR = 1 << 3, 1 << 4
 
 
 def frame(ftype, payload=b'', flags=0, version=1, corrupt_crc=False):
@@ -525,10 +527,13 @@ def frame(ftype, payload=b'', flags=0, version=1, corrupt_crc=False):
     return head + struct.pack('<I', crc) + payload
 
 
-def hello(mid, volume_id, token, block_size=BS, strategy='hybrid'):
-    return frame(T_HELLO, json.dumps({
-        'migration_id': mid, 'volume_id': volume_id, 'token': token,
-        'block_size': block_size, 'strategy': strategy}).encode())
+def hello(mid, volume_id, token, block_size=BS, strategy='hybrid',
+          reads=None):
+    msg = {'migration_id': mid, 'volume_id': volume_id, 'token': token,
+           'block_size': block_size, 'strategy': strategy}
+    if reads is not None:
+        msg['reads'] = reads
+    return frame(T_HELLO, json.dumps(msg).encode())
 
 
 def recv_frame(sock, timeout=10):
