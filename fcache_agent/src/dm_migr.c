@@ -12,10 +12,13 @@
  * between (the hints are taken from the dump before the drain: the
  * cleaner's own suspend drops them).
  *
- * Destination.  The export starts as a linear table over the origin (the
- * hypervisor may probe the disk), is suspended when the source connects
- * (the gate: the kernel queues the VM's requests) and gets its final
- * table at the switchover:
+ * Destination.  Until the switchover the export is a linear table over
+ * the origin, or an error table for a write_back volume (whose source may
+ * hold dirty blocks): the hypervisor reads the disk when it starts the
+ * destination QEMU, and that read must neither wait for the switchover
+ * nor see older data.  The hypervisor keeps the guest paused until the
+ * switchover (the kernel cannot hold writes and let reads pass).  At the
+ * switchover the export gets its final table:
  *   none        a cache table over the fresh metadata;
  *   firepan     blocks copied before the switchover are written at their
  *               cache block offsets and cache_restore'd with their dirty

@@ -111,8 +111,14 @@ dm_migr_in_begin(struct fc_migration *m)
   if (!r && st->era)
     r = era_alloc(agent, v, st, err, sizeof err);
   /* The fresh cache table goes (its metadata stays formatted and clean,
-   * free for cache_restore); the hypervisor's probe reads see the origin. */
-  if (!r)
+   * free for cache_restore).  Until the switchover only the hypervisor
+   * reads here (the guest stays paused: doc/dmcache.rst), and a read gets
+   * current data or fails, never waits: the kernel cannot hold writes and
+   * let reads pass, nor ask the source.  The origin is current unless the
+   * source may hold dirty blocks. */
+  if (!r && v->p.write_policy == FC_WRITE_BACK)
+    r = dm_migr_to_error(v, err, sizeof err);
+  else if (!r)
     r = to_linear(v, err, sizeof err);
 out:
   if (r) {
@@ -128,18 +134,14 @@ out:
 void
 dm_migr_in_connected(struct fc_migration *m)
 {
-  struct fc_agent *agent = m->agent;
-  char err[512];
-
-  pthread_mutex_lock(&agent->lock);
-  if (m->vol && dm_migr_state(m) && !dm_migr_state(m)->switched) {
-    /* The gate: the kernel holds the VM's requests while suspended. */
-    if (fc_dm_suspend(m->vol->dm->name, err, sizeof err))
-      log_error("migration %s: %s", m->id, err);
-    else
-      dm_migr_state(m)->gated = true;
-  }
-  pthread_mutex_unlock(&agent->lock);
+  /* No gate here: a suspended device would hold the destination QEMU's
+   * own read at device realize, inside the hypervisor's migrate call,
+   * which the switchover waits for.  The hypervisor keeps the guest
+   * paused until the switchover instead. */
+  log_info("migration %s: source connected; volume %s %s until the switchover",
+           m->id, m->volume_id,
+           m->vol && m->vol->p.write_policy == FC_WRITE_BACK ?
+           "fails reads (the source holds its dirty blocks)" : "reads the origin");
 }
 
 int
@@ -236,7 +238,14 @@ dm_migr_in_switch(struct fc_migration *m)
     pthread_mutex_unlock(&agent->lock);
     return;
   }
-  if (st->era) {
+  /* Suspend before the final table is even loaded, as the gate did when
+   * the device was suspended from the connection on: loading firepan's
+   * cache table while the interim table still served left stale blocks
+   * after the resume (seen in test_dmcache_uml's firepan migration). */
+  r = fc_dm_suspend(v->dm->name, err, sizeof err);
+  if (r) {
+    /* fallback_locked below */
+  } else if (st->era) {
     struct fc_dm_info mi;
     r = fc_dm_info(st->emeta, &mi);
     if (!r && !mi.exists)
@@ -256,7 +265,6 @@ dm_migr_in_switch(struct fc_migration *m)
                             sizeof err);
   }
   st->switched = true;
-  st->gated = false;
   if (r)
     fallback_locked(m);
   pthread_mutex_unlock(&agent->lock);
@@ -487,7 +495,7 @@ dm_migr_in_lost(struct fc_migration *m)
    * the switchover, and the other strategies moved only clean blocks. */
 }
 
-/* The agent stops: a VM held at the gate gets EIO, not a hang. */
+/* The agent stops: the export must not go on reading the origin. */
 void
 dm_migr_in_shutdown(struct fc_migration *m)
 {
@@ -514,8 +522,8 @@ dm_migr_in_completed(struct fc_migration *m)
   dm_migr_close_fds(st);
 }
 
-/* Abort: nothing the destination received is used.  Requests held at
- * the gate end (EIO) so the devices can go. */
+/* Abort: nothing the destination received is used; the export fails
+ * any request from now on, so the devices can go. */
 int
 dm_migr_in_forget_all(struct fc_migration *m)
 {

@@ -30,7 +30,7 @@ struct fc_dm_migr {
   struct fc_dmc_mapping *map;   /* the dump, sorted by oblock */
   uint32_t n;
   /* destination */
-  bool gated, switched, ended, era;
+  bool switched, ended, era;
   char emeta[FC_DM_NAME_MAX + 8];   /* dm-era metadata device, "" if none */
   struct fc_invfilter have;     /* oblocks installed or being written */
   struct fc_dmc_mapping *inst;  /* in arrival order (hottest first) */

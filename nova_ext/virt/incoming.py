@@ -10,7 +10,8 @@ Runs in the destination's nova-compute and talks only to its own agent:
     attaches the volume gated and makes the one-time token, and the result
     goes back to the source in ``migrate_data.bdms``.
 ``post_live_migration_at_destination``
-    Resumes a guest ``firepan`` kept paused, emits
+    Resumes a guest kept paused (``firepan``, or a volume on dmcache here:
+    see :func:`nova_ext.virt.outgoing.hold_guest_at_destination`), emits
     ``fcache.migration.end`` with both hosts' figures and drops the spent
     token from the BDM.
 rollback (``rollback_live_migration_at_destination``, or Nova's volume
@@ -26,6 +27,7 @@ from nova_ext import exception
 from nova_ext import migration
 from nova_ext.virt import address
 from nova_ext.virt import channel
+from nova_ext.virt import outgoing
 
 LOG = logging.getLogger(__name__)
 
@@ -108,11 +110,13 @@ class IncomingMixin(object):
             block_device_info=block_device_info)
         if not incoming or not incoming.volumes:
             return
-        if any(p['strategy'] == 'firepan' for p in incoming.volumes.values()):
+        volumes = list(incoming.volumes.values())
+        if any(p['strategy'] == 'firepan' for p in volumes) or \
+                outgoing.hold_guest_at_destination(volumes):
             guest = self._host.get_guest(instance)
             if guest.get_power_state(self._host) == power_state.PAUSED:
-                LOG.info("Resuming the guest firepan kept paused",
-                         instance=instance)
+                LOG.info("Resuming the guest kept paused until its cache "
+                         "switched over", instance=instance)
                 guest.resume()
         results = channel.take_results(
             (block_device_info or {}).get('block_device_mapping') or [])

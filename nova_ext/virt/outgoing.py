@@ -13,7 +13,9 @@ to settle a migration that failed after the VM moved (below):
 ``live_migration``
     With what the destination prepared (``migrate_data.bdms``): register
     the outgoing side with the destination's address and token, ``start``
-    (``firepan``: pause the guest and copy), then Nova's memory migration.
+    (``firepan``: pause the guest and copy), then Nova's memory migration
+    (a volume on dmcache at the destination: with ``VIR_MIGRATE_PAUSED``,
+    so the guest runs there only once its cache has switched over).
     After it: ``switchover`` and ``finish`` (the agent waits until the
     destination holds every block it needs, then releases the volume).
     If the memory migration fails: ``abort`` here; the destination aborts
@@ -43,6 +45,34 @@ LOG = logging.getLogger(__name__)
 
 # Seconds to wait for both agents to see a failure before settling.
 SETTLE_WAIT_S = 30
+# libvirt's VIR_MIGRATE_PAUSED: leave the domain paused on the destination.
+VIR_MIGRATE_PAUSED = 1 << 5
+
+
+def hold_guest_at_destination(outgoing):
+    """Must the guest stay paused on the destination until the switchover?
+
+    Yes when a volume arrives on the dmcache engine there (its export is
+    a device path): the kernel serves the guest, and cannot hold its
+    writes until the source has switched over while letting the
+    hypervisor's reads of the disk through (doc/dmcache.rst).  The
+    destination resumes it in ``post_live_migration_at_destination``.
+    """
+    return any((p.get('export_uri') or '').startswith('/') for p in outgoing)
+
+
+class PausedAtDestination(object):
+    """A Nova ``Guest`` whose migrate() leaves the domain paused there."""
+
+    def __init__(self, guest):
+        self._guest = guest
+
+    def __getattr__(self, name):
+        return getattr(self._guest, name)
+
+    def migrate(self, destination, flags=0, **kwargs):
+        return self._guest.migrate(destination,
+                                   flags=flags | VIR_MIGRATE_PAUSED, **kwargs)
 
 
 class OutgoingMixin(object):
@@ -126,6 +156,17 @@ class OutgoingMixin(object):
         return super().live_migration(context, instance, dest, post,
                                       recover, block_migration,
                                       migrate_data)
+
+    def _live_migration_operation(self, context, instance, dest,
+                                  block_migration, migrate_data, guest,
+                                  device_names):
+        if hold_guest_at_destination(channel.outgoing(migrate_data)):
+            LOG.info("The guest stays paused on the destination until its "
+                     "cache switches over (dmcache)", instance=instance)
+            guest = PausedAtDestination(guest)
+        return super()._live_migration_operation(
+            context, instance, dest, block_migration, migrate_data, guest,
+            device_names)
 
     def _fcache_start_outgoing(self, context, instance, src, outgoing):
         """Register and start every volume; None if one failed.

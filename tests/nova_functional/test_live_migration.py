@@ -43,6 +43,7 @@ from oslo_config import cfg
 from oslo_serialization import jsonutils
 from oslo_utils.fixture import uuidsentinel as uuids
 import testscenarios
+import testtools
 
 from nova import context as nova_context
 from nova import objects
@@ -57,6 +58,7 @@ from nova_ext import migration as migration_mod
 from nova_ext import opts
 from nova_ext.virt import channel
 from nova_ext.virt import driver as fcache_driver
+from nova_ext.virt import outgoing
 from tests.functional import harness
 from tests.nova_functional import tcpproxy
 
@@ -577,3 +579,30 @@ class FcacheFailureAfterSwitchoverTest(testscenarios.WithScenarios, _Base):
         self._guest_io(self._connection_data()['fcache_export'],
                        'read -P %d 0 %d' % (PATTERN, DIRTY))
         self._check_origin_after_delete()
+
+
+class DmcacheDestinationHoldsGuestTest(testtools.TestCase):
+    """A volume on dmcache at the destination: the guest arrives paused.
+
+    (No dmcache agent runs in this process: the kernel data path needs
+    device-mapper, tested in user-mode-linux; what is checked here is the
+    flag the driver hands libvirt.)
+    """
+
+    def test_flag_only_for_a_device_export(self):
+        ucache = {'export_uri': 'nbd+unix:///v?socket=/run/fcache/v.sock'}
+        dmcache = {'export_uri': '/dev/mapper/fcache-v'}
+        self.assertFalse(outgoing.hold_guest_at_destination([ucache]))
+        self.assertTrue(outgoing.hold_guest_at_destination([ucache,
+                                                            dmcache]))
+        guest = mock.Mock()
+        outgoing.PausedAtDestination(guest).migrate(
+            'qemu+tcp://dst/system', flags=fakelibvirt.VIR_MIGRATE_LIVE,
+            bandwidth=0)
+        guest.migrate.assert_called_once_with(
+            'qemu+tcp://dst/system', bandwidth=0,
+            flags=fakelibvirt.VIR_MIGRATE_LIVE |
+            32)    # VIR_MIGRATE_PAUSED (not in fakelibvirt)
+        # Everything else is the guest's own.
+        self.assertIs(outgoing.PausedAtDestination(guest).get_xml_desc,
+                      guest.get_xml_desc)

@@ -10,6 +10,7 @@ being copied and those served by the migrated cache afterwards.  Prints
 ``RESULT {json}``; exits non-zero on the first failed check.
 """
 
+import errno
 import mmap
 import os
 import random
@@ -119,6 +120,31 @@ def warm(agent, vol, want=48, limit_s=20):
     return show
 
 
+def probe_before_switch(dev, policy, model):
+    """The hypervisor's read of the destination before the switchover.
+
+    It is answered at once: the origin where that is current, an error
+    for write_back (the source may hold dirty blocks) -- never older data.
+    """
+    buf = mmap.mmap(-1, 65536)
+    fd = os.open(dev, os.O_RDONLY | os.O_DIRECT)
+    try:
+        got, err = os.preadv(fd, [buf], 0), None
+    except OSError as e:
+        got, err = 0, e.errno
+    finally:
+        os.close(fd)
+    if policy == 'write_back':
+        check(err == errno.EIO, 'write_back destination read before the '
+              'switchover: %r, expected EIO' % (err,))
+    else:
+        check(err is None and got == len(buf) and
+              bytes(buf) == bytes(model[:len(buf)]),
+              'destination read before the switchover: %r, %d bytes, %s' % (
+                  err, got, 'right' if bytes(buf) == bytes(
+                      model[:len(buf)]) else 'wrong data'))
+
+
 def migrate(src, dst, vol, strategy, vm, rate_bps=0):
     """The orchestrator's phases (nova_ext.migration), VM moved between."""
     vshow = src.ok('volume-show', volume_id=vol)
@@ -139,6 +165,7 @@ def migrate(src, dst, vol, strategy, vm, rate_bps=0):
     else:
         src.ok('migration-start', migration_id=mid)
         vm.pause()
+    probe_before_switch(inc['export_uri'], vshow['write_policy'], vm.model)
     vm.move(inc['export_uri'])
     src.ok('migration-switchover', migration_id=mid)
     vm.resume()               # on the destination, during any copy
