@@ -2,7 +2,9 @@
 # Install what is needed, then run every test: the agent's C unit tests
 # (cmocka, under ASan/UBSan), pep8, the oslo-config sample check, and the
 # Python unit and functional tests (the functional tests drive the real
-# agent, built with sanitizers, through nbdkit, libnbd, fio and qemu-io).
+# agent, built with sanitizers, through nbdkit, libnbd, fio and qemu-io;
+# tests/real_libvirt live-migrates QEMU between two real libvirt daemons,
+# which needs root for its network and mount namespaces).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -33,5 +35,6 @@ echo "== Nova and Cinder in process (.venv-nova): the driver, live migrations, t
 .venv-nova/bin/python -m testtools.run tests.nova_functional.test_live_migration
 .venv-nova/bin/python -m testtools.run tests.nova_functional.test_tempest_plugin
 
-echo "== Python unit and functional tests"
-python -m pytest -p no:cacheprovider --timeout=900 tests/unit tests/functional "$@"
+echo "== Python unit and functional tests, and live migration under real libvirt"
+python -m pytest -p no:cacheprovider --timeout=900 tests/unit tests/functional \
+  tests/real_libvirt "$@"

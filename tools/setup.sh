@@ -12,6 +12,7 @@ APT_PACKAGES=(
   python3 python3-venv python3-pip python3-dev
   iproute2 procps
   user-mode-linux kmod libdevmapper-dev thin-provisioning-tools dmsetup
+  libvirt-daemon-system python3-libvirt
 )
 
 missing=()

@@ -44,7 +44,7 @@ COPYING = ('firepan', 'firepan_if', 'cloudcache', 'hybrid')
 
 
 class Migrator(object):
-    """virDomainMigrateToURI3 in a thread, as Nova's _live_migration_operation."""
+    """virDomainMigrateToURI3 in a thread (Nova: _live_migration_operation)."""
 
     def __init__(self, guest, dst_host, dst_xml, bandwidth_mib=0, port=None):
         self.guest = guest
