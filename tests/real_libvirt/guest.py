@@ -53,6 +53,15 @@ class Guest(object):
     def state(self):
         return self.dom.state()[0]
 
+    def qmp(self, command, **arguments):
+        msg = {'execute': command}
+        if arguments:
+            msg['arguments'] = arguments
+        reply = json.loads(libvirt_qemu.qemuMonitorCommand(
+            self.dom, json.dumps(msg), 0))
+        assert 'error' not in reply, reply
+        return reply['return']
+
     def qemu_io(self, command, timeout=30):
         """Run qemu-io in QEMU; return what it printed (reply + log)."""
         before = len(self.host.domain_log(self.name))

@@ -189,13 +189,10 @@ class TwoHosts(object):
         self.addrs = ('10.%d.0.1' % net, '10.%d.0.2' % net)
         self.hosts = [Host(directory, ns, addr)
                       for ns, addr in zip(self.ns, self.addrs)]
-        self.veths = None
-        for h in self.hosts:
-            h.pair = self
 
     def up(self):
         a, b = self.ns
-        va, vb = self.veths = ('v%s' % a[-8:], 'v%s' % b[-8:])
+        va, vb = 'v%s' % a[-8:], 'v%s' % b[-8:]
         for ns in self.ns:
             _run('ip', 'netns', 'add', ns)
             _run('ip', '-n', ns, 'link', 'set', 'lo', 'up')
@@ -207,29 +204,6 @@ class TwoHosts(object):
         for h in self.hosts:
             h.start()
         return self
-
-    def shape(self, port, rate='256kbit'):
-        """Slow the source's traffic to one TCP port (tc htb + u32).
-
-        Only QEMU's migration stream is slowed: libvirt's own RPC between
-        the daemons keeps its pace.
-        """
-        ns, dev = self.ns[0], self.veths[0]
-        tc = ('ip', 'netns', 'exec', ns, 'tc')
-        _run(*tc, 'qdisc', 'add', 'dev', dev, 'root', 'handle', '1:', 'htb',
-             'default', '10', 'r2q', '100000')
-        _run(*tc, 'class', 'add', 'dev', dev, 'parent', '1:', 'classid',
-             '1:10', 'htb', 'rate', '10gbit')
-        _run(*tc, 'class', 'add', 'dev', dev, 'parent', '1:', 'classid',
-             '1:20', 'htb', 'rate', rate, 'ceil', rate)
-        _run(*tc, 'filter', 'add', 'dev', dev, 'parent', '1:', 'protocol',
-             'ip', 'prio', '1', 'u32', 'match', 'ip', 'dport', str(port),
-             '0xffff', 'flowid', '1:20')
-
-    def unshape(self):
-        subprocess.run(['ip', 'netns', 'exec', self.ns[0], 'tc', 'qdisc',
-                        'del', 'dev', self.veths[0], 'root'],
-                       capture_output=True)
 
     def down(self):
         for h in self.hosts:

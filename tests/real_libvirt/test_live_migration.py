@@ -34,7 +34,6 @@ BS = mu.BS
 VOLUME_SIZE = mu.VOLUME_SIZE
 VOLUME_CACHE = mu.VOLUME_CACHE
 MIGRATE_TIMEOUT_S = 90
-MIGRATION_PORT = 49300      # QEMU's migration stream, for the slowed case
 # (pattern byte, offset, length): written through the guest disk.
 BEFORE = [(0xab, 0, MiB), (0xcd, 5 * MiB, 512 * 1024),
           (0x5a, 30 * MiB, 2 * MiB)]
@@ -46,11 +45,10 @@ COPYING = ('firepan', 'firepan_if', 'cloudcache', 'hybrid')
 class Migrator(object):
     """virDomainMigrateToURI3 in a thread (Nova: _live_migration_operation)."""
 
-    def __init__(self, guest, dst_host, dst_xml, bandwidth_mib=0, port=None):
+    def __init__(self, guest, dst_host, dst_xml, bandwidth_mib=0):
         self.guest = guest
         self.params = {
-            libvirt.VIR_MIGRATE_PARAM_URI: 'tcp://%s%s' % (
-                dst_host.addr, ':%d' % port if port else ''),
+            libvirt.VIR_MIGRATE_PARAM_URI: 'tcp://%s' % dst_host.addr,
             libvirt.VIR_MIGRATE_PARAM_DEST_XML: dst_xml,
             libvirt.VIR_MIGRATE_PARAM_MIGRATE_DISKS: [],
             libvirt.VIR_MIGRATE_PARAM_BANDWIDTH: bandwidth_mib,
@@ -249,7 +247,14 @@ def test_destination_read_before_switchover(libvirt_hosts, make_agent,
 
 @pytest.mark.timeout(180)
 def test_migration_libvirt_aborts(libvirt_hosts, make_agent, make_origin):
-    """libvirt aborts: the source keeps the VM, its data and its cache."""
+    """libvirt gives up: the source keeps the VM, its data and its cache.
+
+    The destination QEMU cannot open its disk (its export is gone), so
+    libvirt aborts the migration and rolls the guest back on the source;
+    Nova's recover method then aborts the cache migration.  (A stream
+    aborted half-way with virDomainAbortJob needs a migration that lasts:
+    a guest with no OS sends its memory in well under a second here.)
+    """
     src_host, dst_host = libvirt_hosts
     src, dst, orc, g, dom_uuid = setup(libvirt_hosts, make_agent,
                                        make_origin, 'write_back')
@@ -261,34 +266,12 @@ def test_migration_libvirt_aborts(libvirt_hosts, make_agent, make_origin):
     prepared = migration.prepare(s, d, 'vol1', 'hybrid')
     mid = prepared['migration_id']
     migration.start(s, d, mid)
-    dst_xml = guest_mod.domain_xml(g.name, dom_uuid, prepared['export_uri'],
-                                   'vol1')
-    # A guest with no OS has little memory to send: a slow link keeps the
-    # migration going long enough to abort it while it runs.
-    src_host.pair.shape(MIGRATION_PORT)
-    try:
-        m = Migrator(g, dst_host, dst_xml, port=MIGRATION_PORT).start()
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                info = g.dom.jobInfo()
-            except libvirt.libvirtError:
-                info = [0]
-            if info[0] == libvirt.VIR_DOMAIN_JOB_UNBOUNDED:
-                break
-            assert time.monotonic() < deadline, (
-                'the migration did not start: job %s; %s' % (
-                    info, diagnosis(dst_host, g.name, dst, mid)))
-            assert not m.done.is_set(), 'migration ended early: %s' % (
-                m.error,)
-            time.sleep(0.1)
-        time.sleep(1)
-        assert not m.done.is_set(), 'migration ended before the abort'
-        g.dom.abortJob()
-        err = m.wait(60, lambda: diagnosis(dst_host, g.name, dst, mid))
-    finally:
-        src_host.pair.unshape()
-    assert err is not None, 'the aborted migration reported success'
+    gone = prepared['export_uri'].replace('vol1.sock', 'gone.sock')
+    dst_xml = guest_mod.domain_xml(g.name, dom_uuid, gone, 'vol1')
+    err = Migrator(g, dst_host, dst_xml).start().wait(
+        MIGRATE_TIMEOUT_S, lambda: diagnosis(dst_host, g.name, dst, mid))
+    assert err is not None, 'the migration succeeded without a disk'
+    print('libvirt: %s' % err)
     # Nova's recover method: abort the cache migration.
     st = migration.abort(s, d, mid)
     assert st['state'] == 'aborted', st
