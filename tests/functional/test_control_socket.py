@@ -6,6 +6,7 @@ that nothing was attached, reserved or created by the refused request.
 """
 
 import errno
+import grp
 import json
 import os
 import signal
@@ -18,6 +19,7 @@ import pytest
 from nova_ext import exception
 
 from . import harness
+from . import migration_util as mu
 from . import oracle as om
 
 MiB = 1 << 20
@@ -372,3 +374,34 @@ def test_control_group_unknown(make_agent):
     rc, log = agent.start_expect_failure()
     assert rc != 0
     assert 'no-such-group-fcache' in log, log
+
+
+def test_export_group_gives_exports_to_the_hypervisor(make_agent,
+                                                      make_origin):
+    """QEMU under libvirt runs as its own user: export_group is its group.
+
+    The operators' control_group does not reach the exports (they hold
+    tenants' disks); without export_group they stay root's.
+    """
+    hyper = grp.getgrnam('nogroup')
+    agent = make_agent(control_group='daemon',
+                       export_group='nogroup').start()
+    o = make_origin(MiB, nbd=False)
+    uri = agent.attach('v', o.path, cache_size=MiB)['export_uri']
+    est = os.stat(uri.split('socket=', 1)[1])
+    assert stat.S_IMODE(est.st_mode) == 0o660, oct(est.st_mode)
+    assert est.st_gid == hyper.gr_gid
+    plain = make_agent(name='plain', control_group='daemon').start()
+    uri = plain.attach('v', o.path, cache_size=MiB)['export_uri']
+    assert os.stat(uri.split('socket=', 1)[1]).st_gid == 0
+
+
+def test_export_group_unknown_fails_the_attach(make_agent, make_origin):
+    agent = make_agent(export_group='no-such-group-fcache').start()
+    o = make_origin(MiB, nbd=False)
+    rc, out, err = mu.fcache(['--socket', agent.control_socket,
+                              'volume-attach', 'v', '--origin', o.path])
+    assert rc != 0
+    assert "group 'no-such-group-fcache' (export_group): no such group" in \
+        err, err
+    assert agent.status()['volumes'] == [], agent.status()
