@@ -244,10 +244,21 @@ deliver_reply(struct fc_migration *m, uint64_t id, uint16_t flags, const uint8_t
   pthread_mutex_unlock(&m->lock);
 }
 
+/* The source lists what its cache holds, and its cache is the size of
+ * ours: a longer list (or a ragged one) is a peer growing our memory. */
 static int
 on_list(struct fc_migration *m, const uint8_t *p, uint32_t len)
 {
+  uint64_t most = m->vol && m->bs ? m->vol->p.cache_size / m->bs : 0;
   int r = 0;
+
+  if (len % 8 || m->listed + len / 8 > most) {
+    log_warning("migration %s: LIST of %u bytes after %llu entries: more than "
+                "the %llu blocks of the volume's cache, or not whole entries",
+                m->id, len, (unsigned long long)m->listed, (unsigned long long)most);
+    return -EPROTO;
+  }
+  m->listed += len / 8;
 
   for (uint32_t i = 0; i + 8 <= len && !r; i += 8) {
     uint64_t id = fc_get_le64(p + i);

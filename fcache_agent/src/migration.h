@@ -102,6 +102,7 @@ struct fc_migration {
   uint32_t to_ack_n, to_ack_cap;
   bool switch_received, done_received, complete_sent;
   bool peer_reads;               /* the source answers READ (its HELLO said so) */
+  uint64_t listed;               /* LIST entries so far (receiver thread) */
   struct read_wait *read_waiters;  /* READs in flight */
   uint32_t reads_inflight;
   uint64_t next_read_tag;

@@ -214,6 +214,10 @@ BAD_FRAMES = {
     'credit of the wrong size': lambda: mu.frame(mu.T_CREDIT, b'\0' * 3),
     'list past the volume end': lambda: mu.frame(
         mu.T_LIST, struct.pack('<Q', 1 << 40)),
+    # The fake source's volume has 2 MiB of cache: 512 blocks.
+    'list longer than the cache': lambda: mu.frame(
+        mu.T_LIST, struct.pack('<513Q', *range(513))),
+    'list of a partial entry': lambda: mu.frame(mu.T_LIST, b'\0' * 12),
     'truncated frame then close': lambda: mu.frame(mu.T_LIST,
                                                    b'\0' * 64)[:30],
 }
