@@ -19,12 +19,30 @@
 #include "migration.h"
 
 #define HELLO_TIMEOUT_S 5
+/* Handshakes in progress at once.  Each ends within HELLO_TIMEOUT_S, so a
+ * peer that drips bytes holds a slot for that long and no longer, and a
+ * flood of connections costs at most this many threads. */
+#define MAX_HANDSHAKES 32
+/* Of which from any one address: a host that floods or drips cannot keep
+ * the others' sources out. */
+#define MAX_HANDSHAKES_PER_PEER 4
 
 struct fc_migr_listener {
   struct fc_agent *agent;
   int fd;
   int stop_pipe[2];
   pthread_t thread;
+  pthread_mutex_t lock;
+  pthread_cond_t idle;
+  unsigned handshakes;
+  char from[MAX_HANDSHAKES][128];    /* address of each running handshake */
+};
+
+struct handshake {
+  struct fc_migr_listener *l;
+  int fd;
+  int slot;
+  char peer[160];
 };
 
 static bool
@@ -59,9 +77,10 @@ handle(struct fc_migr_listener *l, int fd, const char *peer)
   int r;
 
   fc_xfer_conn_init(&c, fd);
-  /* A peer that connects and says nothing must not hold the listener. */
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  r = fc_xfer_recv(&c, &h, buf, FC_XFER_MAX_JSON);
+  /* The whole HELLO within the deadline, however slowly it trickles in;
+   * the refusal is sent under the same bound. */
+  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+  r = fc_xfer_recv_by(&c, &h, buf, FC_XFER_MAX_JSON, HELLO_TIMEOUT_S * 1000);
   if (r || h.type != FC_XFER_HELLO) {
     refuse(&c, peer, r ? strerror(-r) : "first frame is not HELLO");
     goto out;
@@ -101,7 +120,7 @@ handle(struct fc_migr_listener *l, int fd, const char *peer)
   m->peer_reads = json_is_true(json_object_get(hello, "reads"));
   pthread_mutex_unlock(&m->lock);
   tv.tv_sec = 0;
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
   pthread_mutex_destroy(&c.send_lock);
   log_info("migration %s: stream from %s authenticated", id, peer);
   json_decref(hello);
@@ -111,6 +130,91 @@ handle(struct fc_migr_listener *l, int fd, const char *peer)
 out:
   json_decref(hello);
   fc_xfer_conn_destroy(&c);
+}
+
+/* A slot for a handshake from host, or -1 (too many running, in all or
+ * from host). */
+static int
+take_slot(struct fc_migr_listener *l, const char *host)
+{
+  int slot = -1, same = 0;
+
+  pthread_mutex_lock(&l->lock);
+  for (int i = 0; i < MAX_HANDSHAKES; i++) {
+    if (!l->from[i][0])
+      slot = slot < 0 ? i : slot;
+    else if (!strcmp(l->from[i], host))
+      same++;
+  }
+  if (same >= MAX_HANDSHAKES_PER_PEER)
+    slot = -1;
+  if (slot >= 0) {
+    snprintf(l->from[slot], sizeof l->from[slot], "%s", host);
+    l->handshakes++;
+  }
+  pthread_mutex_unlock(&l->lock);
+  return slot;
+}
+
+static void
+release_slot(struct fc_migr_listener *l, int slot)
+{
+  pthread_mutex_lock(&l->lock);
+  l->from[slot][0] = '\0';
+  if (--l->handshakes == 0)
+    pthread_cond_broadcast(&l->idle);
+  pthread_mutex_unlock(&l->lock);
+}
+
+static void *
+handshake_thread(void *arg)
+{
+  struct handshake *hs = arg;
+  struct fc_migr_listener *l = hs->l;
+
+  handle(l, hs->fd, hs->peer);
+  release_slot(l, hs->slot);
+  free(hs);
+  return NULL;
+}
+
+/* Hand the connection to a thread of its own, or close it if as many
+ * handshakes as allowed are running (from that host, or in all). */
+static void
+start_handshake(struct fc_migr_listener *l, int fd, const char *host,
+                const char *peer)
+{
+  struct handshake *hs;
+  pthread_attr_t attr;
+  pthread_t t;
+  int slot = take_slot(l, host);
+
+  if (slot < 0) {
+    log_warning("migration stream from %s refused: too many handshakes in "
+                "progress (at most %d, %d from one address)", peer,
+                MAX_HANDSHAKES, MAX_HANDSHAKES_PER_PEER);
+    close(fd);
+    return;
+  }
+  hs = malloc(sizeof *hs);
+  if (hs) {
+    hs->l = l;
+    hs->fd = fd;
+    hs->slot = slot;
+    snprintf(hs->peer, sizeof hs->peer, "%s", peer);
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    if (pthread_create(&t, &attr, handshake_thread, hs) == 0) {
+      pthread_attr_destroy(&attr);
+      return;
+    }
+    pthread_attr_destroy(&attr);
+    free(hs);
+  }
+  log_warning("migration stream from %s refused: cannot start its handshake",
+              peer);
+  close(fd);
+  release_slot(l, slot);
 }
 
 static void *
@@ -137,9 +241,7 @@ listener_thread(void *arg)
     getnameinfo((struct sockaddr *)&ss, sl, host, sizeof host, serv, sizeof serv,
                 NI_NUMERICHOST | NI_NUMERICSERV);
     snprintf(peer, sizeof peer, "%s:%s", host, serv);
-    /* One HELLO at a time, each bounded by HELLO_TIMEOUT_S: migrations
-     * are rare and this keeps a flood from creating threads. */
-    handle(l, fd, peer);
+    start_handshake(l, fd, host, peer);
   }
   return NULL;
 }
@@ -168,6 +270,8 @@ fc_migr_listen(struct fc_agent *agent, const char *hostport, char *err, size_t e
     goto fail;
   l->agent = agent;
   l->stop_pipe[0] = l->stop_pipe[1] = -1;
+  pthread_mutex_init(&l->lock, NULL);
+  pthread_cond_init(&l->idle, NULL);
   l->fd = socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (l->fd < 0 ||
       setsockopt(l->fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) < 0 ||
@@ -207,6 +311,13 @@ fc_migr_listener_stop(struct fc_migr_listener *l)
   if (write(l->stop_pipe[1], "x", 1) < 0)
     log_warning("cannot wake the migration listener: %m");
   pthread_join(l->thread, NULL);
+  /* Handshakes still running end within HELLO_TIMEOUT_S. */
+  pthread_mutex_lock(&l->lock);
+  while (l->handshakes)
+    pthread_cond_wait(&l->idle, &l->lock);
+  pthread_mutex_unlock(&l->lock);
+  pthread_mutex_destroy(&l->lock);
+  pthread_cond_destroy(&l->idle);
   close(l->fd);
   close(l->stop_pipe[0]);
   close(l->stop_pipe[1]);

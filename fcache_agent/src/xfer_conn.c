@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "crc32c.h"
+#include "ratelimit.h"
 #include "xfer_conn.h"
 
 void
@@ -120,14 +121,51 @@ recv_all(int fd, void *buf, size_t len)
   return 0;
 }
 
-int
-fc_xfer_recv(struct fc_xfer_conn *c, struct fc_xfer_header *h, uint8_t *buf,
-             uint32_t cap)
+/* recv_all, but the whole of it by `until` (CLOCK_MONOTONIC ns): a peer
+ * that sends a byte now and then must not hold the reader longer. */
+static int
+recv_all_by(int fd, void *buf, size_t len, uint64_t until)
+{
+  while (len) {
+    uint64_t now = fc_monotonic_ns();
+    struct pollfd p = { fd, POLLIN, 0 };
+    ssize_t n;
+    int r;
+
+    if (now >= until)
+      return -ETIMEDOUT;
+    r = poll(&p, 1, (int)((until - now + 999999) / 1000000));
+    if (r < 0 && errno == EINTR)
+      continue;
+    if (r < 0)
+      return -errno;
+    if (r == 0)
+      return -ETIMEDOUT;
+    n = recv(fd, buf, len, MSG_DONTWAIT);
+    if (n == 0)
+      return -ECONNRESET;
+    if (n < 0) {
+      if (errno == EINTR || errno == EAGAIN)
+        continue;
+      return -errno;
+    }
+    buf = (char *)buf + n;
+    len -= (size_t)n;
+  }
+  return 0;
+}
+
+/* One frame; until (CLOCK_MONOTONIC ns) bounds the whole of it, or 0 for
+ * no bound of our own (the socket's SO_RCVTIMEO, if any, per recv). */
+static int
+recv_frame(struct fc_xfer_conn *c, struct fc_xfer_header *h, uint8_t *buf,
+           uint32_t cap, uint64_t until)
 {
   uint8_t hdr[FC_XFER_HEADER_SIZE];
   int r;
 
-  r = recv_all(c->fd, hdr, sizeof hdr);
+  r = until ? recv_all_by(c->fd, hdr, sizeof hdr, until)
+            : recv_all(c->fd, hdr, sizeof hdr);
   if (r)
     return r;
   r = fc_xfer_decode_header(hdr, h);
@@ -135,12 +173,29 @@ fc_xfer_recv(struct fc_xfer_conn *c, struct fc_xfer_header *h, uint8_t *buf,
     return r;
   if (h->length > cap)
     return -EMSGSIZE;
-  r = recv_all(c->fd, buf, h->length);
+  r = until ? recv_all_by(c->fd, buf, h->length, until)
+            : recv_all(c->fd, buf, h->length);
   if (r)
     return r;
   c->bytes_received += sizeof hdr + h->length;
   return fc_xfer_check_payload(hdr, h, buf);
 }
+
+int
+fc_xfer_recv(struct fc_xfer_conn *c, struct fc_xfer_header *h, uint8_t *buf,
+             uint32_t cap)
+{
+  return recv_frame(c, h, buf, cap, 0);
+}
+
+int
+fc_xfer_recv_by(struct fc_xfer_conn *c, struct fc_xfer_header *h, uint8_t *buf,
+                uint32_t cap, unsigned timeout_ms)
+{
+  return recv_frame(c, h, buf, cap,
+                    fc_monotonic_ns() + (uint64_t)timeout_ms * 1000000u);
+}
+
 
 int
 fc_split_hostport(const char *hostport, char *host, size_t hostlen,

@@ -31,6 +31,11 @@ int fc_xfer_send_json(struct fc_xfer_conn *c, uint8_t type, const char *json);
 int fc_xfer_recv(struct fc_xfer_conn *c, struct fc_xfer_header *h,
                  uint8_t *buf, uint32_t cap);
 
+/* The same, the whole frame within timeout_ms (-ETIMEDOUT): for a peer
+ * not yet authenticated. */
+int fc_xfer_recv_by(struct fc_xfer_conn *c, struct fc_xfer_header *h,
+                    uint8_t *buf, uint32_t cap, unsigned timeout_ms);
+
 /* Connect to "host:port" with a timeout. */
 int fc_xfer_connect(const char *hostport, int timeout_ms, int *fd_out,
                     char *err, size_t errlen);

@@ -20,6 +20,7 @@ import os
 import secrets
 import socket
 import struct
+import threading
 import time
 
 import pytest
@@ -161,6 +162,70 @@ def test_stream_authentication(make_agent, make_origin):
     assert mu.volume_gone(dst, 'vol2')
     src.assert_alive()
     dst.assert_alive()
+
+
+@pytest.mark.timeout(90)
+def test_slow_and_many_peers_do_not_hold_the_listener(make_agent,
+                                                      make_origin):
+    """Peers that drip their HELLO, or flood, keep no one else out.
+
+    From 127.0.0.2 (another host, to the listener): connections that send
+    a byte a second hold a handshake slot for at most HELLO_TIMEOUT_S
+    (5 s), however long they go on, and at most 4 of them run at once.
+    Meanwhile a real source on 127.0.0.1 migrates at once.
+    """
+    src, dst, origin, orc, h = small_source(make_agent, make_origin)
+    listen = dst.status().get('migration_listen') or \
+        dst.settings['migration_listen']
+    host, port = listen.rsplit(':', 1)
+    hello = mu.hello('m-slow', 'vol1', 'ab' * 32)
+    drippers = []
+    for _ in range(12):
+        c = socket.socket()
+        c.bind(('127.0.0.2', 0))
+        c.connect((host, int(port)))
+        c.settimeout(10)
+        drippers.append(c)
+    t0 = time.monotonic()
+    closed_at = {}
+    stop = threading.Event()
+
+    def drip():
+        for i in range(10):
+            for c in drippers:
+                if c in closed_at:
+                    continue
+                try:
+                    c.sendall(hello[i:i + 1])
+                except OSError:
+                    closed_at[c] = time.monotonic() - t0
+            if stop.wait(1):
+                return
+    t = threading.Thread(target=drip, daemon=True)
+    t.start()
+    p = migration.prepare(src.client(), dst.client(), 'vol1', 'none')
+    migration.start(src.client(), dst.client(), p['migration_id'])
+    start_s = time.monotonic() - t0
+    migration.switchover(src.client(), dst.client(), p['migration_id'])
+    res = migration.finish(src.client(), dst.client(), p['migration_id'],
+                           timeout_s=30)
+    assert res['state'] == 'completed', res
+    assert start_s < 4, 'the source waited %.1f s for the listener' % start_s
+    t.join(15)
+    stop.set()
+    # Every dripper was cut off: 8 at once (over the per-address limit),
+    # the other 4 at the HELLO deadline, whatever they still sent.
+    for c in drippers:
+        if c not in closed_at:
+            try:
+                got = c.recv(64)
+            except OSError:
+                got = b''
+            assert got == b'' or b'authentication failed' in got, got
+        c.close()
+    assert wait_log(dst, 'too many handshakes in progress')
+    assert wait_log(dst, 'Connection timed out|Timer expired|timed out')
+    om.close(h)
 
 
 def test_token_rules_at_registration(make_agent, make_origin):
