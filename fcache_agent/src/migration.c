@@ -172,6 +172,21 @@ migration_new(struct fc_agent *agent, json_t *args, enum fc_migr_role role,
   return m;
 }
 
+/* Its threads joined, everything it owns freed. */
+static void
+migration_free(struct fc_migration *m)
+{
+  fc_migr_join(m);
+  free(m->bg);
+  free(m->fetchq);
+  free(m->readq);
+  free(m->hot);
+  free(m->to_ack);
+  pthread_mutex_destroy(&m->lock);
+  pthread_cond_destroy(&m->cond);
+  free(m);
+}
+
 static int
 registry_add(struct fc_agent *agent, struct fc_migration *m, char *err, size_t errlen)
 {
@@ -183,9 +198,8 @@ registry_add(struct fc_agent *agent, struct fc_migration *m, char *err, size_t e
     for (unsigned i = 0; i < agent->nr_migrations; i++) {
       struct fc_migration *x = agent->migrations[i];
       if (x->state >= FC_MS_COMPLETED && !x->rx_running && !x->worker_running) {
-        fc_migr_join(x);
         agent->migrations[i] = agent->migrations[--agent->nr_migrations];
-        free(x);
+        migration_free(x);
         break;
       }
     }
@@ -533,15 +547,7 @@ fc_migration_stop_all(struct fc_agent *agent)
     struct fc_migration *m = agent->migrations[i];
     if (m->vol && m->role == FC_MIGR_DEST)
       agent->engine->migr->in_shutdown(m);
-    fc_migr_join(m);
-    free(m->bg);
-    free(m->fetchq);
-    free(m->readq);
-    free(m->hot);
-    free(m->to_ack);
-    pthread_mutex_destroy(&m->lock);
-    pthread_cond_destroy(&m->cond);
-    free(m);
+    migration_free(m);
   }
   agent->nr_migrations = 0;
   pthread_mutex_unlock(&agent->migr_lock);
