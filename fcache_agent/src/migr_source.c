@@ -12,6 +12,7 @@
 #include <sys/time.h>
 
 #include "agent.h"
+#include "invfilter.h"
 #include "log.h"
 #include "migration.h"
 #include "engine.h"
@@ -93,15 +94,51 @@ source_rx(void *arg)
        * as it moves, which gives the source's space back early.  Only
        * after the switchover, though: before it (firepan) the migration
        * can still be aborted, and then the source's copy is the only one
-       * that counts. */
+       * that counts.  And only blocks this source sent dirty: an ACK for
+       * any other is a peer asking it to drop data nobody else holds. */
       bool release = m->state == FC_MS_SWITCHED;
+      uint32_t n = 0;
+      uint64_t *obs = h.length % 8 ? NULL : malloc(h.length + 8);
+
+      if (!obs) {
+        r = h.length % 8 ? -EPROTO : -ENOMEM;
+        break;
+      }
+      for (uint32_t i = 0; i + 8 <= h.length; i += 8) {
+        oblock_t ob = to_oblock(fc_get_le64(buf + i));
+        if (!m->sent_dirty || !fc_invfilter_remove(m->sent_dirty, ob)) {
+          r = -EPROTO;
+          break;
+        }
+        obs[n++] = ob.n;
+      }
+      if (r) {
+        free(obs);
+        pthread_mutex_unlock(&m->lock);
+        fc_migr_fail(m, "destination acknowledged a block this source did not "
+                     "send dirty");
+        pthread_mutex_lock(&m->lock);
+        r = -ECONNABORTED;
+        break;
+      }
       pthread_mutex_unlock(&m->lock);
-      for (uint32_t i = 0; release && i + 8 <= h.length && m->vol; i += 8)
-        m->agent->engine->migr->out_forget(m, to_oblock(fc_get_le64(buf + i)));
+      for (uint32_t i = 0; release && i < n && m->vol; i++)
+        m->agent->engine->migr->out_forget(m, to_oblock(obs[i]));
+      free(obs);
       pthread_mutex_lock(&m->lock);
       break;
     }
     case FC_XFER_COMPLETE:
+      /* COMPLETE lets the source forget everything: only once everything
+       * it had to send was sent. */
+      if (m->bg_started && !m->done_sent) {
+        pthread_mutex_unlock(&m->lock);
+        fc_migr_fail(m, "destination said COMPLETE before this source sent "
+                     "every block");
+        pthread_mutex_lock(&m->lock);
+        r = -ECONNABORTED;
+        break;
+      }
       m->complete_received = true;
       if (m->state == FC_MS_SWITCHED) {
         m->state = FC_MS_COMPLETED;
@@ -154,6 +191,25 @@ send_reply(struct fc_migration *m, uint64_t ob, uint8_t *data)
   return r;
 }
 
+/* Under m->lock. */
+static int
+record_sent_dirty_locked(struct fc_migration *m, uint64_t ob)
+{
+  int r;
+
+  if (!m->sent_dirty) {
+    if (!(m->sent_dirty = calloc(1, sizeof *m->sent_dirty)))
+      return -ENOMEM;
+    if ((r = fc_invfilter_init(m->sent_dirty, 1024))) {
+      free(m->sent_dirty);
+      m->sent_dirty = NULL;
+      return r;
+    }
+  }
+  r = fc_invfilter_add(m->sent_dirty, to_oblock(ob));
+  return r < 0 ? r : 0;
+}
+
 /* Background blocks, several to a frame: each entry is the 8-byte id
  * (oblock | dirty bit) followed by the block's data.  Blocks the source no
  * longer holds (fetched, acked and forgotten) are left out and their
@@ -176,6 +232,16 @@ send_batch(struct fc_migration *m, const uint64_t *obs, uint32_t n, uint8_t *buf
     }
     fc_put_le64(e, obs[i] | (dirty ? FC_XFER_DIRTY_BIT : 0));
     k++;
+  }
+  if (!r && k) {
+    /* Recorded before the send: the ACK can come back before it returns. */
+    pthread_mutex_lock(&m->lock);
+    for (uint32_t i = 0; i < k && !r; i++) {
+      uint64_t id = fc_get_le64(buf + (size_t)i * stride);
+      if (id & FC_XFER_DIRTY_BIT)
+        r = record_sent_dirty_locked(m, id & ~FC_XFER_DIRTY_BIT);
+    }
+    pthread_mutex_unlock(&m->lock);
   }
   if (!r && k) {
     fc_ratelimit_take(&m->rl, FC_XFER_HEADER_SIZE + (uint64_t)k * stride);

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "agent.h"
+#include "invfilter.h"
 #include "log.h"
 #include "migration.h"
 #include "engine.h"
@@ -182,6 +183,10 @@ migration_free(struct fc_migration *m)
   free(m->readq);
   free(m->hot);
   free(m->to_ack);
+  if (m->sent_dirty) {
+    fc_invfilter_destroy(m->sent_dirty);
+    free(m->sent_dirty);
+  }
   pthread_mutex_destroy(&m->lock);
   pthread_cond_destroy(&m->cond);
   free(m);

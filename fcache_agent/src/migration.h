@@ -20,6 +20,7 @@
 #include "xfer_conn.h"
 
 struct fc_agent;
+struct fc_invfilter;
 struct fc_volume;
 
 enum fc_strategy {
@@ -87,6 +88,9 @@ struct fc_migration {
   uint32_t fetchq_n, fetchq_cap;
   bool complete_received;
   bool firepan_copied;
+  /* Dirty blocks sent and not yet acknowledged: an ACK lets the source
+   * forget only these -- the destination cannot hold anything else. */
+  struct fc_invfilter *sent_dirty;
   /* The switchover has begun: from here on the destination, not this
    * host, answers for the volume, so READs get F_RETRY. */
   bool switch_begun;

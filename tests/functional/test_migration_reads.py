@@ -245,3 +245,47 @@ def test_source_ends_stream_on_too_many_reads(make_agent, make_origin):
         om.close(h)
     finally:
         fake.close()
+
+
+def switched_to_fake(make_agent, make_origin):
+    """A write_back source switched over to a scripted destination."""
+    src = make_agent(name='src').start()
+    origin = make_origin(4 * MiB)
+    res = src.attach('vol1', origin.uri, cache_size=MiB,
+                     write_policy='write_back')
+    h = om.connect(res['export_uri'])
+    h.pwrite(bytes([0x42]) * (64 * BS), 0)      # 64 dirty blocks
+    om.close(h)
+    fake = FakeDestination()
+    mid = outgoing_to_fake(src, fake)
+    src.client().call('migration-switchover', migration_id=mid)
+    return src, fake, mid
+
+
+def test_source_refuses_ack_for_a_block_it_did_not_send(
+        make_agent, make_origin):
+    """A forged ACK must not make the source drop a dirty block."""
+    src, fake, mid = switched_to_fake(make_agent, make_origin)
+    try:
+        dirty = src.show('vol1')['dirty_blocks']
+        assert dirty == 64, dirty
+        # A block the source never had, let alone sent.
+        fake.sock.sendall(mu.frame(mu.T_ACK, struct.pack('<Q', 999999)))
+        st = mu.wait_state(src, mid, ('failed',), timeout=10)
+        assert 'did not send dirty' in st['error'], st
+        assert src.show('vol1')['dirty_blocks'] == dirty
+    finally:
+        fake.close()
+
+
+def test_source_refuses_complete_before_it_sent_everything(
+        make_agent, make_origin):
+    src, fake, mid = switched_to_fake(make_agent, make_origin)
+    try:
+        fake.sock.sendall(mu.frame(mu.T_COMPLETE))
+        st = mu.wait_state(src, mid, ('failed',), timeout=10)
+        assert 'before this source sent every block' in st['error'], st
+        # Nothing was forgotten: every dirty block is still here.
+        assert src.show('vol1')['dirty_blocks'] == 64
+    finally:
+        fake.close()
