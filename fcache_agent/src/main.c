@@ -8,11 +8,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "agent.h"
-#include "config.h"
-#include "control.h"
-#include "control_ops.h"
-#include "log.h"
+#include "agent/agent.h"
+#include "common/config.h"
+#include "control/control.h"
+#include "control/control_ops.h"
+#include "common/log.h"
 
 static void
 usage(FILE *f)

@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "blockmap.h"
+#include "common/blockmap.h"
 
 #define NOT_MAPPED UINT64_MAX
 

@@ -9,8 +9,8 @@
 #include <sys/ioctl.h>
 #include <sys/resource.h>
 
-#include "cachedev.h"
-#include "log.h"
+#include "ucache/cachedev.h"
+#include "common/log.h"
 
 #define BS 4096u
 #define NB 64u

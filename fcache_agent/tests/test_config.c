@@ -13,7 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "config.h"
+#include "common/config.h"
 
 struct tmpconf {
   char path[64];

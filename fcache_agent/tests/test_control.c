@@ -18,8 +18,8 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "control.h"
-#include "log.h"
+#include "control/control.h"
+#include "common/log.h"
 
 struct fixture {
   char dir[64];

@@ -8,7 +8,7 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "crc32c.h"
+#include "common/crc32c.h"
 
 static uint32_t crc32c_bitwise(uint32_t crc, const void *buf, size_t len)
 {

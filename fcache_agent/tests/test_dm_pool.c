@@ -12,8 +12,8 @@
 
 #include <cmocka.h>
 
-#include "dm_cache.h"
-#include "flash_pool.h"
+#include "dmcache/dm_cache.h"
+#include "dmcache/flash_pool.h"
 
 #define X FC_FLASH_EXTENT
 

@@ -13,7 +13,7 @@
 
 #include <cmocka.h>
 
-#include "dm_xml.h"
+#include "dmcache/dm_xml.h"
 
 static char dir[] = "/tmp/fcxmlXXXXXX";
 

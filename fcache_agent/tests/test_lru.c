@@ -10,7 +10,7 @@
 #include <stdbool.h>
 #include <string.h>
 
-#include "lru.h"
+#include "common/lru.h"
 
 #define N 64
 

@@ -5,9 +5,9 @@
 
 #include <fcntl.h>
 
-#include "crc32c.h"
-#include "log.h"
-#include "metadata.h"
+#include "common/crc32c.h"
+#include "common/log.h"
+#include "ucache/metadata.h"
 
 #define BS 4096u
 #define NB 100u

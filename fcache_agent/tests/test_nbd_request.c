@@ -11,7 +11,7 @@
 #include <limits.h>
 #include <string.h>
 
-#include "nbd_request.h"
+#include "nbd/nbd_request.h"
 
 static int nop_rw(void *h, void *buf, uint32_t count, uint64_t offset)
 {

@@ -9,7 +9,7 @@
 
 #include <stdbool.h>
 
-#include "staging.h"
+#include "ucache/staging.h"
 
 /* The stage under test; teardown frees it even when an assertion fails. */
 static struct fc_staging stage;

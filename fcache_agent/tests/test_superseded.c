@@ -12,7 +12,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "superseded.h"
+#include "common/superseded.h"
 
 static void make_path(char *buf, size_t len)
 {

@@ -12,12 +12,12 @@
 #include <pthread.h>
 #include <time.h>
 
-#include "cachedev.h"
-#include "log.h"
-#include "metadata.h"
-#include "origin.h"
-#include "ucache.h"
-#include "ucache_priv.h"   /* only to ask which blocks are cached */
+#include "ucache/cachedev.h"
+#include "common/log.h"
+#include "ucache/metadata.h"
+#include "origin/origin.h"
+#include "ucache/ucache.h"
+#include "ucache/ucache_priv.h"   /* only to ask which blocks are cached */
 
 #define BS 4096u
 #define SECTOR 512u

@@ -19,8 +19,8 @@
 #include <string.h>
 #include <sys/mman.h>
 
-#include "log.h"
-#include "nbd_server.h"
+#include "common/log.h"
+#include "nbd/nbd_server.h"
 
 struct memdisk {
   uint8_t *mem;

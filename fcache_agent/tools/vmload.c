@@ -37,7 +37,7 @@
 #include <jansson.h>
 #include <libnbd.h>
 
-#include "config.h"
+#include "common/config.h"
 
 #define MAX_ZONES 16
 #define MAX_JOBS 64

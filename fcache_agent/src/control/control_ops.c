@@ -1,0 +1,179 @@
+#include <errno.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "agent/agent.h"
+#include "common/config.h"
+#include "control_ops.h"
+#include "engine/engine.h"
+#include "migration/migration.h"
+
+/* Fetch an optional string argument; -EINVAL with a message if present
+ * but not a string. */
+static int
+arg_string(json_t *args, const char *key, bool required, const char **out,
+           char *err, size_t errlen)
+{
+  json_t *v = json_object_get(args, key);
+
+  *out = NULL;
+  if (!v || json_is_null(v)) {
+    if (!required)
+      return 0;
+    snprintf(err, errlen, "missing argument '%s'", key);
+    return -EINVAL;
+  }
+  if (!json_is_string(v)) {
+    snprintf(err, errlen, "argument '%s' must be a string", key);
+    return -EINVAL;
+  }
+  *out = json_string_value(v);
+  return 0;
+}
+
+static int
+arg_size(json_t *args, const char *key, uint64_t *out, char *err, size_t errlen)
+{
+  json_t *v = json_object_get(args, key);
+
+  *out = 0;
+  if (!v || json_is_null(v))
+    return 0;
+  if (json_is_integer(v) && json_integer_value(v) > 0) {
+    *out = (uint64_t)json_integer_value(v);
+    return 0;
+  }
+  if (json_is_string(v) && fc_parse_size(json_string_value(v), out) == 0 && *out > 0)
+    return 0;
+  snprintf(err, errlen, "argument '%s' must be a positive size in bytes "
+           "(or with a K/M/G/T suffix)", key);
+  return -EINVAL;
+}
+
+static json_t *
+volume_json(struct fc_agent *agent, struct fc_volume *v)
+{
+  json_t *o = agent->engine->volume_json(agent, v);
+  struct fc_migration *m = o ? fc_migration_for_volume(agent, v) : NULL;
+
+  if (m)
+    json_object_set_new(o, "migration", fc_migration_json(m));
+  return o;
+}
+
+static int
+op_status(void *opaque, json_t *args, json_t **result, char *err, size_t errlen)
+{
+  struct fc_agent *agent = opaque;
+
+  pthread_mutex_lock(&agent->lock);
+  *result = agent->engine->status_json(agent);
+  pthread_mutex_unlock(&agent->lock);
+  if (*result)
+    json_object_set_new(*result, "migration_listen",
+                        json_string(agent->cfg.migration_listen));
+  return *result ? 0 : -ENOMEM;
+}
+
+static int
+op_attach(void *opaque, json_t *args, json_t **result, char *err, size_t errlen)
+{
+  struct fc_agent *agent = opaque;
+  struct fc_attach_request req = { 0 };
+  const char *policy, *admission;
+  struct fc_volume *v;
+  int r;
+
+  if ((r = arg_string(args, "volume_id", true, &req.volume_id, err, errlen)) ||
+      (r = arg_string(args, "origin", true, &req.origin, err, errlen)) ||
+      (r = arg_string(args, "write_policy", false, &policy, err, errlen)) ||
+      (r = arg_string(args, "admission", false, &admission, err, errlen)) ||
+      (r = arg_size(args, "cache_size", &req.cache_size, err, errlen)))
+    return r;
+  if (policy && fc_write_policy_parse(policy, &req.write_policy)) {
+    snprintf(err, errlen, "write_policy '%.40s' is not one of read_only, "
+             "write_through, write_back", policy);
+    return -EINVAL;
+  }
+  if (admission && fc_admission_parse(admission, &req.admission)) {
+    snprintf(err, errlen, "admission '%.40s' is not one of all, rws", admission);
+    return -EINVAL;
+  }
+  pthread_mutex_lock(&agent->lock);
+  r = fc_agent_attach_locked(agent, &req, &v, err, errlen);
+  if (r == 0)
+    *result = json_pack("{s:s, s:s}", "volume_id", v->p.id, "export_uri", v->export_uri);
+  pthread_mutex_unlock(&agent->lock);
+  return r;
+}
+
+static int
+op_show(void *opaque, json_t *args, json_t **result, char *err, size_t errlen)
+{
+  struct fc_agent *agent = opaque;
+  struct fc_volume *v;
+  const char *id;
+  int r;
+
+  if ((r = arg_string(args, "volume_id", true, &id, err, errlen)))
+    return r;
+  pthread_mutex_lock(&agent->lock);
+  v = fc_agent_find_locked(agent, id);
+  if (v)
+    *result = volume_json(agent, v);
+  pthread_mutex_unlock(&agent->lock);
+  if (!v) {
+    snprintf(err, errlen, "volume %.80s is not attached to this agent", id);
+    return -ENOENT;
+  }
+  return *result ? 0 : -ENOMEM;
+}
+
+static int
+op_list(void *opaque, json_t *args, json_t **result, char *err, size_t errlen)
+{
+  struct fc_agent *agent = opaque;
+  json_t *vols = json_array();
+
+  pthread_mutex_lock(&agent->lock);
+  for (unsigned i = 0; i < agent->nr_volumes; i++)
+    json_array_append_new(vols, volume_json(agent, agent->volumes[i]));
+  pthread_mutex_unlock(&agent->lock);
+  *result = json_pack("{s:o}", "volumes", vols);
+  return *result ? 0 : -ENOMEM;
+}
+
+static int
+op_detach(void *opaque, json_t *args, json_t **result, char *err, size_t errlen)
+{
+  struct fc_agent *agent = opaque;
+  const char *id;
+  int r;
+
+  if ((r = arg_string(args, "volume_id", true, &id, err, errlen)))
+    return r;
+  pthread_mutex_lock(&agent->lock);
+  r = fc_agent_detach_locked(agent, id, err, errlen);
+  pthread_mutex_unlock(&agent->lock);
+  if (r == 0)
+    *result = json_pack("{s:s}", "volume_id", id);
+  return r;
+}
+
+const struct fc_control_op fc_agent_control_ops[] = {
+  { "agent-status", op_status },
+  { "volume-attach", op_attach },
+  { "volume-show", op_show },
+  { "volume-list", op_list },
+  { "volume-detach", op_detach },
+  { "migration-incoming", fc_op_migration_incoming },
+  { "migration-outgoing", fc_op_migration_outgoing },
+  { "migration-start", fc_op_migration_start },
+  { "migration-switchover", fc_op_migration_switchover },
+  { "migration-finish", fc_op_migration_finish },
+  { "migration-abort", fc_op_migration_abort },
+  { "migration-status", fc_op_migration_status },
+  { "migration-settle", fc_op_migration_settle },
+  { NULL, NULL },
+};

@@ -1,0 +1,70 @@
+/* Inside the dmcache engine: shared by dm_engine.c (devices, attach,
+ * adoption) and dm_migr*.c (live migration).  Not for other modules. */
+#ifndef FCACHE_DM_PRIV_H
+#define FCACHE_DM_PRIV_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "common/config.h"
+#include "dm_cache.h"
+#include "dm_dev.h"
+#include "flash_pool.h"
+
+#define FC_SECTOR 512u
+
+struct fc_agent;
+struct fc_volume;
+struct fc_dm_migr;
+
+struct fc_dm_engine {
+  struct fc_flash_pool pool;
+  char pool_path[FC_PATH_MAX + 32];
+  uint64_t block_sectors;
+};
+
+struct fc_dmvol {
+  char name[FC_DM_NAME_MAX], meta[FC_DM_NAME_MAX], data[FC_DM_NAME_MAX];
+  uint64_t origin_sectors;
+  dev_t origin_dev, data_dev;
+  /* /sys/.../stat sectors at attach or adoption: the byte counters are
+   * deltas from here, what this cache sent to origin and flash. */
+  uint64_t base[4];
+  struct fc_dm_migr *migr;      /* a live migration's state (dm_migr_priv.h) */
+};
+
+/* "FCACHE-<tag>-<role>" and the flash pool owner "<id>/<role>". */
+void fc_dmv_uuid(uint64_t tag, const char *role, char *buf, size_t len);
+void fc_dmv_owner(const char *id, const char *role, char *buf, size_t len);
+/* A dm-linear device over the owner <id>/<role>'s flash segments. */
+int fc_dmv_create_linear(struct fc_agent *agent, struct fc_volume *v, const char *name,
+                         const char *role, char *err, size_t errlen);
+/* Zero the first 4 KiB of the owner's flash: a dm-cache or dm-era table
+ * then formats fresh metadata there. */
+int fc_dmv_zero_first_block(struct fc_agent *agent, const char *owner, char *err,
+                            size_t errlen);
+/* The cache target line over the volume's devices. */
+int fc_dmv_cache_params(struct fc_agent *agent, struct fc_volume *v, enum fc_dmc_mode mode,
+                        const char *policy, char *buf, size_t len, char *err,
+                        size_t errlen);
+/* Replace the live table of name by t (one target): load, suspend unless
+ * suspended, resume.  The old table is gone when this returns: a cache
+ * table's suspend has written its dirty bits and hints. */
+int fc_dmv_swap(const char *name, const struct fc_dm_target *t, char *err, size_t errlen);
+/* The volume's export as a cache table in mode with policy. */
+int fc_dmv_load_cache(struct fc_agent *agent, struct fc_volume *v, enum fc_dmc_mode mode,
+                      const char *policy, char *err, size_t errlen);
+/* Write every dirty block back with the cleaner policy (the table stays
+ * cleaner; reload it to go on).  -EIO with the count if it cannot. */
+int fc_dmv_drain(struct fc_agent *agent, struct fc_volume *v, char *err, size_t errlen);
+int fc_dmv_status(const struct fc_dmvol *dv, struct fc_dmc_status *st, char *err,
+                  size_t errlen);
+
+/* The volume is being detached: remove what a migration added (the
+ * dm-era metadata device and its flash).  Under agent->lock. */
+void fc_dm_migr_detach(struct fc_agent *agent, struct fc_volume *v);
+void fc_dm_migr_free(struct fc_dm_migr *dm);
+
+#endif

@@ -1,0 +1,72 @@
+/* An attached volume: its policy, its origin, its cache engine and the NBD
+ * export the VM opens.  The parameters are persisted as JSON in
+ * <state_dir>/volumes/<id>.json so a restarted agent re-attaches them. */
+#ifndef FCACHE_VOLUME_H
+#define FCACHE_VOLUME_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/un.h>
+
+#include "nbd/io_ops.h"
+#include "ucache/metadata.h"
+#include "common/types.h"
+
+#define FC_VOLUME_ID_MAX 64
+#define FC_ORIGIN_MAX 1024
+
+struct fc_volume_params {
+  char id[FC_VOLUME_ID_MAX + 1];
+  char origin[FC_ORIGIN_MAX];
+  uint64_t cache_size;              /* bytes, a multiple of the block size */
+  enum fc_write_policy write_policy;
+  enum fc_admission admission;
+  uint64_t tag;                     /* names this attachment's metadata records */
+  /* A live migration that moved the volume's ownership and has not
+   * completed: "out:<id>" on a source past its switchover, "in:<id>" on a
+   * destination not yet complete.  Persisted, so that after a crash
+   * neither side writes back or serves what may be stale. */
+  char migration[80];
+};
+
+struct fc_dmvol;
+
+struct fc_volume {
+  struct fc_volume_params p;
+  struct fc_origin *origin;
+  struct fc_ucache *uc;
+  struct fc_dmvol *dm;              /* engine dmcache: its device-mapper devices */
+  struct nbd_server *srv;
+  struct fc_export exp;
+  char export_path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+  char export_uri[sizeof(((struct sockaddr_un *)0)->sun_path) + 32];
+  char error[512];                  /* why the volume is unavailable, or "" */
+  /* Blocks recovered for a volume whose origin could not be opened: kept,
+   * untouched, until it can be written back. */
+  struct fc_md_record *held;
+  uint32_t *held_cb;
+  uint32_t nr_held;
+  uint32_t nr_held_dirty;
+  bool releasing;                   /* a finished migration is detaching it */
+};
+
+/* Letters, digits, '-', '_', '.', not starting with '.': the id names a
+ * socket and a state file, so nothing else may reach the filesystem. */
+bool fc_volume_id_valid(const char *id);
+
+const char *fc_write_policy_name(enum fc_write_policy p);
+int fc_write_policy_parse(const char *s, enum fc_write_policy *out);
+const char *fc_admission_name(enum fc_admission a);
+int fc_admission_parse(const char *s, enum fc_admission *out);
+
+/* A fresh random tag for a new attachment; never 0, which no volume has. */
+int fc_volume_new_tag(uint64_t *tag);
+
+int fc_volume_params_save(const char *dir, const struct fc_volume_params *p,
+                          char *err, size_t errlen);
+int fc_volume_params_load(const char *path, struct fc_volume_params *p,
+                          char *err, size_t errlen);
+int fc_volume_params_remove(const char *dir, const char *id);
+
+#endif

@@ -1,0 +1,703 @@
+/* The destination side of a cache migration: the receiver thread reads
+ * frames (lists, switch, blocks, data, done); the worker thread installs
+ * background blocks, returns credit and acknowledges durable dirty blocks,
+ * or (cachemior) preloads the hot list from the origin.  VM threads that
+ * miss on a block the source holds fetch it through fc_migr_dest_fetch();
+ * reads before the switchover go to the source through
+ * fc_migr_dest_read(). */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "agent/agent.h"
+#include "common/deadline.h"
+#include "common/log.h"
+#include "migration.h"
+#include "engine/engine.h"
+
+#define CREDITS 256u           /* background blocks in flight per stream */
+#define FETCH_TIMEOUT_S 10
+/* A clean block is at the origin too: past this many fetches in flight,
+ * or this long, the origin is the faster way. */
+#define FETCH_CLEAN_MAX_INFLIGHT 16
+#define FETCH_CLEAN_TIMEOUT_MS 500
+#define PRELOAD_THREADS 4
+/* A read before the switchover is one the hypervisor (or the guest, in
+ * the moment between the hypervisor's switch and ours) waits on. */
+#define READ_TIMEOUT_S 30
+
+struct dest_queue {
+  uint8_t *data;               /* CREDITS blocks */
+  uint64_t *ids;               /* oblock | dirty bit */
+  uint32_t head, n;
+};
+
+struct fetch_wait {
+  struct fetch_wait *next;
+  uint64_t ob;
+  void *data;
+  bool done, dirty;
+  int r;
+};
+
+struct read_wait {
+  struct read_wait *next;
+  uint64_t tag;
+  void *buf;
+  uint32_t len;
+  bool done;
+  int r;
+};
+
+#define OPS(m) ((m)->agent->engine->migr)
+
+/* The engine's way to ask the source for one block (ucache's on-demand
+ * strategies); see fc_ucache_fetch_fn. */
+int fc_migr_dest_fetch(void *ctx, oblock_t ob, void *data, bool *dirty, bool required);
+
+int
+fc_migr_dest_fetch(void *ctx, oblock_t ob, void *data, bool *dirty, bool required)
+{
+  struct fc_migration *m = ctx;
+  struct fetch_wait w = { .ob = ob.n, .data = data };
+  struct timespec until;
+  unsigned inflight = 0;
+  uint8_t id[8];
+  int r = 0;
+
+  pthread_mutex_lock(&m->lock);
+  if (!m->connected || m->state == FC_MS_FAILED || m->state == FC_MS_ABORTED) {
+    pthread_mutex_unlock(&m->lock);
+    return -ENOTCONN;
+  }
+  for (struct fetch_wait *x = m->waiters; x; x = x->next)
+    inflight++;
+  if (!required && inflight >= FETCH_CLEAN_MAX_INFLIGHT) {
+    pthread_mutex_unlock(&m->lock);
+    return -EBUSY;
+  }
+  w.next = m->waiters;
+  m->waiters = &w;
+  pthread_mutex_unlock(&m->lock);
+
+  fc_put_le64(id, ob.n);
+  r = fc_xfer_send(&m->conn, FC_XFER_FETCH, 0, id, 8, NULL, 0);
+  until = fc_deadline_ms(required ? FETCH_TIMEOUT_S * 1000 : FETCH_CLEAN_TIMEOUT_MS);
+  pthread_mutex_lock(&m->lock);
+  while (!r && !w.done && m->state != FC_MS_FAILED && m->state != FC_MS_ABORTED)
+    if (pthread_cond_timedwait(&m->cond, &m->lock, &until) == ETIMEDOUT)
+      r = -ETIMEDOUT;
+  for (struct fetch_wait **p = &m->waiters; *p; p = &(*p)->next)
+    if (*p == &w) {
+      *p = w.next;
+      break;
+    }
+  if (!r)
+    r = w.done ? w.r : -ECONNRESET;
+  *dirty = w.dirty;
+  pthread_mutex_unlock(&m->lock);
+  return r;
+}
+
+static bool
+read_live_locked(const struct fc_migration *m)
+{
+  return !m->stopping && m->state != FC_MS_FAILED && m->state != FC_MS_ABORTED;
+}
+
+/* One READ of at most FC_XFER_READ_MAX bytes. */
+static int
+read_chunk(struct fc_migration *m, void *buf, uint32_t count, uint64_t off,
+           const struct timespec *until)
+{
+  struct read_wait w = { .buf = buf, .len = count };
+  uint8_t req[FC_XFER_READ_SIZE];
+  int r = 0;
+
+  pthread_mutex_lock(&m->lock);
+  /* In accept, the engine hears of the source just before the stream is
+   * marked connected. */
+  while (read_live_locked(m) && !m->switch_received &&
+         (!m->connected || m->reads_inflight >= FC_XFER_READS_INFLIGHT))
+    if (pthread_cond_timedwait(&m->cond, &m->lock, until) == ETIMEDOUT) {
+      r = -ETIMEDOUT;
+      break;
+    }
+  if (!r && !read_live_locked(m))
+    r = -EIO;
+  else if (!r && (m->switch_received || !m->peer_reads))
+    r = -EAGAIN;
+  if (r) {
+    pthread_mutex_unlock(&m->lock);
+    return r;
+  }
+  w.tag = ++m->next_read_tag;
+  w.next = m->read_waiters;
+  m->read_waiters = &w;
+  m->reads_inflight++;
+  pthread_mutex_unlock(&m->lock);
+
+  fc_put_le64(req, w.tag);
+  fc_put_le64(req + 8, off);
+  fc_put_le32(req + 16, count);
+  r = fc_xfer_send(&m->conn, FC_XFER_READ, 0, req, sizeof req, NULL, 0);
+  pthread_mutex_lock(&m->lock);
+  while (!r && !w.done && read_live_locked(m))
+    if (pthread_cond_timedwait(&m->cond, &m->lock, until) == ETIMEDOUT)
+      r = -ETIMEDOUT;
+  for (struct read_wait **p = &m->read_waiters; *p; p = &(*p)->next)
+    if (*p == &w) {
+      *p = w.next;
+      break;
+    }
+  m->reads_inflight--;
+  if (!r)
+    r = w.done ? w.r : -EIO;
+  if (!r)
+    m->forwarded_reads++;
+  pthread_cond_broadcast(&m->cond);
+  pthread_mutex_unlock(&m->lock);
+  return r;
+}
+
+int
+fc_migr_dest_read(void *ctx, void *vbuf, uint32_t count, uint64_t off)
+{
+  struct fc_migration *m = ctx;
+  struct timespec until = fc_deadline_ms(READ_TIMEOUT_S * 1000);
+  char *buf = vbuf;
+  int r = 0;
+
+  for (uint32_t done = 0; done < count && !r;) {
+    uint32_t k = count - done < FC_XFER_READ_MAX ? count - done : FC_XFER_READ_MAX;
+
+    r = read_chunk(m, buf + done, k, off + done, &until);
+    done += k;
+  }
+  if (r && r != -EAGAIN)
+    log_warning("migration %s: a read of %u bytes at %llu before the switchover "
+                "could not be answered by the source: %s", m->id, count,
+                (unsigned long long)off, strerror(-r));
+  return r;
+}
+
+/* A DATA frame: the answer to one of our READs.  A reply for a read that
+ * gave up waiting is dropped; one that does not fit its read ends the
+ * stream. */
+static int
+deliver_data(struct fc_migration *m, uint16_t flags, const uint8_t *p, uint32_t len)
+{
+  uint64_t tag;
+  int r = 0;
+
+  if (len < 8)
+    return -EPROTO;
+  tag = fc_get_le64(p);
+  pthread_mutex_lock(&m->lock);
+  for (struct read_wait *w = m->read_waiters; w; w = w->next) {
+    if (w->tag != tag || w->done)
+      continue;
+    if (flags & FC_XFER_F_RETRY) {
+      w->r = len == 8 ? -EAGAIN : -EPROTO;
+    } else if (flags & FC_XFER_F_ERROR) {
+      uint32_t e = len == 12 ? fc_get_le32(p + 8) : 0;
+      /* The source's errno, kept only if it is one. */
+      w->r = e > 0 && e < 4096 ? -(int)e : -EIO;
+      if (len != 12)
+        w->r = -EPROTO;
+    } else if (len == 8 + w->len) {
+      memcpy(w->buf, p + 8, w->len);
+      w->r = 0;
+    } else {
+      w->r = -EPROTO;
+    }
+    r = w->r == -EPROTO ? -EPROTO : 0;
+    w->done = true;
+    break;
+  }
+  pthread_cond_broadcast(&m->cond);
+  pthread_mutex_unlock(&m->lock);
+  return r;
+}
+
+static void
+deliver_reply(struct fc_migration *m, uint64_t id, uint16_t flags, const uint8_t *data)
+{
+  uint64_t ob = id & ~FC_XFER_DIRTY_BIT;
+
+  pthread_mutex_lock(&m->lock);
+  for (struct fetch_wait *w = m->waiters; w; w = w->next) {
+    if (w->ob != ob || w->done)
+      continue;
+    if (flags & FC_XFER_F_ABSENT) {
+      w->r = -ENOENT;
+    } else {
+      memcpy(w->data, data, m->bs);
+      w->dirty = id & FC_XFER_DIRTY_BIT;
+      w->r = 0;
+    }
+    w->done = true;
+  }
+  pthread_cond_broadcast(&m->cond);
+  pthread_mutex_unlock(&m->lock);
+}
+
+/* The source lists what its cache holds, and its cache is the size of
+ * ours: a longer list (or a ragged one) is a peer growing our memory. */
+static int
+on_list(struct fc_migration *m, const uint8_t *p, uint32_t len)
+{
+  uint64_t most = m->vol && m->bs ? m->vol->p.cache_size / m->bs : 0;
+  int r = 0;
+
+  if (len % 8 || m->listed + len / 8 > most) {
+    log_warning("migration %s: LIST of %u bytes after %llu entries: more than "
+                "the %llu blocks of the volume's cache, or not whole entries",
+                m->id, len, (unsigned long long)m->listed, (unsigned long long)most);
+    return -EPROTO;
+  }
+  m->listed += len / 8;
+
+  for (uint32_t i = 0; i + 8 <= len && !r; i += 8) {
+    uint64_t id = fc_get_le64(p + i);
+
+    if (m->strategy == FC_STRAT_CACHEMIOR) {
+      pthread_mutex_lock(&m->lock);
+      if (m->hot_n == m->hot_cap) {
+        uint32_t cap = m->hot_cap ? m->hot_cap * 2 : 4096;
+        uint64_t *h = realloc(m->hot, cap * sizeof *h);
+        if (!h)
+          r = -ENOMEM;
+        else {
+          m->hot = h;
+          m->hot_cap = cap;
+        }
+      }
+      if (!r)
+        m->hot[m->hot_n++] = id & ~FC_XFER_DIRTY_BIT;
+      m->blocks_total = m->hot_n;
+      pthread_mutex_unlock(&m->lock);
+    } else {
+      r = OPS(m)->in_add_remote(m, to_oblock(id & ~FC_XFER_DIRTY_BIT),
+                                id & FC_XFER_DIRTY_BIT);
+    }
+  }
+  return r;
+}
+
+static void
+complete(struct fc_migration *m)
+{
+  fc_migr_mark_volume(m, NULL);   /* the volume is wholly ours now */
+  if (m->vol)
+    OPS(m)->in_completed(m);
+  pthread_mutex_lock(&m->lock);
+  if (m->state == FC_MS_SWITCHED || m->state == FC_MS_CONNECTED) {
+    m->state = FC_MS_COMPLETED;
+    m->completed_ns = fc_monotonic_ns();
+  }
+  pthread_cond_broadcast(&m->cond);
+  pthread_mutex_unlock(&m->lock);
+  log_info("migration %s: volume %s complete (%llu blocks, %llu invalidated)", m->id,
+           m->volume_id, (unsigned long long)m->blocks_done,
+           (unsigned long long)m->invalidated);
+}
+
+static int
+send_complete(struct fc_migration *m)
+{
+  int r;
+
+  /* Everything acknowledged must survive a crash of this host before
+   * the source forgets it. */
+  r = OPS(m)->in_durable(m, true);
+  if (r)
+    return r;
+  pthread_mutex_lock(&m->lock);
+  m->complete_sending = true;
+  pthread_mutex_unlock(&m->lock);
+  r = fc_xfer_send(&m->conn, FC_XFER_COMPLETE, 0, NULL, 0, NULL, 0);
+  pthread_mutex_lock(&m->lock);
+  m->complete_sent = r == 0;
+  m->complete_sending = false;
+  pthread_cond_broadcast(&m->cond);
+  pthread_mutex_unlock(&m->lock);
+  return r;
+}
+
+/* Both the receiver and the acknowledger can be first to see the link go:
+ * whichever it is stops relying on the source at once (clean remote blocks
+ * fall back to the origin, dirty ones fail until the source's copy is back)
+ * and tells the operator the same thing. */
+static void
+source_lost(struct fc_migration *m, const char *when, const char *why)
+{
+  OPS(m)->in_lost(m);
+  fc_migr_fail(m, "transfer stream from the source lost%s: %s%s", when, why,
+               OPS(m)->in_remote_dirty(m) ?
+               "; dirty blocks still on the source are unreadable here until "
+               "they are written back there" : "");
+}
+
+static void *
+dest_rx(void *arg)
+{
+  struct fc_migration *m = arg;
+  uint8_t *buf = malloc(FC_XFER_MAX_PAYLOAD);
+  struct fc_xfer_header h;
+  bool lost;
+  int r = buf ? 0 : -ENOMEM;
+
+  while (!r) {
+    r = fc_xfer_recv(&m->conn, &h, buf, FC_XFER_MAX_PAYLOAD);
+    if (r)
+      break;
+    switch (h.type) {
+    case FC_XFER_LIST:
+      r = on_list(m, buf, h.length);
+      break;
+    case FC_XFER_SWITCH:
+      pthread_mutex_lock(&m->lock);
+      m->switch_received = true;
+      m->switched_ns = fc_monotonic_ns();
+      if (m->state == FC_MS_CONNECTED)
+        m->state = FC_MS_SWITCHED;
+      pthread_cond_broadcast(&m->cond);
+      pthread_mutex_unlock(&m->lock);
+      OPS(m)->in_switch(m);
+      break;
+    case FC_XFER_BLOCK:
+      if (h.flags & FC_XFER_F_REPLY) {
+        if (h.length != 8 + ((h.flags & FC_XFER_F_ABSENT) ? 0 : m->bs)) {
+          r = -EPROTO;
+          break;
+        }
+        deliver_reply(m, fc_get_le64(buf), h.flags, buf + 8);
+        break;
+      }
+      /* Background: one or more (id, data) entries. */
+      if (h.length == 0 || h.length % (8 + m->bs) || (h.flags & FC_XFER_F_ABSENT)) {
+        r = -EPROTO;
+        break;
+      }
+      pthread_mutex_lock(&m->lock);
+      for (uint32_t off = 0; off < h.length && !r; off += 8 + m->bs) {
+        if (m->inq->n >= CREDITS) {
+          r = -EPROTO;     /* the source ignored our credit */
+        } else {
+          uint32_t slot = (m->inq->head + m->inq->n) % CREDITS;
+          m->inq->ids[slot] = fc_get_le64(buf + off);
+          memcpy(m->inq->data + (size_t)slot * m->bs, buf + off + 8, m->bs);
+          m->inq->n++;
+          m->bytes_done += m->bs;
+        }
+      }
+      pthread_cond_broadcast(&m->cond);
+      pthread_mutex_unlock(&m->lock);
+      break;
+    case FC_XFER_DATA:
+      r = deliver_data(m, h.flags, buf, h.length);
+      break;
+    case FC_XFER_DONE:
+      pthread_mutex_lock(&m->lock);
+      m->done_received = true;
+      pthread_cond_broadcast(&m->cond);
+      pthread_mutex_unlock(&m->lock);
+      break;
+    case FC_XFER_ERROR:
+      buf[h.length < FC_XFER_MAX_PAYLOAD ? h.length : FC_XFER_MAX_PAYLOAD - 1] = 0;
+      fc_migr_fail(m, "source gave up: %.200s", (char *)buf);
+      r = -ECONNABORTED;
+      break;
+    default:
+      r = -EPROTO;
+    }
+  }
+  free(buf);
+  /* After COMPLETE the source owes us nothing: its going away is normal. */
+  pthread_mutex_lock(&m->lock);
+  while (m->complete_sending)
+    pthread_cond_wait(&m->cond, &m->lock);
+  lost = !m->stopping && !m->complete_sent && m->state != FC_MS_COMPLETED &&
+         m->state != FC_MS_ABORTED;
+  pthread_mutex_unlock(&m->lock);
+  if (lost) {
+    if (m->strategy == FC_STRAT_FIREPAN_IF && m->switch_received)
+      m->invalidated += OPS(m)->in_end(m);
+    source_lost(m, "", r == -ECONNABORTED ? "source aborted" : strerror(-r));
+  }
+  pthread_mutex_lock(&m->lock);
+  m->connected = false;
+  pthread_cond_broadcast(&m->cond);
+  pthread_mutex_unlock(&m->lock);
+  return NULL;
+}
+
+static void
+flush_acks(struct fc_migration *m, uint32_t credits)
+{
+  uint8_t *ids = NULL;
+  uint32_t n;
+  int r = 0;
+
+  pthread_mutex_lock(&m->lock);
+  n = m->to_ack_n;
+  if (n && (ids = malloc((size_t)n * 8)))
+    for (uint32_t i = 0; i < n; i++)
+      fc_put_le64(ids + 8 * i, m->to_ack[i]);
+  m->to_ack_n = 0;
+  pthread_mutex_unlock(&m->lock);
+  if (n) {
+    /* Acknowledged means durable: the source frees these next. */
+    r = OPS(m)->in_durable(m, false);
+    if (!r && ids)
+      r = fc_xfer_send(&m->conn, FC_XFER_ACK, 0, ids, n * 8, NULL, 0);
+  }
+  free(ids);
+  if (!r && credits) {
+    uint8_t c[4];
+    fc_put_le32(c, credits);
+    r = fc_xfer_send(&m->conn, FC_XFER_CREDIT, 0, c, 4, NULL, 0);
+  }
+  if (r) {
+    /* Usually the link broke and the receiver is about to notice too: say
+     * the same thing, and stop relying on the source at once. */
+    source_lost(m, " while acknowledging blocks", strerror(-r));
+  }
+}
+
+struct preload_ctx {
+  struct fc_migration *m;
+  pthread_mutex_t lock;
+  uint32_t next;
+};
+
+static void *
+preload_thread(void *arg)
+{
+  struct preload_ctx *p = arg;
+  struct fc_migration *m = p->m;
+
+  for (;;) {
+    uint32_t i;
+    int r;
+
+    pthread_mutex_lock(&p->lock);
+    i = p->next++;
+    pthread_mutex_unlock(&p->lock);
+    if (i >= m->hot_n || m->stopping || m->state == FC_MS_ABORTED)
+      break;
+    r = OPS(m)->in_preload(m, to_oblock(m->hot[i]));
+    pthread_mutex_lock(&m->lock);
+    m->blocks_done++;
+    if (r == 0)
+      m->bytes_done += m->bs;
+    pthread_mutex_unlock(&m->lock);
+  }
+  return NULL;
+}
+
+/* cachemior: the hot list is here; warm up from the origin, hottest first,
+ * a few requests at a time so the VM keeps most of the storage. */
+static void
+preload(struct fc_migration *m)
+{
+  struct preload_ctx p = { .m = m, .next = 0 };
+  pthread_t t[PRELOAD_THREADS];
+  int started = 0;
+
+  pthread_mutex_init(&p.lock, NULL);
+  for (int i = 0; i < PRELOAD_THREADS; i++)
+    if (pthread_create(&t[i], NULL, preload_thread, &p) == 0)
+      started++;
+  for (int i = 0; i < started; i++)
+    pthread_join(t[i], NULL);
+  pthread_mutex_destroy(&p.lock);
+}
+
+/* Strategies with no background copy are done once the switch arrived
+ * (firepan copied before it).  Under m->lock. */
+static bool
+done_at_switch_locked(const struct fc_migration *m)
+{
+  return m->switch_received && m->state == FC_MS_SWITCHED &&
+         (m->strategy == FC_STRAT_NONE || m->strategy == FC_STRAT_CACHEMIOR ||
+          m->strategy == FC_STRAT_FIREPAN);
+}
+
+static void *
+dest_worker(void *arg)
+{
+  struct fc_migration *m = arg;
+  uint8_t *data = malloc(m->bs);
+  uint32_t consumed = 0;
+
+  while (data) {
+    uint64_t id = 0;
+    bool have = false, finish = false, idle = false;
+    struct timespec until = fc_deadline_ms(100);
+
+    pthread_mutex_lock(&m->lock);
+    if (!m->inq->n && !m->stopping && m->state != FC_MS_FAILED &&
+        !(m->done_received && !m->complete_sent) && !done_at_switch_locked(m))
+      idle = pthread_cond_timedwait(&m->cond, &m->lock, &until) == ETIMEDOUT;
+    if (m->stopping || m->state == FC_MS_FAILED || m->state == FC_MS_ABORTED ||
+        m->state == FC_MS_COMPLETED) {
+      pthread_mutex_unlock(&m->lock);
+      break;
+    }
+    if (m->inq->n) {
+      id = m->inq->ids[m->inq->head];
+      memcpy(data, m->inq->data + (size_t)m->inq->head * m->bs, m->bs);
+      m->inq->head = (m->inq->head + 1) % CREDITS;
+      m->inq->n--;
+      have = true;
+    } else if (m->done_received && !m->complete_sent) {
+      finish = true;
+    } else if (done_at_switch_locked(m)) {
+      finish = true;
+    }
+    pthread_mutex_unlock(&m->lock);
+
+    if (have) {
+      bool dirty = id & FC_XFER_DIRTY_BIT;
+      oblock_t ob = to_oblock(id & ~FC_XFER_DIRTY_BIT);
+      int r = OPS(m)->in_install(m, ob, data, dirty);
+
+      if (r < 0) {
+        fc_migr_fail(m, "cannot install block %llu: %s",
+                     (unsigned long long)ob.n, strerror(-r));
+        break;
+      }
+      pthread_mutex_lock(&m->lock);
+      m->blocks_done++;
+      if (dirty && r == 0) {
+        if (m->to_ack_n == m->to_ack_cap) {
+          uint32_t cap = m->to_ack_cap ? m->to_ack_cap * 2 : 256;
+          uint64_t *a = realloc(m->to_ack, cap * sizeof *a);
+          if (a) {
+            m->to_ack = a;
+            m->to_ack_cap = cap;
+          }
+        }
+        if (m->to_ack_n < m->to_ack_cap)
+          m->to_ack[m->to_ack_n++] = ob.n;
+      }
+      pthread_mutex_unlock(&m->lock);
+      if (++consumed >= 64) {
+        flush_acks(m, consumed);
+        consumed = 0;
+      }
+      continue;
+    }
+    if (consumed || idle) {
+      flush_acks(m, consumed);
+      consumed = 0;
+    }
+    if (!finish)
+      continue;
+    /* Every block the source had is here (or was superseded). */
+    switch (m->strategy) {
+    case FC_STRAT_FIREPAN:
+      if (!m->switch_received) {
+        send_complete(m);         /* the source's start() returns */
+        continue;
+      }
+      OPS(m)->in_end(m);
+      complete(m);
+      break;
+    case FC_STRAT_CACHEMIOR:
+      OPS(m)->in_end(m);
+      send_complete(m);           /* the source holds nothing we need */
+      preload(m);
+      if (OPS(m)->in_preloaded)
+        m->invalidated += OPS(m)->in_preloaded(m);
+      complete(m);
+      break;
+    case FC_STRAT_NONE:
+      OPS(m)->in_end(m);
+      send_complete(m);
+      complete(m);
+      break;
+    default:
+      m->invalidated += OPS(m)->in_end(m);
+      send_complete(m);
+      complete(m);
+      break;
+    }
+    break;
+  }
+  free(data);
+  return NULL;
+}
+
+int
+fc_migr_dest_begin(struct fc_migration *m)
+{
+  struct dest_queue *q = calloc(1, sizeof *q);
+
+  if (!q)
+    return -ENOMEM;
+  q->data = malloc((size_t)CREDITS * m->bs);
+  q->ids = malloc(CREDITS * sizeof *q->ids);
+  if (!q->data || !q->ids) {
+    free(q->data);
+    free(q->ids);
+    free(q);
+    return -ENOMEM;
+  }
+  m->inq = q;
+  return OPS(m)->in_begin(m);
+}
+
+int
+fc_migr_dest_accept(struct fc_migration *m, int fd)
+{
+  char welcome[64];
+  int r;
+
+  fc_xfer_conn_init(&m->conn, fd);
+  OPS(m)->in_connected(m);
+  snprintf(welcome, sizeof welcome, "{\"credits\": %u}", CREDITS);
+  r = fc_xfer_send_json(&m->conn, FC_XFER_WELCOME, welcome);
+  if (r)
+    return r;
+  pthread_mutex_lock(&m->lock);
+  m->connected = true;
+  m->state = FC_MS_CONNECTED;
+  pthread_cond_broadcast(&m->cond);     /* reads waiting to be forwarded */
+  pthread_mutex_unlock(&m->lock);
+  if ((r = -pthread_create(&m->rx_thread, NULL, dest_rx, m)) == 0)
+    m->rx_running = true;
+  if (!r && (r = -pthread_create(&m->worker_thread, NULL, dest_worker, m)) == 0)
+    m->worker_running = true;
+  if (r)
+    fc_migr_fail(m, "cannot start transfer threads: %s", strerror(-r));
+  return 0;
+}
+
+void
+fc_migr_join(struct fc_migration *m)
+{
+  pthread_mutex_lock(&m->lock);
+  m->stopping = true;
+  pthread_cond_broadcast(&m->cond);
+  pthread_mutex_unlock(&m->lock);
+  if (m->conn.fd >= 0)
+    fc_xfer_conn_shutdown(&m->conn);
+  if (m->rx_running)
+    pthread_join(m->rx_thread, NULL);
+  if (m->worker_running)
+    pthread_join(m->worker_thread, NULL);
+  m->rx_running = m->worker_running = false;
+  if (m->conn.fd >= 0)
+    fc_xfer_conn_destroy(&m->conn);
+  if (m->inq) {
+    free(m->inq->data);
+    free(m->inq->ids);
+    free(m->inq);
+    m->inq = NULL;
+  }
+}

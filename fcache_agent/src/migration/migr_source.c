@@ -1,0 +1,588 @@
+/* The source side of a cache migration: one thread receives (FETCH, READ,
+ * CREDIT, ACK, COMPLETE), one sends.  The sender serves on-demand fetches
+ * first, then the destination's reads before the switchover, then
+ * background blocks while the receiver has credit, all under one rate
+ * limit (CloudCache §5.2). */
+#include <errno.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+
+#include "agent/agent.h"
+#include "common/invfilter.h"
+#include "common/log.h"
+#include "migration.h"
+#include "engine/engine.h"
+
+#define HANDSHAKE_TIMEOUT_S 10
+
+/* A destination read before the switchover, waiting for the sender. */
+struct peek_req {
+  uint64_t tag, off;
+  uint32_t len;
+};
+
+static bool
+live(struct fc_migration *m)
+{
+  return !m->stopping && m->state != FC_MS_FAILED && m->state != FC_MS_ABORTED;
+}
+
+/* Under m->lock.  The destination keeps at most FC_XFER_READS_INFLIGHT
+ * reads outstanding: a peer that sends more breaks the protocol. */
+static int
+queue_read(struct fc_migration *m, const uint8_t *p, uint32_t len)
+{
+  struct peek_req *q;
+
+  if (len != FC_XFER_READ_SIZE || !m->agent->engine->migr->out_peek)
+    return -EPROTO;
+  if (m->readq_n >= FC_XFER_READS_INFLIGHT)
+    return -EPROTO;
+  if (!m->readq && !(m->readq = calloc(FC_XFER_READS_INFLIGHT, sizeof *m->readq)))
+    return -ENOMEM;
+  q = &m->readq[m->readq_n++];
+  q->tag = fc_get_le64(p);
+  q->off = fc_get_le64(p + 8);
+  q->len = fc_get_le32(p + 16);
+  return 0;
+}
+
+static void *
+source_rx(void *arg)
+{
+  struct fc_migration *m = arg;
+  uint8_t *buf = malloc(FC_XFER_MAX_PAYLOAD);
+  struct fc_xfer_header h;
+  int r = buf ? 0 : -ENOMEM;
+
+  while (!r) {
+    r = fc_xfer_recv(&m->conn, &h, buf, FC_XFER_MAX_PAYLOAD);
+    if (r)
+      break;
+    pthread_mutex_lock(&m->lock);
+    switch (h.type) {
+    case FC_XFER_FETCH:
+      for (uint32_t i = 0; i + 8 <= h.length; i += 8) {
+        if (m->fetchq_n == m->fetchq_cap) {
+          uint32_t cap = m->fetchq_cap ? m->fetchq_cap * 2 : 64;
+          uint64_t *q = cap <= 1u << 20 ? realloc(m->fetchq, cap * sizeof *q) : NULL;
+          if (!q) {
+            r = -ENOMEM;
+            break;
+          }
+          m->fetchq = q;
+          m->fetchq_cap = cap;
+        }
+        m->fetchq[m->fetchq_n++] = fc_get_le64(buf + i);
+      }
+      break;
+    case FC_XFER_READ:
+      r = queue_read(m, buf, h.length);
+      break;
+    case FC_XFER_CREDIT:
+      if (h.length == 4)
+        m->credits += fc_get_le32(buf);
+      else
+        r = -EPROTO;
+      break;
+    case FC_XFER_ACK: {
+      /* The destination made these durable: CloudCache frees each block
+       * as it moves, which gives the source's space back early.  Only
+       * after the switchover, though: before it (firepan) the migration
+       * can still be aborted, and then the source's copy is the only one
+       * that counts.  And only blocks this source sent dirty: an ACK for
+       * any other is a peer asking it to drop data nobody else holds. */
+      bool release = m->state == FC_MS_SWITCHED;
+      uint32_t n = 0;
+      uint64_t *obs = h.length % 8 ? NULL : malloc(h.length + 8);
+
+      if (!obs) {
+        r = h.length % 8 ? -EPROTO : -ENOMEM;
+        break;
+      }
+      for (uint32_t i = 0; i + 8 <= h.length; i += 8) {
+        oblock_t ob = to_oblock(fc_get_le64(buf + i));
+        if (!m->sent_dirty || !fc_invfilter_remove(m->sent_dirty, ob)) {
+          r = -EPROTO;
+          break;
+        }
+        obs[n++] = ob.n;
+      }
+      if (r) {
+        free(obs);
+        pthread_mutex_unlock(&m->lock);
+        fc_migr_fail(m, "destination acknowledged a block this source did not "
+                     "send dirty");
+        pthread_mutex_lock(&m->lock);
+        r = -ECONNABORTED;
+        break;
+      }
+      pthread_mutex_unlock(&m->lock);
+      for (uint32_t i = 0; release && i < n && m->vol; i++)
+        m->agent->engine->migr->out_forget(m, to_oblock(obs[i]));
+      free(obs);
+      pthread_mutex_lock(&m->lock);
+      break;
+    }
+    case FC_XFER_COMPLETE:
+      /* COMPLETE lets the source forget everything: only once everything
+       * it had to send was sent. */
+      if (m->bg_started && !m->done_sent) {
+        pthread_mutex_unlock(&m->lock);
+        fc_migr_fail(m, "destination said COMPLETE before this source sent "
+                     "every block");
+        pthread_mutex_lock(&m->lock);
+        r = -ECONNABORTED;
+        break;
+      }
+      m->complete_received = true;
+      if (m->state == FC_MS_SWITCHED) {
+        m->state = FC_MS_COMPLETED;
+        m->completed_ns = fc_monotonic_ns();
+      }
+      break;
+    case FC_XFER_ERROR:
+      buf[h.length < FC_XFER_MAX_PAYLOAD ? h.length : FC_XFER_MAX_PAYLOAD - 1] = 0;
+      pthread_mutex_unlock(&m->lock);
+      fc_migr_fail(m, "destination gave up: %.200s", (char *)buf);
+      pthread_mutex_lock(&m->lock);
+      r = -ECONNABORTED;
+      break;
+    default:
+      r = -EPROTO;
+    }
+    pthread_cond_broadcast(&m->cond);
+    pthread_mutex_unlock(&m->lock);
+  }
+  free(buf);
+  if (r != -ECONNABORTED && !m->stopping && m->state != FC_MS_COMPLETED)
+    fc_migr_fail(m, "transfer stream to %s lost: %s", m->peer, strerror(-r));
+  return NULL;
+}
+
+/* The answer to one FETCH: the block, or ABSENT if it moved already. */
+static int
+send_reply(struct fc_migration *m, uint64_t ob, uint8_t *data)
+{
+  const uint16_t flags = FC_XFER_F_REPLY;
+  uint8_t id[8];
+  bool dirty = false;
+  int r;
+
+  r = m->agent->engine->migr->out_read(m, to_oblock(ob), data, &dirty);
+  if (r == -ENOENT) {
+    fc_put_le64(id, ob);
+    return fc_xfer_send(&m->conn, FC_XFER_BLOCK, flags | FC_XFER_F_ABSENT, id, 8, NULL, 0);
+  }
+  if (r)
+    return r;
+  fc_ratelimit_take(&m->rl, FC_XFER_HEADER_SIZE + 8 + m->bs);
+  fc_put_le64(id, ob | (dirty ? FC_XFER_DIRTY_BIT : 0));
+  r = fc_xfer_send(&m->conn, FC_XFER_BLOCK, flags, id, 8, data, m->bs);
+  if (!r) {
+    pthread_mutex_lock(&m->lock);
+    m->bytes_done += m->bs;
+    pthread_mutex_unlock(&m->lock);
+  }
+  return r;
+}
+
+/* Under m->lock. */
+static int
+record_sent_dirty_locked(struct fc_migration *m, uint64_t ob)
+{
+  int r;
+
+  if (!m->sent_dirty) {
+    if (!(m->sent_dirty = calloc(1, sizeof *m->sent_dirty)))
+      return -ENOMEM;
+    if ((r = fc_invfilter_init(m->sent_dirty, 1024))) {
+      free(m->sent_dirty);
+      m->sent_dirty = NULL;
+      return r;
+    }
+  }
+  r = fc_invfilter_add(m->sent_dirty, to_oblock(ob));
+  return r < 0 ? r : 0;
+}
+
+/* Background blocks, several to a frame: each entry is the 8-byte id
+ * (oblock | dirty bit) followed by the block's data.  Blocks the source no
+ * longer holds (fetched, acked and forgotten) are left out and their
+ * credit handed back. */
+static int
+send_batch(struct fc_migration *m, const uint64_t *obs, uint32_t n, uint8_t *buf)
+{
+  uint32_t stride = 8 + m->bs, k = 0, skipped = 0;
+  int r = 0;
+
+  for (uint32_t i = 0; i < n && !r; i++) {
+    bool dirty = false;
+    uint8_t *e = buf + (size_t)k * stride;
+
+    r = m->agent->engine->migr->out_read(m, to_oblock(obs[i]), e + 8, &dirty);
+    if (r == -ENOENT) {
+      skipped++;
+      r = 0;
+      continue;
+    }
+    fc_put_le64(e, obs[i] | (dirty ? FC_XFER_DIRTY_BIT : 0));
+    k++;
+  }
+  if (!r && k) {
+    /* Recorded before the send: the ACK can come back before it returns. */
+    pthread_mutex_lock(&m->lock);
+    for (uint32_t i = 0; i < k && !r; i++) {
+      uint64_t id = fc_get_le64(buf + (size_t)i * stride);
+      if (id & FC_XFER_DIRTY_BIT)
+        r = record_sent_dirty_locked(m, id & ~FC_XFER_DIRTY_BIT);
+    }
+    pthread_mutex_unlock(&m->lock);
+  }
+  if (!r && k) {
+    fc_ratelimit_take(&m->rl, FC_XFER_HEADER_SIZE + (uint64_t)k * stride);
+    r = fc_xfer_send(&m->conn, FC_XFER_BLOCK, 0, buf, k * stride, NULL, 0);
+  }
+  pthread_mutex_lock(&m->lock);
+  if (!r) {
+    m->bytes_done += (uint64_t)k * m->bs;
+    m->blocks_done += k + skipped;
+  }
+  m->credits += skipped;
+  pthread_cond_broadcast(&m->cond);
+  pthread_mutex_unlock(&m->lock);
+  return r;
+}
+
+/* The answer to one READ: the bytes as the VM sees them here, or RETRY
+ * once the switchover has begun (from then on the destination answers for
+ * the volume, and its own read path serves the request after SWITCH).
+ * buf holds 8 + FC_XFER_READ_MAX bytes. */
+static int
+serve_read(struct fc_migration *m, const struct peek_req *q, uint8_t *buf)
+{
+  bool switching;
+  uint8_t e[4];
+  int r;
+
+  fc_put_le64(buf, q->tag);
+  pthread_mutex_lock(&m->lock);
+  switching = m->switch_begun;
+  pthread_mutex_unlock(&m->lock);
+  if (switching)
+    return fc_xfer_send(&m->conn, FC_XFER_DATA, FC_XFER_F_RETRY, buf, 8, NULL, 0);
+  if (q->len == 0 || q->len > FC_XFER_READ_MAX)
+    r = -EINVAL;
+  else if (!m->vol)
+    r = -ENODEV;
+  else
+    r = m->agent->engine->migr->out_peek(m, buf + 8, q->len, q->off);
+  if (r) {
+    log_warning("migration %s: destination read of %u bytes at %llu: %s", m->id,
+                q->len, (unsigned long long)q->off, strerror(-r));
+    fc_put_le32(e, (uint32_t)-r);
+    return fc_xfer_send(&m->conn, FC_XFER_DATA, FC_XFER_F_ERROR, buf, 8, e, 4);
+  }
+  fc_ratelimit_take(&m->rl, FC_XFER_HEADER_SIZE + 8 + (uint64_t)q->len);
+  return fc_xfer_send(&m->conn, FC_XFER_DATA, 0, buf, 8 + q->len, NULL, 0);
+}
+
+static void *
+source_tx(void *arg)
+{
+  struct fc_migration *m = arg;
+  uint32_t batch_max = FC_XFER_MAX_PAYLOAD / (8 + m->bs);
+  uint64_t *batch;
+  uint8_t *data, *readbuf = NULL;
+  int r;
+
+  if (batch_max > 64)
+    batch_max = 64;
+  if (batch_max == 0)
+    batch_max = 1;
+  batch = malloc(batch_max * sizeof *batch);
+  data = malloc((size_t)batch_max * (8 + m->bs));
+  r = batch && data ? 0 : -ENOMEM;
+  while (!r) {
+    uint64_t ob = 0;
+    uint32_t nbatch = 0;
+    struct peek_req rq;
+    int what = 0;     /* 1 fetch, 2 background, 3 done, 4 read */
+
+    pthread_mutex_lock(&m->lock);
+    for (;;) {
+      if (!live(m))
+        break;
+      if (m->fetchq_n) {
+        ob = m->fetchq[0];
+        memmove(m->fetchq, m->fetchq + 1, --m->fetchq_n * sizeof *m->fetchq);
+        what = 1;
+        break;
+      }
+      if (m->readq_n) {
+        rq = m->readq[0];
+        memmove(m->readq, m->readq + 1, --m->readq_n * sizeof *m->readq);
+        what = 4;
+        break;
+      }
+      if (m->bg_started && m->bg_next < m->bg_n && m->credits) {
+        /* A batch per frame: per-block frames cost a syscall and a
+         * wake-up on each side for every 4 KiB. */
+        nbatch = 0;
+        while (nbatch < batch_max && m->bg_next < m->bg_n && m->credits) {
+          batch[nbatch++] = m->bg[m->bg_next++] & ~FC_XFER_DIRTY_BIT;
+          m->credits--;
+        }
+        what = 2;
+        break;
+      }
+      if (m->bg_started && m->bg_next >= m->bg_n && !m->done_sent) {
+        m->done_sent = true;
+        what = 3;
+        break;
+      }
+      pthread_cond_wait(&m->cond, &m->lock);
+    }
+    pthread_mutex_unlock(&m->lock);
+    if (!what)
+      break;
+    if (what == 4) {
+      if (!readbuf && !(readbuf = malloc(8 + FC_XFER_READ_MAX)))
+        r = -ENOMEM;
+      else
+        r = serve_read(m, &rq, readbuf);
+    } else if (what == 3) {
+      r = fc_xfer_send(&m->conn, FC_XFER_DONE, 0, NULL, 0, NULL, 0);
+    } else if (what == 2) {
+      r = send_batch(m, batch, nbatch, data);
+    } else {
+      r = send_reply(m, ob, data);
+    }
+  }
+  free(readbuf);
+  free(data);
+  free(batch);
+  if (r && !m->stopping)
+    fc_migr_fail(m, "sending to %s failed: %s", m->peer, strerror(-r));
+  return NULL;
+}
+
+int
+fc_migr_source_connect(struct fc_migration *m, char *err, size_t errlen)
+{
+  struct timeval tv = { HANDSHAKE_TIMEOUT_S, 0 };
+  struct fc_xfer_header h;
+  uint8_t buf[FC_XFER_MAX_JSON + 1];
+  json_t *hello, *welcome;
+  char *text;
+  int fd, r;
+
+  r = fc_xfer_connect(m->peer, HANDSHAKE_TIMEOUT_S * 1000, &fd, err, errlen);
+  if (r) {
+    fc_migr_fail(m, "%s", err);
+    return r;
+  }
+  fc_xfer_conn_init(&m->conn, fd);
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  hello = json_pack("{s:s, s:s, s:s, s:i, s:s, s:b}", "migration_id", m->id,
+                    "volume_id", m->volume_id, "token", m->token, "block_size", m->bs,
+                    "strategy", fc_strategy_name(m->strategy),
+                    "reads", m->agent->engine->migr->out_peek != NULL);
+  text = json_dumps(hello, JSON_COMPACT);
+  json_decref(hello);
+  r = text ? fc_xfer_send_json(&m->conn, FC_XFER_HELLO, text) : -ENOMEM;
+  free(text);
+  if (!r)
+    r = fc_xfer_recv(&m->conn, &h, buf, FC_XFER_MAX_JSON);
+  if (r || h.type != FC_XFER_WELCOME) {
+    if (!r && h.type == FC_XFER_ERROR) {
+      buf[h.length] = 0;
+      snprintf(err, errlen, "destination %s refused the stream: %s", m->peer, buf);
+      r = -EACCES;
+    } else {
+      snprintf(err, errlen, "handshake with %s failed: %s", m->peer,
+               r ? strerror(-r) : "unexpected frame");
+      r = r ? r : -EPROTO;
+    }
+    fc_migr_fail(m, "%s", err);
+    fc_xfer_conn_destroy(&m->conn);
+    return r;
+  }
+  buf[h.length] = 0;
+  welcome = json_loads((const char *)buf, 0, NULL);
+  tv.tv_sec = 0;
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  pthread_mutex_lock(&m->lock);
+  m->credits = (uint32_t)json_integer_value(json_object_get(welcome, "credits"));
+  m->connected = true;
+  m->state = FC_MS_CONNECTED;
+  pthread_mutex_unlock(&m->lock);
+  json_decref(welcome);
+  if ((r = -pthread_create(&m->rx_thread, NULL, source_rx, m)) == 0)
+    m->rx_running = true;
+  if (!r && (r = -pthread_create(&m->worker_thread, NULL, source_tx, m)) == 0)
+    m->worker_running = true;
+  if (r) {
+    snprintf(err, errlen, "cannot start transfer threads: %s", strerror(-r));
+    fc_migr_fail(m, "%s", err);
+  } else {
+    log_info("migration %s: connected to %s (%s)", m->id, m->peer,
+             fc_strategy_name(m->strategy));
+  }
+  return r;
+}
+
+/* Queue every cached block, most recent first, for the background sender. */
+static int
+queue_background(struct fc_migration *m)
+{
+  uint64_t *list;
+  uint32_t n;
+  int r = m->agent->engine->migr->out_list(m, &list, &n, false);
+
+  if (r)
+    return r;
+  pthread_mutex_lock(&m->lock);
+  free(m->bg);
+  m->bg = list;
+  m->bg_n = n;
+  m->bg_next = 0;
+  m->blocks_total = n;
+  m->bg_started = true;
+  pthread_cond_broadcast(&m->cond);
+  pthread_mutex_unlock(&m->lock);
+  return 0;
+}
+
+int
+fc_migr_source_firepan_copy(struct fc_migration *m, char *err, size_t errlen)
+{
+  uint64_t t0 = fc_monotonic_ns();
+  int r;
+
+  /* The caller keeps the VM paused: freeze so nothing can diverge. */
+  r = m->agent->engine->migr->out_freeze(m, false, err, errlen);
+  if (r)
+    return r;
+  r = queue_background(m);
+  if (r) {
+    snprintf(err, errlen, "cannot list the cache: %s", strerror(-r));
+    return r;
+  }
+  pthread_mutex_lock(&m->lock);
+  while (live(m) && !m->complete_received)
+    pthread_cond_wait(&m->cond, &m->lock);
+  m->downtime_ns = fc_monotonic_ns() - t0;
+  m->firepan_copied = m->complete_received;
+  pthread_mutex_unlock(&m->lock);
+  if (!m->firepan_copied) {
+    snprintf(err, errlen, "firepan copy failed: %s", m->error);
+    return -EIO;
+  }
+  log_info("migration %s: firepan copied %llu blocks in %.3f s", m->id,
+           (unsigned long long)m->blocks_done, (double)m->downtime_ns / 1e9);
+  return 0;
+}
+
+static int
+send_list(struct fc_migration *m, const uint64_t *list, uint32_t n)
+{
+  const uint32_t per_frame = 65536;
+  uint8_t *buf = malloc((size_t)per_frame * 8);
+  uint32_t i = 0;
+  int r = 0;
+
+  if (!buf)
+    return -ENOMEM;
+  do {
+    uint32_t k = n - i < per_frame ? n - i : per_frame;
+    for (uint32_t j = 0; j < k; j++)
+      fc_put_le64(buf + 8 * j, list[i + j]);
+    i += k;
+    r = fc_xfer_send(&m->conn, FC_XFER_LIST, i >= n ? FC_XFER_F_LAST : 0,
+                     buf, k * 8, NULL, 0);
+  } while (!r && i < n);
+  free(buf);
+  return r;
+}
+
+int
+fc_migr_source_switch(struct fc_migration *m, char *err, size_t errlen)
+{
+  const struct fc_engine_migr_ops *ops = m->agent->engine->migr;
+  uint64_t t0 = fc_monotonic_ns();
+  uint64_t *list = NULL;
+  uint32_t n = 0;
+  bool flush = m->strategy == FC_STRAT_NONE || m->strategy == FC_STRAT_CACHEMIOR ||
+               m->strategy == FC_STRAT_FIREPAN_IF;
+  int r = 0;
+
+  /* From here on the destination answers for the volume: after SWITCH it
+   * may let the source forget blocks, so a read served here then could
+   * come from an older copy. */
+  pthread_mutex_lock(&m->lock);
+  m->switch_begun = true;
+  pthread_mutex_unlock(&m->lock);
+
+  /* These strategies let the VM read the origin on the destination:
+   * every dirty block must be there first.  This is downtime. */
+  r = ops->out_freeze(m, flush && m->vol->p.write_policy == FC_WRITE_BACK, err, errlen);
+  if (r)
+    goto out;
+  switch (m->strategy) {
+  case FC_STRAT_CACHEMIOR:
+  case FC_STRAT_HYBRID:
+    r = ops->out_list(m, &list, &n, false);
+    break;
+  case FC_STRAT_CLOUDCACHE:
+    r = ops->out_list(m, &list, &n, true);
+    break;
+  default:
+    break;
+  }
+  if (!r && list)
+    r = send_list(m, list, n);
+  if (!r && m->strategy == FC_STRAT_CACHEMIOR) {
+    pthread_mutex_lock(&m->lock);
+    m->blocks_total = n;
+    m->bytes_done = (uint64_t)n * 8;
+    pthread_mutex_unlock(&m->lock);
+  }
+  free(list);
+  /* From the SWITCH on, the destination owns the volume: say so on disk
+   * first, so a crash here never leads to writing back blocks the
+   * destination may have rewritten. */
+  if (!r)
+    r = fc_migr_mark_volume(m, "out");
+  if (!r)
+    r = fc_xfer_send_json(&m->conn, FC_XFER_SWITCH, "{}");
+  if (r) {
+    snprintf(err, errlen, "cannot switch over to %s: %s", m->peer, strerror(-r));
+    goto out;
+  }
+  pthread_mutex_lock(&m->lock);
+  m->switched_ns = fc_monotonic_ns();
+  m->downtime_ns += m->switched_ns - t0;
+  /* COMPLETE may be in already: firepan's came before the SWITCH, and a
+   * strategy with nothing to copy after the switch (none, cachemior) may
+   * answer the SWITCH before this thread gets the lock back.  The
+   * receiver moves only a SWITCHED migration on, so it is done here. */
+  if (m->state == FC_MS_CONNECTED)
+    m->state = m->complete_received ? FC_MS_COMPLETED : FC_MS_SWITCHED;
+  if (m->state == FC_MS_COMPLETED)
+    m->completed_ns = m->switched_ns;
+  pthread_mutex_unlock(&m->lock);
+  if (m->strategy == FC_STRAT_FIREPAN_IF || m->strategy == FC_STRAT_CLOUDCACHE ||
+      m->strategy == FC_STRAT_HYBRID)
+    r = queue_background(m);
+  log_info("migration %s: switched over in %.3f s", m->id,
+           (double)(m->switched_ns - t0) / 1e9);
+out:
+  if (r)
+    fc_migr_fail(m, "%s", err);
+  return r;
+}

@@ -1,0 +1,559 @@
+/* Migration registry, the listener that authenticates incoming streams,
+ * and the phase operations the control socket calls. */
+#include <errno.h>
+#include <netdb.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include "agent/agent.h"
+#include "common/invfilter.h"
+#include "common/log.h"
+#include "migration.h"
+#include "engine/engine.h"
+#include "engine/volume.h"
+
+static const char *const strategy_names[] = {
+  "none", "cachemior", "firepan", "firepan_if", "cloudcache", "hybrid",
+};
+static const char *const state_names[] = {
+  "prepared", "connected", "switched", "completed", "failed", "aborted",
+  "settled",
+};
+
+const char *
+fc_strategy_name(enum fc_strategy s)
+{
+  return (unsigned)s < FC_STRAT_COUNT ? strategy_names[s] : "?";
+}
+
+int
+fc_strategy_parse(const char *s, enum fc_strategy *out)
+{
+  for (unsigned i = 0; i < FC_STRAT_COUNT; i++)
+    if (!strcmp(s, strategy_names[i])) {
+      *out = (enum fc_strategy)i;
+      return 0;
+    }
+  return -EINVAL;
+}
+
+const char *
+fc_migr_state_name(enum fc_migr_state s)
+{
+  return (unsigned)s <= FC_MS_SETTLED ? state_names[s] : "?";
+}
+
+void
+fc_migr_fail(struct fc_migration *m, const char *fmt, ...)
+{
+  va_list ap;
+
+  pthread_mutex_lock(&m->lock);
+  if (m->state != FC_MS_FAILED && m->state != FC_MS_ABORTED &&
+      m->state != FC_MS_COMPLETED) {
+    va_start(ap, fmt);
+    vsnprintf(m->error, sizeof m->error, fmt, ap);
+    va_end(ap);
+    m->state = FC_MS_FAILED;
+    log_error("migration %s of volume %s (%s): %s", m->id, m->volume_id,
+              m->role == FC_MIGR_SOURCE ? "source" : "destination", m->error);
+  }
+  pthread_cond_broadcast(&m->cond);
+  pthread_mutex_unlock(&m->lock);
+}
+
+static bool
+token_valid(const char *t)
+{
+  if (strlen(t) != FC_TOKEN_HEX)
+    return false;
+  for (size_t i = 0; i < FC_TOKEN_HEX; i++)
+    if (!strchr("0123456789abcdef", t[i]))
+      return false;
+  return true;
+}
+
+static bool
+migration_id_valid(const char *id)
+{
+  size_t n = strlen(id);
+
+  if (n == 0 || n > FC_MIGRATION_ID_MAX)
+    return false;
+  for (size_t i = 0; i < n; i++)
+    if (!strchr("0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ-_.", id[i]))
+      return false;
+  return true;
+}
+
+struct fc_migration *
+fc_migration_find(struct fc_agent *agent, const char *id)
+{
+  struct fc_migration *m = NULL;
+
+  pthread_mutex_lock(&agent->migr_lock);
+  for (unsigned i = 0; i < agent->nr_migrations; i++)
+    if (!strcmp(agent->migrations[i]->id, id))
+      m = agent->migrations[i];
+  pthread_mutex_unlock(&agent->migr_lock);
+  return m;
+}
+
+struct fc_migration *
+fc_migration_for_volume(struct fc_agent *agent, const struct fc_volume *v)
+{
+  struct fc_migration *m = NULL;
+
+  pthread_mutex_lock(&agent->migr_lock);
+  for (unsigned i = 0; i < agent->nr_migrations; i++) {
+    struct fc_migration *x = agent->migrations[i];
+    if (x->vol == v && x->state != FC_MS_ABORTED && x->state != FC_MS_FAILED &&
+        x->state != FC_MS_SETTLED &&
+        !(x->state == FC_MS_COMPLETED && x->role == FC_MIGR_DEST))
+      m = x;
+  }
+  pthread_mutex_unlock(&agent->migr_lock);
+  return m;
+}
+
+static struct fc_migration *
+migration_new(struct fc_agent *agent, json_t *args, enum fc_migr_role role,
+              char *err, size_t errlen)
+{
+  const char *id = json_string_value(json_object_get(args, "migration_id"));
+  const char *vol = json_string_value(json_object_get(args, "volume_id"));
+  const char *token = json_string_value(json_object_get(args, "token"));
+  const char *strat = json_string_value(json_object_get(args, "strategy"));
+  struct fc_migration *m;
+  enum fc_strategy s;
+
+  if (!id || !migration_id_valid(id)) {
+    snprintf(err, errlen, "migration_id must be 1-%d letters, digits, '-', '_' or '.'",
+             FC_MIGRATION_ID_MAX);
+    return NULL;
+  }
+  if (!vol || !fc_volume_id_valid(vol)) {
+    snprintf(err, errlen, "missing or invalid volume_id");
+    return NULL;
+  }
+  if (!token || !token_valid(token)) {
+    snprintf(err, errlen, "token must be %d lowercase hex digits", FC_TOKEN_HEX);
+    return NULL;
+  }
+  if (!strat || fc_strategy_parse(strat, &s)) {
+    snprintf(err, errlen, "strategy must be one of none, cachemior, firepan, "
+             "firepan_if, cloudcache, hybrid (auto is resolved by the orchestrator)");
+    return NULL;
+  }
+  if (agent->engine->migr->supports(s, err, errlen))
+    return NULL;
+  if (fc_migration_find(agent, id)) {
+    snprintf(err, errlen, "migration %s already exists on this agent", id);
+    return NULL;
+  }
+  m = calloc(1, sizeof *m);
+  if (!m)
+    return NULL;
+  snprintf(m->id, sizeof m->id, "%s", id);
+  snprintf(m->volume_id, sizeof m->volume_id, "%s", vol);
+  snprintf(m->token, sizeof m->token, "%s", token);
+  m->role = role;
+  m->strategy = s;
+  m->agent = agent;
+  m->bs = agent->cfg.block_size;
+  m->conn.fd = -1;
+  m->started_ns = fc_monotonic_ns();
+  pthread_mutex_init(&m->lock, NULL);
+  pthread_cond_init(&m->cond, NULL);
+  return m;
+}
+
+/* Its threads joined, everything it owns freed. */
+static void
+migration_free(struct fc_migration *m)
+{
+  fc_migr_join(m);
+  free(m->bg);
+  free(m->fetchq);
+  free(m->readq);
+  free(m->hot);
+  free(m->to_ack);
+  if (m->sent_dirty) {
+    fc_invfilter_destroy(m->sent_dirty);
+    free(m->sent_dirty);
+  }
+  pthread_mutex_destroy(&m->lock);
+  pthread_cond_destroy(&m->cond);
+  free(m);
+}
+
+static int
+registry_add(struct fc_agent *agent, struct fc_migration *m, char *err, size_t errlen)
+{
+  int r = 0;
+
+  pthread_mutex_lock(&agent->migr_lock);
+  if (agent->nr_migrations >= FC_MAX_MIGRATIONS) {
+    /* Forget the oldest finished one to make room. */
+    for (unsigned i = 0; i < agent->nr_migrations; i++) {
+      struct fc_migration *x = agent->migrations[i];
+      if (x->state >= FC_MS_COMPLETED && !x->rx_running && !x->worker_running) {
+        agent->migrations[i] = agent->migrations[--agent->nr_migrations];
+        migration_free(x);
+        break;
+      }
+    }
+  }
+  if (agent->nr_migrations >= FC_MAX_MIGRATIONS) {
+    snprintf(err, errlen, "too many migrations in progress on this agent");
+    r = -EBUSY;
+  } else {
+    agent->migrations[agent->nr_migrations++] = m;
+  }
+  pthread_mutex_unlock(&agent->migr_lock);
+  return r;
+}
+
+void
+fc_migr_superseded_path(struct fc_agent *agent, const char *volume_id, char *buf,
+                        size_t len)
+{
+  snprintf(buf, len, "%s/%s.superseded", agent->volumes_dir, volume_id);
+}
+
+/* Persist (or clear, with tag NULL) the volume's unfinished migration. */
+int
+fc_migr_mark_volume(struct fc_migration *m, const char *tag)
+{
+  struct fc_agent *agent = m->agent;
+  char err[256];
+  int r;
+
+  pthread_mutex_lock(&agent->lock);
+  if (!m->vol) {
+    pthread_mutex_unlock(&agent->lock);
+    return 0;
+  }
+  if (tag)
+    snprintf(m->vol->p.migration, sizeof m->vol->p.migration, "%s:%s", tag, m->id);
+  else
+    m->vol->p.migration[0] = '\0';
+  r = fc_volume_params_save(agent->volumes_dir, &m->vol->p, err, sizeof err);
+  pthread_mutex_unlock(&agent->lock);
+  if (r)
+    log_error("migration %s: %s", m->id, err);
+  return r;
+}
+
+int
+fc_migration_incoming(struct fc_agent *agent, json_t *args, json_t **result,
+                      char *err, size_t errlen)
+{
+  struct fc_attach_request req = { 0 };
+  const char *policy, *admission;
+  struct fc_migration *m;
+  struct fc_volume *v;
+  json_int_t size;
+  int r;
+
+  m = migration_new(agent, args, FC_MIGR_DEST, err, errlen);
+  if (!m)
+    return -EINVAL;
+  req.volume_id = m->volume_id;
+  req.origin = json_string_value(json_object_get(args, "origin"));
+  policy = json_string_value(json_object_get(args, "write_policy"));
+  admission = json_string_value(json_object_get(args, "admission"));
+  size = json_integer_value(json_object_get(args, "cache_size"));
+  req.cache_size = size > 0 ? (uint64_t)size : 0;
+  if (!req.origin || (policy && fc_write_policy_parse(policy, &req.write_policy)) ||
+      (admission && fc_admission_parse(admission, &req.admission))) {
+    snprintf(err, errlen, "origin, write_policy and admission of the volume are "
+             "required and must be valid");
+    r = -EINVAL;
+    goto out;
+  }
+  pthread_mutex_lock(&agent->lock);
+  if (fc_agent_find_locked(agent, m->volume_id)) {
+    pthread_mutex_unlock(&agent->lock);
+    snprintf(err, errlen, "volume %s is already attached on the destination agent",
+             m->volume_id);
+    r = -EEXIST;
+    goto out;
+  }
+  r = fc_agent_attach_locked(agent, &req, &v, err, errlen);
+  if (r == 0) {
+    m->vol = v;
+    r = fc_migr_dest_begin(m);
+    if (r) {
+      snprintf(err, errlen, "cannot prepare volume %s for migration: %s",
+               m->volume_id, strerror(-r));
+      char derr[256];
+      fc_agent_detach_locked(agent, m->volume_id, derr, sizeof derr);
+    }
+  }
+  pthread_mutex_unlock(&agent->lock);
+  if (r)
+    goto out;
+  r = registry_add(agent, m, err, errlen);
+  if (r)
+    goto out;
+  fc_migr_mark_volume(m, "in");
+  *result = json_pack("{s:s, s:s, s:s, s:s}", "migration_id", m->id,
+                      "volume_id", m->volume_id, "export_uri", v->export_uri,
+                      "listen", agent->cfg.migration_listen);
+  log_info("migration %s: volume %s prepared to arrive (%s)", m->id, m->volume_id,
+           fc_strategy_name(m->strategy));
+  return 0;
+out:
+  pthread_mutex_destroy(&m->lock);
+  pthread_cond_destroy(&m->cond);
+  free(m);
+  return r;
+}
+
+int
+fc_migration_outgoing(struct fc_agent *agent, json_t *args, json_t **result,
+                      char *err, size_t errlen)
+{
+  const char *peer = json_string_value(json_object_get(args, "destination"));
+  json_t *rate = json_object_get(args, "rate_limit_bps");
+  struct fc_migration *m;
+  struct fc_volume *v;
+  char host[256], port[16];
+  int r;
+
+  if (!peer || fc_split_hostport(peer, host, sizeof host, port, sizeof port)) {
+    snprintf(err, errlen, "destination must be the destination agent's "
+             "migration_listen address, host:port");
+    return -EINVAL;
+  }
+  if (rate && (!json_is_integer(rate) || json_integer_value(rate) < 0)) {
+    snprintf(err, errlen, "rate_limit_bps must be a non-negative integer");
+    return -EINVAL;
+  }
+  m = migration_new(agent, args, FC_MIGR_SOURCE, err, errlen);
+  if (!m)
+    return -EINVAL;
+  snprintf(m->peer, sizeof m->peer, "%s", peer);
+  m->rate_limit_bps = rate ? (uint64_t)json_integer_value(rate) : 0;
+  fc_ratelimit_init(&m->rl, m->rate_limit_bps);
+  pthread_mutex_lock(&agent->lock);
+  v = fc_agent_find_locked(agent, m->volume_id);
+  if (!v || !agent->engine->serving(v)) {
+    pthread_mutex_unlock(&agent->lock);
+    snprintf(err, errlen, "volume %s is not attached (and serving) on the source agent",
+             m->volume_id);
+    r = -ENOENT;
+    goto out;
+  }
+  if (fc_migration_for_volume(agent, v)) {
+    pthread_mutex_unlock(&agent->lock);
+    snprintf(err, errlen, "volume %s is already migrating", m->volume_id);
+    r = -EBUSY;
+    goto out;
+  }
+  m->vol = v;
+  pthread_mutex_unlock(&agent->lock);
+  r = registry_add(agent, m, err, errlen);
+  if (r)
+    goto out;
+  *result = json_pack("{s:s, s:s}", "migration_id", m->id, "volume_id", m->volume_id);
+  return 0;
+out:
+  pthread_mutex_destroy(&m->lock);
+  pthread_cond_destroy(&m->cond);
+  free(m);
+  return r;
+}
+
+int
+fc_migration_start(struct fc_migration *m, char *err, size_t errlen)
+{
+  int r;
+
+  if (m->role != FC_MIGR_SOURCE) {
+    snprintf(err, errlen, "start is called on the source agent");
+    return -EINVAL;
+  }
+  pthread_mutex_lock(&m->lock);
+  r = m->state == FC_MS_PREPARED ? 0 : -EALREADY;
+  pthread_mutex_unlock(&m->lock);
+  if (r) {
+    snprintf(err, errlen, "migration %s is %s, not prepared", m->id,
+             fc_migr_state_name(m->state));
+    return r;
+  }
+  r = fc_migr_source_connect(m, err, errlen);
+  if (!r && m->strategy == FC_STRAT_FIREPAN)
+    r = fc_migr_source_firepan_copy(m, err, errlen);
+  return r;
+}
+
+int
+fc_migration_switchover(struct fc_migration *m, char *err, size_t errlen)
+{
+  if (m->role != FC_MIGR_SOURCE) {
+    snprintf(err, errlen, "switchover is called on the source agent");
+    return -EINVAL;
+  }
+  if (m->state != FC_MS_CONNECTED) {
+    snprintf(err, errlen, "migration %s is %s%s%s; switchover needs a started "
+             "migration", m->id, fc_migr_state_name(m->state), m->error[0] ? ": " : "",
+             m->error);
+    return -EINVAL;
+  }
+  return fc_migr_source_switch(m, err, errlen);
+}
+
+int
+fc_migration_finish(struct fc_migration *m, int timeout_ms, char *err, size_t errlen)
+{
+  struct fc_agent *agent = m->agent;
+  struct timespec until;
+  int r = 0;
+
+  clock_gettime(CLOCK_REALTIME, &until);
+  until.tv_sec += timeout_ms / 1000;
+  pthread_mutex_lock(&m->lock);
+  while (m->state == FC_MS_SWITCHED && r == 0)
+    r = pthread_cond_timedwait(&m->cond, &m->lock, &until);
+  pthread_mutex_unlock(&m->lock);
+  if (m->state != FC_MS_COMPLETED) {
+    snprintf(err, errlen, "migration %s is %s%s%s", m->id, fc_migr_state_name(m->state),
+             m->error[0] ? ": " : "", m->error);
+    return m->state == FC_MS_SWITCHED ? -ETIMEDOUT : -EIO;
+  }
+  if (m->role == FC_MIGR_DEST || !m->vol)
+    return 0;
+  /* The destination holds everything it needs, dirty blocks included and
+   * synced: only now may the source forget them. */
+  fc_migr_join(m);
+  pthread_mutex_lock(&agent->lock);
+  r = agent->engine->migr->out_forget_all(m);
+  m->vol->releasing = true;
+  if (r == 0)
+    r = fc_agent_detach_locked(agent, m->volume_id, err, errlen);
+  else
+    snprintf(err, errlen, "cannot release the source cache of volume %s: %s",
+             m->volume_id, strerror(-r));
+  if (r == 0)
+    m->vol = NULL;
+  pthread_mutex_unlock(&agent->lock);
+  if (r == 0)
+    log_info("migration %s: source released volume %s", m->id, m->volume_id);
+  return r;
+}
+
+int
+fc_migration_abort(struct fc_migration *m, char *err, size_t errlen)
+{
+  struct fc_agent *agent = m->agent;
+  int r = 0;
+
+  if (m->state == FC_MS_SWITCHED || m->state == FC_MS_COMPLETED) {
+    snprintf(err, errlen, "migration %s is %s: the VM runs on the destination, "
+             "there is nothing to roll back to", m->id, fc_migr_state_name(m->state));
+    return -EINVAL;
+  }
+  pthread_mutex_lock(&m->lock);
+  m->state = FC_MS_ABORTED;
+  snprintf(m->error, sizeof m->error, "aborted");
+  pthread_cond_broadcast(&m->cond);
+  pthread_mutex_unlock(&m->lock);
+  fc_migr_join(m);
+  pthread_mutex_lock(&agent->lock);
+  if (m->vol && m->role == FC_MIGR_SOURCE) {
+    /* The VM stays here with its cache exactly as it was. */
+    r = agent->engine->migr->out_thaw(m);
+  } else if (m->vol) {
+    /* Everything the destination got is still on the source: forget it,
+     * never write it back (the source's copies may be newer by now). */
+    r = agent->engine->migr->in_forget_all(m);
+    m->vol->releasing = true;
+    if (!r)
+      r = fc_agent_detach_locked(agent, m->volume_id, err, errlen);
+    if (!r)
+      m->vol = NULL;
+  }
+  pthread_mutex_unlock(&agent->lock);
+  log_info("migration %s of volume %s aborted on the %s", m->id, m->volume_id,
+           m->role == FC_MIGR_SOURCE ? "source" : "destination");
+  return r;
+}
+
+json_t *
+fc_migration_json(struct fc_migration *m)
+{
+  uint64_t now = fc_monotonic_ns(), end;
+  double elapsed, rate;
+  json_t *o;
+
+  pthread_mutex_lock(&m->lock);
+  end = m->completed_ns ? m->completed_ns : now;
+  elapsed = (double)(end - m->started_ns) / 1e9;
+  rate = elapsed > 0 ? (double)m->bytes_done / elapsed : 0;
+  o = json_pack("{s:s, s:s, s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:f, s:f, s:f, s:I}",
+                "migration_id", m->id, "volume_id", m->volume_id,
+                "role", m->role == FC_MIGR_SOURCE ? "source" : "destination",
+                "strategy", fc_strategy_name(m->strategy),
+                "state", fc_migr_state_name(m->state),
+                "blocks_total", (json_int_t)m->blocks_total,
+                "blocks_done", (json_int_t)m->blocks_done,
+                "bytes_total", (json_int_t)(m->blocks_total * m->bs),
+                "bytes_done", (json_int_t)m->bytes_done,
+                "rate_bytes_per_s", rate,
+                "duration_s", elapsed,
+                "downtime_s", (double)m->downtime_ns / 1e9,
+                "invalidated_blocks", (json_int_t)m->invalidated);
+  if (o) {
+    double eta = rate > 0 && m->blocks_total > m->blocks_done ?
+      (double)((m->blocks_total - m->blocks_done) * m->bs) / rate : 0;
+    json_object_set_new(o, "eta_s", json_real(eta));
+    json_object_set_new(o, "rate_limit_bytes_per_s", json_integer((json_int_t)m->rate_limit_bps));
+    if (m->error[0])
+      json_object_set_new(o, "error", json_string(m->error));
+    if (m->role == FC_MIGR_DEST)
+      json_object_set_new(o, "forwarded_reads", json_integer((json_int_t)m->forwarded_reads));
+  }
+  /* Under m->lock: a detach clears m->vol under it. */
+  if (o && m->vol)
+    m->agent->engine->migr->stats_json(m, o);
+  pthread_mutex_unlock(&m->lock);
+  return o;
+}
+
+void
+fc_migration_drop_volume(struct fc_agent *agent, const struct fc_volume *v)
+{
+  pthread_mutex_lock(&agent->migr_lock);
+  for (unsigned i = 0; i < agent->nr_migrations; i++) {
+    struct fc_migration *m = agent->migrations[i];
+    if (m->vol != v)
+      continue;
+    /* Its threads may still be finishing with the volume. */
+    fc_migr_join(m);
+    pthread_mutex_lock(&m->lock);
+    m->vol = NULL;
+    pthread_mutex_unlock(&m->lock);
+  }
+  pthread_mutex_unlock(&agent->migr_lock);
+}
+
+void
+fc_migration_stop_all(struct fc_agent *agent)
+{
+  pthread_mutex_lock(&agent->migr_lock);
+  for (unsigned i = 0; i < agent->nr_migrations; i++) {
+    struct fc_migration *m = agent->migrations[i];
+    if (m->vol && m->role == FC_MIGR_DEST)
+      agent->engine->migr->in_shutdown(m);
+    migration_free(m);
+  }
+  agent->nr_migrations = 0;
+  pthread_mutex_unlock(&agent->migr_lock);
+}

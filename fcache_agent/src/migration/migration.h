@@ -1,0 +1,170 @@
+/* Live cache migration of one volume between two agents.
+ *
+ * The orchestrator (nova_ext.migration) gives both agents the same
+ * migration id and a one-time token, then drives the source through the
+ * phases: start (connect; firepan copies here while the VM is paused),
+ * switchover (the VM has moved: freeze, flush or list dirty data, open the
+ * destination's gate), finish (wait until the destination holds what it
+ * needs, then release the source), or abort (before switchover only: the
+ * source keeps the VM and its cache).  See doc/migration.rst.
+ */
+#ifndef FCACHE_MIGRATION_H
+#define FCACHE_MIGRATION_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <jansson.h>
+
+#include "common/ratelimit.h"
+#include "xfer_conn.h"
+
+struct fc_agent;
+struct fc_invfilter;
+struct fc_volume;
+
+enum fc_strategy {
+  FC_STRAT_NONE = 0,
+  FC_STRAT_CACHEMIOR,
+  FC_STRAT_FIREPAN,
+  FC_STRAT_FIREPAN_IF,
+  FC_STRAT_CLOUDCACHE,
+  FC_STRAT_HYBRID,
+  FC_STRAT_COUNT,
+};
+
+enum fc_migr_role { FC_MIGR_SOURCE, FC_MIGR_DEST };
+
+enum fc_migr_state {
+  FC_MS_PREPARED = 0,   /* registered, no stream yet */
+  FC_MS_CONNECTED,      /* stream authenticated */
+  FC_MS_SWITCHED,       /* the VM runs on the destination */
+  FC_MS_COMPLETED,      /* destination holds everything it needs */
+  FC_MS_FAILED,
+  FC_MS_ABORTED,
+  FC_MS_SETTLED,        /* failed after the switch, then settled */
+};
+
+#define FC_TOKEN_HEX 64
+#define FC_MIGRATION_ID_MAX 64
+
+struct fc_migration {
+  char id[FC_MIGRATION_ID_MAX + 1];
+  char volume_id[65];
+  char token[FC_TOKEN_HEX + 1];
+  bool token_used;
+  enum fc_migr_role role;
+  enum fc_strategy strategy;
+  char peer[160];                /* source: destination's migration_listen */
+  struct fc_agent *agent;
+  struct fc_volume *vol;
+  uint32_t bs;
+
+  pthread_mutex_t lock;
+  pthread_cond_t cond;
+  enum fc_migr_state state;
+  char error[512];
+  bool stopping;
+  bool connected;
+  struct fc_xfer_conn conn;
+  pthread_t rx_thread, worker_thread;
+  bool rx_running, worker_running;
+
+  /* progress */
+  uint64_t blocks_total, blocks_done, bytes_done;
+  uint64_t started_ns, switch_begin_ns, switched_ns, completed_ns;
+  uint64_t downtime_ns;
+  uint64_t invalidated;
+  uint64_t origin_read_at_switch;
+
+  /* source */
+  struct fc_ratelimit rl;
+  uint64_t rate_limit_bps;
+  uint64_t *bg;                  /* background list: oblock | dirty bit */
+  uint32_t bg_n, bg_next;
+  bool bg_started, done_sent;
+  uint32_t credits;
+  uint64_t *fetchq;              /* on-demand requests, FIFO */
+  uint32_t fetchq_n, fetchq_cap;
+  bool complete_received;
+  bool firepan_copied;
+  /* Dirty blocks sent and not yet acknowledged: an ACK lets the source
+   * forget only these -- the destination cannot hold anything else. */
+  struct fc_invfilter *sent_dirty;
+  /* The switchover has begun: from here on the destination, not this
+   * host, answers for the volume, so READs get F_RETRY. */
+  bool switch_begun;
+  struct peek_req *readq;        /* destination READs, FIFO */
+  uint32_t readq_n;
+
+  /* destination */
+  struct dest_queue *inq;        /* background blocks awaiting install */
+  struct fetch_wait *waiters;    /* on-demand fetches in flight */
+  uint64_t *hot;                 /* cachemior: hot list to preload */
+  uint32_t hot_n, hot_cap;
+  uint64_t *to_ack;              /* dirty blocks installed, not yet acked */
+  uint32_t to_ack_n, to_ack_cap;
+  bool switch_received, done_received, complete_sent;
+  bool peer_reads;               /* the source answers READ (its HELLO said so) */
+  uint64_t listed;               /* LIST entries so far (receiver thread) */
+  struct read_wait *read_waiters;  /* READs in flight */
+  uint32_t reads_inflight;
+  uint64_t next_read_tag;
+  uint64_t forwarded_reads;
+  /* dest: COMPLETE is being sent.  The source may get it, let go and close
+   * the stream before the send returns; the receiver must not take that
+   * close for a lost source. */
+  bool complete_sending;
+};
+
+const char *fc_strategy_name(enum fc_strategy s);
+int fc_strategy_parse(const char *s, enum fc_strategy *out);
+const char *fc_migr_state_name(enum fc_migr_state s);
+
+/* The agent's listener for incoming streams (migration_listen). */
+struct fc_migr_listener;
+struct fc_migr_listener *fc_migr_listen(struct fc_agent *agent, const char *hostport,
+                                        char *err, size_t errlen);
+void fc_migr_listener_stop(struct fc_migr_listener *l);
+
+/* Registry (agent->migr_lock). */
+struct fc_migration *fc_migration_find(struct fc_agent *agent, const char *id);
+struct fc_migration *fc_migration_for_volume(struct fc_agent *agent,
+                                             const struct fc_volume *v);
+void fc_migration_stop_all(struct fc_agent *agent);
+/* The volume is going away: no migration may keep pointing at it. */
+void fc_migration_drop_volume(struct fc_agent *agent, const struct fc_volume *v);
+
+/* Control operations (control_migr.c calls these). */
+int fc_migration_incoming(struct fc_agent *agent, json_t *args, json_t **result,
+                          char *err, size_t errlen);
+int fc_migration_outgoing(struct fc_agent *agent, json_t *args, json_t **result,
+                          char *err, size_t errlen);
+int fc_migration_start(struct fc_migration *m, char *err, size_t errlen);
+int fc_migration_switchover(struct fc_migration *m, char *err, size_t errlen);
+int fc_migration_finish(struct fc_migration *m, int timeout_ms, char *err, size_t errlen);
+int fc_migration_abort(struct fc_migration *m, char *err, size_t errlen);
+json_t *fc_migration_json(struct fc_migration *m);
+/* migr_settle.c: after a failure past the switchover. */
+int fc_migration_settle(struct fc_agent *agent, json_t *args, json_t **result,
+                        char *err, size_t errlen);
+
+/* Internal, shared by migration.c, migr_source.c and migr_dest.c. */
+void fc_migr_fail(struct fc_migration *m, const char *fmt, ...)
+  __attribute__((format(printf, 2, 3)));
+int fc_migr_source_connect(struct fc_migration *m, char *err, size_t errlen);
+int fc_migr_source_switch(struct fc_migration *m, char *err, size_t errlen);
+int fc_migr_source_firepan_copy(struct fc_migration *m, char *err, size_t errlen);
+int fc_migr_dest_accept(struct fc_migration *m, int fd);
+/* Destination, before the switchover: read [off, off+count) from the
+ * source's volume.  0, -EAGAIN once the source has begun its switchover
+ * (wait for SWITCH, then read here), or -errno. */
+int fc_migr_dest_read(void *ctx, void *buf, uint32_t count, uint64_t off);
+int fc_migr_dest_begin(struct fc_migration *m);
+void fc_migr_join(struct fc_migration *m);
+int fc_migr_mark_volume(struct fc_migration *m, const char *tag);
+/* Where the destination records pinned blocks that reached the origin. */
+void fc_migr_superseded_path(struct fc_agent *agent, const char *volume_id,
+                             char *buf, size_t len);
+
+#endif

@@ -1,0 +1,273 @@
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "common/crc32c.h"
+#include "common/ratelimit.h"
+#include "xfer_conn.h"
+
+void
+fc_xfer_conn_init(struct fc_xfer_conn *c, int fd)
+{
+  int one = 1;
+
+  c->fd = fd;
+  c->bytes_sent = c->bytes_received = 0;
+  pthread_mutex_init(&c->send_lock, NULL);
+  /* Fetch requests and replies are small and latency-bound. */
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+}
+
+void
+fc_xfer_conn_shutdown(struct fc_xfer_conn *c)
+{
+  if (c->fd >= 0)
+    shutdown(c->fd, SHUT_RDWR);
+}
+
+void
+fc_xfer_conn_destroy(struct fc_xfer_conn *c)
+{
+  if (c->fd >= 0)
+    close(c->fd);
+  c->fd = -1;
+  pthread_mutex_destroy(&c->send_lock);
+}
+
+static int
+send_all(int fd, struct iovec *iov, int n)
+{
+  while (n > 0) {
+    struct msghdr msg = { .msg_iov = iov, .msg_iovlen = (size_t)n };
+    ssize_t w = sendmsg(fd, &msg, MSG_NOSIGNAL);
+
+    if (w < 0) {
+      if (errno == EINTR)
+        continue;
+      return -errno;
+    }
+    while (n > 0 && (size_t)w >= iov->iov_len) {
+      w -= (ssize_t)iov->iov_len;
+      iov++;
+      n--;
+    }
+    if (n > 0) {
+      iov->iov_base = (char *)iov->iov_base + w;
+      iov->iov_len -= (size_t)w;
+    }
+  }
+  return 0;
+}
+
+int
+fc_xfer_send(struct fc_xfer_conn *c, uint8_t type, uint16_t flags,
+             const void *p1, uint32_t l1, const void *p2, uint32_t l2)
+{
+  uint8_t hdr[FC_XFER_HEADER_SIZE];
+  struct iovec iov[3];
+  uint32_t crc;
+  int r;
+
+  if ((uint64_t)l1 + l2 > FC_XFER_MAX_PAYLOAD)
+    return -EMSGSIZE;
+  fc_xfer_encode_header(hdr, type, flags, NULL, l1 + l2);
+  crc = crc32c(0, hdr, 12);
+  if (l1)
+    crc = crc32c(crc, p1, l1);
+  if (l2)
+    crc = crc32c(crc, p2, l2);
+  fc_put_le32(hdr + 12, crc);
+  iov[0] = (struct iovec){ hdr, sizeof hdr };
+  iov[1] = (struct iovec){ (void *)p1, l1 };
+  iov[2] = (struct iovec){ (void *)p2, l2 };
+  pthread_mutex_lock(&c->send_lock);
+  r = send_all(c->fd, iov, 3);
+  if (!r)
+    c->bytes_sent += sizeof hdr + l1 + l2;
+  pthread_mutex_unlock(&c->send_lock);
+  return r;
+}
+
+int
+fc_xfer_send_json(struct fc_xfer_conn *c, uint8_t type, const char *json)
+{
+  return fc_xfer_send(c, type, 0, json, (uint32_t)strlen(json), NULL, 0);
+}
+
+static int
+recv_all(int fd, void *buf, size_t len)
+{
+  while (len) {
+    ssize_t n = recv(fd, buf, len, 0);
+
+    if (n == 0)
+      return -ECONNRESET;
+    if (n < 0) {
+      if (errno == EINTR)
+        continue;
+      return -errno;
+    }
+    buf = (char *)buf + n;
+    len -= (size_t)n;
+  }
+  return 0;
+}
+
+/* recv_all, but the whole of it by `until` (CLOCK_MONOTONIC ns): a peer
+ * that sends a byte now and then must not hold the reader longer. */
+static int
+recv_all_by(int fd, void *buf, size_t len, uint64_t until)
+{
+  while (len) {
+    uint64_t now = fc_monotonic_ns();
+    struct pollfd p = { fd, POLLIN, 0 };
+    ssize_t n;
+    int r;
+
+    if (now >= until)
+      return -ETIMEDOUT;
+    r = poll(&p, 1, (int)((until - now + 999999) / 1000000));
+    if (r < 0 && errno == EINTR)
+      continue;
+    if (r < 0)
+      return -errno;
+    if (r == 0)
+      return -ETIMEDOUT;
+    n = recv(fd, buf, len, MSG_DONTWAIT);
+    if (n == 0)
+      return -ECONNRESET;
+    if (n < 0) {
+      if (errno == EINTR || errno == EAGAIN)
+        continue;
+      return -errno;
+    }
+    buf = (char *)buf + n;
+    len -= (size_t)n;
+  }
+  return 0;
+}
+
+/* One frame; until (CLOCK_MONOTONIC ns) bounds the whole of it, or 0 for
+ * no bound of our own (the socket's SO_RCVTIMEO, if any, per recv). */
+static int
+recv_frame(struct fc_xfer_conn *c, struct fc_xfer_header *h, uint8_t *buf,
+           uint32_t cap, uint64_t until)
+{
+  uint8_t hdr[FC_XFER_HEADER_SIZE];
+  int r;
+
+  r = until ? recv_all_by(c->fd, hdr, sizeof hdr, until)
+            : recv_all(c->fd, hdr, sizeof hdr);
+  if (r)
+    return r;
+  r = fc_xfer_decode_header(hdr, h);
+  if (r)
+    return r;
+  if (h->length > cap)
+    return -EMSGSIZE;
+  r = until ? recv_all_by(c->fd, buf, h->length, until)
+            : recv_all(c->fd, buf, h->length);
+  if (r)
+    return r;
+  c->bytes_received += sizeof hdr + h->length;
+  return fc_xfer_check_payload(hdr, h, buf);
+}
+
+int
+fc_xfer_recv(struct fc_xfer_conn *c, struct fc_xfer_header *h, uint8_t *buf,
+             uint32_t cap)
+{
+  return recv_frame(c, h, buf, cap, 0);
+}
+
+int
+fc_xfer_recv_by(struct fc_xfer_conn *c, struct fc_xfer_header *h, uint8_t *buf,
+                uint32_t cap, unsigned timeout_ms)
+{
+  return recv_frame(c, h, buf, cap,
+                    fc_monotonic_ns() + (uint64_t)timeout_ms * 1000000u);
+}
+
+
+int
+fc_split_hostport(const char *hostport, char *host, size_t hostlen,
+                  char *port, size_t portlen)
+{
+  const char *colon = strrchr(hostport, ':');
+  const char *h = hostport;
+  size_t hl;
+
+  if (!colon || !colon[1])
+    return -EINVAL;
+  hl = (size_t)(colon - hostport);
+  if (h[0] == '[' && hl >= 2 && h[hl - 1] == ']') {   /* [::1]:7440 */
+    h++;
+    hl -= 2;
+  }
+  if (hl == 0 || hl >= hostlen || strlen(colon + 1) >= portlen)
+    return -EINVAL;
+  memcpy(host, h, hl);
+  host[hl] = '\0';
+  strcpy(port, colon + 1);
+  return 0;
+}
+
+int
+fc_xfer_connect(const char *hostport, int timeout_ms, int *fd_out,
+                char *err, size_t errlen)
+{
+  struct addrinfo hints = { .ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICSERV };
+  struct addrinfo *res = NULL, *ai;
+  char host[256], port[16];
+  int r = -EHOSTUNREACH, fd = -1;
+
+  if (fc_split_hostport(hostport, host, sizeof host, port, sizeof port)) {
+    snprintf(err, errlen, "'%s' is not host:port", hostport);
+    return -EINVAL;
+  }
+  r = getaddrinfo(host, port, &hints, &res);
+  if (r) {
+    snprintf(err, errlen, "cannot resolve %s: %s", hostport, gai_strerror(r));
+    return -EHOSTUNREACH;
+  }
+  r = -EHOSTUNREACH;
+  for (ai = res; ai; ai = ai->ai_next) {
+    struct pollfd pfd;
+    socklen_t len = sizeof r;
+    int soerr = 0;
+
+    fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0)
+      continue;
+    if (connect(fd, ai->ai_addr, ai->ai_addrlen) == 0 || errno == EINPROGRESS) {
+      pfd = (struct pollfd){ .fd = fd, .events = POLLOUT };
+      if (poll(&pfd, 1, timeout_ms) == 1 &&
+          getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &len) == 0 && soerr == 0) {
+        fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+        r = 0;
+        break;
+      }
+      r = soerr ? -soerr : -ETIMEDOUT;
+    } else {
+      r = -errno;
+    }
+    close(fd);
+    fd = -1;
+  }
+  freeaddrinfo(res);
+  if (r) {
+    snprintf(err, errlen, "cannot connect to migration peer %s: %s", hostport,
+             strerror(-r));
+    return r;
+  }
+  *fd_out = fd;
+  return 0;
+}

@@ -1,0 +1,74 @@
+/* Persistent cache metadata: what each cache block holds, so that a
+ * restarted agent serves its cache warm and never loses a dirty block.
+ *
+ * File layout (little-endian):
+ *   [0, 4096)         header: magic, version, geometry, shutdown state, crc
+ *   [4096 + 32*n, +32) record for cache block n
+ *
+ * Crash-consistency rules the engine follows (see doc/ucache.rst):
+ *   - a record becomes DIRTY (pwrite) after the block's data is written
+ *     and before the write is acknowledged;
+ *   - a record stops being DIRTY only after the data reached the origin
+ *     and the origin was flushed;
+ *   - clean records are written in bulk at clean shutdown only.  While the
+ *     agent runs the header says RUNNING; an agent that finds RUNNING at
+ *     start knows the clean records may be stale and drops them, keeping
+ *     only the dirty ones (which are always current).
+ */
+#ifndef FCACHE_METADATA_H
+#define FCACHE_METADATA_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "common/types.h"
+
+#define FC_MD_HEADER_SIZE 4096u
+#define FC_MD_MAGIC "FCACHEMD"
+#define FC_MD_VERSION 1u
+
+enum { FC_MD_STATE_CLEAN = 1, FC_MD_STATE_RUNNING = 2 };
+enum { FC_MD_VALID = 1u << 0, FC_MD_DIRTY = 1u << 1 };
+
+struct fc_md_record {
+  uint64_t oblock;
+  uint64_t volume_tag;     /* random per attached volume; 0 never used */
+  uint32_t flags;
+  uint32_t lru_rank;       /* 0 = most recently used; kept across clean restarts */
+  uint32_t reserved;
+  uint32_t crc;            /* crc32c of the 28 bytes before it */
+};
+
+struct fc_metadata {
+  int fd;
+  uint32_t block_size;
+  uint32_t nr_blocks;
+};
+
+/* Open or create the metadata file for a cache of this geometry.
+ * *was_clean tells whether the previous agent shut down cleanly (a new
+ * file counts as clean and empty).  A file made for another geometry is
+ * -EMEDIUMTYPE, with the old geometry in err; the caller decides. */
+int fc_md_open(const char *path, uint32_t block_size, uint32_t nr_blocks,
+               bool *was_clean, struct fc_metadata **out,
+               char *err, size_t errlen);
+void fc_md_close(struct fc_metadata *md);
+
+/* Rewrite the file for the new geometry with no records.  */
+int fc_md_reinit(struct fc_metadata *md, uint32_t block_size, uint32_t nr_blocks);
+
+/* Read records [first, first+n). Records with flags 0 are free. */
+int fc_md_read(struct fc_metadata *md, uint32_t first, uint32_t n,
+               struct fc_md_record *out);
+bool fc_md_record_ok(const struct fc_md_record *rec);
+
+/* Write one record (not synced: fc_md_sync orders it for power loss;
+ * for a process crash the page cache already has it). */
+int fc_md_set(struct fc_metadata *md, cblock_t cb, uint64_t oblock,
+              uint64_t volume_tag, uint32_t flags);
+/* Write every record at once (clean shutdown). */
+int fc_md_write_all(struct fc_metadata *md, struct fc_md_record *recs);
+int fc_md_set_state(struct fc_metadata *md, uint32_t state);
+int fc_md_sync(struct fc_metadata *md);
+
+#endif

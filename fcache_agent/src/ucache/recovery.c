@@ -1,0 +1,204 @@
+/* Start-up recovery: re-attach the persisted volumes and give each one
+ * back the cache blocks its records name.
+ *
+ * After a clean shutdown every record is current, so the whole cache comes
+ * back warm, in its old LRU order.  After a crash only dirty records are
+ * trusted (they are written before a write is acknowledged); clean ones
+ * may describe blocks that were invalidated later, so they are dropped.
+ * Anything that could lose acknowledged data (a corrupt record, a dirty
+ * block of an unknown volume or past its origin's end) stops the start
+ * with a message that says what to do.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "agent/agent.h"
+#include "common/log.h"
+#include "ucache.h"
+
+#define CHUNK 65536u
+
+struct found {
+  uint32_t cb;
+  uint32_t rank;
+  struct fc_md_record rec;
+};
+
+struct found_list {
+  struct found *v;
+  uint32_t n, cap;
+};
+
+static int
+push(struct found_list *l, const struct found *f)
+{
+  if (l->n == l->cap) {
+    uint32_t cap = l->cap ? l->cap * 2 : 64;
+    struct found *nv = realloc(l->v, cap * sizeof *nv);
+    if (!nv)
+      return -ENOMEM;
+    l->v = nv;
+    l->cap = cap;
+  }
+  l->v[l->n++] = *f;
+  return 0;
+}
+
+/* Least recently used first, so pushing each at the LRU head rebuilds
+ * the old order. */
+static int
+by_rank_desc(const void *a, const void *b)
+{
+  uint32_t ra = ((const struct found *)a)->rank, rb = ((const struct found *)b)->rank;
+  return ra < rb ? 1 : ra > rb ? -1 : 0;
+}
+
+/* Before its cache records are matched: open the origin and build the
+ * ucache; a volume that cannot be opened stays listed, unavailable. */
+static int
+prepare_ucache(struct fc_agent *agent, struct fc_volume *v)
+{
+  if (fc_volume_prepare(agent, v, v->error, sizeof v->error))
+    log_error("volume %s is unavailable: %s", v->p.id, v->error);
+  return 0;
+}
+
+static struct fc_volume *
+by_tag(struct fc_agent *agent, uint64_t tag)
+{
+  for (unsigned i = 0; i < agent->nr_volumes; i++)
+    if (agent->volumes[i]->p.tag == tag)
+      return agent->volumes[i];
+  return NULL;
+}
+
+static int
+scan_records(struct fc_agent *agent, bool was_clean, struct found_list *lists,
+             char *err, size_t errlen)
+{
+  struct fc_md_record *buf = malloc(CHUNK * sizeof *buf);
+  uint32_t nr = agent->md->nr_blocks, dropped = 0;
+  int r = 0;
+
+  if (!buf)
+    return -ENOMEM;
+  for (uint32_t first = 0; first < nr && !r; first += CHUNK) {
+    uint32_t n = nr - first < CHUNK ? nr - first : CHUNK;
+
+    r = fc_md_read(agent->md, first, n, buf);
+    for (uint32_t i = 0; i < n && !r; i++) {
+      const struct fc_md_record *rec = &buf[i];
+      bool dirty = rec->flags & FC_MD_DIRTY;
+      struct fc_volume *v;
+
+      if (!fc_md_record_ok(rec)) {
+        r = -EBADMSG;
+        snprintf(err, errlen, "cache metadata record of cache block %u is corrupt, "
+                 "so whether it held unwritten data is unknown; refusing to start. "
+                 "Move %s/cache.meta aside to start with an empty cache (any "
+                 "unwritten data in it is then lost)", first + i, agent->cfg.state_dir);
+        break;
+      }
+      if (!(rec->flags & FC_MD_VALID))
+        continue;
+      v = by_tag(agent, rec->volume_tag);
+      if (!v && dirty) {
+        r = -EUCLEAN;
+        snprintf(err, errlen, "cache block %u holds unwritten data of a volume "
+                 "with tag %016llx that is not in %s; refusing to start rather "
+                 "than lose it. Restore that volume's state file", first + i,
+                 (unsigned long long)rec->volume_tag, agent->volumes_dir);
+        break;
+      }
+      if (!v || (!was_clean && !dirty)) {
+        dropped++;
+        continue;
+      }
+      for (unsigned k = 0; k < agent->nr_volumes; k++) {
+        if (agent->volumes[k] == v) {
+          r = push(&lists[k], &(struct found){ first + i, rec->lru_rank, *rec });
+          break;
+        }
+      }
+    }
+  }
+  free(buf);
+  if (!r && dropped)
+    log_info("recovery: dropped %u clean cache blocks (%s)", dropped,
+             was_clean ? "no volume owns them" : "the agent did not stop cleanly");
+  return r;
+}
+
+static int
+give_back(struct fc_agent *agent, struct fc_volume *v, struct found_list *l,
+          char *err, size_t errlen)
+{
+  if (l->n)
+    qsort(l->v, l->n, sizeof *l->v, by_rank_desc);
+  if (!v->uc) {
+    v->held = malloc((l->n ? l->n : 1) * sizeof *v->held);
+    v->held_cb = malloc((l->n ? l->n : 1) * sizeof *v->held_cb);
+    if (!v->held || !v->held_cb)
+      return -ENOMEM;
+  }
+  for (uint32_t i = 0; i < l->n; i++) {
+    const struct found *f = &l->v[i];
+    bool dirty = f->rec.flags & FC_MD_DIRTY;
+
+    if (!v->uc) {
+      v->held[v->nr_held] = f->rec;
+      v->held_cb[v->nr_held++] = f->cb;
+      v->nr_held_dirty += dirty;
+      fc_cachedev_claim(agent->dev, to_cblock(f->cb));
+      continue;
+    }
+    int r = fc_ucache_adopt(v->uc, to_cblock(f->cb), to_oblock(f->rec.oblock), dirty);
+    if (r == 0) {
+      fc_cachedev_claim(agent->dev, to_cblock(f->cb));
+    } else if (dirty) {
+      snprintf(err, errlen, "cannot recover unwritten block %llu of volume %s from "
+               "cache block %u: %s; refusing to start rather than lose it",
+               (unsigned long long)f->rec.oblock, v->p.id, f->cb, strerror(-r));
+      return r;
+    }
+  }
+  return 0;
+}
+
+int
+fc_agent_recover(struct fc_agent *agent, bool was_clean, char *err, size_t errlen)
+{
+  struct found_list lists[FC_MAX_VOLUMES] = { 0 };
+  uint32_t bs = agent->cfg.block_size;
+  int r;
+
+  r = fc_agent_load_volumes(agent, prepare_ucache, err, errlen);
+  if (r)
+    goto out;
+  r = scan_records(agent, was_clean, lists, err, errlen);
+  if (r)
+    goto out;
+  for (unsigned i = 0; i < agent->nr_volumes && !r; i++)
+    r = give_back(agent, agent->volumes[i], &lists[i], err, errlen);
+  if (r)
+    goto out;
+  fc_cachedev_rebuild_free(agent->dev);
+  for (unsigned i = 0; i < agent->nr_volumes; i++) {
+    struct fc_volume *v = agent->volumes[i];
+    r = fc_cachedev_reserve(agent->dev, (uint32_t)(v->p.cache_size / bs));
+    if (r) {
+      snprintf(err, errlen, "the attached volumes' cache sizes add up to more than "
+               "cache_size (%llu bytes); raise cache_size",
+               (unsigned long long)agent->cfg.cache_size);
+      goto out;
+    }
+    if (lists[i].n)
+      log_info("recovery: volume %s gets back %u cached blocks", v->p.id, lists[i].n);
+  }
+out:
+  for (unsigned i = 0; i < FC_MAX_VOLUMES; i++)
+    free(lists[i].v);
+  return r;
+}

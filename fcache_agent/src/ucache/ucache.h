@@ -1,0 +1,175 @@
+/* ucache: the user-space cache engine for one volume.
+ *
+ * Blocks of the origin are cached in blocks of the host's cache device,
+ * LRU-replaced within the volume's quota.  Write policies:
+ *   read_only      a write invalidates the cached block and goes to origin;
+ *   write_through  a write goes to origin, then updates/installs the block;
+ *   write_back     a write lands in the cache and is marked dirty; a
+ *                  background thread writes dirty blocks back.
+ *
+ * Concurrency: requests lock the stripes of the origin blocks they touch
+ * (so two requests never work on one block at once) and take the volume
+ * lock only briefly, to look up, install or evict.  Entries a request is
+ * using are marked BUSY so that another request's eviction skips them.
+ */
+#ifndef FCACHE_UCACHE_H
+#define FCACHE_UCACHE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cachedev.h"
+#include "nbd/io_ops.h"
+#include "metadata.h"
+#include "origin/origin.h"
+#include "stats.h"
+#include "common/types.h"
+
+struct fc_ucache;
+
+/* Fetch one block from the migration source, blocking; fills data and
+ * *dirty.  -ENOENT if the source no longer has it, other -errno if the
+ * source cannot be reached.  When !required (the origin has the block too)
+ * the fetcher may decline at once with -EBUSY, or give up early, so a slow
+ * source never makes the VM wait longer than the origin would. */
+typedef int (*fc_ucache_fetch_fn)(void *ctx, oblock_t ob, void *data, bool *dirty,
+                                  bool required);
+
+/* Destination, before the switchover: read [off, off+count) from the
+ * migration source's volume, which is the current copy until then.  0,
+ * -EAGAIN when the source no longer answers (its switchover has begun, or
+ * it cannot forward reads): the read then waits for the switch. */
+typedef int (*fc_ucache_read_fn)(void *ctx, void *buf, uint32_t count, uint64_t off);
+
+struct fc_ucache_params {
+  uint32_t quota_blocks;
+  enum fc_write_policy write_policy;
+  enum fc_admission admission;
+  uint64_t volume_tag;
+  unsigned writeback_interval_ms;
+  unsigned dirty_high_percent;
+};
+
+struct fc_ucache_info {
+  uint32_t block_size;
+  uint64_t size;
+  uint32_t quota_blocks;
+  uint32_t cached_blocks;
+  uint32_t dirty_blocks;
+  size_t memory_bytes;          /* map + staging; block table is the device's */
+};
+
+/* The I/O callbacks for the NBD server; handle is the struct fc_ucache. */
+extern const struct fc_io_ops fc_ucache_io_ops;
+
+int fc_ucache_create(struct fc_cachedev *dev, struct fc_metadata *md,
+                     struct fc_origin *origin,
+                     const struct fc_ucache_params *params,
+                     struct fc_ucache **out);
+
+/* Recovery, before fc_ucache_start: take over cache block cb (already
+ * claimed on the device) as holding oblock.  -EINVAL if the oblock is past
+ * the origin's end, -ENOSPC if the quota is full. */
+int fc_ucache_adopt(struct fc_ucache *uc, cblock_t cb, oblock_t ob, bool dirty);
+
+/* Start the writeback thread (write_back only; a no-op otherwise). */
+int fc_ucache_start(struct fc_ucache *uc);
+/* Stop the writeback thread; dirty blocks stay dirty. */
+void fc_ucache_stop(struct fc_ucache *uc);
+
+/* Write every dirty block back and flush the origin.  Call with no I/O
+ * running (after the NBD server stopped).  -errno if any block could not
+ * be written back: they stay dirty and cached. */
+int fc_ucache_writeback_all(struct fc_ucache *uc);
+
+/* Give every cache block back to the device, clearing their records
+ * first (released space is unmapped before reuse).  Fails with -EBUSY
+ * while dirty blocks remain. */
+int fc_ucache_release(struct fc_ucache *uc);
+
+/* Fill the records of this volume's blocks for a clean shutdown. */
+void fc_ucache_dump_records(struct fc_ucache *uc, struct fc_md_record *recs);
+
+void fc_ucache_info(struct fc_ucache *uc, struct fc_ucache_info *info);
+uint32_t fc_ucache_dirty(struct fc_ucache *uc);
+struct fc_stats *fc_ucache_stats(struct fc_ucache *uc);
+
+/* ---- live migration (ucache_migr.c) ---- */
+
+enum fc_ucache_migr_mode {
+  FC_MIGR_PLAIN = 0,        /* none, cachemior, firepan: normal cache */
+  FC_MIGR_BYPASS = 1,       /* firepan_if: origin only until the copy is done */
+  FC_MIGR_ONDEMAND = 2,     /* cloudcache, hybrid: fetch remote blocks */
+};
+
+/* Destination: close the gate (writes wait for the switchover, reads are
+ * answered from current data) and start tracking writes. */
+int fc_ucache_migr_in_begin(struct fc_ucache *uc, enum fc_ucache_migr_mode mode,
+                            fc_ucache_fetch_fn fetch, fc_ucache_read_fn read_source,
+                            void *ctx, const char *superseded_path);
+/* Destination: a block the source holds; dirty ones must be fetched. */
+int fc_ucache_migr_add_remote(struct fc_ucache *uc, oblock_t ob, bool dirty);
+/* Destination: the source connected; reads before the switchover go to
+ * it from now on. */
+void fc_ucache_migr_source_connected(struct fc_ucache *uc);
+/* Destination: the source switched over: let the VM's I/O through. */
+void fc_ucache_migr_open_gate(struct fc_ucache *uc);
+/* Destination: the source is gone.  Clean remote blocks fall back to the
+ * origin; remote dirty blocks fail with EIO (never stale data). */
+void fc_ucache_migr_source_lost(struct fc_ucache *uc);
+/* The agent is stopping: end requests held at the gate. */
+void fc_ucache_migr_shutdown(struct fc_ucache *uc);
+/* Destination: install a copied block unless the VM wrote it or already
+ * holds it.  0 installed, 1 discarded, -errno. */
+int fc_ucache_migr_install_copy(struct fc_ucache *uc, oblock_t ob,
+                                const void *data, bool dirty);
+/* Destination (cachemior): read ob from origin and install it unless
+ * already present.  0 installed, 1 skipped, -errno. */
+int fc_ucache_migr_preload(struct fc_ucache *uc, oblock_t ob);
+/* Destination: the copy is complete: drop what the filter names, attach
+ * the cache, stop tracking.  Returns blocks invalidated. */
+uint32_t fc_ucache_migr_in_end(struct fc_ucache *uc);
+uint32_t fc_ucache_migr_remote_dirty(struct fc_ucache *uc);
+/* Destination: the source no longer holds anything this host needs (the
+ * migration completed): pinned blocks may be written back again. */
+void fc_ucache_migr_unpin(struct fc_ucache *uc);
+/* Destination, settling a migration that failed after its switchover:
+ * the blocks whose newest copy is only on the source (unsorted; caller
+ * frees), then, once the source wrote them back, forget all remote state. */
+int fc_ucache_migr_remote_list(struct fc_ucache *uc, uint64_t **list, uint32_t *n);
+void fc_ucache_migr_settled(struct fc_ucache *uc);
+/* Source, settling: write one dirty block back to the origin (no flush).
+ * 0 written, 1 cached but clean, -ENOENT not cached, -errno. */
+int fc_ucache_migr_writeback_block(struct fc_ucache *uc, oblock_t ob);
+int fc_ucache_flush_origin(struct fc_ucache *uc);
+/* Source, before the switchover: [off, off+count) as the VM sees it now
+ * (cache, else origin), changing nothing: no fill, no LRU move, no
+ * counters.  A destination read is forwarded here. */
+int fc_ucache_peek(struct fc_ucache *uc, void *buf, uint32_t count, uint64_t off);
+int fc_ucache_sync_records(struct fc_ucache *uc);
+
+/* Source: refuse writes (the VM has left) or accept them again (rollback). */
+void fc_ucache_migr_freeze(struct fc_ucache *uc, bool frozen);
+/* Source: the cached blocks, most recently used first, as
+ * oblock | FC_XFER_DIRTY_BIT-style dirty<<63.  Caller frees. */
+int fc_ucache_migr_snapshot(struct fc_ucache *uc, uint64_t **list, uint32_t *n,
+                            bool dirty_only);
+/* Source: read a cached block's data. -ENOENT if not cached. */
+int fc_ucache_migr_read_block(struct fc_ucache *uc, oblock_t ob, void *data,
+                              bool *dirty);
+/* Source: forget a block the destination now holds (dirty included). */
+int fc_ucache_migr_forget(struct fc_ucache *uc, oblock_t ob);
+/* Source: forget every block (the destination holds all it needs). */
+int fc_ucache_migr_forget_all(struct fc_ucache *uc);
+
+struct fc_ucache_migr_stats {
+  uint64_t fetched, fetch_fallbacks, discarded, installed_copies;
+  uint32_t written, remote_dirty, remote_clean;
+};
+void fc_ucache_migr_stats(struct fc_ucache *uc, struct fc_ucache_migr_stats *st);
+
+/* Frees memory only: blocks still owned stay claimed on the device. */
+void fc_ucache_destroy(struct fc_ucache *uc);
+
+#endif

@@ -1,0 +1,430 @@
+/* The ucache engine: the host's cache file and its metadata, one ucache
+ * per volume behind an NBD export.  Its migration side is in
+ * ucache_engine_migr.c. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "agent/agent.h"
+#include "engine/engine.h"
+#include "common/log.h"
+#include "migration/migration.h"
+#include "nbd/nbd_server.h"
+#include "origin/origin.h"
+#include "ucache.h"
+
+extern const struct fc_engine_migr_ops fc_ucache_migr_ops;
+
+static int
+reconcile_geometry(struct fc_agent *agent, const char *md_path, char *err, size_t errlen)
+{
+  uint32_t dirty = 0, n = agent->md->nr_blocks;
+  struct fc_md_record rec;
+  int r;
+
+  /* Cheap enough at start: one pass over the old records. */
+  for (uint32_t i = 0; i < n; i++) {
+    r = fc_md_read(agent->md, i, 1, &rec);
+    if (r)
+      return r;
+    if (!fc_md_record_ok(&rec) || (rec.flags & FC_MD_DIRTY))
+      dirty++;
+  }
+  if (dirty) {
+    snprintf(err, errlen, "%s was made for %u blocks of %u bytes and still holds "
+             "%u blocks of unwritten data; restore the previous cache_size and "
+             "block_size so they can be written back", md_path, n,
+             agent->md->block_size, dirty);
+    return -EMEDIUMTYPE;
+  }
+  log_warning("cache geometry changed: discarding the old clean cache map in %s",
+              md_path);
+  return fc_md_reinit(agent->md, agent->cfg.block_size,
+                      (uint32_t)(agent->cfg.cache_size / agent->cfg.block_size));
+}
+
+static int
+uc_open(struct fc_agent *agent, char *err, size_t errlen)
+{
+  const struct fc_config *cfg = &agent->cfg;
+  char md_path[FC_PATH_MAX + 32];
+  bool was_clean = true;
+  int r;
+
+  snprintf(md_path, sizeof md_path, "%s/cache.meta", cfg->state_dir);
+  r = fc_cachedev_open(cfg->cache_path, cfg->cache_size, cfg->block_size,
+                       &agent->dev, err, errlen);
+  if (r)
+    return r;
+  r = fc_md_open(md_path, cfg->block_size, agent->dev->nr_blocks, &was_clean,
+                 &agent->md, err, errlen);
+  if (r == -EMEDIUMTYPE) {
+    r = reconcile_geometry(agent, md_path, err, errlen);
+    was_clean = true;
+  }
+  if (r)
+    goto out;
+  r = fc_agent_recover(agent, was_clean, err, errlen);
+  if (r)
+    goto out;
+  /* From here on the clean records on disk may go stale. */
+  r = fc_md_set_state(agent->md, FC_MD_STATE_RUNNING);
+  if (r) {
+    snprintf(err, errlen, "cannot write cache metadata %s: %s", md_path, strerror(-r));
+    goto out;
+  }
+  for (unsigned i = 0; i < agent->nr_volumes; i++) {
+    struct fc_volume *v = agent->volumes[i];
+    char verr[512];
+
+    if (!v->uc)
+      continue;
+    if (v->p.migration[0]) {
+      snprintf(v->error, sizeof v->error, "live migration %s did not complete: "
+               "the current copy of some blocks may be on the other host, so "
+               "this volume is neither served nor written back here; its %u "
+               "dirty blocks are kept", v->p.migration, fc_ucache_dirty(v->uc));
+      log_error("volume %s: %s", v->p.id, v->error);
+      continue;
+    }
+    r = fc_volume_start(agent, v, verr, sizeof verr);
+    if (r) {
+      log_error("volume %s: %s", v->p.id, verr);
+      snprintf(v->error, sizeof v->error, "%s", verr);
+    } else {
+      log_info("volume %s: serving %s", v->p.id, v->export_uri);
+    }
+  }
+  return 0;
+out:
+  for (unsigned i = 0; i < agent->nr_volumes; i++)
+    fc_volume_free(agent->volumes[i]);
+  agent->nr_volumes = 0;
+  fc_md_close(agent->md);
+  fc_cachedev_close(agent->dev);
+  agent->md = NULL;
+  agent->dev = NULL;
+  return r;
+}
+
+/* Clean shutdown: stop every export, persist the whole cache map (dirty
+ * blocks stay dirty, to be written back after restart), mark it clean. */
+static int
+uc_close(struct fc_agent *agent)
+{
+  struct fc_md_record *recs;
+  int r;
+
+  /* No request may run while the map is written out. */
+  for (unsigned i = 0; i < agent->nr_volumes; i++) {
+    struct fc_volume *v = agent->volumes[i];
+    nbd_server_stop(v->srv);
+    v->srv = NULL;
+    if (v->uc)
+      fc_ucache_stop(v->uc);
+  }
+  recs = calloc(agent->dev->nr_blocks, sizeof *recs);
+  if (!recs) {
+    r = -ENOMEM;
+    goto out;
+  }
+  for (unsigned i = 0; i < agent->nr_volumes; i++) {
+    struct fc_volume *v = agent->volumes[i];
+    if (v->uc)
+      fc_ucache_dump_records(v->uc, recs);
+    for (uint32_t j = 0; j < v->nr_held; j++)
+      recs[v->held_cb[j]] = v->held[j];
+  }
+  r = fc_cachedev_sync(agent->dev);
+  if (!r)
+    r = fc_md_write_all(agent->md, recs);
+  if (!r)
+    r = fc_md_set_state(agent->md, FC_MD_STATE_CLEAN);
+  free(recs);
+out:
+  if (r)
+    log_error("could not save the cache map (%s): the next start treats the "
+              "cache as after a crash (clean blocks dropped, dirty kept)", strerror(-r));
+  else
+    log_info("cache map saved; %u volume(s) will be re-attached at next start",
+             agent->nr_volumes);
+  for (unsigned i = 0; i < agent->nr_volumes; i++)
+    fc_volume_free(agent->volumes[i]);
+  agent->nr_volumes = 0;
+  fc_md_close(agent->md);
+  fc_cachedev_close(agent->dev);
+  return r;
+}
+
+static int
+uc_attach(struct fc_agent *agent, const struct fc_attach_request *req,
+          struct fc_volume **out, char *err, size_t errlen)
+{
+  uint32_t bs = agent->cfg.block_size;
+  uint64_t size = req->cache_size;
+  struct fc_volume *v;
+  bool reserved = false;
+  int r;
+
+  if (!fc_volume_id_valid(req->volume_id)) {
+    snprintf(err, errlen, "invalid volume id '%.80s': use 1-%d letters, digits, "
+             "'-', '_' or '.', not starting with '.'", req->volume_id, FC_VOLUME_ID_MAX);
+    return -EINVAL;
+  }
+  if (strlen(req->origin) >= FC_ORIGIN_MAX) {
+    snprintf(err, errlen, "origin is longer than %d bytes", FC_ORIGIN_MAX - 1);
+    return -ENAMETOOLONG;
+  }
+  if (size == 0) {
+    /* Default: a quarter of the device, the share a host with four
+     * cached volumes would give each. */
+    size = (uint64_t)agent->dev->nr_blocks / 4 * bs;
+    if (size == 0)
+      size = bs;
+  }
+  size = (size + bs - 1) / bs * bs;
+  r = fc_agent_attach_precheck_locked(agent, req, size, out, err, errlen);
+  if (r)
+    return r > 0 ? 0 : r;
+  if (size / bs > agent->dev->nr_blocks) {
+    snprintf(err, errlen, "cache size %llu bytes is larger than the whole cache "
+             "device (%llu bytes)", (unsigned long long)size,
+             (unsigned long long)agent->dev->nr_blocks * bs);
+    return -ENOSPC;
+  }
+
+  v = calloc(1, sizeof *v);
+  if (!v)
+    return -ENOMEM;
+  snprintf(v->p.id, sizeof v->p.id, "%s", req->volume_id);
+  snprintf(v->p.origin, sizeof v->p.origin, "%s", req->origin);
+  v->p.cache_size = size;
+  v->p.write_policy = req->write_policy;
+  v->p.admission = req->admission;
+  r = fc_volume_new_tag(&v->p.tag);
+  if (r)
+    goto out;
+  r = fc_cachedev_reserve(agent->dev, (uint32_t)(size / bs));
+  if (r) {
+    uint64_t free_b = (uint64_t)(agent->dev->nr_blocks - agent->dev->reserved) * bs;
+    snprintf(err, errlen, "cache device full: volume %s asks for %llu bytes, "
+             "%llu of %llu bytes are not reserved by other volumes", v->p.id,
+             (unsigned long long)size, (unsigned long long)free_b,
+             (unsigned long long)agent->dev->nr_blocks * bs);
+    goto out;
+  }
+  reserved = true;
+  r = fc_volume_prepare(agent, v, err, errlen);
+  if (r)
+    goto out;
+  /* Persist before serving: a write_back block must never be written
+   * under a tag that a restarted agent would not recognise. */
+  r = fc_volume_params_save(agent->volumes_dir, &v->p, err, errlen);
+  if (r)
+    goto out;
+  r = fc_volume_start(agent, v, err, errlen);
+  if (r) {
+    fc_volume_params_remove(agent->volumes_dir, v->p.id);
+    goto out;
+  }
+  agent->volumes[agent->nr_volumes++] = v;
+  log_info("volume %s attached: origin %s, %llu bytes of cache, %s, admission %s, "
+           "export %s", v->p.id, v->p.origin, (unsigned long long)size,
+           fc_write_policy_name(v->p.write_policy), fc_admission_name(v->p.admission),
+           v->export_uri);
+  *out = v;
+  return 0;
+
+out:
+  if (reserved)
+    fc_cachedev_unreserve(agent->dev, (uint32_t)(size / bs));
+  fc_volume_free(v);
+  return r;
+}
+
+static int
+uc_detach(struct fc_agent *agent, const char *id, char *err, size_t errlen)
+{
+  struct fc_volume *v = fc_agent_find_locked(agent, id);
+  char serr[512];
+  int r;
+
+  if (!v) {
+    snprintf(err, errlen, "volume %.80s is not attached to this agent", id);
+    return -ENOENT;
+  }
+  if (!v->uc && v->nr_held_dirty) {
+    snprintf(err, errlen, "volume %s holds %u blocks of unwritten data and its "
+             "origin is unavailable (%s); make the origin reachable and restart "
+             "the agent so they can be written back", id, v->nr_held_dirty, v->error);
+    return -EBUSY;
+  }
+  /* Disconnect the VM first: no write may arrive after the last write-back. */
+  nbd_server_stop(v->srv);
+  v->srv = NULL;
+  if (v->uc) {
+    fc_ucache_stop(v->uc);
+    r = fc_ucache_writeback_all(v->uc);
+    if (!r)
+      r = fc_ucache_release(v->uc);
+    if (r) {
+      struct fc_ucache_info info;
+      fc_ucache_info(v->uc, &info);
+      snprintf(err, errlen, "cannot detach volume %s: writing back its %u dirty "
+               "blocks to %s failed: %s; the volume stays attached", id,
+               info.dirty_blocks, v->p.origin, strerror(-r));
+      if (fc_volume_start(agent, v, serr, sizeof serr))
+        log_error("volume %s: cannot serve again after failed detach: %s", id, serr);
+      return r;
+    }
+  } else {
+    for (uint32_t i = 0; i < v->nr_held; i++) {
+      r = fc_md_set(agent->md, to_cblock(v->held_cb[i]), 0, 0, 0);
+      if (r) {
+        snprintf(err, errlen, "cannot update cache metadata: %s", strerror(-r));
+        return r;
+      }
+    }
+    fc_md_sync(agent->md);
+    for (uint32_t i = 0; i < v->nr_held; i++)
+      fc_cachedev_free(agent->dev, to_cblock(v->held_cb[i]));
+    v->nr_held = 0;
+  }
+  fc_cachedev_unreserve(agent->dev, (uint32_t)(v->p.cache_size / agent->cfg.block_size));
+  r = fc_volume_params_remove(agent->volumes_dir, id);
+  if (r)
+    log_warning("volume %s: cannot remove its state file: %s", id, strerror(-r));
+  fc_agent_forget_locked(agent, v);
+  log_info("volume %s detached", id);
+  return 0;
+}
+
+static bool
+uc_serving(const struct fc_volume *v)
+{
+  return v->uc && v->srv;
+}
+
+static json_t *
+uc_volume_json(struct fc_agent *agent, struct fc_volume *v)
+{
+  json_t *o = json_pack("{s:s, s:s, s:s, s:I, s:s, s:s}",
+                        "volume_id", v->p.id, "origin", v->p.origin,
+                        "export_uri", v->srv ? v->export_uri : "",
+                        "cache_size", (json_int_t)v->p.cache_size,
+                        "write_policy", fc_write_policy_name(v->p.write_policy),
+                        "admission", fc_admission_name(v->p.admission));
+
+  if (!o)
+    return NULL;
+  json_object_set_new(o, "engine", json_string(agent->cfg.engine));
+  json_object_set_new(o, "state", json_string(v->srv ? "attached" : "unavailable"));
+  if (v->error[0] && !v->srv)
+    json_object_set_new(o, "error", json_string(v->error));
+  json_object_set_new(o, "block_size", json_integer(agent->cfg.block_size));
+  if (v->uc) {
+    struct fc_ucache_info info;
+    struct fc_stats *s = fc_ucache_stats(v->uc);
+    uint64_t hits = STAT_GET(s, read_hits), misses = STAT_GET(s, read_misses);
+
+    fc_ucache_info(v->uc, &info);
+    json_object_set_new(o, "size", json_integer((json_int_t)info.size));
+    json_object_set_new(o, "cached_blocks", json_integer(info.cached_blocks));
+    json_object_set_new(o, "dirty_blocks", json_integer(info.dirty_blocks));
+    json_object_set_new(o, "quota_blocks", json_integer(info.quota_blocks));
+    json_object_set_new(o, "memory_bytes", json_integer((json_int_t)info.memory_bytes));
+    json_object_set_new(o, "hit_ratio",
+                        json_real(hits + misses ? (double)hits / (double)(hits + misses) : 0.0));
+#define S(name) json_object_set_new(o, #name, json_integer((json_int_t)STAT_GET(s, name)))
+    S(reads); S(writes); S(read_bytes); S(write_bytes); S(read_hits); S(read_misses);
+    S(write_hits); S(write_misses); S(trims); S(flushes); S(origin_read_bytes);
+    S(origin_write_bytes); S(cache_read_bytes); S(cache_write_bytes); S(promotions);
+    S(evictions); S(invalidations); S(writebacks); S(io_errors);
+#undef S
+  } else {
+    json_object_set_new(o, "cached_blocks", json_integer(v->nr_held));
+    json_object_set_new(o, "dirty_blocks", json_integer(v->nr_held_dirty));
+  }
+  if (v->srv)
+    json_object_set_new(o, "connections", json_integer(nbd_server_connections(v->srv)));
+  return o;
+}
+
+/* Host totals: what the host's flash and the shared storage see from all
+ * volumes together. */
+static json_t *
+host_totals(struct fc_agent *agent)
+{
+  uint64_t t[9] = { 0 };
+  uint32_t dirty = 0;
+
+  for (unsigned i = 0; i < agent->nr_volumes; i++) {
+    struct fc_volume *v = agent->volumes[i];
+    struct fc_ucache_info info;
+    struct fc_stats *s;
+
+    if (!v->uc)
+      continue;
+    s = fc_ucache_stats(v->uc);
+    fc_ucache_info(v->uc, &info);
+    dirty += info.dirty_blocks;
+    t[0] += STAT_GET(s, reads);
+    t[1] += STAT_GET(s, writes);
+    t[2] += STAT_GET(s, read_hits);
+    t[3] += STAT_GET(s, read_misses);
+    t[4] += STAT_GET(s, origin_read_bytes);
+    t[5] += STAT_GET(s, origin_write_bytes);
+    t[6] += STAT_GET(s, cache_write_bytes);
+    t[7] += STAT_GET(s, evictions);
+    t[8] += STAT_GET(s, io_errors);
+  }
+  return json_pack("{s:I, s:I, s:I, s:I, s:f, s:I, s:I, s:I, s:I, s:I, s:I}",
+                   "reads", (json_int_t)t[0], "writes", (json_int_t)t[1],
+                   "read_hits", (json_int_t)t[2], "read_misses", (json_int_t)t[3],
+                   "hit_ratio", t[2] + t[3] ? (double)t[2] / (double)(t[2] + t[3]) : 0.0,
+                   "origin_read_bytes", (json_int_t)t[4],
+                   "origin_write_bytes", (json_int_t)t[5],
+                   "cache_write_bytes", (json_int_t)t[6], "evictions", (json_int_t)t[7],
+                   "io_errors", (json_int_t)t[8], "dirty_blocks", (json_int_t)dirty);
+}
+
+static json_t *
+uc_status_json(struct fc_agent *agent)
+{
+  uint64_t bs = agent->cfg.block_size;
+  json_t *vols = json_array(), *o;
+
+  for (unsigned i = 0; i < agent->nr_volumes; i++) {
+    struct fc_volume *v = agent->volumes[i];
+    json_array_append_new(vols, json_pack("{s:s, s:s, s:s, s:I}", "volume_id", v->p.id,
+                                          "export_uri", v->srv ? v->export_uri : "",
+                                          "state", v->srv ? "attached" : "unavailable",
+                                          "cache_size", (json_int_t)v->p.cache_size));
+  }
+  o = json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:o}",
+                "version", FC_VERSION, "engine", agent->cfg.engine,
+                "capacity_bytes", (json_int_t)(agent->dev->nr_blocks * bs),
+                "used_bytes", (json_int_t)(fc_cachedev_used(agent->dev) * bs),
+                "reserved_bytes", (json_int_t)(agent->dev->reserved * bs),
+                "block_size", (json_int_t)bs,
+                "table_memory_bytes", (json_int_t)fc_cachedev_memory(agent->dev),
+                "volumes", vols);
+  if (o) {
+    json_object_set_new(o, "cache_path", json_string(agent->cfg.cache_path));
+    json_object_set_new(o, "totals", host_totals(agent));
+  }
+  return o;
+}
+
+const struct fc_engine_ops fc_ucache_engine = {
+  .name = "ucache",
+  .open = uc_open,
+  .close = uc_close,
+  .attach = uc_attach,
+  .detach = uc_detach,
+  .serving = uc_serving,
+  .volume_json = uc_volume_json,
+  .status_json = uc_status_json,
+  .migr = &fc_ucache_migr_ops,
+};

@@ -1,0 +1,723 @@
+/* ucache side of live cache migration: what the engine does differently
+ * while a volume is migrating in (destination) or out (source).
+ *
+ * Destination, per strategy (see doc/migration.rst):
+ *   - until the source has switched over (its VM stopped, dirty data
+ *     flushed or listed) the gate is closed: writes, trims and flushes
+ *     wait, and reads are answered at once with current data -- from the
+ *     source, or from the origin where that is provably current -- since
+ *     the hypervisor starts the destination VM, which reads its disk,
+ *     before it lets the source's VM go (uc_migr_read_gated);
+ *   - writes are recorded in the invalidation filter's table (`written`):
+ *     a copy arriving later for such a block is stale and is discarded;
+ *   - FC_MIGR_BYPASS (firepan_if): until the copy completes every request
+ *     goes to the origin and a write also drops any copied block, so the
+ *     cache is attached consistent;
+ *   - FC_MIGR_ONDEMAND (cloudcache, hybrid): a miss on a block the source
+ *     still holds is fetched from the source; a dirty one must be.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/deadline.h"
+#include "common/log.h"
+#include "common/superseded.h"
+#include "ucache_priv.h"
+#include "migration/xfer_frame.h"
+
+/* A write_back volume's reads before the source connects wait this long
+ * for it: until then only the source knows which blocks it holds dirty. */
+#define PRECONNECT_READ_WAIT_MS 30000
+
+int
+uc_migr_gate(struct fc_ucache *uc)
+{
+  int r = 0;
+
+  pthread_mutex_lock(&uc->lock);
+  while (uc->m.gated && !uc->m.failed)
+    pthread_cond_wait(&uc->m.gate_cond, &uc->lock);
+  if (uc->m.gated && uc->m.failed)
+    r = -EIO;
+  pthread_mutex_unlock(&uc->lock);
+  return r;
+}
+
+bool
+uc_migr_gated_locked(const struct fc_ucache *uc)
+{
+  return uc->m.gated;
+}
+
+/* Before the source connects the origin answers if every write the source
+ * acknowledged reached it first: true unless the source may hold dirty
+ * blocks.  Both ends run the volume with the same write policy. */
+static bool
+origin_is_current(const struct fc_ucache *uc)
+{
+  return uc->p.write_policy != FC_WRITE_BACK;
+}
+
+int
+uc_migr_read_gated(struct fc_ucache *uc, void *buf, uint32_t count, uint64_t off)
+{
+  struct timespec until = fc_deadline_ms(PRECONNECT_READ_WAIT_MS);
+  bool source_declined = false;
+  int r;
+
+  pthread_mutex_lock(&uc->lock);
+  for (;;) {
+    if (!uc->m.gated) {
+      r = 1;
+      break;
+    }
+    if (uc->m.failed) {
+      r = -EIO;
+      break;
+    }
+    if (!uc->m.source_connected && origin_is_current(uc)) {
+      pthread_mutex_unlock(&uc->lock);
+      r = fc_origin_pread(uc->origin, buf, count, off);
+      if (r == 0)
+        STAT_ADD(&uc->stats, origin_read_bytes, count);
+      return r;
+    }
+    if (uc->m.source_connected && uc->m.read_source && !source_declined) {
+      fc_ucache_read_fn fn = uc->m.read_source;
+      void *ctx = uc->m.fetch_ctx;
+
+      pthread_mutex_unlock(&uc->lock);
+      r = fn(ctx, buf, count, off);
+      if (r != -EAGAIN)
+        return r;
+      /* The source is switching over: SWITCH is on its way. */
+      source_declined = true;
+      pthread_mutex_lock(&uc->lock);
+      continue;
+    }
+    if (uc->m.source_connected) {
+      pthread_cond_wait(&uc->m.gate_cond, &uc->lock);
+    } else if (pthread_cond_timedwait(&uc->m.gate_cond, &uc->lock, &until) ==
+               ETIMEDOUT) {
+      r = -ETIMEDOUT;
+      break;
+    }
+  }
+  pthread_mutex_unlock(&uc->lock);
+  if (r == -ETIMEDOUT)
+    log_warning("a read of %u bytes at %llu before the migration source "
+                "connected: the volume is write_back, so only the source knows "
+                "the current data, and it did not connect within %d s",
+                count, (unsigned long long)off, PRECONNECT_READ_WAIT_MS / 1000);
+  return r;
+}
+
+int
+fc_ucache_migr_in_begin(struct fc_ucache *uc, enum fc_ucache_migr_mode mode,
+                        fc_ucache_fetch_fn fetch, fc_ucache_read_fn read_source,
+                        void *ctx, const char *superseded_path)
+{
+  int r;
+
+  if ((r = fc_invfilter_init(&uc->m.written, 1024)) ||
+      (r = fc_invfilter_init(&uc->m.remote_dirty, 1024)) ||
+      (r = fc_invfilter_init(&uc->m.remote_clean, uc->p.quota_blocks)) ||
+      (r = fc_invfilter_init(&uc->m.pinned, 1024)))
+    return r;
+  r = fc_superseded_create(superseded_path);
+  if (r < 0) {
+    log_error("cannot create %s: %s", superseded_path, strerror(-r));
+    return r;
+  }
+  uc->m.superseded_fd = r;
+  snprintf(uc->m.superseded_path, sizeof uc->m.superseded_path, "%s",
+           superseded_path);
+  pthread_mutex_lock(&uc->lock);
+  uc->m.gated = true;
+  uc->m.source_connected = false;
+  uc->m.failed = false;
+  uc->m.tracking = true;
+  uc->m.bypass = mode == FC_MIGR_BYPASS;
+  uc->m.fetch = mode == FC_MIGR_ONDEMAND ? fetch : NULL;
+  uc->m.read_source = read_source;
+  uc->m.fetch_ctx = ctx;
+  uc->m.chosen_cursor = CBLOCK_NONE;
+  atomic_store(&uc->m.on, true);
+  pthread_mutex_unlock(&uc->lock);
+  return 0;
+}
+
+int
+fc_ucache_migr_add_remote(struct fc_ucache *uc, oblock_t ob, bool dirty)
+{
+  int r;
+
+  if (ob.n >= uc->nr_oblocks)
+    return -ERANGE;
+  pthread_mutex_lock(&uc->lock);
+  r = fc_invfilter_add(dirty ? &uc->m.remote_dirty : &uc->m.remote_clean, ob);
+  if (r >= 0 && dirty)
+    r = fc_invfilter_add(&uc->m.pinned, ob);
+  pthread_mutex_unlock(&uc->lock);
+  return r < 0 ? r : 0;
+}
+
+struct oblock_list {
+  uint64_t *v;
+  uint32_t k;
+};
+
+static void
+collect_oblock(void *opaque, oblock_t ob)
+{
+  struct oblock_list *c = opaque;
+
+  c->v[c->k++] = ob.n;
+}
+
+bool
+uc_migr_pinned_locked(struct fc_ucache *uc, oblock_t ob)
+{
+  return atomic_load(&uc->m.on) && uc->m.pinned.count &&
+         fc_invfilter_contains(&uc->m.pinned, ob);
+}
+
+int
+uc_migr_release_pinned(struct fc_ucache *uc, uint64_t b)
+{
+  bool p;
+  int r;
+
+  pthread_mutex_lock(&uc->lock);
+  p = uc_migr_pinned_locked(uc, to_oblock(b)) && uc->m.superseded_fd >= 0;
+  pthread_mutex_unlock(&uc->lock);
+  if (!p)
+    return 0;
+  r = fc_superseded_append(uc->m.superseded_fd, b);
+  if (r) {
+    log_error("block %llu: cannot record in %s that the migration source's copy "
+              "is superseded (%s): the write is refused", (unsigned long long)b,
+              uc->m.superseded_path, strerror(-r));
+    return -EIO;
+  }
+  pthread_mutex_lock(&uc->lock);
+  fc_invfilter_remove(&uc->m.pinned, to_oblock(b));
+  pthread_mutex_unlock(&uc->lock);
+  return 0;
+}
+
+/* Under uc->lock. */
+static void
+drop_superseded_locked(struct fc_ucache *uc)
+{
+  if (uc->m.superseded_fd < 0)
+    return;
+  close(uc->m.superseded_fd);
+  uc->m.superseded_fd = -1;
+  unlink(uc->m.superseded_path);
+}
+
+void
+fc_ucache_migr_unpin(struct fc_ucache *uc)
+{
+  pthread_mutex_lock(&uc->lock);
+  fc_invfilter_clear(&uc->m.pinned);
+  drop_superseded_locked(uc);
+  pthread_cond_signal(&uc->wb_cond);
+  pthread_mutex_unlock(&uc->lock);
+}
+
+int
+fc_ucache_migr_remote_list(struct fc_ucache *uc, uint64_t **list, uint32_t *n)
+{
+  struct oblock_list c = { NULL, 0 };
+
+  pthread_mutex_lock(&uc->lock);
+  c.v = malloc(((size_t)uc->m.remote_dirty.count + 1) * sizeof *c.v);
+  if (c.v)
+    fc_invfilter_for_each(&uc->m.remote_dirty, collect_oblock, &c);
+  pthread_mutex_unlock(&uc->lock);
+  if (!c.v)
+    return -ENOMEM;
+  *list = c.v;
+  *n = c.k;
+  return 0;
+}
+
+void
+fc_ucache_migr_settled(struct fc_ucache *uc)
+{
+  struct stripe_set set;
+
+  /* Whatever the source still held is at the origin now (or, forced,
+   * given up): the origin answers for it from here on. */
+  uc_lock_stripes(uc, 0, FC_STRIPES, &set);
+  pthread_mutex_lock(&uc->lock);
+  fc_invfilter_clear(&uc->m.remote_dirty);
+  fc_invfilter_clear(&uc->m.remote_clean);
+  fc_invfilter_clear(&uc->m.written);
+  fc_invfilter_clear(&uc->m.pinned);
+  drop_superseded_locked(uc);
+  uc->m.failed = false;
+  uc->m.fetch = NULL;
+  uc->m.read_source = NULL;
+  uc->m.tracking = false;
+  uc->m.bypass = false;
+  uc->m.gated = false;
+  atomic_store(&uc->m.on, uc->m.frozen);
+  pthread_cond_broadcast(&uc->m.gate_cond);
+  pthread_cond_signal(&uc->wb_cond);
+  pthread_mutex_unlock(&uc->lock);
+  uc_unlock_stripes(uc, &set);
+}
+
+void
+fc_ucache_migr_source_connected(struct fc_ucache *uc)
+{
+  pthread_mutex_lock(&uc->lock);
+  uc->m.source_connected = true;
+  /* A write_back volume's early reads were waiting for this. */
+  pthread_cond_broadcast(&uc->m.gate_cond);
+  pthread_mutex_unlock(&uc->lock);
+}
+
+void
+fc_ucache_migr_open_gate(struct fc_ucache *uc)
+{
+  pthread_mutex_lock(&uc->lock);
+  uc->m.gated = false;
+  pthread_cond_broadcast(&uc->m.gate_cond);
+  pthread_mutex_unlock(&uc->lock);
+}
+
+void
+fc_ucache_migr_shutdown(struct fc_ucache *uc)
+{
+  /* The agent is stopping: a request held at the gate must end (EIO)
+   * so the export can stop. */
+  pthread_mutex_lock(&uc->lock);
+  uc->m.failed = true;
+  pthread_cond_broadcast(&uc->m.gate_cond);
+  pthread_mutex_unlock(&uc->lock);
+}
+
+void
+fc_ucache_migr_source_lost(struct fc_ucache *uc)
+{
+  pthread_mutex_lock(&uc->lock);
+  uc->m.failed = true;
+  uc->m.fetch = NULL;
+  uc->m.read_source = NULL;
+  fc_invfilter_clear(&uc->m.remote_clean);
+  pthread_cond_broadcast(&uc->m.gate_cond);
+  pthread_mutex_unlock(&uc->lock);
+}
+
+/* Look up remote state of ob and claim it (remove from the sets). */
+static int
+take_remote(struct fc_ucache *uc, oblock_t ob, bool *dirty)
+{
+  int where = 0;
+
+  pthread_mutex_lock(&uc->lock);
+  if (fc_invfilter_remove(&uc->m.remote_dirty, ob)) {
+    where = 2;
+  } else if (fc_invfilter_remove(&uc->m.remote_clean, ob)) {
+    where = 1;
+  }
+  *dirty = where == 2;
+  pthread_mutex_unlock(&uc->lock);
+  return where;
+}
+
+int
+uc_migr_fetch_miss(struct fc_ucache *uc, oblock_t ob, void *data)
+{
+  fc_ucache_fetch_fn fetch;
+  void *ctx;
+  bool dirty, src_dirty = false;
+  int where, r;
+
+  pthread_mutex_lock(&uc->lock);
+  fetch = uc->m.fetch;
+  ctx = uc->m.fetch_ctx;
+  if (uc->m.failed && fc_invfilter_contains(&uc->m.remote_dirty, ob)) {
+    pthread_mutex_unlock(&uc->lock);
+    log_error("block %llu is dirty on a migration source that was lost: refusing "
+              "to serve the stale origin copy", (unsigned long long)ob.n);
+    return -EIO;
+  }
+  pthread_mutex_unlock(&uc->lock);
+  if (!fetch)
+    return 1;
+  where = take_remote(uc, ob, &dirty);
+  if (!where)
+    return 1;
+  r = fetch(ctx, ob, data, &src_dirty, dirty);
+  if (r == 0) {
+    pthread_mutex_lock(&uc->lock);
+    uc->m.fetched++;
+    pthread_mutex_unlock(&uc->lock);
+    /* Dirty data now lives only here: it must be installed, or written
+     * to the origin if the cache has no room. */
+    r = uc_install(uc, ob, data, src_dirty);
+    if (r < 0 && src_dirty && !(r = uc_migr_release_pinned(uc, ob.n)))
+      r = fc_origin_pwrite(uc->origin, data, uc->bs, ob.n * uc->bs, true);
+    return r < 0 ? r : 0;
+  }
+  if (!dirty) {
+    /* A clean block is also at the origin: the VM need not wait for a
+     * source that is slow or gone. */
+    pthread_mutex_lock(&uc->lock);
+    uc->m.fetch_fallbacks++;
+    pthread_mutex_unlock(&uc->lock);
+    return 1;
+  }
+  /* Put it back: it is still only on the source. */
+  pthread_mutex_lock(&uc->lock);
+  fc_invfilter_add(&uc->m.remote_dirty, ob);
+  pthread_mutex_unlock(&uc->lock);
+  log_error("cannot fetch dirty block %llu from the migration source: %s",
+            (unsigned long long)ob.n, strerror(-r));
+  return -EIO;
+}
+
+int
+uc_migr_note_write(struct fc_ucache *uc, uint64_t first, uint32_t n,
+                   uint64_t off, uint32_t count)
+{
+  char *buf = NULL;
+  int r = 0;
+
+  for (uint32_t i = 0; i < n && !r; i++) {
+    uint64_t b = first + i;
+    uint64_t bstart = b * uc->bs;
+    bool whole = off <= bstart && off + count >= bstart + uc->bs;
+    bool remote_dirty;
+
+    if (b >= uc->nr_oblocks)
+      continue;
+    pthread_mutex_lock(&uc->lock);
+    fc_invfilter_add(&uc->m.written, to_oblock(b));
+    remote_dirty = fc_invfilter_contains(&uc->m.remote_dirty, to_oblock(b));
+    if (whole || !remote_dirty) {
+      /* The VM's data supersedes the source's copy. */
+      fc_invfilter_remove(&uc->m.remote_dirty, to_oblock(b));
+      fc_invfilter_remove(&uc->m.remote_clean, to_oblock(b));
+      remote_dirty = false;
+    }
+    if (uc->m.bypass) {
+      cblock_t cb = uc_lookup_locked(uc, to_oblock(b));
+      /* Only a copied block can be here; the VM's write makes it stale. */
+      if (cb.n != CBLOCK_NONE && !(uc->dev->table[cb.n].flags & FC_ENTRY_BUSY)) {
+        uc_drop_locked(uc, cb);
+        STAT_ADD(&uc->stats, invalidations, 1);
+      }
+    }
+    pthread_mutex_unlock(&uc->lock);
+    if (remote_dirty) {
+      /* A partial write needs the rest of the block, which only the
+       * source has: fetch it first so the write lands on it. */
+      if (!buf && !(buf = malloc(uc->bs)))
+        return -ENOMEM;
+      r = uc_migr_fetch_miss(uc, to_oblock(b), buf);
+      if (r == 1)
+        r = 0;
+    }
+  }
+  free(buf);
+  return r;
+}
+
+int
+fc_ucache_migr_install_copy(struct fc_ucache *uc, oblock_t ob, const void *data,
+                            bool dirty)
+{
+  struct stripe_set set;
+  bool stale;
+  int r;
+
+  if (ob.n >= uc->nr_oblocks)
+    return -ERANGE;
+  uc_lock_stripes(uc, ob.n, ob.n, &set);
+  pthread_mutex_lock(&uc->lock);
+  stale = fc_invfilter_contains(&uc->m.written, ob) ||
+          uc_lookup_locked(uc, ob).n != CBLOCK_NONE;
+  fc_invfilter_remove(&uc->m.remote_dirty, ob);
+  fc_invfilter_remove(&uc->m.remote_clean, ob);
+  if (stale)
+    uc->m.discarded++;
+  pthread_mutex_unlock(&uc->lock);
+  if (stale) {
+    uc_unlock_stripes(uc, &set);
+    return 1;
+  }
+  r = uc_install_cold(uc, ob, data, dirty);
+  if (r == 1 || r == -ENOSPC) {
+    /* Admission or space said no.  A clean copy can be dropped; a dirty
+     * one is the only copy and goes to the origin. */
+    r = dirty ? uc_migr_release_pinned(uc, ob.n) : 1;
+    if (r == 0)
+      r = fc_origin_pwrite(uc->origin, data, uc->bs, ob.n * uc->bs, true);
+  }
+  if (r == 0) {
+    pthread_mutex_lock(&uc->lock);
+    uc->m.installed_copies++;
+    pthread_mutex_unlock(&uc->lock);
+  }
+  uc_unlock_stripes(uc, &set);
+  return r;
+}
+
+int
+fc_ucache_migr_preload(struct fc_ucache *uc, oblock_t ob)
+{
+  struct stripe_set set;
+  uint64_t seq;
+  char *buf;
+  bool present;
+  int r;
+
+  if (ob.n >= uc->nr_oblocks)
+    return -ERANGE;
+  buf = malloc(uc->bs);
+  if (!buf)
+    return -ENOMEM;
+  uc_lock_stripes_to_read(uc, ob.n, ob.n, &set);
+  pthread_mutex_lock(&uc->lock);
+  present = uc_lookup_locked(uc, ob).n != CBLOCK_NONE;
+  pthread_mutex_unlock(&uc->lock);
+  seq = uc_stripe_seq(uc, ob);
+  uc_unlock_stripes(uc, &set);
+  if (present) {
+    r = 1;     /* the VM got there first */
+    goto out;
+  }
+  /* The origin read runs with no stripe held, as a read miss's does: the
+   * preload must not make the VM's requests wait for the storage. */
+  r = fc_origin_pread(uc->origin, buf, uc->bs, ob.n * uc->bs);
+  if (r)
+    goto out;
+  STAT_ADD(&uc->stats, origin_read_bytes, uc->bs);
+  uc_lock_stripes_to_read(uc, ob.n, ob.n, &set);
+  if (uc_fill_allowed(uc, ob, seq)) {
+    r = uc_install_chosen(uc, ob, buf);
+    if (r == 1)
+      r = 0;
+  } else {
+    r = 1;     /* read or written meanwhile: the VM's data stands */
+  }
+  uc_unlock_stripes(uc, &set);
+out:
+  free(buf);
+  return r;
+}
+
+struct drop_ctx {
+  struct fc_ucache *uc;
+  uint32_t dropped;
+};
+
+static void
+drop_written(void *opaque, oblock_t ob)
+{
+  struct drop_ctx *d = opaque;
+  cblock_t cb = uc_lookup_locked(d->uc, ob);
+
+  if (cb.n != CBLOCK_NONE && d->uc->m.bypass &&
+      !(d->uc->dev->table[cb.n].flags & (FC_ENTRY_BUSY | FC_ENTRY_DIRTY))) {
+    uc_drop_locked(d->uc, cb);
+    d->dropped++;
+  }
+}
+
+uint32_t
+fc_ucache_migr_in_end(struct fc_ucache *uc)
+{
+  struct drop_ctx d = { uc, 0 };
+
+  /* Quiesce: all stripes, so no request is half way through. */
+  struct stripe_set set;
+  uc_lock_stripes(uc, 0, FC_STRIPES, &set);
+  pthread_mutex_lock(&uc->lock);
+  /* Algorithm 1's after-copy check, done once for the whole table: any
+   * block written during the copy that still has a copied block. */
+  fc_invfilter_for_each(&uc->m.written, drop_written, &d);
+  STAT_ADD(&uc->stats, invalidations, d.dropped);
+  uc->m.bypass = false;
+  uc->m.tracking = false;
+  uc->m.fetch = NULL;
+  uc->m.read_source = NULL;
+  uc->m.gated = false;
+  atomic_store(&uc->m.on, uc->m.frozen || uc->m.failed);
+  fc_invfilter_clear(&uc->m.written);
+  fc_invfilter_clear(&uc->m.remote_clean);
+  pthread_cond_broadcast(&uc->m.gate_cond);
+  pthread_mutex_unlock(&uc->lock);
+  uc_unlock_stripes(uc, &set);
+  return d.dropped;
+}
+
+uint32_t
+fc_ucache_migr_remote_dirty(struct fc_ucache *uc)
+{
+  uint32_t n;
+
+  pthread_mutex_lock(&uc->lock);
+  n = uc->m.remote_dirty.count;
+  pthread_mutex_unlock(&uc->lock);
+  return n;
+}
+
+void
+fc_ucache_migr_freeze(struct fc_ucache *uc, bool frozen)
+{
+  /* Take every stripe so the writes already inside finish first, and
+   * wait for those on their way to the origin between two holds. */
+  struct stripe_set set;
+
+  uc_lock_stripes(uc, 0, FC_STRIPES, &set);
+  pthread_mutex_lock(&uc->lock);
+  uc->m.frozen = frozen;
+  atomic_store(&uc->m.on, frozen || uc->m.tracking || uc->m.gated || uc->m.failed);
+  pthread_mutex_unlock(&uc->lock);
+  uc_unlock_stripes(uc, &set);
+  pthread_mutex_lock(&uc->lock);
+  while (frozen && uc->writes_around)
+    pthread_cond_wait(&uc->around_cond, &uc->lock);
+  pthread_mutex_unlock(&uc->lock);
+}
+
+int
+fc_ucache_migr_snapshot(struct fc_ucache *uc, uint64_t **list, uint32_t *n,
+                        bool dirty_only)
+{
+  const struct fc_entry *table = uc->dev->table;
+  uint64_t *v;
+  uint32_t k = 0;
+
+  pthread_mutex_lock(&uc->lock);
+  v = malloc(((size_t)uc->lru.count + 1) * sizeof *v);
+  if (!v) {
+    pthread_mutex_unlock(&uc->lock);
+    return -ENOMEM;
+  }
+  for (uint32_t i = uc->lru.head; i != CBLOCK_NONE; i = table[i].lru_next) {
+    bool dirty = table[i].flags & FC_ENTRY_DIRTY;
+    if (!(table[i].flags & FC_ENTRY_VALID) || (dirty_only && !dirty))
+      continue;
+    v[k++] = table[i].oblock | (dirty ? FC_XFER_DIRTY_BIT : 0);
+  }
+  pthread_mutex_unlock(&uc->lock);
+  *list = v;
+  *n = k;
+  return 0;
+}
+
+int
+fc_ucache_migr_read_block(struct fc_ucache *uc, oblock_t ob, void *data, bool *dirty)
+{
+  struct stripe_set set;
+  cblock_t cb;
+  int r;
+
+  uc_lock_stripes_to_read(uc, ob.n, ob.n, &set);
+  pthread_mutex_lock(&uc->lock);
+  cb = uc_lookup_locked(uc, ob);
+  if (cb.n != CBLOCK_NONE)
+    *dirty = uc->dev->table[cb.n].flags & FC_ENTRY_DIRTY;
+  pthread_mutex_unlock(&uc->lock);
+  r = cb.n == CBLOCK_NONE ? -ENOENT : fc_cachedev_read(uc->dev, cb, 0, data, uc->bs);
+  if (r == 0)
+    STAT_ADD(&uc->stats, cache_read_bytes, uc->bs);
+  uc_unlock_stripes(uc, &set);
+  return r;
+}
+
+int
+fc_ucache_migr_forget(struct fc_ucache *uc, oblock_t ob)
+{
+  struct stripe_set set;
+  cblock_t cb;
+  bool dirty = false;
+  int r = 0;
+
+  uc_lock_stripes(uc, ob.n, ob.n, &set);
+  pthread_mutex_lock(&uc->lock);
+  cb = uc_lookup_locked(uc, ob);
+  if (cb.n != CBLOCK_NONE) {
+    dirty = uc->dev->table[cb.n].flags & FC_ENTRY_DIRTY;
+    if (!dirty)
+      uc_drop_locked(uc, cb);
+  }
+  pthread_mutex_unlock(&uc->lock);
+  if (dirty)
+    r = uc_drop_dirty(uc, cb);   /* record cleared before the space is reused */
+  uc_unlock_stripes(uc, &set);
+  return r;
+}
+
+int
+fc_ucache_migr_forget_all(struct fc_ucache *uc)
+{
+  uint64_t *list;
+  uint32_t n;
+  int r;
+
+  r = fc_ucache_migr_snapshot(uc, &list, &n, false);
+  for (uint32_t i = 0; i < n && !r; i++)
+    r = fc_ucache_migr_forget(uc, to_oblock(list[i] & ~FC_XFER_DIRTY_BIT));
+  if (!r)
+    r = fc_md_sync(uc->md);
+  free(list);
+  return r;
+}
+
+void
+fc_ucache_migr_stats(struct fc_ucache *uc, struct fc_ucache_migr_stats *st)
+{
+  pthread_mutex_lock(&uc->lock);
+  st->fetched = uc->m.fetched;
+  st->fetch_fallbacks = uc->m.fetch_fallbacks;
+  st->discarded = uc->m.discarded;
+  st->installed_copies = uc->m.installed_copies;
+  st->written = uc->m.written.count;
+  st->remote_dirty = uc->m.remote_dirty.count;
+  st->remote_clean = uc->m.remote_clean.count;
+  pthread_mutex_unlock(&uc->lock);
+}
+
+int
+fc_ucache_migr_writeback_block(struct fc_ucache *uc, oblock_t ob)
+{
+  char *buf = malloc(uc->bs);
+  bool dirty = false;
+  int r;
+
+  if (!buf)
+    return -ENOMEM;
+  r = fc_ucache_migr_read_block(uc, ob, buf, &dirty);
+  if (r == 0 && !dirty)
+    r = 1;
+  if (r == 0)
+    r = fc_origin_pwrite(uc->origin, buf, uc->bs, ob.n * uc->bs, false);
+  if (r == 0)
+    STAT_ADD(&uc->stats, origin_write_bytes, uc->bs);
+  free(buf);
+  return r;
+}
+
+int
+fc_ucache_flush_origin(struct fc_ucache *uc)
+{
+  return fc_origin_flush(uc->origin);
+}
+
+int
+fc_ucache_sync_records(struct fc_ucache *uc)
+{
+  return fc_md_sync(uc->md);
+}

@@ -1,0 +1,168 @@
+/* Internals shared by ucache.c (structure, install, evict), ucache_io.c
+ * (the request paths) and writeback.c.  Not a public header. */
+#ifndef FCACHE_UCACHE_PRIV_H
+#define FCACHE_UCACHE_PRIV_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+
+#include "common/blockmap.h"
+#include "common/invfilter.h"
+#include "common/lru.h"
+#include "staging.h"
+#include "ucache.h"
+
+#define FC_STRIPES 256u
+/* An entry whose data a write-back pass has sent to origin; a write to
+ * the block clears it, so the pass knows not to mark newer data clean. */
+#define FC_ENTRY_WB_PENDING (1u << 4)
+/* How far from the LRU tail eviction looks for a clean, idle victim. */
+#define FC_EVICT_SCAN 128u
+
+struct fc_ucache {
+  struct fc_cachedev *dev;
+  struct fc_metadata *md;
+  struct fc_origin *origin;
+  struct fc_ucache_params p;
+  uint32_t bs;
+  uint64_t nr_oblocks;          /* whole blocks of the origin: the cacheable part */
+
+  pthread_mutex_t lock;         /* map, lru, staging, counters below, entry flags */
+  struct fc_blockmap map;
+  struct fc_lru lru;
+  struct fc_staging staging;
+  uint32_t used;                /* blocks owned, including installs in flight */
+  uint32_t nr_dirty;
+
+  pthread_mutex_t stripes[FC_STRIPES];
+  /* Bumped, under its stripe, by every holder that may change the data of
+   * a block of the stripe.  A read miss reads the origin with no stripe
+   * held (the origin is slow, and the migration installer and the other
+   * requests of the stripe must not queue behind it); it installs what it
+   * read only if the stripe's count did not move meanwhile. */
+  uint64_t stripe_seq[FC_STRIPES];
+  /* Writes that go around the cache (read_only, or a firepan_if copy in
+   * progress) send their data to the origin with no stripe held, between
+   * two holds; they are counted, under uc->lock, so that a source freezing
+   * for the switch can wait for them. */
+  uint32_t writes_around;
+  pthread_cond_t around_cond;
+  struct fc_stats stats;
+
+  /* Live migration (ucache_migr.c); all under uc->lock. */
+  struct {
+    bool gated;               /* dest: before the source's switch */
+    bool source_connected;    /* dest: reads may be forwarded to the source */
+    bool failed;              /* dest: the source was lost before the switch */
+    bool frozen;              /* source: the VM left; refuse writes */
+    bool bypass;              /* firepan_if copy: cache not attached yet */
+    bool tracking;            /* dest: record writes to discard late copies */
+    atomic_bool on;           /* any of the above: lets the fast path skip the lock */
+    struct fc_invfilter written;       /* the invalidation filter's table */
+    struct fc_invfilter remote_dirty;  /* newest copy only on the source */
+    struct fc_invfilter remote_clean;  /* cached on the source, also at origin */
+    /* dest: dirty on the source at the switch.  Until the migration
+     * completes or is settled none of these reaches the origin from here:
+     * so that, if this host crashes, "the destination does not hold it"
+     * always means "the source's copy is the last durable one". */
+    struct fc_invfilter pinned;
+    int superseded_fd;        /* see superseded.h; -1 when not migrating in */
+    char superseded_path[4200];
+    fc_ucache_fetch_fn fetch;
+    fc_ucache_read_fn read_source;
+    void *fetch_ctx;          /* for both */
+    pthread_cond_t gate_cond;
+    uint64_t fetched, fetch_fallbacks, discarded, installed_copies;
+    /* dest: the last block uc_install_chosen placed, and its oblock (the
+     * block may have been evicted and reused since). */
+    uint32_t chosen_cursor;
+    uint64_t chosen_cursor_ob;
+  } m;
+
+  pthread_t wb_thread;
+  bool wb_running;
+  bool wb_stopping;
+  pthread_cond_t wb_cond;
+};
+
+struct stripe_set {
+  uint64_t bits[FC_STRIPES / 64];
+};
+
+/* For a holder that may change blocks' data (writes, trims, migration
+ * installs and drops, write-back): bumps each stripe's seq. */
+void uc_lock_stripes(struct fc_ucache *uc, uint64_t first, uint64_t last,
+                     struct stripe_set *set);
+/* For a holder that changes no block's data as the VM sees it: reads,
+ * installs of what the origin holds, write-back of a cached block. */
+void uc_lock_stripes_to_read(struct fc_ucache *uc, uint64_t first,
+                             uint64_t last, struct stripe_set *set);
+void uc_unlock_stripes(struct fc_ucache *uc, const struct stripe_set *set);
+
+/* Under the block's stripe: its stripe's sequence number now. */
+uint64_t uc_stripe_seq(const struct fc_ucache *uc, oblock_t ob);
+/* Under the block's stripe, after reading ob from the origin with no
+ * stripe held: may what was read be installed?  Only if nothing changed
+ * the stripe since seq was taken and nobody installed ob meanwhile. */
+bool uc_fill_allowed(struct fc_ucache *uc, oblock_t ob, uint64_t seq);
+
+/* Under uc->lock: the cached block for ob, VALID, or CBLOCK_NONE. */
+cblock_t uc_lookup_locked(struct fc_ucache *uc, oblock_t ob);
+/* Under uc->lock: unmap and free a clean block. */
+void uc_drop_locked(struct fc_ucache *uc, cblock_t cb);
+
+/* Install a block's data (caller holds its stripe).  Clean installs obey
+ * the admission policy; dirty ones always try.  Returns 0 when installed,
+ * 1 when not admitted, -ENOSPC when no clean block could be evicted,
+ * other -errno on I/O failure. */
+int uc_install(struct fc_ucache *uc, oblock_t ob, const void *data, bool dirty);
+/* The same, but the block enters at the cold end of the LRU: copies that
+ * arrive hottest first then keep the source's order. */
+int uc_install_cold(struct fc_ucache *uc, oblock_t ob, const void *data, bool dirty);
+/* A clean block the source chose (cachemior's preload, hottest first),
+ * while the VM runs: no admission test; the first enters at the hot end
+ * and each next one just below the previous, so the preloaded blocks keep
+ * the source's order above the VM's older blocks.  At the cold end the
+ * VM's next misses would evict them before their first use. */
+int uc_install_chosen(struct fc_ucache *uc, oblock_t ob, const void *data);
+
+/* Clear a dirty block's record and drop it (caller holds its stripe). */
+int uc_drop_dirty(struct fc_ucache *uc, cblock_t cb);
+
+/* Mark a cached block dirty after its data was rewritten (caller holds its
+ * stripe): record first, flag second. */
+int uc_mark_dirty(struct fc_ucache *uc, cblock_t cb);
+
+/* Must not be called with uc->lock held. */
+/* Migration hooks called by the request paths (ucache_migr.c). */
+/* Writes, trims and flushes wait here until the switchover. */
+int uc_migr_gate(struct fc_ucache *uc);
+/* A read before the switchover, answered with current data without
+ * waiting for it (doc/migration.rst, "Reads before the switchover").
+ * 1 if the gate is open (the caller reads as usual), 0 when buf holds the
+ * data, or -errno. */
+int uc_migr_read_gated(struct fc_ucache *uc, void *buf, uint32_t count,
+                       uint64_t off);
+/* Under uc->lock: is the gate closed? */
+bool uc_migr_gated_locked(const struct fc_ucache *uc);
+/* Under the block's stripe: a miss during an incoming migration may be
+ * served from the source.  Returns 1 if not remote (caller reads origin),
+ * 0 if data holds the block (installed), or -errno. */
+int uc_migr_fetch_miss(struct fc_ucache *uc, oblock_t ob, void *data);
+/* Under the stripes: note the VM writing [first, first+n); fetch remote
+ * dirty blocks a partial write needs first. */
+int uc_migr_note_write(struct fc_ucache *uc, uint64_t first, uint32_t n,
+                       uint64_t off, uint32_t count);
+
+/* Under uc->lock: may this block's data go to the origin from here? */
+bool uc_migr_pinned_locked(struct fc_ucache *uc, oblock_t ob);
+/* Under the block's stripe, before any origin write or trim of block b:
+ * if it is pinned, record durably that the source's copy is superseded,
+ * and unpin it. */
+int uc_migr_release_pinned(struct fc_ucache *uc, uint64_t b);
+
+void uc_wake_writeback(struct fc_ucache *uc);
+int uc_writeback_pass(struct fc_ucache *uc, uint32_t max_blocks, uint32_t *done);
+
+#endif

@@ -1,0 +1,238 @@
+/* Background writeback of dirty blocks (write_back volumes).
+ *
+ * A pass copies up to N dirty blocks, oldest in LRU order first, from the
+ * cache to the origin, flushes the origin once, and only then clears the
+ * blocks' dirty records: a crash at any point leaves each block either
+ * still dirty (written again after restart: harmless) or safely at the
+ * origin.  A block written again while its pass was in flight loses its
+ * WB_PENDING mark and stays dirty.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "common/deadline.h"
+#include "common/log.h"
+#include "ucache_priv.h"
+
+#define WB_BATCH 256u
+
+struct wb_item {
+  uint32_t cb;
+  uint64_t ob;
+};
+
+static uint32_t
+collect_dirty(struct fc_ucache *uc, struct wb_item *items, uint32_t max)
+{
+  const struct fc_entry *table = uc->dev->table;
+  uint32_t n = 0;
+
+  pthread_mutex_lock(&uc->lock);
+  for (uint32_t i = uc->lru.tail; i != CBLOCK_NONE && n < max;
+       i = table[i].lru_prev) {
+    if ((table[i].flags & FC_ENTRY_DIRTY) && !(table[i].flags & FC_ENTRY_BUSY) &&
+        !uc_migr_pinned_locked(uc, to_oblock(table[i].oblock)))
+      items[n++] = (struct wb_item){ i, table[i].oblock };
+  }
+  pthread_mutex_unlock(&uc->lock);
+  return n;
+}
+
+/* Writing a cached block back changes no block's data as the VM sees it,
+ * so it leaves the stripe's sequence alone: a read filling another block
+ * of the stripe from the origin may still install what it read. */
+static void
+lock_one(struct fc_ucache *uc, uint64_t ob, struct stripe_set *set)
+{
+  uc_lock_stripes_to_read(uc, ob, ob, set);
+}
+
+/* Still the same dirty block we collected (not trimmed and reused)? */
+static bool
+still_ours_locked(struct fc_ucache *uc, const struct wb_item *it)
+{
+  const struct fc_entry *e = &uc->dev->table[it->cb];
+
+  return (e->flags & (FC_ENTRY_VALID | FC_ENTRY_DIRTY)) ==
+           (FC_ENTRY_VALID | FC_ENTRY_DIRTY) && e->oblock == it->ob;
+}
+
+int
+uc_writeback_pass(struct fc_ucache *uc, uint32_t max_blocks, uint32_t *done)
+{
+  struct wb_item items[WB_BATCH];
+  uint32_t n, sent = 0, cleaned = 0;
+  char *buf = malloc(uc->bs);
+  int r = 0;
+
+  *done = 0;
+  if (!buf)
+    return -ENOMEM;
+  n = collect_dirty(uc, items, max_blocks < WB_BATCH ? max_blocks : WB_BATCH);
+  for (uint32_t i = 0; i < n; i++) {
+    struct stripe_set set;
+    bool ours;
+
+    lock_one(uc, items[i].ob, &set);
+    pthread_mutex_lock(&uc->lock);
+    ours = still_ours_locked(uc, &items[i]);
+    pthread_mutex_unlock(&uc->lock);
+    if (ours) {
+      r = fc_cachedev_read(uc->dev, to_cblock(items[i].cb), 0, buf, uc->bs);
+      if (!r)
+        r = fc_origin_pwrite(uc->origin, buf, uc->bs, items[i].ob * uc->bs, false);
+      if (!r) {
+        STAT_ADD(&uc->stats, origin_write_bytes, uc->bs);
+        pthread_mutex_lock(&uc->lock);
+        uc->dev->table[items[i].cb].flags |= FC_ENTRY_WB_PENDING;
+        pthread_mutex_unlock(&uc->lock);
+        sent++;
+      }
+    }
+    uc_unlock_stripes(uc, &set);
+    if (r) {
+      STAT_ADD(&uc->stats, io_errors, 1);
+      n = i;            /* items after i were never sent */
+      break;
+    }
+  }
+  if (sent) {
+    int fr = fc_origin_flush(uc->origin);
+    if (fr) {
+      log_error("writeback: origin flush failed (%d): blocks stay dirty", fr);
+      free(buf);
+      return fr;
+    }
+  }
+  for (uint32_t i = 0; i < n; i++) {
+    struct stripe_set set;
+    bool clean_it;
+    int mr;
+
+    lock_one(uc, items[i].ob, &set);
+    pthread_mutex_lock(&uc->lock);
+    clean_it = still_ours_locked(uc, &items[i]) &&
+               (uc->dev->table[items[i].cb].flags & FC_ENTRY_WB_PENDING);
+    pthread_mutex_unlock(&uc->lock);
+    if (clean_it) {
+      mr = fc_md_set(uc->md, to_cblock(items[i].cb), items[i].ob,
+                     uc->p.volume_tag, FC_MD_VALID);
+      if (mr == 0) {
+        pthread_mutex_lock(&uc->lock);
+        uc->dev->table[items[i].cb].flags &= ~(FC_ENTRY_DIRTY | FC_ENTRY_WB_PENDING);
+        uc->nr_dirty--;
+        pthread_mutex_unlock(&uc->lock);
+        STAT_ADD(&uc->stats, writebacks, 1);
+        cleaned++;
+      } else if (!r) {
+        r = mr;
+      }
+    }
+    uc_unlock_stripes(uc, &set);
+  }
+  free(buf);
+  *done = cleaned;
+  return r;
+}
+
+void
+uc_wake_writeback(struct fc_ucache *uc)
+{
+  pthread_mutex_lock(&uc->lock);
+  pthread_cond_signal(&uc->wb_cond);
+  pthread_mutex_unlock(&uc->lock);
+}
+
+static bool
+above_high_watermark(struct fc_ucache *uc)
+{
+  bool above;
+
+  pthread_mutex_lock(&uc->lock);
+  above = !uc->wb_stopping && uc->nr_dirty * 100ull >
+          (uint64_t)uc->p.quota_blocks * uc->p.dirty_high_percent;
+  pthread_mutex_unlock(&uc->lock);
+  return above;
+}
+
+static void *
+writeback_thread(void *arg)
+{
+  struct fc_ucache *uc = arg;
+
+  for (;;) {
+    struct timespec until = fc_deadline_ms(uc->p.writeback_interval_ms);
+    uint32_t done;
+    bool stop;
+
+    pthread_mutex_lock(&uc->lock);
+    if (!uc->wb_stopping)
+      pthread_cond_timedwait(&uc->wb_cond, &uc->lock, &until);
+    stop = uc->wb_stopping;
+    pthread_mutex_unlock(&uc->lock);
+    if (stop)
+      break;
+    /* One batch per tick trickles dirty data out while the volume is
+     * busy; above the watermark we keep going until below it. */
+    do {
+      int r = uc_writeback_pass(uc, WB_BATCH, &done);
+      if (r) {
+        log_warning("writeback: pass failed (%d), retrying next interval", r);
+        break;
+      }
+    } while (done && above_high_watermark(uc));
+  }
+  return NULL;
+}
+
+int
+fc_ucache_start(struct fc_ucache *uc)
+{
+  int r;
+
+  if (uc->p.write_policy != FC_WRITE_BACK || uc->wb_running)
+    return 0;
+  uc->wb_stopping = false;
+  r = -pthread_create(&uc->wb_thread, NULL, writeback_thread, uc);
+  if (r == 0)
+    uc->wb_running = true;
+  return r;
+}
+
+void
+fc_ucache_stop(struct fc_ucache *uc)
+{
+  if (!uc->wb_running)
+    return;
+  pthread_mutex_lock(&uc->lock);
+  uc->wb_stopping = true;
+  pthread_cond_signal(&uc->wb_cond);
+  pthread_mutex_unlock(&uc->lock);
+  pthread_join(uc->wb_thread, NULL);
+  uc->wb_running = false;
+}
+
+int
+fc_ucache_writeback_all(struct fc_ucache *uc)
+{
+  uint32_t done;
+  int r;
+
+  for (;;) {
+    pthread_mutex_lock(&uc->lock);
+    uint32_t left = uc->nr_dirty;
+    pthread_mutex_unlock(&uc->lock);
+    if (!left)
+      break;
+    r = uc_writeback_pass(uc, WB_BATCH, &done);
+    if (r)
+      return r;
+    if (!done)
+      return -EAGAIN;   /* dirty blocks we could not reach: caller reports */
+  }
+  r = fc_origin_flush(uc->origin);
+  if (!r)
+    r = fc_md_sync(uc->md);
+  return r;
+}

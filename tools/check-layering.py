@@ -1,0 +1,172 @@
+#!/usr/bin/env python3
+"""Check that the agent's #include lines follow its layers.
+
+fcache_agent/src has one folder per subsystem (doc/design.rst, "Layers").
+A file may include a header of its own folder, or the public header of a
+folder its folder is allowed to use (ALLOWED below, the one place where
+the layering is written down).  Everything else fails: an include that
+climbs a layer, one that reaches into another folder's private header, a
+folder missing from the table.
+
+    tools/check-layering.py fcache_agent/src          # check, exit 1 on a violation
+    tools/check-layering.py --graph fcache_agent/src  # the folder graph, as text
+
+The graph printed by --graph is the one shown in doc/design.rst.
+"""
+import argparse
+import os
+import re
+import sys
+
+# Folder -> the folders whose public headers it may include.  "." is
+# src/ itself: main.c and the engine registration, which wire the layers
+# together and so may use every one of them.
+ALLOWED = {
+    '.': {'control', 'migration', 'agent', 'engine', 'ucache', 'dmcache',
+          'common'},
+    'control': {'migration', 'agent', 'engine', 'common'},
+    'migration': {'agent', 'engine', 'common'},
+    'agent': {'engine', 'common'},
+    'ucache': {'engine', 'nbd', 'origin', 'common'},
+    'dmcache': {'engine', 'common'},
+    'engine': {'common'},
+    'nbd': {'common'},
+    'origin': {'common'},
+    'common': set(),
+}
+
+# The headers other folders may include; every other header of a folder is
+# private to it.  common/ is a set of small independent modules, each with
+# its own header, so all of its headers are public.
+PUBLIC = {
+    'control': {'control.h', 'control_ops.h'},
+    'migration': {'migration.h'},
+    'agent': {'agent.h'},
+    'engine': {'engine.h', 'volume.h'},
+    'ucache': {'ucache_engine.h'},
+    'dmcache': {'dm_engine.h'},
+    'nbd': {'nbd_server.h', 'io_ops.h'},
+    'origin': {'origin.h'},
+}
+
+INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
+
+
+def folders(src):
+    found = {'.'}
+    for name in os.listdir(src):
+        if os.path.isdir(os.path.join(src, name)):
+            found.add(name)
+    return found
+
+
+def sources(src):
+    for folder in sorted(folders(src)):
+        d = os.path.join(src, folder)
+        for name in sorted(os.listdir(d)):
+            if name.endswith(('.c', '.h')):
+                yield folder, name, os.path.join(d, name)
+
+
+def includes(src):
+    """(folder, file, included folder, included header) for every include."""
+    for folder, name, path in sources(src):
+        with open(path) as f:
+            text = f.read()
+        for inc in INCLUDE.findall(text):
+            if '/' in inc:
+                to, header = inc.split('/', 1)
+            else:
+                to, header = folder, inc
+            yield folder, name, to, header
+
+
+def check(src):
+    problems = []
+    present = folders(src)
+    for folder in sorted(present - set(ALLOWED)):
+        problems.append('%s/: a folder the layering does not know; add it to '
+                        'ALLOWED in %s' % (folder, sys.argv[0]))
+    for folder, name, to, header in includes(src):
+        where = os.path.normpath(os.path.join(folder, name))
+        if to == folder:
+            if not os.path.exists(os.path.join(src, folder, header)):
+                problems.append('%s: includes "%s", not a header of %s/'
+                                % (where, header, folder))
+            continue
+        if to not in ALLOWED.get(folder, set()):
+            problems.append('%s includes %s/%s: %s/ may not use %s/ (allowed: %s)'
+                            % (where, to, header, folder, to,
+                               ', '.join(sorted(ALLOWED.get(folder, ()))) or
+                               'nothing'))
+        elif to in PUBLIC and header not in PUBLIC[to]:
+            problems.append('%s includes %s/%s, a header private to %s/ '
+                            '(public: %s)' % (where, to, header, to,
+                                              ', '.join(sorted(PUBLIC[to]))))
+    return problems
+
+
+def graph(src):
+    edges = {}
+    for folder, _name, to, _header in includes(src):
+        if to != folder:
+            edges.setdefault(folder, set()).add(to)
+    return edges
+
+
+def cycles(edges):
+    """Folders on a circle of the include graph (empty when it has none)."""
+    state, on_circle = {}, set()
+
+    def visit(node, path):
+        state[node] = 'open'
+        for nxt in sorted(edges.get(node, ())):
+            if state.get(nxt) == 'open':
+                on_circle.update(path[path.index(nxt):])
+            elif nxt not in state:
+                visit(nxt, path + [nxt])
+        state[node] = 'done'
+
+    for node in sorted(edges):
+        if node not in state:
+            visit(node, [node])
+    return on_circle
+
+
+def print_graph(edges):
+    order = [f for f in ALLOWED if f in edges or
+             any(f in t for t in edges.values())]
+    for folder in order:
+        name = 'src/ (main.c)' if folder == '.' else folder + '/'
+        uses = sorted(edges.get(folder, ()), key=list(ALLOWED).index)
+        print('%-15s -> %s' % (name, ', '.join(u + '/' for u in uses) or '-'))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    ap.add_argument('src', help='the agent source folder (fcache_agent/src)')
+    ap.add_argument('--graph', action='store_true',
+                    help='print the folder include graph and exit')
+    args = ap.parse_args()
+    edges = graph(args.src)
+    if args.graph:
+        print_graph(edges)
+        return 0
+    problems = check(args.src)
+    circle = cycles(edges)
+    if circle:
+        problems.append('the folder include graph has a circle through: %s'
+                        % ', '.join(sorted(circle)))
+    for p in problems:
+        print('layering: ' + p, file=sys.stderr)
+    if problems:
+        print('layering: %d problem(s); the layers are in doc/design.rst'
+              % len(problems), file=sys.stderr)
+        return 1
+    print('layering: %d folders, every include follows the layers'
+          % len(folders(args.src)))
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
