@@ -20,6 +20,10 @@ typedef struct { uint32_t n; } cblock_t;
 
 #define CBLOCK_NONE UINT32_MAX
 
+/* A block list (hot list, LIST frame, settle list) carries each oblock
+ * with this bit set when the block is dirty where the list was made. */
+#define FC_BLOCK_DIRTY_BIT (1ull << 63)
+
 static inline oblock_t to_oblock(uint64_t n) { return (oblock_t){ n }; }
 static inline cblock_t to_cblock(uint32_t n) { return (cblock_t){ n }; }
 

@@ -14,7 +14,6 @@
 #include "dm_xml.h"
 #include "common/log.h"
 #include "migration/migration.h"
-#include "migration/xfer_frame.h"
 
 int
 dm_migr_to_error(struct fc_volume *v, char *err, size_t errlen)
@@ -200,7 +199,7 @@ dm_migr_out_list(struct fc_migration *m, uint64_t **list, uint32_t *n, bool dirt
   qsort(hot, st->n, sizeof *hot, cmp_hot);
   for (uint32_t i = 0; i < st->n; i++)
     if (!dirty_only || hot[i].dirty)
-      v[k++] = hot[i].oblock.n | (hot[i].dirty ? FC_XFER_DIRTY_BIT : 0);
+      v[k++] = hot[i].oblock.n | (hot[i].dirty ? FC_BLOCK_DIRTY_BIT : 0);
   free(hot);
   *list = v;
   *n = k;

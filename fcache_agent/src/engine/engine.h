@@ -47,7 +47,7 @@ struct fc_engine_migr_ops {
   /* Abort before switchover: the VM goes on here with its cache.  Under
    * agent->lock. */
   int (*out_thaw)(struct fc_migration *m);
-  /* The cached blocks, hottest first, as oblock | FC_XFER_DIRTY_BIT for
+  /* The cached blocks, hottest first, as oblock | FC_BLOCK_DIRTY_BIT for
    * a dirty one.  Caller frees. */
   int (*out_list)(struct fc_migration *m, uint64_t **list, uint32_t *n,
                   bool dirty_only);

@@ -34,7 +34,6 @@
 #include "common/superseded.h"
 #include "ucache/ucache.h"
 #include "engine/volume.h"
-#include "xfer_frame.h"
 
 #define SETTLE_LIST_MAX 4096u
 
@@ -143,7 +142,7 @@ held_list(struct settle_ctx *c, uint64_t **list, uint32_t *n)
     return r;
   }
   for (uint32_t i = 0; i < nh; i++)
-    all[i] &= ~FC_XFER_DIRTY_BIT;
+    all[i] &= ~FC_BLOCK_DIRTY_BIT;
   for (uint32_t i = 0; i < ns; i++)
     all[nh + i] = sup[i];
   free(sup);

@@ -19,6 +19,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/types.h"
+
 #define FC_XFER_MAGIC 0x31584346u      /* "FCX1" little-endian */
 #define FC_XFER_VERSION 1
 #define FC_XFER_HEADER_SIZE 16
@@ -61,7 +63,7 @@ enum {
 /* READs a destination may have outstanding; a source queues no more. */
 #define FC_XFER_READS_INFLIGHT 32u
 
-#define FC_XFER_DIRTY_BIT (1ull << 63)
+#define FC_XFER_DIRTY_BIT FC_BLOCK_DIRTY_BIT
 
 struct fc_xfer_header {
   uint8_t type;

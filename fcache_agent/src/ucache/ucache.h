@@ -152,7 +152,7 @@ int fc_ucache_sync_records(struct fc_ucache *uc);
 /* Source: refuse writes (the VM has left) or accept them again (rollback). */
 void fc_ucache_migr_freeze(struct fc_ucache *uc, bool frozen);
 /* Source: the cached blocks, most recently used first, as
- * oblock | FC_XFER_DIRTY_BIT-style dirty<<63.  Caller frees. */
+ * oblock | FC_BLOCK_DIRTY_BIT-style dirty<<63.  Caller frees. */
 int fc_ucache_migr_snapshot(struct fc_ucache *uc, uint64_t **list, uint32_t *n,
                             bool dirty_only);
 /* Source: read a cached block's data. -ENOENT if not cached. */

@@ -26,7 +26,6 @@
 #include "common/log.h"
 #include "common/superseded.h"
 #include "ucache_priv.h"
-#include "migration/xfer_frame.h"
 
 /* A write_back volume's reads before the source connects wait this long
  * for it: until then only the source knows which blocks it holds dirty. */
@@ -609,7 +608,7 @@ fc_ucache_migr_snapshot(struct fc_ucache *uc, uint64_t **list, uint32_t *n,
     bool dirty = table[i].flags & FC_ENTRY_DIRTY;
     if (!(table[i].flags & FC_ENTRY_VALID) || (dirty_only && !dirty))
       continue;
-    v[k++] = table[i].oblock | (dirty ? FC_XFER_DIRTY_BIT : 0);
+    v[k++] = table[i].oblock | (dirty ? FC_BLOCK_DIRTY_BIT : 0);
   }
   pthread_mutex_unlock(&uc->lock);
   *list = v;
@@ -669,7 +668,7 @@ fc_ucache_migr_forget_all(struct fc_ucache *uc)
 
   r = fc_ucache_migr_snapshot(uc, &list, &n, false);
   for (uint32_t i = 0; i < n && !r; i++)
-    r = fc_ucache_migr_forget(uc, to_oblock(list[i] & ~FC_XFER_DIRTY_BIT));
+    r = fc_ucache_migr_forget(uc, to_oblock(list[i] & ~FC_BLOCK_DIRTY_BIT));
   if (!r)
     r = fc_md_sync(uc->md);
   free(list);
