@@ -1,5 +1,6 @@
-/* Internals shared by ucache.c (structure, install, evict), ucache_io.c
- * (the request paths) and writeback.c.  Not a public header. */
+/* Internals shared by ucache.c (structure), stripes.c (the stripe locks),
+ * blocks.c (install, evict), ucache_io.c (the request paths) and
+ * writeback.c.  Not a public header. */
 #ifndef FCACHE_UCACHE_PRIV_H
 #define FCACHE_UCACHE_PRIV_H
 

@@ -1,0 +1,208 @@
+/* One cached block's life: looked up, allocated (evicting a clean idle
+ * block when the quota is used), installed and placed in the LRU, marked
+ * dirty, dropped.  Separate from ucache.c so the map, LRU and quota rules
+ * sit in one place that the request, migration and write-back paths call. */
+#include <errno.h>
+
+#include "ucache_priv.h"
+
+cblock_t
+uc_lookup_locked(struct fc_ucache *uc, oblock_t ob)
+{
+  cblock_t cb = fc_blockmap_lookup(&uc->map, uc->dev->table, ob);
+
+  if (cb.n != CBLOCK_NONE && !(uc->dev->table[cb.n].flags & FC_ENTRY_VALID))
+    cb.n = CBLOCK_NONE;
+  return cb;
+}
+
+void
+uc_drop_locked(struct fc_ucache *uc, cblock_t cb)
+{
+  struct fc_entry *e = &uc->dev->table[cb.n];
+
+  fc_blockmap_remove(&uc->map, uc->dev->table, cb);
+  fc_lru_remove(&uc->lru, uc->dev->table, cb);
+  if (e->flags & FC_ENTRY_DIRTY)
+    uc->nr_dirty--;
+  e->flags = 0;
+  uc->used--;
+  fc_cachedev_free(uc->dev, cb);
+}
+
+/* Under uc->lock: a block to fill, either fresh within the quota or the
+ * least recently used clean block nobody is using. */
+static int
+get_block_locked(struct fc_ucache *uc, cblock_t *out)
+{
+  struct fc_entry *table = uc->dev->table;
+  uint32_t i = uc->lru.tail;
+  int r;
+
+  if (uc->used < uc->p.quota_blocks) {
+    r = fc_cachedev_alloc(uc->dev, out);
+    if (r == 0) {
+      uc->used++;
+      return 0;
+    }
+  }
+  for (unsigned scanned = 0; i != CBLOCK_NONE && scanned < FC_EVICT_SCAN;
+       scanned++, i = table[i].lru_prev) {
+    if (table[i].flags & (FC_ENTRY_BUSY | FC_ENTRY_DIRTY))
+      continue;
+    fc_blockmap_remove(&uc->map, table, to_cblock(i));
+    fc_lru_remove(&uc->lru, table, to_cblock(i));
+    table[i].flags = FC_ENTRY_ALLOCATED;
+    STAT_ADD(&uc->stats, evictions, 1);
+    *out = to_cblock(i);
+    return 0;
+  }
+  /* Everything evictable is dirty or in use: ask for write-back (we hold
+   * uc->lock already, which is the condition's mutex). */
+  if (uc->nr_dirty)
+    pthread_cond_signal(&uc->wb_cond);
+  return -ENOSPC;
+}
+
+enum placement {
+  AT_HEAD,            /* a miss or a write: most recently used */
+  AT_TAIL,            /* a copy arriving before the VM resumes, hottest first */
+  BELOW_CHOSEN,       /* see uc_install_chosen */
+};
+
+/* admit: a clean block must pass the admission policy (a miss; copies and
+ * preloads were chosen by the source). */
+static int install(struct fc_ucache *uc, oblock_t ob, const void *data, bool dirty,
+                   bool admit, enum placement where);
+
+int
+uc_install(struct fc_ucache *uc, oblock_t ob, const void *data, bool dirty)
+{
+  return install(uc, ob, data, dirty, !dirty, AT_HEAD);
+}
+
+int
+uc_install_cold(struct fc_ucache *uc, oblock_t ob, const void *data, bool dirty)
+{
+  return install(uc, ob, data, dirty, false, AT_TAIL);
+}
+
+int
+uc_install_chosen(struct fc_ucache *uc, oblock_t ob, const void *data)
+{
+  return install(uc, ob, data, false, false, BELOW_CHOSEN);
+}
+
+/* Under uc->lock. */
+static void
+place(struct fc_ucache *uc, cblock_t cb, enum placement where)
+{
+  struct fc_entry *table = uc->dev->table;
+  uint32_t cur = uc->m.chosen_cursor;
+
+  if (where == AT_TAIL) {
+    fc_lru_push_tail(&uc->lru, table, cb);
+    return;
+  }
+  if (where == BELOW_CHOSEN && cur != CBLOCK_NONE &&
+      (table[cur].flags & FC_ENTRY_VALID) &&
+      table[cur].oblock == uc->m.chosen_cursor_ob)
+    fc_lru_insert_after(&uc->lru, table, to_cblock(cur), cb);
+  else
+    fc_lru_push_head(&uc->lru, table, cb);
+  if (where == BELOW_CHOSEN) {
+    uc->m.chosen_cursor = cb.n;
+    uc->m.chosen_cursor_ob = table[cb.n].oblock;
+  }
+}
+
+static int
+install(struct fc_ucache *uc, oblock_t ob, const void *data, bool dirty,
+        bool admit, enum placement where)
+{
+  struct fc_entry *e;
+  cblock_t cb;
+  int r;
+
+  pthread_mutex_lock(&uc->lock);
+  if (admit && uc->p.admission == FC_ADMIT_RWS &&
+      !fc_staging_miss(&uc->staging, ob)) {
+    pthread_mutex_unlock(&uc->lock);
+    return 1;
+  }
+  r = get_block_locked(uc, &cb);
+  if (r) {
+    pthread_mutex_unlock(&uc->lock);
+    return r;
+  }
+  e = &uc->dev->table[cb.n];
+  e->oblock = ob.n;
+  /* Not yet in the map or LRU: invisible to lookups and to eviction. */
+  e->flags = FC_ENTRY_ALLOCATED | FC_ENTRY_BUSY;
+  pthread_mutex_unlock(&uc->lock);
+
+  r = fc_cachedev_write(uc->dev, cb, 0, data, uc->bs);
+  if (r == 0) {
+    STAT_ADD(&uc->stats, cache_write_bytes, uc->bs);
+    if (dirty)
+      r = fc_md_set(uc->md, cb, ob.n, uc->p.volume_tag,
+                    FC_MD_VALID | FC_MD_DIRTY);
+  }
+
+  pthread_mutex_lock(&uc->lock);
+  if (r) {
+    e->flags = 0;
+    uc->used--;
+    fc_cachedev_free(uc->dev, cb);
+    STAT_ADD(&uc->stats, io_errors, 1);
+  } else {
+    e->flags = FC_ENTRY_ALLOCATED | FC_ENTRY_VALID | (dirty ? FC_ENTRY_DIRTY : 0);
+    fc_blockmap_insert(&uc->map, uc->dev->table, cb);
+    place(uc, cb, where);
+    if (dirty)
+      uc->nr_dirty++;
+    STAT_ADD(&uc->stats, promotions, 1);
+  }
+  pthread_mutex_unlock(&uc->lock);
+  return r;
+}
+
+int
+uc_drop_dirty(struct fc_ucache *uc, cblock_t cb)
+{
+  /* Record first: a crash after it loses nothing the caller has not
+   * already made obsolete (the origin got the trim). */
+  int r = fc_md_set(uc->md, cb, 0, 0, 0);
+
+  if (r)
+    return r;
+  pthread_mutex_lock(&uc->lock);
+  uc_drop_locked(uc, cb);
+  pthread_mutex_unlock(&uc->lock);
+  return 0;
+}
+
+int
+uc_mark_dirty(struct fc_ucache *uc, cblock_t cb)
+{
+  struct fc_entry *e = &uc->dev->table[cb.n];
+  bool was_dirty;
+  int r;
+
+  pthread_mutex_lock(&uc->lock);
+  /* New data: whatever a write-back pass sent to origin is now old. */
+  e->flags &= ~FC_ENTRY_WB_PENDING;
+  was_dirty = e->flags & FC_ENTRY_DIRTY;
+  pthread_mutex_unlock(&uc->lock);
+  if (was_dirty)
+    return 0;
+  r = fc_md_set(uc->md, cb, e->oblock, uc->p.volume_tag,
+                FC_MD_VALID | FC_MD_DIRTY);
+  if (r)
+    return r;
+  pthread_mutex_lock(&uc->lock);
+  e->flags |= FC_ENTRY_DIRTY;
+  uc->nr_dirty++;
+  pthread_mutex_unlock(&uc->lock);
+  return 0;
+}

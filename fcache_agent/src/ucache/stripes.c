@@ -1,0 +1,70 @@
+/* The stripe locks: what serialises requests on the same blocks, and the
+ * per-stripe sequence a read miss checks before installing what it read.
+ * Separate from ucache.c because every path takes them (requests,
+ * migration, write-back) and none needs to know how they are laid out. */
+#include <errno.h>
+#include <string.h>
+
+#include "ucache_priv.h"
+
+static void
+lock_stripes(struct fc_ucache *uc, uint64_t first, uint64_t last,
+             struct stripe_set *set, bool reader)
+{
+  memset(set, 0, sizeof *set);
+  if (last - first + 1 >= FC_STRIPES) {
+    memset(set, 0xff, sizeof *set);
+  } else {
+    for (uint64_t b = first; b <= last; b++) {
+      unsigned s = (unsigned)(b & (FC_STRIPES - 1));
+      set->bits[s / 64] |= 1ull << (s % 64);
+    }
+  }
+  /* Ascending order everywhere is what keeps two multi-block requests
+   * from deadlocking. */
+  for (unsigned s = 0; s < FC_STRIPES; s++)
+    if (set->bits[s / 64] & (1ull << (s % 64))) {
+      pthread_mutex_lock(&uc->stripes[s]);
+      if (!reader)
+        uc->stripe_seq[s]++;
+    }
+}
+
+void
+uc_lock_stripes(struct fc_ucache *uc, uint64_t first, uint64_t last,
+                struct stripe_set *set)
+{
+  lock_stripes(uc, first, last, set, false);
+}
+
+void
+uc_lock_stripes_to_read(struct fc_ucache *uc, uint64_t first, uint64_t last,
+                        struct stripe_set *set)
+{
+  lock_stripes(uc, first, last, set, true);
+}
+
+void
+uc_unlock_stripes(struct fc_ucache *uc, const struct stripe_set *set)
+{
+  for (unsigned s = FC_STRIPES; s-- > 0;)
+    if (set->bits[s / 64] & (1ull << (s % 64)))
+      pthread_mutex_unlock(&uc->stripes[s]);
+}
+
+uint64_t
+uc_stripe_seq(const struct fc_ucache *uc, oblock_t ob)
+{
+  return uc->stripe_seq[ob.n & (FC_STRIPES - 1)];
+}
+
+bool
+uc_fill_allowed(struct fc_ucache *uc, oblock_t ob, uint64_t seq)
+{
+  bool absent;
+
+  pthread_mutex_lock(&uc->lock);
+  absent = uc_lookup_locked(uc, ob).n == CBLOCK_NONE;
+  pthread_mutex_unlock(&uc->lock);
+  return absent && uc_stripe_seq(uc, ob) == seq;
+}
