@@ -9,6 +9,8 @@
 #include <string.h>
 
 #include "agent/agent.h"
+#include "engine/engine.h"
+#include "migration/migration.h"
 #include "common/config.h"
 #include "control/control.h"
 #include "control/control_ops.h"
@@ -33,6 +35,7 @@ main(int argc, char **argv)
   };
   const char *config_path = NULL;
   struct fc_config cfg;
+  const struct fc_engine_ops *engine;
   struct fc_agent *agent = NULL;
   struct fc_control *ctl = NULL;
   char err[1024] = "";
@@ -67,15 +70,28 @@ main(int argc, char **argv)
   pthread_sigmask(SIG_BLOCK, &stop_signals, NULL);
   signal(SIGPIPE, SIG_IGN);
 
-  r = fc_agent_open(&cfg, &agent, err, sizeof err);
+  engine = fc_engine_find(cfg.engine);
+  if (!engine) {
+    log_error("cannot start: engine '%s' is not available in this build; use engine = "
+              "ucache or dmcache", cfg.engine);
+    return 1;
+  }
+  r = fc_agent_open(&cfg, engine, &agent, err, sizeof err);
   if (r) {
     log_error("cannot start: %s", err);
+    return 1;
+  }
+  r = fc_migrations_start(agent, err, sizeof err);
+  if (r) {
+    log_error("cannot start: %s", err);
+    fc_agent_close(agent);
     return 1;
   }
   ctl = fc_control_start(cfg.control_socket, cfg.control_group,
                          fc_agent_control_ops, agent);
   if (!ctl) {
     log_error("cannot open control socket %s: %s", cfg.control_socket, strerror(errno));
+    fc_migrations_stop(agent);
     fc_agent_close(agent);
     return 1;
   }
@@ -86,6 +102,7 @@ main(int argc, char **argv)
   if (sigwait(&stop_signals, &sig) == 0)
     log_info("received %s, shutting down", strsignal(sig));
   fc_control_stop(ctl);
+  fc_migrations_stop(agent);
   r = fc_agent_close(agent);
   return r ? 1 : 0;
 }

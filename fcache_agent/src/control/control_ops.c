@@ -54,7 +54,7 @@ arg_size(json_t *args, const char *key, uint64_t *out, char *err, size_t errlen)
 static json_t *
 volume_json(struct fc_agent *agent, struct fc_volume *v)
 {
-  json_t *o = agent->engine->volume_json(agent, v);
+  json_t *o = agent->host.ops->volume_json(&agent->host, v);
   struct fc_migration *m = o ? fc_migration_for_volume(agent, v) : NULL;
 
   if (m)
@@ -67,12 +67,12 @@ op_status(void *opaque, json_t *args, json_t **result, char *err, size_t errlen)
 {
   struct fc_agent *agent = opaque;
 
-  pthread_mutex_lock(&agent->lock);
-  *result = agent->engine->status_json(agent);
-  pthread_mutex_unlock(&agent->lock);
+  pthread_mutex_lock(&agent->host.lock);
+  *result = agent->host.ops->status_json(&agent->host);
+  pthread_mutex_unlock(&agent->host.lock);
   if (*result)
     json_object_set_new(*result, "migration_listen",
-                        json_string(agent->cfg.migration_listen));
+                        json_string(agent->host.cfg.migration_listen));
   return *result ? 0 : -ENOMEM;
 }
 
@@ -100,11 +100,11 @@ op_attach(void *opaque, json_t *args, json_t **result, char *err, size_t errlen)
     snprintf(err, errlen, "admission '%.40s' is not one of all, rws", admission);
     return -EINVAL;
   }
-  pthread_mutex_lock(&agent->lock);
+  pthread_mutex_lock(&agent->host.lock);
   r = fc_agent_attach_locked(agent, &req, &v, err, errlen);
   if (r == 0)
     *result = json_pack("{s:s, s:s}", "volume_id", v->p.id, "export_uri", v->export_uri);
-  pthread_mutex_unlock(&agent->lock);
+  pthread_mutex_unlock(&agent->host.lock);
   return r;
 }
 
@@ -118,11 +118,11 @@ op_show(void *opaque, json_t *args, json_t **result, char *err, size_t errlen)
 
   if ((r = arg_string(args, "volume_id", true, &id, err, errlen)))
     return r;
-  pthread_mutex_lock(&agent->lock);
+  pthread_mutex_lock(&agent->host.lock);
   v = fc_agent_find_locked(agent, id);
   if (v)
     *result = volume_json(agent, v);
-  pthread_mutex_unlock(&agent->lock);
+  pthread_mutex_unlock(&agent->host.lock);
   if (!v) {
     snprintf(err, errlen, "volume %.80s is not attached to this agent", id);
     return -ENOENT;
@@ -136,10 +136,10 @@ op_list(void *opaque, json_t *args, json_t **result, char *err, size_t errlen)
   struct fc_agent *agent = opaque;
   json_t *vols = json_array();
 
-  pthread_mutex_lock(&agent->lock);
-  for (unsigned i = 0; i < agent->nr_volumes; i++)
-    json_array_append_new(vols, volume_json(agent, agent->volumes[i]));
-  pthread_mutex_unlock(&agent->lock);
+  pthread_mutex_lock(&agent->host.lock);
+  for (unsigned i = 0; i < agent->host.nr_volumes; i++)
+    json_array_append_new(vols, volume_json(agent, agent->host.volumes[i]));
+  pthread_mutex_unlock(&agent->host.lock);
   *result = json_pack("{s:o}", "volumes", vols);
   return *result ? 0 : -ENOMEM;
 }
@@ -153,9 +153,9 @@ op_detach(void *opaque, json_t *args, json_t **result, char *err, size_t errlen)
 
   if ((r = arg_string(args, "volume_id", true, &id, err, errlen)))
     return r;
-  pthread_mutex_lock(&agent->lock);
-  r = fc_agent_detach_locked(agent, id, err, errlen);
-  pthread_mutex_unlock(&agent->lock);
+  pthread_mutex_lock(&agent->host.lock);
+  r = fc_migration_detach_locked(agent, id, err, errlen);
+  pthread_mutex_unlock(&agent->host.lock);
   if (r == 0)
     *result = json_pack("{s:s}", "volume_id", id);
   return r;

@@ -13,13 +13,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "agent/agent.h"
 #include "dm_cache.h"
 #include "dm_dev.h"
 #include "dm_engine.h"
 #include "dm_priv.h"
 #include "engine/engine.h"
-#include "migration/migration.h"
 #include "flash_pool.h"
 #include "common/log.h"
 
@@ -28,26 +26,6 @@
 #define DRAIN_TIMEOUT_S 120
 
 enum { ORIGIN_RD, ORIGIN_WR, CACHE_RD, CACHE_WR };
-
-static void
-names(const struct fc_agent *agent, const char *id, struct fc_dmvol *dv)
-{
-  snprintf(dv->name, sizeof dv->name, "%s-%s", agent->cfg.dm_prefix, id);
-  snprintf(dv->meta, sizeof dv->meta, "%s-%s-cmeta", agent->cfg.dm_prefix, id);
-  snprintf(dv->data, sizeof dv->data, "%s-%s-cdata", agent->cfg.dm_prefix, id);
-}
-
-void
-fc_dmv_uuid(uint64_t tag, const char *role, char *buf, size_t len)
-{
-  snprintf(buf, len, "FCACHE-%016" PRIx64 "-%s", tag, role);
-}
-
-void
-fc_dmv_owner(const char *id, const char *role, char *buf, size_t len)
-{
-  snprintf(buf, len, "%s/%s", id, role);
-}
 
 static int
 blockdev_size(const char *path, uint64_t *bytes, dev_t *rdev, char *err, size_t errlen)
@@ -106,226 +84,24 @@ sample(const struct fc_dmvol *dv, uint64_t s[4])
 }
 
 /* A dm-linear table over the owner's flash segments. */
-static int
-linear_targets(struct fc_agent *agent, const char *owner, struct fc_dm_target *t,
-               char (*params)[FC_PATH_MAX + 32], unsigned *nr, char *err, size_t errlen)
-{
-  const struct fc_flash_seg *segs[MAX_SEGS];
-  unsigned n = fc_flash_pool_segments(&agent->dm->pool, owner, segs, MAX_SEGS);
-  uint64_t at = 0, per = FC_FLASH_EXTENT / SECTOR;
-
-  if (n == 0) {
-    snprintf(err, errlen, "the flash pool table has no space for %s", owner);
-    return -ENOENT;
-  }
-  for (unsigned i = 0; i < n; i++) {
-    snprintf(params[i], sizeof params[i], "%s %" PRIu64, agent->cfg.cache_path,
-             segs[i]->start * per);
-    t[i] = (struct fc_dm_target){ at, segs[i]->len * per, "linear", params[i] };
-    at += segs[i]->len * per;
-  }
-  *nr = n;
-  return 0;
-}
-
-/* A new cache starts from a zeroed first metadata block: the kernel then
- * formats fresh metadata instead of trusting whatever the flash held. */
-int
-fc_dmv_zero_first_block(struct fc_agent *agent, const char *owner, char *err, size_t errlen)
-{
-  const struct fc_flash_seg *seg;
-  void *buf = NULL;
-  int fd, r = 0;
-
-  if (fc_flash_pool_segments(&agent->dm->pool, owner, &seg, 1) != 1)
-    return -ENOENT;
-  fd = open(agent->cfg.cache_path, O_WRONLY | O_DIRECT | O_DSYNC | O_CLOEXEC);
-  if (fd == -1 || posix_memalign(&buf, 4096, 4096)) {
-    r = fd == -1 ? -errno : -ENOMEM;
-    goto out;
-  }
-  memset(buf, 0, 4096);
-  if (pwrite(fd, buf, 4096, (off_t)(seg->start * FC_FLASH_EXTENT)) != 4096)
-    r = errno ? -errno : -EIO;
-out:
-  if (r)
-    snprintf(err, errlen, "cannot initialise cache metadata on %s: %s",
-             agent->cfg.cache_path, strerror(-r));
-  free(buf);
-  if (fd != -1)
-    close(fd);
-  return r;
-}
-
-/* Create a linear device, or keep it if it is already there with our
- * UUID (an agent that stopped half-way through building, or a device
- * stack partly removed by hand); another device of that name is refused. */
-static int
-ensure_linear(struct fc_agent *agent, struct fc_volume *v, const char *name,
-              const char *role, bool *made, char *err, size_t errlen)
-{
-  char uuid[FC_DM_UUID_MAX];
-  struct fc_dm_info info;
-  int r = fc_dm_info(name, &info);
-
-  *made = false;
-  if (r)
-    return r;
-  fc_dmv_uuid(v->p.tag, role, uuid, sizeof uuid);
-  if (info.exists && !strcmp(info.uuid, uuid))
-    return 0;
-  if (info.exists) {
-    snprintf(err, errlen, "device-mapper device %s already exists and was not "
-             "created by this agent (uuid '%s'); refusing to take it over", name,
-             info.uuid);
-    return -EEXIST;
-  }
-  r = fc_dmv_create_linear(agent, v, name, role, err, errlen);
-  *made = !r;
-  return r;
-}
-
-int
-fc_dmv_create_linear(struct fc_agent *agent, struct fc_volume *v, const char *name,
-                     const char *role, char *err, size_t errlen)
-{
-  struct fc_dm_target *t = calloc(MAX_SEGS, sizeof *t);
-  char (*params)[FC_PATH_MAX + 32] = calloc(MAX_SEGS, sizeof *params);
-  char owner[FC_FLASH_OWNER_MAX], uuid[FC_DM_UUID_MAX];
-  unsigned nr = 0;
-  int r = -ENOMEM;
-
-  if (!t || !params)
-    goto out;
-  fc_dmv_owner(v->p.id, role, owner, sizeof owner);
-  fc_dmv_uuid(v->p.tag, role, uuid, sizeof uuid);
-  r = linear_targets(agent, owner, t, params, &nr, err, errlen);
-  if (!r)
-    r = fc_dm_create(name, uuid, t, nr, err, errlen);
-out:
-  free(t);
-  free(params);
-  return r;
-}
-
-int
-fc_dmv_cache_params(struct fc_agent *agent, struct fc_volume *v, enum fc_dmc_mode mode,
-             const char *policy, char *buf, size_t len, char *err, size_t errlen)
-{
-  struct fc_dmvol *dv = v->dm;
-  struct fc_dm_info mi, di;
-  char mdev[32], ddev[32];
-  int r;
-
-  if ((r = fc_dm_info(dv->meta, &mi)) || (r = fc_dm_info(dv->data, &di)))
-    return r;
-  if (!mi.exists || !di.exists) {
-    snprintf(err, errlen, "cache metadata or data device of %s is missing", dv->name);
-    return -ENODEV;
-  }
-  dv->data_dev = makedev(di.major, di.minor);
-  snprintf(mdev, sizeof mdev, "%u:%u", mi.major, mi.minor);
-  snprintf(ddev, sizeof ddev, "%u:%u", di.major, di.minor);
-  r = fc_dmc_table_params(&(struct fc_dmc_table){
-                            .metadata_dev = mdev, .data_dev = ddev,
-                            .origin_dev = v->p.origin,
-                            .block_sectors = agent->dm->block_sectors,
-                            .mode = mode, .policy = policy },
-                          buf, len);
-  if (r)
-    snprintf(err, errlen, "origin path %s is too long for a table line", v->p.origin);
-  return r;
-}
-
-/* Build the three devices.  fresh: a new cache (metadata zeroed first);
- * otherwise the devices are re-created over the flash as it was (after
- * a host restart), keeping the cache warm. */
-static int
-build(struct fc_agent *agent, struct fc_volume *v, bool fresh, char *err, size_t errlen)
-{
-  struct fc_dmvol *dv = v->dm;
-  char params[FC_ORIGIN_MAX + 128], uuid[FC_DM_UUID_MAX], owner[FC_FLASH_OWNER_MAX];
-  char e2[256];
-  int r;
-
-  bool made_meta = false, made_data = false;
-
-  fc_dmv_owner(v->p.id, "cmeta", owner, sizeof owner);
-  if (fresh && (r = fc_dmv_zero_first_block(agent, owner, err, errlen)))
-    return r;
-  r = ensure_linear(agent, v, dv->meta, "cmeta", &made_meta, err, errlen);
-  if (r)
-    return r;
-  r = ensure_linear(agent, v, dv->data, "cdata", &made_data, err, errlen);
-  if (r)
-    goto undo_meta;
-  r = fc_dmv_cache_params(agent, v, fc_dmc_mode_for(v->p.write_policy), "smq", params,
-                   sizeof params, err, errlen);
-  if (r)
-    goto undo_data;
-  fc_dmv_uuid(v->p.tag, "cache", uuid, sizeof uuid);
-  r = fc_dm_create(dv->name, uuid,
-                   &(struct fc_dm_target){ 0, dv->origin_sectors, "cache", params }, 1,
-                   err, errlen);
-  if (!r)
-    return 0;
-undo_data:
-  if (made_data)
-    fc_dm_remove(dv->data, e2, sizeof e2);
-undo_meta:
-  if (made_meta)
-    fc_dm_remove(dv->meta, e2, sizeof e2);
-  return r;
-}
-
 static void
-set_export(struct fc_volume *v)
-{
-  /* A name is at most 31 + 1 + 64 bytes (dm_prefix, '-', volume id). */
-  snprintf(v->export_path, sizeof v->export_path, "/dev/mapper/%.95s", v->dm->name);
-  snprintf(v->export_uri, sizeof v->export_uri, "%s", v->export_path);
-}
-
-/* A device with one of our names that we did not create: refuse it. */
-static int
-check_not_foreign(const struct fc_dmvol *dv, char *err, size_t errlen)
-{
-  const char *n[3] = { dv->name, dv->meta, dv->data };
-
-  for (int i = 0; i < 3; i++) {
-    struct fc_dm_info info;
-    int r = fc_dm_info(n[i], &info);
-    if (r)
-      return r;
-    if (info.exists) {
-      snprintf(err, errlen, "device-mapper device %s already exists and was not "
-               "created for this attachment (uuid '%s'); refusing to take it "
-               "over. Remove it, or give this agent another dm_prefix", n[i],
-               info.uuid);
-      return -EEXIST;
-    }
-  }
-  return 0;
-}
-
-static void
-release_space(struct fc_agent *agent, const char *id)
+release_space(struct fc_host *host, const char *id)
 {
   char owner[FC_FLASH_OWNER_MAX], e2[256];
 
   fc_dmv_owner(id, "cmeta", owner, sizeof owner);
-  fc_flash_pool_free(&agent->dm->pool, owner);
+  fc_flash_pool_free(&DME(host)->pool, owner);
   fc_dmv_owner(id, "cdata", owner, sizeof owner);
-  fc_flash_pool_free(&agent->dm->pool, owner);
-  if (fc_flash_pool_save(&agent->dm->pool, agent->dm->pool_path, e2, sizeof e2))
+  fc_flash_pool_free(&DME(host)->pool, owner);
+  if (fc_flash_pool_save(&DME(host)->pool, DME(host)->pool_path, e2, sizeof e2))
     log_error("%s", e2);
 }
 
 static int
-dm_attach(struct fc_agent *agent, const struct fc_attach_request *req,
+dm_attach(struct fc_host *host, const struct fc_attach_request *req,
                     struct fc_volume **out, char *err, size_t errlen)
 {
-  struct fc_dm_engine *e = agent->dm;
+  struct fc_dm_engine *e = DME(host);
   uint64_t bs = e->block_sectors * SECTOR, size = req->cache_size, obytes, nr;
   char owner[FC_FLASH_OWNER_MAX];
   struct fc_volume *v;
@@ -345,11 +121,11 @@ dm_attach(struct fc_agent *agent, const struct fc_attach_request *req,
   if (size == 0)
     size = e->pool.nr_extents * FC_FLASH_EXTENT / 4;
   size = (size + bs - 1) / bs * bs;
-  r = fc_agent_attach_precheck_locked(agent, req, size, out, err, errlen);
+  r = fc_host_attach_precheck_locked(host, req, size, out, err, errlen);
   if (r)
     return r > 0 ? 0 : r;
   v = calloc(1, sizeof *v);
-  if (!v || !(v->dm = calloc(1, sizeof *v->dm))) {
+  if (!v || !(v->priv = calloc(1, sizeof(struct fc_dmvol)))) {
     r = -ENOMEM;
     goto out;
   }
@@ -358,18 +134,18 @@ dm_attach(struct fc_agent *agent, const struct fc_attach_request *req,
   v->p.cache_size = size;
   v->p.write_policy = req->write_policy;
   v->p.admission = req->admission;
-  names(agent, v->p.id, v->dm);
-  r = blockdev_size(v->p.origin, &obytes, &v->dm->origin_dev, err, errlen);
+  fc_dmv_names(host, v->p.id, DV(v));
+  r = blockdev_size(v->p.origin, &obytes, &DV(v)->origin_dev, err, errlen);
   if (r)
     goto out;
-  v->dm->origin_sectors = obytes / SECTOR;
+  DV(v)->origin_sectors = obytes / SECTOR;
   if (obytes < bs) {
     snprintf(err, errlen, "origin %s (%llu bytes) is smaller than one cache block",
              v->p.origin, (unsigned long long)obytes);
     r = -EINVAL;
     goto out;
   }
-  if ((r = check_not_foreign(v->dm, err, errlen)) || (r = fc_volume_new_tag(&v->p.tag)))
+  if ((r = fc_dmv_check_not_foreign(DV(v), err, errlen)) || (r = fc_volume_new_tag(&v->p.tag)))
     goto out;
   nr = size / bs;
   {
@@ -408,104 +184,39 @@ dm_attach(struct fc_agent *agent, const struct fc_attach_request *req,
   r = fc_flash_pool_save(&e->pool, e->pool_path, err, errlen);
   if (r)
     goto out;
-  r = build(agent, v, true, err, errlen);
+  r = fc_dmv_build(host, v, true, err, errlen);
   if (r)
     goto out;
-  r = fc_volume_params_save(agent->volumes_dir, &v->p, err, errlen);
+  r = fc_volume_params_save(host->volumes_dir, &v->p, err, errlen);
   if (r) {
     char e2[256];
-    fc_dm_remove(v->dm->name, e2, sizeof e2);
-    fc_dm_remove(v->dm->data, e2, sizeof e2);
-    fc_dm_remove(v->dm->meta, e2, sizeof e2);
+    fc_dm_remove(DV(v)->name, e2, sizeof e2);
+    fc_dm_remove(DV(v)->data, e2, sizeof e2);
+    fc_dm_remove(DV(v)->meta, e2, sizeof e2);
     goto out;
   }
-  set_export(v);
-  sample(v->dm, v->dm->base);
-  agent->volumes[agent->nr_volumes++] = v;
+  fc_dmv_set_export(v);
+  sample(DV(v), DV(v)->base);
+  host->volumes[host->nr_volumes++] = v;
   log_info("volume %s attached (dmcache): origin %s, %llu bytes of cache in %llu "
            "blocks of %llu bytes, %s as %s, export %s", v->p.id, v->p.origin,
            (unsigned long long)size, (unsigned long long)nr, (unsigned long long)bs,
            fc_write_policy_name(v->p.write_policy),
-           fc_dmc_mode_name(fc_dmc_mode_for(v->p.write_policy)), v->export_path);
+           fc_dmc_mode_name(fc_dmc_mode_for(v->p.write_policy)), DV(v)->export_path);
   *out = v;
   return 0;
 out:
   if (allocated)
-    release_space(agent, v->p.id);
+    release_space(host, v->p.id);
   if (v)
-    fc_dmvol_free(v->dm);
-  free(v);
-  return r;
-}
-
-int
-fc_dmv_status(const struct fc_dmvol *dv, struct fc_dmc_status *st, char *err, size_t errlen)
-{
-  char params[1024];
-  int r = fc_dm_status(dv->name, params, sizeof params, err, errlen);
-
-  if (r)
-    return r;
-  r = fc_dmc_status_parse(params, st);
-  if (r)
-    snprintf(err, errlen, "cannot parse the status of %s: '%.200s'", dv->name, params);
-  return r;
-}
-
-int
-fc_dmv_swap(const char *name, const struct fc_dm_target *t, char *err, size_t errlen)
-{
-  struct fc_dm_info info;
-  int r = fc_dm_reload(name, t, 1, err, errlen);
-
-  if (!r && !(r = fc_dm_info(name, &info)) && !info.suspended)
-    r = fc_dm_suspend(name, err, errlen);
-  if (!r)
-    r = fc_dm_resume(name, err, errlen);
-  return r;
-}
-
-int
-fc_dmv_load_cache(struct fc_agent *agent, struct fc_volume *v, enum fc_dmc_mode mode,
-                  const char *policy, char *err, size_t errlen)
-{
-  char params[FC_ORIGIN_MAX + 128];
-  int r = fc_dmv_cache_params(agent, v, mode, policy, params, sizeof params, err, errlen);
-
-  if (!r)
-    r = fc_dmv_swap(v->dm->name,
-                    &(struct fc_dm_target){ 0, v->dm->origin_sectors, "cache", params },
-                    err, errlen);
-  return r;
-}
-
-/* The VM has closed the device (detach) or left the host (migration), so
- * nothing dirties it again while the cleaner runs. */
-int
-fc_dmv_drain(struct fc_agent *agent, struct fc_volume *v, char *err, size_t errlen)
-{
-  struct fc_dmc_status st;
-  int r = fc_dmv_load_cache(agent, v, FC_DMC_WRITEBACK, "cleaner", err, errlen);
-
-  for (int i = 0; !r && i < DRAIN_TIMEOUT_S * 10; i++) {
-    r = fc_dmv_status(v->dm, &st, err, errlen);
-    if (r || st.fail || st.dirty_blocks == 0)
-      break;
-    nanosleep(&(struct timespec){ 0, 100 * 1000 * 1000 }, NULL);
-  }
-  if (!r && (st.fail || st.dirty_blocks)) {
-    snprintf(err, errlen, "cannot write back the %llu dirty blocks of volume %s to "
-             "%s%s", (unsigned long long)st.dirty_blocks, v->p.id, v->p.origin,
-             st.fail ? " (the cache device failed)" : " in time");
-    r = -EIO;
-  }
+    fc_host_volume_free(host, v);
   return r;
 }
 
 static int
-dm_detach(struct fc_agent *agent, const char *id, char *err, size_t errlen)
+dm_detach(struct fc_host *host, const char *id, char *err, size_t errlen)
 {
-  struct fc_volume *v = fc_agent_find_locked(agent, id);
+  struct fc_volume *v = fc_host_find_locked(host, id);
   struct fc_dm_info info;
   char e2[256];
   int r;
@@ -519,49 +230,49 @@ dm_detach(struct fc_agent *agent, const char *id, char *err, size_t errlen)
              v->error);
     return -EBUSY;
   }
-  r = fc_dm_info(v->dm->name, &info);
+  r = fc_dm_info(DV(v)->name, &info);
   if (r)
     return r;
   if (info.exists && info.open_count > 0) {
     snprintf(err, errlen, "volume %s: %s is still open (%d holder(s)); the VM must "
-             "release it before detach", id, v->dm->name, info.open_count);
+             "release it before detach", id, DV(v)->name, info.open_count);
     return -EBUSY;
   }
   /* A volume a finished migration releases is not drained: its blocks
    * are at the destination, or older than what the VM wrote there. */
   if (info.exists && v->p.write_policy == FC_WRITE_BACK && !v->releasing) {
-    r = fc_dmv_drain(agent, v, err, errlen);
+    r = fc_dmv_drain(host, v, err, errlen);
     if (r) {
       char msg[512];
       snprintf(msg, sizeof msg, "cannot detach volume %s: %s; the volume stays "
                "attached", id, err);
       snprintf(err, errlen, "%s", msg);
-      if (fc_dmv_load_cache(agent, v, FC_DMC_WRITEBACK, "smq", e2, sizeof e2))
+      if (fc_dmv_load_cache(host, v, FC_DMC_WRITEBACK, "smq", e2, sizeof e2))
         log_error("volume %s: cannot return to smq after a failed drain: %s", id, e2);
       return r;
     }
   }
   /* Removing the cache suspends it: dirty bits and hints reach the
    * metadata, which nobody needs any more. */
-  fc_dm_migr_detach(agent, v);
-  if ((info.exists && (r = fc_dm_remove(v->dm->name, err, errlen))) ||
-      (r = fc_dm_remove(v->dm->data, err, errlen)) ||
-      (r = fc_dm_remove(v->dm->meta, err, errlen)))
+  fc_dm_migr_detach(host, v);
+  if ((info.exists && (r = fc_dm_remove(DV(v)->name, err, errlen))) ||
+      (r = fc_dm_remove(DV(v)->data, err, errlen)) ||
+      (r = fc_dm_remove(DV(v)->meta, err, errlen)))
     return r;
-  release_space(agent, id);
-  r = fc_volume_params_remove(agent->volumes_dir, id);
+  release_space(host, id);
+  r = fc_volume_params_remove(host->volumes_dir, id);
   if (r)
     log_warning("volume %s: cannot remove its state file: %s", id, strerror(-r));
-  fc_agent_forget_locked(agent, v);
+  fc_host_forget_locked(host, v);
   log_info("volume %s detached (dmcache)", id);
   return 0;
 }
 
 static json_t *
-dm_volume_json(struct fc_agent *agent, struct fc_volume *v)
+dm_volume_json(struct fc_host *host, struct fc_volume *v)
 {
   struct fc_dmc_status st;
-  uint64_t now[4], bs = agent->dm->block_sectors * SECTOR;
+  uint64_t now[4], bs = DME(host)->block_sectors * SECTOR;
   char err[512];
   json_t *o = json_pack("{s:s, s:s, s:s, s:I, s:s, s:s, s:s, s:I}",
                         "volume_id", v->p.id, "origin", v->p.origin,
@@ -573,11 +284,11 @@ dm_volume_json(struct fc_agent *agent, struct fc_volume *v)
 
   if (!o)
     return NULL;
-  json_object_set_new(o, "dm_device", json_string(v->dm->name));
-  if (v->error[0] || fc_dmv_status(v->dm, &st, err, sizeof err)) {
+  json_object_set_new(o, "dm_device", json_string(DV(v)->name));
+  if (v->error[0] || fc_dmv_status(DV(v), &st, err, sizeof err)) {
     /* A migrating volume's export is not a cache table for a while
      * (dm_migr.c): say so rather than "unavailable". */
-    if (!v->error[0] && v->dm->migr) {
+    if (!v->error[0] && DV(v)->migr) {
       json_object_set_new(o, "state", json_string("migrating"));
       return o;
     }
@@ -586,14 +297,14 @@ dm_volume_json(struct fc_agent *agent, struct fc_volume *v)
     return o;
   }
   json_object_set_new(o, "state", json_string(st.fail ? "failed" : "attached"));
-  json_object_set_new(o, "size", json_integer((json_int_t)(v->dm->origin_sectors * SECTOR)));
+  json_object_set_new(o, "size", json_integer((json_int_t)(DV(v)->origin_sectors * SECTOR)));
   json_object_set_new(o, "mode", json_string(fc_dmc_mode_name(st.mode)));
   json_object_set_new(o, "policy", json_string(st.policy));
   json_object_set_new(o, "needs_check", json_boolean(st.needs_check));
   json_object_set_new(o, "metadata_used_blocks", json_integer((json_int_t)st.metadata_used));
   json_object_set_new(o, "metadata_total_blocks",
                       json_integer((json_int_t)st.metadata_total));
-  sample(v->dm, now);
+  sample(DV(v), now);
 #define I(k, val) json_object_set_new(o, k, json_integer((json_int_t)(val)))
   I("cached_blocks", st.used_blocks);
   I("quota_blocks", st.total_blocks);
@@ -608,10 +319,10 @@ dm_volume_json(struct fc_agent *agent, struct fc_volume *v)
   I("promotions", st.promotions);
   I("demotions", st.demotions);
   I("evictions", st.demotions);
-  I("origin_read_bytes", (now[ORIGIN_RD] - v->dm->base[ORIGIN_RD]) * SECTOR);
-  I("origin_write_bytes", (now[ORIGIN_WR] - v->dm->base[ORIGIN_WR]) * SECTOR);
-  I("cache_read_bytes", (now[CACHE_RD] - v->dm->base[CACHE_RD]) * SECTOR);
-  I("cache_write_bytes", (now[CACHE_WR] - v->dm->base[CACHE_WR]) * SECTOR);
+  I("origin_read_bytes", (now[ORIGIN_RD] - DV(v)->base[ORIGIN_RD]) * SECTOR);
+  I("origin_write_bytes", (now[ORIGIN_WR] - DV(v)->base[ORIGIN_WR]) * SECTOR);
+  I("cache_read_bytes", (now[CACHE_RD] - DV(v)->base[CACHE_RD]) * SECTOR);
+  I("cache_write_bytes", (now[CACHE_WR] - DV(v)->base[CACHE_WR]) * SECTOR);
   I("io_errors", st.fail || st.error);
 #undef I
   json_object_set_new(o, "hit_ratio",
@@ -622,14 +333,14 @@ dm_volume_json(struct fc_agent *agent, struct fc_volume *v)
 }
 
 static json_t *
-dm_status_json(struct fc_agent *agent)
+dm_status_json(struct fc_host *host)
 {
-  struct fc_dm_engine *e = agent->dm;
+  struct fc_dm_engine *e = DME(host);
   uint64_t used = fc_flash_pool_used(&e->pool) * FC_FLASH_EXTENT, meta = 0;
   json_t *vols = json_array();
 
-  for (unsigned i = 0; i < agent->nr_volumes; i++) {
-    struct fc_volume *v = agent->volumes[i];
+  for (unsigned i = 0; i < host->nr_volumes; i++) {
+    struct fc_volume *v = host->volumes[i];
     char owner[FC_FLASH_OWNER_MAX];
 
     fc_dmv_owner(v->p.id, "cmeta", owner, sizeof owner);
@@ -648,16 +359,19 @@ dm_status_json(struct fc_agent *agent)
                    "free_bytes", (json_int_t)(e->pool.nr_extents * FC_FLASH_EXTENT - used),
                    "metadata_bytes", (json_int_t)meta,
                    "block_size", (json_int_t)(e->block_sectors * SECTOR),
-                   "cache_path", agent->cfg.cache_path, "dm_prefix", agent->cfg.dm_prefix,
+                   "cache_path", host->cfg.cache_path, "dm_prefix", host->cfg.dm_prefix,
                    "volumes", vols);
 }
 
-void
-fc_dmvol_free(struct fc_dmvol *dv)
+/* engine.h's volume_free. */
+static void
+dmvol_free(struct fc_volume *v)
 {
-  if (dv)
-    fc_dm_migr_free(dv->migr);
+  struct fc_dmvol *dv = DV(v);
+
+  fc_dm_migr_free(dv->migr);
   free(dv);
+  v->priv = NULL;
 }
 
 static void
@@ -672,15 +386,15 @@ engine_free(struct fc_dm_engine *e)
 /* ---- start-up: adopt our devices, refuse the others ---- */
 
 static void
-adopt(struct fc_agent *agent, struct fc_volume *v)
+adopt(struct fc_host *host, struct fc_volume *v)
 {
-  struct fc_dmvol *dv = v->dm;
+  struct fc_dmvol *dv = DV(v);
   char expect[FC_DM_UUID_MAX], err[512];
   struct fc_dm_info info;
   uint64_t obytes;
 
-  names(agent, v->p.id, dv);
-  set_export(v);
+  fc_dmv_names(host, v->p.id, dv);
+  fc_dmv_set_export(v);
   if (blockdev_size(v->p.origin, &obytes, &dv->origin_dev, err, sizeof err)) {
     snprintf(v->error, sizeof v->error, "%s", err);
     return;
@@ -702,7 +416,7 @@ adopt(struct fc_agent *agent, struct fc_volume *v)
     if (!fc_dm_info(dv->data, &di) && di.exists)
       dv->data_dev = makedev(di.major, di.minor);
     log_info("volume %s: adopted %s", v->p.id, dv->name);
-  } else if (build(agent, v, false, err, sizeof err)) {
+  } else if (fc_dmv_build(host, v, false, err, sizeof err)) {
     snprintf(v->error, sizeof v->error, "cannot re-create the cache of volume %s: %.300s",
              v->p.id, err);
     return;
@@ -713,17 +427,17 @@ adopt(struct fc_agent *agent, struct fc_volume *v)
 }
 
 static int
-adopt_dm(struct fc_agent *agent, struct fc_volume *v)
+adopt_dm(struct fc_host *host, struct fc_volume *v)
 {
-  if (!(v->dm = calloc(1, sizeof *v->dm)))
+  if (!(v->priv = calloc(1, sizeof(struct fc_dmvol))))
     return -ENOMEM;
-  adopt(agent, v);
+  adopt(host, v);
   if (!v->error[0] && v->p.migration[0])
     /* The kernel may still serve the device; the agent will not manage
      * it (detach, migrate) while the other host may hold newer blocks. */
     snprintf(v->error, sizeof v->error, "live migration %s did not complete: the "
              "current copy of some blocks may be on the other host; the agent "
-             "leaves %s alone (see doc/dmcache.rst)", v->p.migration, v->dm->name);
+             "leaves %s alone (see doc/dmcache.rst)", v->p.migration, DV(v)->name);
   if (v->error[0])
     log_error("volume %s is unavailable: %s", v->p.id, v->error);
   return 0;
@@ -734,30 +448,30 @@ adopt_dm(struct fc_agent *agent, struct fc_volume *v)
 static int
 report_stranger(void *ctx, const char *name)
 {
-  struct fc_agent *agent = ctx;
-  size_t pl = strlen(agent->cfg.dm_prefix);
+  struct fc_host *host = ctx;
+  size_t pl = strlen(host->cfg.dm_prefix);
   struct fc_dm_info info;
 
-  if (strncmp(name, agent->cfg.dm_prefix, pl) || name[pl] != '-')
+  if (strncmp(name, host->cfg.dm_prefix, pl) || name[pl] != '-')
     return 0;
-  for (unsigned i = 0; i < agent->nr_volumes; i++) {
-    const struct fc_dmvol *dv = agent->volumes[i]->dm;
+  for (unsigned i = 0; i < host->nr_volumes; i++) {
+    const struct fc_dmvol *dv = DV(host->volumes[i]);
     if (!strcmp(name, dv->name) || !strcmp(name, dv->meta) || !strcmp(name, dv->data))
       return 0;
   }
   if (fc_dm_info(name, &info) == 0 && info.exists)
     log_warning("device-mapper device %s (uuid '%s') has this agent's prefix but "
                 "belongs to no volume in %s: %s; left alone", name, info.uuid,
-                agent->volumes_dir,
+                host->volumes_dir,
                 strncmp(info.uuid, "FCACHE-", 7) ? "not created by fcache"
                                                  : "an fcache device whose state file is gone");
   return 0;
 }
 
 static int
-dm_open(struct fc_agent *agent, char *err, size_t errlen)
+dm_open(struct fc_host *host, char *err, size_t errlen)
 {
-  const struct fc_config *cfg = &agent->cfg;
+  const struct fc_config *cfg = &host->cfg;
   struct fc_dm_engine *e;
   uint64_t dev_bytes;
   dev_t rdev;
@@ -790,15 +504,13 @@ dm_open(struct fc_agent *agent, char *err, size_t errlen)
     engine_free(e);
     return r;
   }
-  agent->dm = e;
-  r = fc_agent_load_volumes(agent, adopt_dm, err, errlen);
+  host->engine = e;
+  r = fc_host_load_volumes(host, adopt_dm, err, errlen);
   if (!r)
-    fc_dm_list(report_stranger, agent);
+    fc_dm_list(report_stranger, host);
   if (r) {
-    for (unsigned i = 0; i < agent->nr_volumes; i++)
-      fc_volume_free(agent->volumes[i]);
-    agent->nr_volumes = 0;
-    agent->dm = NULL;
+    fc_host_free_volumes(host);
+    host->engine = NULL;
     engine_free(e);
   }
   return r;
@@ -807,22 +519,20 @@ dm_open(struct fc_agent *agent, char *err, size_t errlen)
 /* The dm-cache devices keep serving the VMs; a restarted agent adopts
  * them.  Only memory is freed. */
 static int
-dm_close(struct fc_agent *agent)
+dm_close(struct fc_host *host)
 {
-  for (unsigned i = 0; i < agent->nr_volumes; i++)
-    fc_volume_free(agent->volumes[i]);
   log_info("dmcache: %u volume(s) left serving, to be adopted at next start",
-           agent->nr_volumes);
-  agent->nr_volumes = 0;
-  engine_free(agent->dm);
-  agent->dm = NULL;
+           host->nr_volumes);
+  fc_host_free_volumes(host);
+  engine_free(DME(host));
+  host->engine = NULL;
   return 0;
 }
 
 static bool
 dm_serving(const struct fc_volume *v)
 {
-  return v->dm && !v->error[0];
+  return DV(v) && !v->error[0];
 }
 
 const struct fc_engine_ops fc_dm_engine = {
@@ -832,6 +542,7 @@ const struct fc_engine_ops fc_dm_engine = {
   .attach = dm_attach,
   .detach = dm_detach,
   .serving = dm_serving,
+  .volume_free = dmvol_free,
   .volume_json = dm_volume_json,
   .status_json = dm_status_json,
   .migr = &fc_dm_migr_ops,

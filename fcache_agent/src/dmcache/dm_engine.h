@@ -11,22 +11,16 @@
  * stopping the agent never stops the VM's I/O.
  *
  * libdevmapper is not thread-safe: every device-mapper call is made under
- * agent->lock. */
+ * host->lock. */
 #ifndef FCACHE_DM_ENGINE_H
 #define FCACHE_DM_ENGINE_H
 
 #include "engine/engine.h"
-
-struct fc_dmvol;
 
 /* The engine's operations (engine.h): open adopts or re-creates the
  * persisted volumes' devices, close frees memory only (the devices keep
  * serving), detach drains a write_back volume with the cleaner policy
  * first and refuses a device the VM still holds open (-EBUSY). */
 extern const struct fc_engine_ops fc_dm_engine;
-/* Live migration with the kernel data path (dm_migr*.c). */
-extern const struct fc_engine_migr_ops fc_dm_migr_ops;
-
-void fc_dmvol_free(struct fc_dmvol *dv);
 
 #endif

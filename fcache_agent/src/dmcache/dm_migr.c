@@ -42,22 +42,20 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "agent/agent.h"
 #include "dm_engine.h"
 #include "dm_migr_priv.h"
 #include "common/invfilter.h"
-#include "migration/migration.h"
 
 struct fc_dm_migr *
-dm_migr_state(struct fc_migration *m)
+dm_migr_state(struct fc_engine_migr *m)
 {
-  return m->vol->dm->migr;
+  return DV(m->vol)->migr;
 }
 
 void
-dm_migr_xml_path(struct fc_migration *m, const char *what, char *buf, size_t len)
+dm_migr_xml_path(struct fc_engine_migr *m, const char *what, char *buf, size_t len)
 {
-  snprintf(buf, len, "%s/%s.%s.xml", m->agent->volumes_dir, m->volume_id, what);
+  snprintf(buf, len, "%s/%s.%s.xml", m->host->volumes_dir, m->volume_id, what);
 }
 
 void
@@ -92,15 +90,15 @@ dm_migr_block_io(int fd, bool write, void *data, uint64_t bs, uint64_t off)
 }
 
 struct fc_dm_migr *
-dm_migr_state_new(struct fc_agent *agent, struct fc_volume *v)
+dm_migr_state_new(struct fc_host *host, struct fc_volume *v)
 {
   struct fc_dm_migr *st = calloc(1, sizeof *st);
 
   if (!st)
     return NULL;
   pthread_mutex_init(&st->lock, NULL);
-  st->bs = agent->dm->block_sectors * FC_SECTOR;
-  st->nr_oblocks = v->dm->origin_sectors * FC_SECTOR / st->bs;
+  st->bs = DME(host)->block_sectors * FC_SECTOR;
+  st->nr_oblocks = DV(v)->origin_sectors * FC_SECTOR / st->bs;
   st->data_fd = st->origin_fd = -1;
   return st;
 }
@@ -165,7 +163,7 @@ supports(enum fc_strategy s, char *err, size_t errlen)
 
 const struct fc_engine_migr_ops fc_dm_migr_ops = {
   .supports = supports,
-  .can_settle = false,
+  .settle = NULL,       /* see doc/dmcache.rst */
   .out_freeze = dm_migr_out_freeze,
   .out_thaw = dm_migr_out_thaw,
   .out_list = dm_migr_out_list,

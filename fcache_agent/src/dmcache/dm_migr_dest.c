@@ -11,23 +11,21 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "agent/agent.h"
 #include "dm_migr_priv.h"
 #include "dm_tools.h"
 #include "dm_xml.h"
 #include "common/invfilter.h"
 #include "common/log.h"
-#include "migration/migration.h"
 
 #define ERA_FIRST 1u            /* a fresh dm-era device's first era */
 #define INVALIDATE_PER_MSG 32   /* cache blocks per invalidate_cblocks message */
 #define NR_LEVELS 64u           /* smq's queue levels: hints are 0..63 */
 
 static int
-era_alloc(struct fc_agent *agent, struct fc_volume *v, struct fc_dm_migr *st,
+era_alloc(struct fc_host *host, struct fc_volume *v, struct fc_dm_migr *st,
           char *err, size_t errlen)
 {
-  struct fc_dm_engine *e = agent->dm;
+  struct fc_dm_engine *e = DME(host);
   char owner[FC_FLASH_OWNER_MAX];
   /* The size dm-era needs: fixed structures plus a writeset bit and a
    * 4-byte era per block, with room for the btrees. */
@@ -43,10 +41,10 @@ era_alloc(struct fc_agent *agent, struct fc_volume *v, struct fc_dm_migr *st,
     return r;
   }
   if ((r = fc_flash_pool_save(&e->pool, e->pool_path, err, errlen)) ||
-      (r = fc_dmv_zero_first_block(agent, owner, err, errlen)))
+      (r = fc_dmv_zero_first_block(host, owner, err, errlen)))
     goto fail;
-  snprintf(st->emeta, sizeof st->emeta, "%s-emeta", v->dm->name);
-  r = fc_dmv_create_linear(agent, v, st->emeta, "emeta", err, errlen);
+  snprintf(st->emeta, sizeof st->emeta, "%s-emeta", DV(v)->name);
+  r = fc_dmv_create_linear(host, v, st->emeta, "emeta", err, errlen);
   if (!r)
     return 0;
   st->emeta[0] = '\0';
@@ -56,22 +54,22 @@ fail:
 }
 
 void
-fc_dm_migr_detach(struct fc_agent *agent, struct fc_volume *v)
+fc_dm_migr_detach(struct fc_host *host, struct fc_volume *v)
 {
-  struct fc_dm_engine *e = agent->dm;
+  struct fc_dm_engine *e = DME(host);
   char owner[FC_FLASH_OWNER_MAX], name[FC_DM_NAME_MAX + 8], err[512];
   struct fc_dm_info info;
 
-  snprintf(name, sizeof name, "%s-emeta", v->dm->name);
+  snprintf(name, sizeof name, "%s-emeta", DV(v)->name);
   if (!fc_dm_info(name, &info) && info.exists && fc_dm_remove(name, err, sizeof err))
     log_error("volume %s: %s", v->p.id, err);
   fc_dmv_owner(v->p.id, "emeta", owner, sizeof owner);
   if (fc_flash_pool_free(&e->pool, owner) &&
       fc_flash_pool_save(&e->pool, e->pool_path, err, sizeof err))
     log_error("%s", err);
-  if (v->dm->migr) {
-    dm_migr_close_fds(v->dm->migr);
-    v->dm->migr->emeta[0] = '\0';
+  if (DV(v)->migr) {
+    dm_migr_close_fds(DV(v)->migr);
+    DV(v)->migr->emeta[0] = '\0';
   }
 }
 
@@ -81,35 +79,35 @@ to_linear(struct fc_volume *v, char *err, size_t errlen)
   char params[FC_ORIGIN_MAX + 8];
 
   snprintf(params, sizeof params, "%s 0", v->p.origin);
-  return fc_dmv_swap(v->dm->name,
-                     &(struct fc_dm_target){ 0, v->dm->origin_sectors, "linear", params },
+  return fc_dmv_swap(DV(v)->name,
+                     &(struct fc_dm_target){ 0, DV(v)->origin_sectors, "linear", params },
                      err, errlen);
 }
 
 int
-dm_migr_in_begin(struct fc_migration *m)
+dm_migr_in_begin(struct fc_engine_migr *m)
 {
-  struct fc_agent *agent = m->agent;
+  struct fc_host *host = m->host;
   struct fc_volume *v = m->vol;
-  struct fc_dm_migr *st = dm_migr_state_new(agent, v);
+  struct fc_dm_migr *st = dm_migr_state_new(host, v);
   char owner[FC_FLASH_OWNER_MAX], path[FC_DM_NAME_MAX + 32], err[512] = "";
   int r = -ENOMEM;
 
   if (!st)
     return r;
   fc_dmv_owner(v->p.id, "cdata", owner, sizeof owner);
-  st->nr_cblocks = (uint32_t)(fc_flash_pool_owned(&agent->dm->pool, owner) *
+  st->nr_cblocks = (uint32_t)(fc_flash_pool_owned(&DME(host)->pool, owner) *
                               FC_FLASH_EXTENT / st->bs);
   st->era = m->strategy == FC_STRAT_FIREPAN_IF || m->strategy == FC_STRAT_CACHEMIOR;
   st->inst = calloc((size_t)st->nr_cblocks + 1, sizeof *st->inst);
   if (!st->inst || (r = fc_invfilter_init(&st->have, 1024)))
     goto out;
-  dm_migr_dev_path(v->dm->data, path, sizeof path);
+  dm_migr_dev_path(DV(v)->data, path, sizeof path);
   r = dm_migr_open_dev(path, O_RDWR, &st->data_fd, err, sizeof err);
   if (!r && m->strategy == FC_STRAT_CACHEMIOR)
     r = dm_migr_open_dev(v->p.origin, O_RDONLY, &st->origin_fd, err, sizeof err);
   if (!r && st->era)
-    r = era_alloc(agent, v, st, err, sizeof err);
+    r = era_alloc(host, v, st, err, sizeof err);
   /* The fresh cache table goes (its metadata stays formatted and clean,
    * free for cache_restore).  Until the switchover only the hypervisor
    * reads here (the guest stays paused: doc/dmcache.rst), and a read gets
@@ -127,12 +125,12 @@ out:
     fc_dm_migr_free(st);
     return r;
   }
-  v->dm->migr = st;
+  DV(v)->migr = st;
   return 0;
 }
 
 void
-dm_migr_in_connected(struct fc_migration *m)
+dm_migr_in_connected(struct fc_engine_migr *m)
 {
   /* No gate here: a suspended device would hold the destination QEMU's
    * own read at device realize, inside the hypervisor's migrate call,
@@ -145,16 +143,16 @@ dm_migr_in_connected(struct fc_migration *m)
 }
 
 int
-dm_migr_in_add_remote(struct fc_migration *m, oblock_t ob, bool dirty)
+dm_migr_in_add_remote(struct fc_engine_migr *m, oblock_t ob, bool dirty)
 {
   return -EPROTO;     /* only on-demand strategies list remote blocks */
 }
 
 /* Write what arrived as the metadata, with hints from the arrival order
  * (the source sends hottest first): the first 1/64 get smq's top level.
- * Under agent->lock, while no table holds the metadata. */
+ * Under host->lock, while no table holds the metadata. */
 static int
-commit(struct fc_migration *m, char *err, size_t errlen)
+commit(struct fc_engine_migr *m, char *err, size_t errlen)
 {
   struct fc_volume *v = m->vol;
   struct fc_dm_migr *st = dm_migr_state(m);
@@ -180,9 +178,9 @@ commit(struct fc_migration *m, char *err, size_t errlen)
     snprintf(err, errlen, "cannot sync the cache data of volume %s: %s", v->p.id,
              strerror(-r));
   dm_migr_xml_path(m, "restore", xml, sizeof xml);
-  dm_migr_dev_path(v->dm->meta, meta, sizeof meta);
+  dm_migr_dev_path(DV(v)->meta, meta, sizeof meta);
   if (!r)
-    r = fc_dmc_xml_write(xml, m->agent->dm->block_sectors, st->nr_cblocks, map, n, err,
+    r = fc_dmc_xml_write(xml, DME(m->host)->block_sectors, st->nr_cblocks, map, n, err,
                          errlen);
   if (!r)
     r = fc_dmc_restore_run(xml, meta, err, errlen);
@@ -211,7 +209,7 @@ any_dirty(struct fc_dm_migr *st)
  * when it is current (every strategy but firepan with dirty blocks), an
  * error otherwise -- never stale data. */
 static void
-fallback_locked(struct fc_migration *m)
+fallback_locked(struct fc_engine_migr *m)
 {
   char err[512];
   int r = any_dirty(dm_migr_state(m)) ? dm_migr_to_error(m->vol, err, sizeof err)
@@ -219,30 +217,30 @@ fallback_locked(struct fc_migration *m)
 
   if (r)
     log_error("migration %s: cannot set a fallback table on %s: %s", m->id,
-              m->vol->dm->name, err);
+              DV(m->vol)->name, err);
 }
 
 void
-dm_migr_in_switch(struct fc_migration *m)
+dm_migr_in_switch(struct fc_engine_migr *m)
 {
-  struct fc_agent *agent = m->agent;
+  struct fc_host *host = m->host;
   struct fc_volume *v;
   struct fc_dm_migr *st;
   char err[512] = "", params[FC_ORIGIN_MAX + 64];
   int r = 0;
 
-  pthread_mutex_lock(&agent->lock);
+  pthread_mutex_lock(&host->lock);
   v = m->vol;
   st = v ? dm_migr_state(m) : NULL;
   if (!st || st->switched) {
-    pthread_mutex_unlock(&agent->lock);
+    pthread_mutex_unlock(&host->lock);
     return;
   }
   /* Suspend before the final table is even loaded, as the gate did when
    * the device was suspended from the connection on: loading firepan's
    * cache table while the interim table still served left stale blocks
    * after the resume (seen in test_dmcache_uml's firepan migration). */
-  r = fc_dm_suspend(v->dm->name, err, sizeof err);
+  r = fc_dm_suspend(DV(v)->name, err, sizeof err);
   if (r) {
     /* fallback_locked below */
   } else if (st->era) {
@@ -252,32 +250,35 @@ dm_migr_in_switch(struct fc_migration *m)
       r = -ENODEV;
     if (!r) {
       snprintf(params, sizeof params, "%u:%u %s %" PRIu64, mi.major, mi.minor,
-               v->p.origin, agent->dm->block_sectors);
-      r = fc_dmv_swap(v->dm->name,
-                      &(struct fc_dm_target){ 0, v->dm->origin_sectors, "era", params },
+               v->p.origin, DME(host)->block_sectors);
+      r = fc_dmv_swap(DV(v)->name,
+                      &(struct fc_dm_target){ 0, DV(v)->origin_sectors, "era", params },
                       err, sizeof err);
     }
   } else {
     if (m->strategy == FC_STRAT_FIREPAN && st->uncommitted)
       r = commit(m, err, sizeof err);
     if (!r)
-      r = fc_dmv_load_cache(agent, v, fc_dmc_mode_for(v->p.write_policy), "smq", err,
+      r = fc_dmv_load_cache(host, v, fc_dmc_mode_for(v->p.write_policy), "smq", err,
                             sizeof err);
   }
   st->switched = true;
   if (r)
     fallback_locked(m);
-  pthread_mutex_unlock(&agent->lock);
-  if (r)
-    fc_migr_fail(m, "cannot attach the cache at the switchover: %s",
-                 err[0] ? err : strerror(-r));
-  else
+  pthread_mutex_unlock(&host->lock);
+  if (r) {
+    char msg[600];
+
+    snprintf(msg, sizeof msg, "cannot attach the cache at the switchover: %s",
+             err[0] ? err : strerror(-r));
+    m->fail(m->ctx, msg);
+  } else
     log_info("migration %s: volume %s runs here (%s)", m->id, m->volume_id,
              st->era ? "origin, writes recorded by dm-era" : "cache attached");
 }
 
 int
-dm_migr_in_install(struct fc_migration *m, oblock_t ob, const void *data, bool dirty)
+dm_migr_in_install(struct fc_engine_migr *m, oblock_t ob, const void *data, bool dirty)
 {
   struct fc_dm_migr *st = dm_migr_state(m);
   uint32_t cb;
@@ -317,7 +318,7 @@ dm_migr_in_install(struct fc_migration *m, oblock_t ob, const void *data, bool d
 }
 
 int
-dm_migr_in_preload(struct fc_migration *m, oblock_t ob)
+dm_migr_in_preload(struct fc_engine_migr *m, oblock_t ob)
 {
   struct fc_dm_migr *st = dm_migr_state(m);
   bool have;
@@ -352,7 +353,7 @@ cmp_u64(const void *a, const void *b)
 /* The cache blocks of installed copies whose origin block dm-era saw
  * written; *all: era's list could not be read, so every copy is suspect. */
 static int
-era_victims(struct fc_migration *m, uint32_t **cbs, uint32_t *n, char *err,
+era_victims(struct fc_engine_migr *m, uint32_t **cbs, uint32_t *n, char *err,
             size_t errlen)
 {
   struct fc_dm_migr *st = dm_migr_state(m);
@@ -393,27 +394,27 @@ invalidate(struct fc_volume *v, const uint32_t *cbs, uint32_t n, char *err, size
     size_t len = (size_t)snprintf(msg, sizeof msg, "invalidate_cblocks");
     for (uint32_t j = i; j < n && j < i + INVALIDATE_PER_MSG; j++)
       len += (size_t)snprintf(msg + len, sizeof msg - len, " %u", cbs[j]);
-    r = fc_dm_message(v->dm->name, msg, err, errlen);
+    r = fc_dm_message(DV(v)->name, msg, err, errlen);
   }
   return r;
 }
 
 /* firepan_if and cachemior: every block is in.  See dm_migr.c's top comment. */
 static uint32_t
-finish_era(struct fc_migration *m)
+finish_era(struct fc_engine_migr *m)
 {
-  struct fc_agent *agent = m->agent;
+  struct fc_host *host = m->host;
   struct fc_volume *v;
   struct fc_dm_migr *st;
   uint32_t *cbs = NULL, n = 0;
-  char err[512] = "";
+  char err[512] = "", msg[700];
   int r;
 
-  pthread_mutex_lock(&agent->lock);
+  pthread_mutex_lock(&host->lock);
   v = m->vol;
   st = v ? dm_migr_state(m) : NULL;
   if (!st || !st->era || !st->switched || st->ended) {
-    pthread_mutex_unlock(&agent->lock);
+    pthread_mutex_unlock(&host->lock);
     return 0;
   }
   st->ended = true;
@@ -421,7 +422,7 @@ finish_era(struct fc_migration *m)
   /* Atomic for the VM: its requests queue during the swap, and from here
    * on passthrough invalidates whatever it writes. */
   if (!r)
-    r = fc_dmv_load_cache(agent, v, FC_DMC_PASSTHROUGH, "smq", err, sizeof err);
+    r = fc_dmv_load_cache(host, v, FC_DMC_PASSTHROUGH, "smq", err, sizeof err);
   if (r)
     goto fail;
   if (era_victims(m, &cbs, &n, err, sizeof err)) {
@@ -432,12 +433,12 @@ finish_era(struct fc_migration *m)
   }
   r = cbs ? invalidate(v, cbs, n, err, sizeof err) : -ENOMEM;
   if (!r)
-    r = fc_dmv_load_cache(agent, v, fc_dmc_mode_for(v->p.write_policy), "smq", err,
+    r = fc_dmv_load_cache(host, v, fc_dmc_mode_for(v->p.write_policy), "smq", err,
                           sizeof err);
   if (r)
     goto fail;
-  fc_dm_migr_detach(agent, v);
-  pthread_mutex_unlock(&agent->lock);
+  fc_dm_migr_detach(host, v);
+  pthread_mutex_unlock(&host->lock);
   free(cbs);
   log_info("migration %s: cache of volume %s attached: %u blocks copied, %u written "
            "during the copy (dm-era: %" PRIu64 " blocks) invalidated", m->id,
@@ -447,27 +448,28 @@ fail:
   /* Everything the VM needs is at the origin (the source drained). */
   if (to_linear(v, err + strlen(err), sizeof err - strlen(err)))
     log_error("migration %s: no fallback table either", m->id);
-  pthread_mutex_unlock(&agent->lock);
+  pthread_mutex_unlock(&host->lock);
   free(cbs);
-  fc_migr_fail(m, "cannot attach the copied cache: %s; volume %s is served from the "
-               "origin, uncached", err, m->volume_id);
+  snprintf(msg, sizeof msg, "cannot attach the copied cache: %s; volume %s is "
+           "served from the origin, uncached", err, m->volume_id);
+  m->fail(m->ctx, msg);
   return 0;
 }
 
 uint32_t
-dm_migr_in_end(struct fc_migration *m)
+dm_migr_in_end(struct fc_engine_migr *m)
 {
   return m->strategy == FC_STRAT_FIREPAN_IF ? finish_era(m) : 0;
 }
 
 uint32_t
-dm_migr_in_preloaded(struct fc_migration *m)
+dm_migr_in_preloaded(struct fc_engine_migr *m)
 {
   return finish_era(m);
 }
 
 int
-dm_migr_in_durable(struct fc_migration *m, bool final)
+dm_migr_in_durable(struct fc_engine_migr *m, bool final)
 {
   struct fc_dm_migr *st = dm_migr_state(m);
   char err[512];
@@ -480,16 +482,16 @@ dm_migr_in_durable(struct fc_migration *m, bool final)
    * metadata naming them must be on the destination's flash first. */
   if (!final || m->strategy != FC_STRAT_FIREPAN || !st->uncommitted)
     return 0;
-  pthread_mutex_lock(&m->agent->lock);
+  pthread_mutex_lock(&m->host->lock);
   r = st->switched ? 0 : commit(m, err, sizeof err);
-  pthread_mutex_unlock(&m->agent->lock);
+  pthread_mutex_unlock(&m->host->lock);
   if (r)
     log_error("migration %s: %s", m->id, err);
   return r;
 }
 
 void
-dm_migr_in_lost(struct fc_migration *m)
+dm_migr_in_lost(struct fc_engine_migr *m)
 {
   /* Nothing on the source is needed any more: firepan completed before
    * the switchover, and the other strategies moved only clean blocks. */
@@ -497,25 +499,25 @@ dm_migr_in_lost(struct fc_migration *m)
 
 /* The agent stops: the export must not go on reading the origin. */
 void
-dm_migr_in_shutdown(struct fc_migration *m)
+dm_migr_in_shutdown(struct fc_engine_migr *m)
 {
   char err[512];
 
-  pthread_mutex_lock(&m->agent->lock);
+  pthread_mutex_lock(&m->host->lock);
   if (m->vol && dm_migr_state(m) && !dm_migr_state(m)->switched &&
       dm_migr_to_error(m->vol, err, sizeof err))
     log_error("migration %s: %s", m->id, err);
-  pthread_mutex_unlock(&m->agent->lock);
+  pthread_mutex_unlock(&m->host->lock);
 }
 
 uint32_t
-dm_migr_in_remote_dirty(struct fc_migration *m)
+dm_migr_in_remote_dirty(struct fc_engine_migr *m)
 {
   return 0;
 }
 
 void
-dm_migr_in_completed(struct fc_migration *m)
+dm_migr_in_completed(struct fc_engine_migr *m)
 {
   struct fc_dm_migr *st = dm_migr_state(m);
 
@@ -525,7 +527,7 @@ dm_migr_in_completed(struct fc_migration *m)
 /* Abort: nothing the destination received is used; the export fails
  * any request from now on, so the devices can go. */
 int
-dm_migr_in_forget_all(struct fc_migration *m)
+dm_migr_in_forget_all(struct fc_engine_migr *m)
 {
   char err[512];
   int r = 0;
@@ -538,9 +540,9 @@ dm_migr_in_forget_all(struct fc_migration *m)
 }
 
 void
-dm_migr_stats_json(struct fc_migration *m, json_t *o)
+dm_migr_stats_json(struct fc_engine_migr *m, json_t *o)
 {
-  struct fc_dm_migr *st = m->vol->dm ? m->vol->dm->migr : NULL;
+  struct fc_dm_migr *st = DV(m->vol) ? DV(m->vol)->migr : NULL;
 
   if (!st || m->role != FC_MIGR_DEST)
     return;

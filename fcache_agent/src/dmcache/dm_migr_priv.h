@@ -15,8 +15,8 @@
 #include "common/invfilter.h"
 #include "common/types.h"
 
-struct fc_agent;
-struct fc_migration;
+struct fc_host;
+struct fc_engine_migr;
 struct fc_volume;
 
 struct fc_dm_migr {
@@ -39,41 +39,41 @@ struct fc_dm_migr {
 };
 
 /* Shared state and helpers (dm_migr.c). */
-struct fc_dm_migr *dm_migr_state(struct fc_migration *m);
+struct fc_dm_migr *dm_migr_state(struct fc_engine_migr *m);
 /* "<volumes_dir>/<volume>.<what>.xml": the cache tools' XML files. */
-void dm_migr_xml_path(struct fc_migration *m, const char *what, char *buf, size_t len);
+void dm_migr_xml_path(struct fc_engine_migr *m, const char *what, char *buf, size_t len);
 void dm_migr_dev_path(const char *name, char *buf, size_t len);
 int dm_migr_block_io(int fd, bool write, void *data, uint64_t bs, uint64_t off);
-struct fc_dm_migr *dm_migr_state_new(struct fc_agent *agent, struct fc_volume *v);
+struct fc_dm_migr *dm_migr_state_new(struct fc_host *host, struct fc_volume *v);
 int dm_migr_open_dev(const char *path, int flags, int *fd, char *err, size_t errlen);
 void dm_migr_close_fds(struct fc_dm_migr *st);
 
 /* The source side (dm_migr_source.c); the destination uses to_error too
  * (its fallback, shutdown and abort). */
 int dm_migr_to_error(struct fc_volume *v, char *err, size_t errlen);
-int dm_migr_out_freeze(struct fc_migration *m, bool flush, char *err, size_t errlen);
-int dm_migr_out_thaw(struct fc_migration *m);
-int dm_migr_out_list(struct fc_migration *m, uint64_t **list, uint32_t *n,
+int dm_migr_out_freeze(struct fc_engine_migr *m, bool flush, char *err, size_t errlen);
+int dm_migr_out_thaw(struct fc_engine_migr *m);
+int dm_migr_out_list(struct fc_engine_migr *m, uint64_t **list, uint32_t *n,
                      bool dirty_only);
-int dm_migr_out_read(struct fc_migration *m, oblock_t ob, void *data, bool *dirty);
-int dm_migr_out_forget(struct fc_migration *m, oblock_t ob);
-int dm_migr_out_forget_all(struct fc_migration *m);
+int dm_migr_out_read(struct fc_engine_migr *m, oblock_t ob, void *data, bool *dirty);
+int dm_migr_out_forget(struct fc_engine_migr *m, oblock_t ob);
+int dm_migr_out_forget_all(struct fc_engine_migr *m);
 
 /* The destination side (dm_migr_dest.c). */
-int dm_migr_in_begin(struct fc_migration *m);
-void dm_migr_in_connected(struct fc_migration *m);
-int dm_migr_in_add_remote(struct fc_migration *m, oblock_t ob, bool dirty);
-void dm_migr_in_switch(struct fc_migration *m);
-int dm_migr_in_install(struct fc_migration *m, oblock_t ob, const void *data, bool dirty);
-int dm_migr_in_preload(struct fc_migration *m, oblock_t ob);
-uint32_t dm_migr_in_end(struct fc_migration *m);
-uint32_t dm_migr_in_preloaded(struct fc_migration *m);
-int dm_migr_in_durable(struct fc_migration *m, bool final);
-void dm_migr_in_lost(struct fc_migration *m);
-void dm_migr_in_shutdown(struct fc_migration *m);
-uint32_t dm_migr_in_remote_dirty(struct fc_migration *m);
-void dm_migr_in_completed(struct fc_migration *m);
-int dm_migr_in_forget_all(struct fc_migration *m);
-void dm_migr_stats_json(struct fc_migration *m, json_t *o);
+int dm_migr_in_begin(struct fc_engine_migr *m);
+void dm_migr_in_connected(struct fc_engine_migr *m);
+int dm_migr_in_add_remote(struct fc_engine_migr *m, oblock_t ob, bool dirty);
+void dm_migr_in_switch(struct fc_engine_migr *m);
+int dm_migr_in_install(struct fc_engine_migr *m, oblock_t ob, const void *data, bool dirty);
+int dm_migr_in_preload(struct fc_engine_migr *m, oblock_t ob);
+uint32_t dm_migr_in_end(struct fc_engine_migr *m);
+uint32_t dm_migr_in_preloaded(struct fc_engine_migr *m);
+int dm_migr_in_durable(struct fc_engine_migr *m, bool final);
+void dm_migr_in_lost(struct fc_engine_migr *m);
+void dm_migr_in_shutdown(struct fc_engine_migr *m);
+uint32_t dm_migr_in_remote_dirty(struct fc_engine_migr *m);
+void dm_migr_in_completed(struct fc_engine_migr *m);
+int dm_migr_in_forget_all(struct fc_engine_migr *m);
+void dm_migr_stats_json(struct fc_engine_migr *m, json_t *o);
 
 #endif

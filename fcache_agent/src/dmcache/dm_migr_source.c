@@ -8,28 +8,26 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "agent/agent.h"
 #include "dm_migr_priv.h"
 #include "dm_tools.h"
 #include "dm_xml.h"
 #include "common/log.h"
-#include "migration/migration.h"
 
 int
 dm_migr_to_error(struct fc_volume *v, char *err, size_t errlen)
 {
-  return fc_dmv_swap(v->dm->name,
-                     &(struct fc_dm_target){ 0, v->dm->origin_sectors, "error", "" },
+  return fc_dmv_swap(DV(v)->name,
+                     &(struct fc_dm_target){ 0, DV(v)->origin_sectors, "error", "" },
                      err, errlen);
 }
 
 static int
-dump(struct fc_migration *m, struct fc_dmc_dump *d, char *err, size_t errlen)
+dump(struct fc_engine_migr *m, struct fc_dmc_dump *d, char *err, size_t errlen)
 {
   char meta[FC_DM_NAME_MAX + 32], xml[FC_PATH_MAX + 200];
   int r;
 
-  dm_migr_dev_path(m->vol->dm->meta, meta, sizeof meta);
+  dm_migr_dev_path(DV(m->vol)->meta, meta, sizeof meta);
   dm_migr_xml_path(m, "dump", xml, sizeof xml);
   r = fc_dmc_dump_run(meta, xml, err, errlen);
   if (!r)
@@ -75,11 +73,11 @@ carry_hints(struct fc_dmc_dump *to, const struct fc_dmc_dump *from)
 }
 
 static int
-freeze_locked(struct fc_migration *m, bool flush, char *err, size_t errlen)
+freeze_locked(struct fc_engine_migr *m, bool flush, char *err, size_t errlen)
 {
-  struct fc_agent *agent = m->agent;
+  struct fc_host *host = m->host;
   struct fc_volume *v = m->vol;
-  struct fc_dm_migr *st = v->dm->migr;
+  struct fc_dm_migr *st = DV(v)->migr;
   struct fc_dmc_dump d1 = { 0 }, d2 = { 0 };
   char data[FC_DM_NAME_MAX + 32];
   bool dirty = false;
@@ -95,7 +93,7 @@ freeze_locked(struct fc_migration *m, bool flush, char *err, size_t errlen)
     dirty |= d1.map[i].dirty;
   if (!r && flush && dirty) {
     /* The destination will read these from the origin. */
-    r = fc_dmv_drain(agent, v, err, errlen);
+    r = fc_dmv_drain(host, v, err, errlen);
     if (!r)
       r = dm_migr_to_error(v, err, errlen);
     if (!r)
@@ -108,7 +106,7 @@ freeze_locked(struct fc_migration *m, bool flush, char *err, size_t errlen)
   }
   if (r)
     goto out;
-  dm_migr_dev_path(v->dm->data, data, sizeof data);
+  dm_migr_dev_path(DV(v)->data, data, sizeof data);
   r = dm_migr_open_dev(data, O_RDONLY, &st->data_fd, err, errlen);
   if (r)
     goto out;
@@ -124,16 +122,16 @@ out:
 }
 
 static int
-thaw_locked(struct fc_migration *m)
+thaw_locked(struct fc_engine_migr *m)
 {
   struct fc_volume *v = m->vol;
-  struct fc_dm_migr *st = v->dm->migr;
+  struct fc_dm_migr *st = DV(v)->migr;
   char err[512];
   int r;
 
   if (!st || !st->frozen)
     return 0;
-  r = fc_dmv_load_cache(m->agent, v, fc_dmc_mode_for(v->p.write_policy), "smq", err,
+  r = fc_dmv_load_cache(m->host, v, fc_dmc_mode_for(v->p.write_policy), "smq", err,
                         sizeof err);
   if (r) {
     log_error("volume %s: cannot serve again after migration %s: %s", v->p.id, m->id,
@@ -154,36 +152,36 @@ thaw_locked(struct fc_migration *m)
 }
 
 int
-dm_migr_out_freeze(struct fc_migration *m, bool flush, char *err, size_t errlen)
+dm_migr_out_freeze(struct fc_engine_migr *m, bool flush, char *err, size_t errlen)
 {
-  struct fc_agent *agent = m->agent;
+  struct fc_host *host = m->host;
   struct fc_volume *v = m->vol;
   int r = 0;
 
-  pthread_mutex_lock(&agent->lock);
+  pthread_mutex_lock(&host->lock);
   /* A volume that arrived by migration keeps that state (its counters
    * may still be read); the source side uses the same structure. */
-  if (!v->dm->migr && !(v->dm->migr = dm_migr_state_new(agent, v)))
+  if (!DV(v)->migr && !(DV(v)->migr = dm_migr_state_new(host, v)))
     r = -ENOMEM;
-  if (!r && !v->dm->migr->frozen) {
+  if (!r && !DV(v)->migr->frozen) {
     r = freeze_locked(m, flush, err, errlen);
     /* The migration fails and will be aborted: until then the VM must
      * not hit the error table for nothing. */
-    if (r && v->dm->migr->frozen)
+    if (r && DV(v)->migr->frozen)
       thaw_locked(m);
   }
-  pthread_mutex_unlock(&agent->lock);
+  pthread_mutex_unlock(&host->lock);
   return r;
 }
 
 int
-dm_migr_out_thaw(struct fc_migration *m)
+dm_migr_out_thaw(struct fc_engine_migr *m)
 {
   return thaw_locked(m);
 }
 
 int
-dm_migr_out_list(struct fc_migration *m, uint64_t **list, uint32_t *n, bool dirty_only)
+dm_migr_out_list(struct fc_engine_migr *m, uint64_t **list, uint32_t *n, bool dirty_only)
 {
   struct fc_dm_migr *st = dm_migr_state(m);
   struct fc_dmc_mapping *hot = malloc(((size_t)st->n + 1) * sizeof *hot);
@@ -207,7 +205,7 @@ dm_migr_out_list(struct fc_migration *m, uint64_t **list, uint32_t *n, bool dirt
 }
 
 int
-dm_migr_out_read(struct fc_migration *m, oblock_t ob, void *data, bool *dirty)
+dm_migr_out_read(struct fc_engine_migr *m, oblock_t ob, void *data, bool *dirty)
 {
   struct fc_dm_migr *st = dm_migr_state(m);
   struct fc_dmc_mapping key = { .oblock = ob };
@@ -225,13 +223,13 @@ dm_migr_out_read(struct fc_migration *m, oblock_t ob, void *data, bool *dirty)
  * migration completes (dropping one block would need a reload into
  * passthrough, and nothing reads it meanwhile). */
 int
-dm_migr_out_forget(struct fc_migration *m, oblock_t ob)
+dm_migr_out_forget(struct fc_engine_migr *m, oblock_t ob)
 {
   return 0;
 }
 
 int
-dm_migr_out_forget_all(struct fc_migration *m)
+dm_migr_out_forget_all(struct fc_engine_migr *m)
 {
   if (dm_migr_state(m))
     dm_migr_close_fds(dm_migr_state(m));

@@ -9,13 +9,14 @@
 #include <sys/types.h>
 
 #include "common/config.h"
+#include "engine/engine.h"
 #include "dm_cache.h"
 #include "dm_dev.h"
 #include "flash_pool.h"
 
 #define FC_SECTOR 512u
 
-struct fc_agent;
+struct fc_host;
 struct fc_volume;
 struct fc_dm_migr;
 
@@ -33,20 +34,40 @@ struct fc_dmvol {
    * deltas from here, what this cache sent to origin and flash. */
   uint64_t base[4];
   struct fc_dm_migr *migr;      /* a live migration's state (dm_migr_priv.h) */
+  char export_path[sizeof "/dev/mapper/" + 95];   /* /dev/mapper/<name> */
 };
 
+/* Live migration with the kernel data path (dm_migr*.c). */
+extern const struct fc_engine_migr_ops fc_dm_migr_ops;
+
+#define DME(host) ((struct fc_dm_engine *)(host)->engine)
+#define DV(v) ((struct fc_dmvol *)(v)->priv)
+
+/* ---- a volume's devices (dm_volume.c) ---- */
+
+/* The devices' names: "<dm_prefix>-<id>", "...-cmeta", "...-cdata". */
+void fc_dmv_names(const struct fc_host *host, const char *id, struct fc_dmvol *dv);
+/* Build the three devices.  fresh: a new cache (metadata zeroed first);
+ * otherwise the devices are re-created over the flash as it was (after
+ * a host restart), keeping the cache warm. */
+int fc_dmv_build(struct fc_host *host, struct fc_volume *v, bool fresh, char *err,
+                 size_t errlen);
+/* v->export_uri: the cache device's /dev/mapper path. */
+void fc_dmv_set_export(struct fc_volume *v);
+/* A device with one of our names that we did not create: -EEXIST. */
+int fc_dmv_check_not_foreign(const struct fc_dmvol *dv, char *err, size_t errlen);
 /* "FCACHE-<tag>-<role>" and the flash pool owner "<id>/<role>". */
 void fc_dmv_uuid(uint64_t tag, const char *role, char *buf, size_t len);
 void fc_dmv_owner(const char *id, const char *role, char *buf, size_t len);
 /* A dm-linear device over the owner <id>/<role>'s flash segments. */
-int fc_dmv_create_linear(struct fc_agent *agent, struct fc_volume *v, const char *name,
+int fc_dmv_create_linear(struct fc_host *host, struct fc_volume *v, const char *name,
                          const char *role, char *err, size_t errlen);
 /* Zero the first 4 KiB of the owner's flash: a dm-cache or dm-era table
  * then formats fresh metadata there. */
-int fc_dmv_zero_first_block(struct fc_agent *agent, const char *owner, char *err,
+int fc_dmv_zero_first_block(struct fc_host *host, const char *owner, char *err,
                             size_t errlen);
 /* The cache target line over the volume's devices. */
-int fc_dmv_cache_params(struct fc_agent *agent, struct fc_volume *v, enum fc_dmc_mode mode,
+int fc_dmv_cache_params(struct fc_host *host, struct fc_volume *v, enum fc_dmc_mode mode,
                         const char *policy, char *buf, size_t len, char *err,
                         size_t errlen);
 /* Replace the live table of name by t (one target): load, suspend unless
@@ -54,17 +75,17 @@ int fc_dmv_cache_params(struct fc_agent *agent, struct fc_volume *v, enum fc_dmc
  * table's suspend has written its dirty bits and hints. */
 int fc_dmv_swap(const char *name, const struct fc_dm_target *t, char *err, size_t errlen);
 /* The volume's export as a cache table in mode with policy. */
-int fc_dmv_load_cache(struct fc_agent *agent, struct fc_volume *v, enum fc_dmc_mode mode,
+int fc_dmv_load_cache(struct fc_host *host, struct fc_volume *v, enum fc_dmc_mode mode,
                       const char *policy, char *err, size_t errlen);
 /* Write every dirty block back with the cleaner policy (the table stays
  * cleaner; reload it to go on).  -EIO with the count if it cannot. */
-int fc_dmv_drain(struct fc_agent *agent, struct fc_volume *v, char *err, size_t errlen);
+int fc_dmv_drain(struct fc_host *host, struct fc_volume *v, char *err, size_t errlen);
 int fc_dmv_status(const struct fc_dmvol *dv, struct fc_dmc_status *st, char *err,
                   size_t errlen);
 
 /* The volume is being detached: remove what a migration added (the
- * dm-era metadata device and its flash).  Under agent->lock. */
-void fc_dm_migr_detach(struct fc_agent *agent, struct fc_volume *v);
+ * dm-era metadata device and its flash).  Under host->lock. */
+void fc_dm_migr_detach(struct fc_host *host, struct fc_volume *v);
 void fc_dm_migr_free(struct fc_dm_migr *dm);
 
 #endif

@@ -2,11 +2,17 @@
  * volumes, and what a live migration asks of either end.
  *
  * Two engines implement it (ARCHITECTURE.md §2):
- *   ucache   (ucache_engine.c, ucache_engine_migr.c) the cache in user
- *            space, exported over NBD;
- *   dmcache  (dm_engine.c, dm_migr*.c) kernel dm-cache devices.
- * The agent picks one by cfg.engine when it opens and calls through
- * agent->engine from then on; nothing else branches on the engine.
+ *   ucache   (ucache/) the cache in user space, exported over NBD;
+ *   dmcache  (dmcache/) kernel dm-cache devices.
+ * src/engines.c registers them; the agent picks one by cfg.engine when it
+ * opens and calls through host->ops from then on; nothing else branches on
+ * the engine.
+ *
+ * An engine sees the agent only as the struct fc_host below (its
+ * configuration, its lock, the registry of volumes) and a live migration
+ * only as a struct fc_engine_migr: it includes neither agent/ nor
+ * migration/ (doc/design.rst, "Layers").  Its own state hangs off
+ * host->engine and each volume's v->priv, opaque to everyone else.
  *
  * Every function returns 0 or a negative errno; those with err/errlen
  * write a one-line message there on failure.
@@ -19,118 +25,239 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "migration/migration.h"
-#include "common/types.h"
+#include <pthread.h>
 
-struct fc_agent;
-struct fc_attach_request;
-struct fc_volume;
+#include "common/config.h"
+#include "common/types.h"
+#include "volume.h"
+
+#define FC_VERSION "0.1.0"
+#define FC_MAX_VOLUMES 256
+#define FC_MIGRATION_ID_MAX 64
+
+struct fc_engine_ops;
+
+/* What the agent lends its engine: one per agent. */
+struct fc_host {
+  struct fc_config cfg;
+  char volumes_dir[FC_PATH_MAX + 16];   /* the volumes' state files */
+  /* Serialises attach/detach/show, the registry and (dmcache) every
+   * device-mapper call.  Control operations are rare and some (detach
+   * with write-back) are long: a simple order is worth more than
+   * concurrency there; the data path never takes this lock. */
+  pthread_mutex_t lock;
+  struct fc_volume *volumes[FC_MAX_VOLUMES];
+  unsigned nr_volumes;
+  const struct fc_engine_ops *ops;
+  void *engine;                         /* the engine's own state */
+  /* Called under lock just before a volume leaves the registry, by
+   * whoever above the engine keeps pointers to volumes (migration/). */
+  void (*forgetting)(struct fc_host *host, struct fc_volume *v);
+  void *forgetting_ctx;
+};
+
+struct fc_attach_request {
+  const char *volume_id;
+  const char *origin;
+  uint64_t cache_size;            /* 0 = default */
+  enum fc_write_policy write_policy;
+  enum fc_admission admission;
+};
+
+/* The registry (host.c), under host->lock. */
+struct fc_volume *fc_host_find_locked(struct fc_host *host, const char *id);
+/* For an engine's attach, once it knows the cache size: 1 with *out set
+ * when the volume is attached and serving with these parameters already
+ * (attach is idempotent, so a retried Nova call does no harm), 0 when a
+ * new volume may be attached, or -errno with a message. */
+int fc_host_attach_precheck_locked(struct fc_host *host,
+                                   const struct fc_attach_request *req,
+                                   uint64_t cache_size, struct fc_volume **out,
+                                   char *err, size_t errlen);
+/* Load every persisted volume of host->volumes_dir into the registry,
+ * calling adopt() on each (which reports an unusable volume in v->error
+ * and returns 0, or fails the start with -errno). */
+int fc_host_load_volumes(struct fc_host *host,
+                         int (*adopt)(struct fc_host *host, struct fc_volume *v),
+                         char *err, size_t errlen);
+/* The engine released the volume: take it out of the registry and free it. */
+void fc_host_forget_locked(struct fc_host *host, struct fc_volume *v);
+/* Free a volume and, through the engine, its engine state. */
+void fc_host_volume_free(struct fc_host *host, struct fc_volume *v);
+/* Free every volume of the registry (engine close, failed open). */
+void fc_host_free_volumes(struct fc_host *host);
+
+enum fc_strategy {
+  FC_STRAT_NONE = 0,
+  FC_STRAT_CACHEMIOR,
+  FC_STRAT_FIREPAN,
+  FC_STRAT_FIREPAN_IF,
+  FC_STRAT_CLOUDCACHE,
+  FC_STRAT_HYBRID,
+  FC_STRAT_COUNT,
+};
+
+const char *fc_strategy_name(enum fc_strategy s);
+int fc_strategy_parse(const char *s, enum fc_strategy *out);
+
+enum fc_migr_role { FC_MIGR_SOURCE, FC_MIGR_DEST };
+
+/* What an engine sees of one live migration of one of its volumes; the
+ * migration (migration/) owns it and passes it to every call below. */
+struct fc_engine_migr {
+  char id[FC_MIGRATION_ID_MAX + 1];
+  char volume_id[FC_VOLUME_ID_MAX + 1];
+  enum fc_migr_role role;
+  enum fc_strategy strategy;
+  struct fc_host *host;
+  struct fc_volume *vol;            /* NULL once the volume was released */
+  /* Destination, before the switchover: read [off, off+count) from the
+   * source's volume.  0, -EAGAIN once the source has begun its switchover
+   * (wait for the switch, then read here), or -errno. */
+  int (*read_source)(void *ctx, void *buf, uint32_t count, uint64_t off);
+  /* Destination, on-demand strategies: fetch block ob from the source's
+   * cache (required: the source holds its only current copy). */
+  int (*fetch_source)(void *ctx, oblock_t ob, void *data, bool *dirty, bool required);
+  /* The migration cannot go on: fail it with this message. */
+  void (*fail)(void *ctx, const char *msg);
+  void *ctx;                        /* for the three calls above */
+};
+
+/* Settling a migration that failed after its switchover, block by block
+ * (migr_settle.c has the protocol and doc/migration.rst the rules).  Every
+ * call is on a volume marked with the failed migration, whose threads have
+ * ended. */
+struct fc_engine_settle_ops {
+  /* The volume can be settled (its engine state is there): 0, or -EIO
+   * and why not. */
+  int (*usable)(struct fc_host *host, struct fc_volume *v, char *err, size_t errlen);
+  /* Destination: the blocks whose newest copy is still only on the
+   * source (missing), or the dirty blocks held here and the pinned
+   * blocks that went to the origin from here (held).  Caller frees. */
+  int (*dest_list)(struct fc_host *host, struct fc_volume *v, bool missing,
+                   uint64_t **list, uint32_t *n);
+  /* Destination: settling ends; missing mode with the source lost gives
+   * up the blocks only it had.  Returns the blocks given up. */
+  uint32_t (*dest_end)(struct fc_host *host, struct fc_volume *v, bool missing,
+                       bool source_lost);
+  /* Destination, held mode: serve the volume again.  Under host->lock. */
+  int (*dest_resume)(struct fc_host *host, struct fc_volume *v, char *err,
+                     size_t errlen);
+  /* Source: write ob back to the origin (1 or -ENOENT/-ERANGE: no dirty
+   * copy here) or forget it. */
+  int (*source_block)(struct fc_volume *v, oblock_t ob, bool write_back);
+  /* Source: after a batch of source_block, make it durable. */
+  int (*source_sync)(struct fc_volume *v, bool written_back);
+  /* Source: forget every block, never write one back.  Under host->lock. */
+  int (*source_forget_all)(struct fc_volume *v);
+};
 
 /* What a live migration asks of the engine.  m->vol is the volume, and
- * m->agent its agent.  Each side's calls come in protocol order (see
+ * m->host its agent.  Each side's calls come in protocol order (see
  * doc/migration.rst): the source is frozen before it lists or reads, the
  * destination begins before it installs.  Unless noted, a call is made
- * without agent->lock and the engine takes what it needs. */
+ * without host->lock and the engine takes what it needs. */
 struct fc_engine_migr_ops {
   /* Can this engine run strategy s?  0, or -ENOTSUP and a message that
    * says why and which engine can. */
   int (*supports)(enum fc_strategy s, char *err, size_t errlen);
-  /* Settling a migration that failed past its switchover (migr_settle.c)
-   * is implemented for this engine. */
-  bool can_settle;
+  /* Settling a migration that failed past its switchover (migr_settle.c);
+   * NULL when this engine cannot. */
+  const struct fc_engine_settle_ops *settle;
 
   /* ---- source ---- */
   /* The VM stops using this host's copy: from now on its I/O here is
    * refused.  flush: write every dirty block to the origin first (the
    * destination will read the origin).  Idempotent. */
-  int (*out_freeze)(struct fc_migration *m, bool flush, char *err, size_t errlen);
+  int (*out_freeze)(struct fc_engine_migr *m, bool flush, char *err, size_t errlen);
   /* Abort before switchover: the VM goes on here with its cache.  Under
-   * agent->lock. */
-  int (*out_thaw)(struct fc_migration *m);
+   * host->lock. */
+  int (*out_thaw)(struct fc_engine_migr *m);
   /* The cached blocks, hottest first, as oblock | FC_BLOCK_DIRTY_BIT for
    * a dirty one.  Caller frees. */
-  int (*out_list)(struct fc_migration *m, uint64_t **list, uint32_t *n,
+  int (*out_list)(struct fc_engine_migr *m, uint64_t **list, uint32_t *n,
                   bool dirty_only);
   /* A destination read before the switchover: [off, off+count) as the VM
    * sees it now, changing nothing here.  NULL when the engine's
    * destination cannot forward reads (the kernel serves its VM). */
-  int (*out_peek)(struct fc_migration *m, void *buf, uint32_t count, uint64_t off);
+  int (*out_peek)(struct fc_engine_migr *m, void *buf, uint32_t count, uint64_t off);
   /* One cached block's data; -ENOENT if it is no longer cached here. */
-  int (*out_read)(struct fc_migration *m, oblock_t ob, void *data, bool *dirty);
+  int (*out_read)(struct fc_engine_migr *m, oblock_t ob, void *data, bool *dirty);
   /* The destination holds ob durably (after the switchover). */
-  int (*out_forget)(struct fc_migration *m, oblock_t ob);
+  int (*out_forget)(struct fc_engine_migr *m, oblock_t ob);
   /* The destination holds everything: forget every block, never write
-   * one back.  Under agent->lock, before the volume is detached. */
-  int (*out_forget_all)(struct fc_migration *m);
+   * one back.  Under host->lock, before the volume is detached. */
+  int (*out_forget_all)(struct fc_engine_migr *m);
 
   /* ---- destination ---- */
   /* The volume was just attached for this migration: hold the VM's
    * writes until the switchover; reads before it get current data (from
-   * the source through fc_migr_dest_read, or the origin where that is
-   * provably current).  Under agent->lock. */
-  int (*in_begin)(struct fc_migration *m);
+   * the source through m->read_source, or the origin where that is
+   * provably current).  Under host->lock. */
+  int (*in_begin)(struct fc_engine_migr *m);
   /* The source connected (and m->peer_reads says whether it answers
    * reads). */
-  void (*in_connected)(struct fc_migration *m);
+  void (*in_connected)(struct fc_engine_migr *m);
   /* A LIST entry of an on-demand strategy (the source holds ob). */
-  int (*in_add_remote)(struct fc_migration *m, oblock_t ob, bool dirty);
+  int (*in_add_remote)(struct fc_engine_migr *m, oblock_t ob, bool dirty);
   /* SWITCH arrived: the VM runs here from now on; let its I/O through. */
-  void (*in_switch)(struct fc_migration *m);
+  void (*in_switch)(struct fc_engine_migr *m);
   /* A copied block: 0 installed, 1 discarded (the VM wrote it, or it is
    * here already), -errno. */
-  int (*in_install)(struct fc_migration *m, oblock_t ob, const void *data,
+  int (*in_install)(struct fc_engine_migr *m, oblock_t ob, const void *data,
                     bool dirty);
   /* cachemior: warm ob from the origin.  0 installed, 1 skipped. */
-  int (*in_preload)(struct fc_migration *m, oblock_t ob);
+  int (*in_preload)(struct fc_engine_migr *m, oblock_t ob);
   /* Every copied block is in (or the source is gone): attach what
    * arrived minus what the VM overwrote.  Returns blocks invalidated. */
-  uint32_t (*in_end)(struct fc_migration *m);
+  uint32_t (*in_end)(struct fc_engine_migr *m);
   /* cachemior, after the preload, for an engine whose preloaded blocks
    * become usable only once it ends (NULL: they are usable at once).
    * Returns blocks invalidated. */
-  uint32_t (*in_preloaded)(struct fc_migration *m);
+  uint32_t (*in_preloaded)(struct fc_engine_migr *m);
   /* Make what was installed survive a crash of this host: before an ACK
    * lets the source forget those blocks, or (final) the COMPLETE lets it
    * forget everything. */
-  int (*in_durable)(struct fc_migration *m, bool final);
+  int (*in_durable)(struct fc_engine_migr *m, bool final);
   /* The source is gone: stop relying on it. */
-  void (*in_lost)(struct fc_migration *m);
+  void (*in_lost)(struct fc_engine_migr *m);
   /* The agent is stopping: end requests held at the gate. */
-  void (*in_shutdown)(struct fc_migration *m);
+  void (*in_shutdown)(struct fc_engine_migr *m);
   /* Dirty blocks whose only copy is still on the source. */
-  uint32_t (*in_remote_dirty)(struct fc_migration *m);
+  uint32_t (*in_remote_dirty)(struct fc_engine_migr *m);
   /* The migration completed: the source holds nothing this host needs. */
-  void (*in_completed)(struct fc_migration *m);
-  /* Abort: forget what arrived, never write it back.  Under agent->lock,
+  void (*in_completed)(struct fc_engine_migr *m);
+  /* Abort: forget what arrived, never write it back.  Under host->lock,
    * before the volume is detached. */
-  int (*in_forget_all)(struct fc_migration *m);
+  int (*in_forget_all)(struct fc_engine_migr *m);
   /* Engine figures for migration-status; under m->lock. */
-  void (*stats_json)(struct fc_migration *m, json_t *o);
+  void (*stats_json)(struct fc_engine_migr *m, json_t *o);
 };
 
 struct fc_engine_ops {
   const char *name;
-  /* Open the host's cache and bring back the persisted volumes. */
-  int (*open)(struct fc_agent *agent, char *err, size_t errlen);
+  /* Open the host's cache, set host->engine and bring back the persisted
+   * volumes into the registry. */
+  int (*open)(struct fc_host *host, char *err, size_t errlen);
   /* Stop serving and free; migrations have ended.  -errno if the state
    * could not be saved (reported here). */
-  int (*close)(struct fc_agent *agent);
-  /* Under agent->lock. */
-  int (*attach)(struct fc_agent *agent, const struct fc_attach_request *req,
+  int (*close)(struct fc_host *host);
+  /* Under host->lock. */
+  int (*attach)(struct fc_host *host, const struct fc_attach_request *req,
                 struct fc_volume **out, char *err, size_t errlen);
-  int (*detach)(struct fc_agent *agent, const char *id, char *err, size_t errlen);
+  int (*detach)(struct fc_host *host, const char *id, char *err, size_t errlen);
   /* The volume serves its export (not unavailable). */
   bool (*serving)(const struct fc_volume *v);
-  json_t *(*volume_json)(struct fc_agent *agent, struct fc_volume *v);
+  /* Free v->priv (the volume is leaving the registry). */
+  void (*volume_free)(struct fc_volume *v);
+  json_t *(*volume_json)(struct fc_host *host, struct fc_volume *v);
   /* agent-status, without the migrations. */
-  json_t *(*status_json)(struct fc_agent *agent);
+  json_t *(*status_json)(struct fc_host *host);
   const struct fc_engine_migr_ops *migr;
 };
 
-extern const struct fc_engine_ops fc_ucache_engine;
-extern const struct fc_engine_ops fc_dm_engine;
-
-/* The engine called name, or NULL. */
+/* The engine called name among the engines src/engines.c registers, or
+ * NULL. */
 const struct fc_engine_ops *fc_engine_find(const char *name);
 
 #endif

@@ -1,5 +1,5 @@
-/* An attached volume: its policy, its origin, its cache engine and the NBD
- * export the VM opens.  The parameters are persisted as JSON in
+/* An attached volume: its policy, its origin, what the VM opens, and its
+ * engine's state.  The parameters are persisted as JSON in
  * <state_dir>/volumes/<id>.json so a restarted agent re-attaches them. */
 #ifndef FCACHE_VOLUME_H
 #define FCACHE_VOLUME_H
@@ -9,8 +9,6 @@
 #include <stdint.h>
 #include <sys/un.h>
 
-#include "nbd/io_ops.h"
-#include "ucache/metadata.h"
 #include "common/types.h"
 
 #define FC_VOLUME_ID_MAX 64
@@ -30,25 +28,13 @@ struct fc_volume_params {
   char migration[80];
 };
 
-struct fc_dmvol;
-
 struct fc_volume {
   struct fc_volume_params p;
-  struct fc_origin *origin;
-  struct fc_ucache *uc;
-  struct fc_dmvol *dm;              /* engine dmcache: its device-mapper devices */
-  struct nbd_server *srv;
-  struct fc_export exp;
-  char export_path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+  /* What the VM opens: an NBD URI (ucache) or a device path (dmcache). */
   char export_uri[sizeof(((struct sockaddr_un *)0)->sun_path) + 32];
   char error[512];                  /* why the volume is unavailable, or "" */
-  /* Blocks recovered for a volume whose origin could not be opened: kept,
-   * untouched, until it can be written back. */
-  struct fc_md_record *held;
-  uint32_t *held_cb;
-  uint32_t nr_held;
-  uint32_t nr_held_dirty;
   bool releasing;                   /* a finished migration is detaching it */
+  void *priv;                       /* the engine's state for this volume */
 };
 
 /* Letters, digits, '-', '_', '.', not starting with '.': the id names a

@@ -1,10 +1,9 @@
 /* The destination side of a cache migration: the receiver thread reads
  * frames (lists, switch, blocks, data, done); the worker thread installs
  * background blocks, returns credit and acknowledges durable dirty blocks,
- * or (cachemior) preloads the hot list from the origin.  VM threads that
- * miss on a block the source holds fetch it through fc_migr_dest_fetch();
- * reads before the switchover go to the source through
- * fc_migr_dest_read(). */
+ * or (cachemior) preloads the hot list from the origin.  What the VM's
+ * threads ask of the source (a fetch, a read before the switchover) is in
+ * migr_dest_remote.c. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,246 +15,22 @@
 #include "common/log.h"
 #include "migration.h"
 #include "engine/engine.h"
+#include "migr_dest_priv.h"
 
-#define CREDITS 256u           /* background blocks in flight per stream */
-#define FETCH_TIMEOUT_S 10
-/* A clean block is at the origin too: past this many fetches in flight,
- * or this long, the origin is the faster way. */
-#define FETCH_CLEAN_MAX_INFLIGHT 16
-#define FETCH_CLEAN_TIMEOUT_MS 500
-#define PRELOAD_THREADS 4
-/* A read before the switchover is one the hypervisor (or the guest, in
- * the moment between the hypervisor's switch and ours) waits on. */
-#define READ_TIMEOUT_S 30
-
-struct dest_queue {
-  uint8_t *data;               /* CREDITS blocks */
-  uint64_t *ids;               /* oblock | dirty bit */
-  uint32_t head, n;
-};
-
-struct fetch_wait {
-  struct fetch_wait *next;
-  uint64_t ob;
-  void *data;
-  bool done, dirty;
-  int r;
-};
-
-struct read_wait {
-  struct read_wait *next;
-  uint64_t tag;
-  void *buf;
-  uint32_t len;
-  bool done;
-  int r;
-};
-
-#define OPS(m) ((m)->agent->engine->migr)
-
-/* The engine's way to ask the source for one block (ucache's on-demand
- * strategies); see fc_ucache_fetch_fn. */
-int fc_migr_dest_fetch(void *ctx, oblock_t ob, void *data, bool *dirty, bool required);
-
-int
-fc_migr_dest_fetch(void *ctx, oblock_t ob, void *data, bool *dirty, bool required)
-{
-  struct fc_migration *m = ctx;
-  struct fetch_wait w = { .ob = ob.n, .data = data };
-  struct timespec until;
-  unsigned inflight = 0;
-  uint8_t id[8];
-  int r = 0;
-
-  pthread_mutex_lock(&m->lock);
-  if (!m->connected || m->state == FC_MS_FAILED || m->state == FC_MS_ABORTED) {
-    pthread_mutex_unlock(&m->lock);
-    return -ENOTCONN;
-  }
-  for (struct fetch_wait *x = m->waiters; x; x = x->next)
-    inflight++;
-  if (!required && inflight >= FETCH_CLEAN_MAX_INFLIGHT) {
-    pthread_mutex_unlock(&m->lock);
-    return -EBUSY;
-  }
-  w.next = m->waiters;
-  m->waiters = &w;
-  pthread_mutex_unlock(&m->lock);
-
-  fc_put_le64(id, ob.n);
-  r = fc_xfer_send(&m->conn, FC_XFER_FETCH, 0, id, 8, NULL, 0);
-  until = fc_deadline_ms(required ? FETCH_TIMEOUT_S * 1000 : FETCH_CLEAN_TIMEOUT_MS);
-  pthread_mutex_lock(&m->lock);
-  while (!r && !w.done && m->state != FC_MS_FAILED && m->state != FC_MS_ABORTED)
-    if (pthread_cond_timedwait(&m->cond, &m->lock, &until) == ETIMEDOUT)
-      r = -ETIMEDOUT;
-  for (struct fetch_wait **p = &m->waiters; *p; p = &(*p)->next)
-    if (*p == &w) {
-      *p = w.next;
-      break;
-    }
-  if (!r)
-    r = w.done ? w.r : -ECONNRESET;
-  *dirty = w.dirty;
-  pthread_mutex_unlock(&m->lock);
-  return r;
-}
-
-static bool
-read_live_locked(const struct fc_migration *m)
-{
-  return !m->stopping && m->state != FC_MS_FAILED && m->state != FC_MS_ABORTED;
-}
-
-/* One READ of at most FC_XFER_READ_MAX bytes. */
-static int
-read_chunk(struct fc_migration *m, void *buf, uint32_t count, uint64_t off,
-           const struct timespec *until)
-{
-  struct read_wait w = { .buf = buf, .len = count };
-  uint8_t req[FC_XFER_READ_SIZE];
-  int r = 0;
-
-  pthread_mutex_lock(&m->lock);
-  /* In accept, the engine hears of the source just before the stream is
-   * marked connected. */
-  while (read_live_locked(m) && !m->switch_received &&
-         (!m->connected || m->reads_inflight >= FC_XFER_READS_INFLIGHT))
-    if (pthread_cond_timedwait(&m->cond, &m->lock, until) == ETIMEDOUT) {
-      r = -ETIMEDOUT;
-      break;
-    }
-  if (!r && !read_live_locked(m))
-    r = -EIO;
-  else if (!r && (m->switch_received || !m->peer_reads))
-    r = -EAGAIN;
-  if (r) {
-    pthread_mutex_unlock(&m->lock);
-    return r;
-  }
-  w.tag = ++m->next_read_tag;
-  w.next = m->read_waiters;
-  m->read_waiters = &w;
-  m->reads_inflight++;
-  pthread_mutex_unlock(&m->lock);
-
-  fc_put_le64(req, w.tag);
-  fc_put_le64(req + 8, off);
-  fc_put_le32(req + 16, count);
-  r = fc_xfer_send(&m->conn, FC_XFER_READ, 0, req, sizeof req, NULL, 0);
-  pthread_mutex_lock(&m->lock);
-  while (!r && !w.done && read_live_locked(m))
-    if (pthread_cond_timedwait(&m->cond, &m->lock, until) == ETIMEDOUT)
-      r = -ETIMEDOUT;
-  for (struct read_wait **p = &m->read_waiters; *p; p = &(*p)->next)
-    if (*p == &w) {
-      *p = w.next;
-      break;
-    }
-  m->reads_inflight--;
-  if (!r)
-    r = w.done ? w.r : -EIO;
-  if (!r)
-    m->forwarded_reads++;
-  pthread_cond_broadcast(&m->cond);
-  pthread_mutex_unlock(&m->lock);
-  return r;
-}
-
-int
-fc_migr_dest_read(void *ctx, void *vbuf, uint32_t count, uint64_t off)
-{
-  struct fc_migration *m = ctx;
-  struct timespec until = fc_deadline_ms(READ_TIMEOUT_S * 1000);
-  char *buf = vbuf;
-  int r = 0;
-
-  for (uint32_t done = 0; done < count && !r;) {
-    uint32_t k = count - done < FC_XFER_READ_MAX ? count - done : FC_XFER_READ_MAX;
-
-    r = read_chunk(m, buf + done, k, off + done, &until);
-    done += k;
-  }
-  if (r && r != -EAGAIN)
-    log_warning("migration %s: a read of %u bytes at %llu before the switchover "
-                "could not be answered by the source: %s", m->id, count,
-                (unsigned long long)off, strerror(-r));
-  return r;
-}
-
-/* A DATA frame: the answer to one of our READs.  A reply for a read that
- * gave up waiting is dropped; one that does not fit its read ends the
- * stream. */
-static int
-deliver_data(struct fc_migration *m, uint16_t flags, const uint8_t *p, uint32_t len)
-{
-  uint64_t tag;
-  int r = 0;
-
-  if (len < 8)
-    return -EPROTO;
-  tag = fc_get_le64(p);
-  pthread_mutex_lock(&m->lock);
-  for (struct read_wait *w = m->read_waiters; w; w = w->next) {
-    if (w->tag != tag || w->done)
-      continue;
-    if (flags & FC_XFER_F_RETRY) {
-      w->r = len == 8 ? -EAGAIN : -EPROTO;
-    } else if (flags & FC_XFER_F_ERROR) {
-      uint32_t e = len == 12 ? fc_get_le32(p + 8) : 0;
-      /* The source's errno, kept only if it is one. */
-      w->r = e > 0 && e < 4096 ? -(int)e : -EIO;
-      if (len != 12)
-        w->r = -EPROTO;
-    } else if (len == 8 + w->len) {
-      memcpy(w->buf, p + 8, w->len);
-      w->r = 0;
-    } else {
-      w->r = -EPROTO;
-    }
-    r = w->r == -EPROTO ? -EPROTO : 0;
-    w->done = true;
-    break;
-  }
-  pthread_cond_broadcast(&m->cond);
-  pthread_mutex_unlock(&m->lock);
-  return r;
-}
-
-static void
-deliver_reply(struct fc_migration *m, uint64_t id, uint16_t flags, const uint8_t *data)
-{
-  uint64_t ob = id & ~FC_XFER_DIRTY_BIT;
-
-  pthread_mutex_lock(&m->lock);
-  for (struct fetch_wait *w = m->waiters; w; w = w->next) {
-    if (w->ob != ob || w->done)
-      continue;
-    if (flags & FC_XFER_F_ABSENT) {
-      w->r = -ENOENT;
-    } else {
-      memcpy(w->data, data, m->bs);
-      w->dirty = id & FC_XFER_DIRTY_BIT;
-      w->r = 0;
-    }
-    w->done = true;
-  }
-  pthread_cond_broadcast(&m->cond);
-  pthread_mutex_unlock(&m->lock);
-}
+#define OPS(m) ((m)->agent->host.ops->migr)
 
 /* The source lists what its cache holds, and its cache is the size of
  * ours: a longer list (or a ragged one) is a peer growing our memory. */
 static int
 on_list(struct fc_migration *m, const uint8_t *p, uint32_t len)
 {
-  uint64_t most = m->vol && m->bs ? m->vol->p.cache_size / m->bs : 0;
+  uint64_t most = m->e.vol && m->bs ? m->e.vol->p.cache_size / m->bs : 0;
   int r = 0;
 
   if (len % 8 || m->listed + len / 8 > most) {
     log_warning("migration %s: LIST of %u bytes after %llu entries: more than "
                 "the %llu blocks of the volume's cache, or not whole entries",
-                m->id, len, (unsigned long long)m->listed, (unsigned long long)most);
+                m->e.id, len, (unsigned long long)m->listed, (unsigned long long)most);
     return -EPROTO;
   }
   m->listed += len / 8;
@@ -263,7 +38,7 @@ on_list(struct fc_migration *m, const uint8_t *p, uint32_t len)
   for (uint32_t i = 0; i + 8 <= len && !r; i += 8) {
     uint64_t id = fc_get_le64(p + i);
 
-    if (m->strategy == FC_STRAT_CACHEMIOR) {
+    if (m->e.strategy == FC_STRAT_CACHEMIOR) {
       pthread_mutex_lock(&m->lock);
       if (m->hot_n == m->hot_cap) {
         uint32_t cap = m->hot_cap ? m->hot_cap * 2 : 4096;
@@ -280,7 +55,7 @@ on_list(struct fc_migration *m, const uint8_t *p, uint32_t len)
       m->blocks_total = m->hot_n;
       pthread_mutex_unlock(&m->lock);
     } else {
-      r = OPS(m)->in_add_remote(m, to_oblock(id & ~FC_XFER_DIRTY_BIT),
+      r = OPS(m)->in_add_remote(&m->e, to_oblock(id & ~FC_XFER_DIRTY_BIT),
                                 id & FC_XFER_DIRTY_BIT);
     }
   }
@@ -291,8 +66,8 @@ static void
 complete(struct fc_migration *m)
 {
   fc_migr_mark_volume(m, NULL);   /* the volume is wholly ours now */
-  if (m->vol)
-    OPS(m)->in_completed(m);
+  if (m->e.vol)
+    OPS(m)->in_completed(&m->e);
   pthread_mutex_lock(&m->lock);
   if (m->state == FC_MS_SWITCHED || m->state == FC_MS_CONNECTED) {
     m->state = FC_MS_COMPLETED;
@@ -300,8 +75,8 @@ complete(struct fc_migration *m)
   }
   pthread_cond_broadcast(&m->cond);
   pthread_mutex_unlock(&m->lock);
-  log_info("migration %s: volume %s complete (%llu blocks, %llu invalidated)", m->id,
-           m->volume_id, (unsigned long long)m->blocks_done,
+  log_info("migration %s: volume %s complete (%llu blocks, %llu invalidated)", m->e.id,
+           m->e.volume_id, (unsigned long long)m->blocks_done,
            (unsigned long long)m->invalidated);
 }
 
@@ -312,7 +87,7 @@ send_complete(struct fc_migration *m)
 
   /* Everything acknowledged must survive a crash of this host before
    * the source forgets it. */
-  r = OPS(m)->in_durable(m, true);
+  r = OPS(m)->in_durable(&m->e, true);
   if (r)
     return r;
   pthread_mutex_lock(&m->lock);
@@ -334,9 +109,9 @@ send_complete(struct fc_migration *m)
 static void
 source_lost(struct fc_migration *m, const char *when, const char *why)
 {
-  OPS(m)->in_lost(m);
+  OPS(m)->in_lost(&m->e);
   fc_migr_fail(m, "transfer stream from the source lost%s: %s%s", when, why,
-               OPS(m)->in_remote_dirty(m) ?
+               OPS(m)->in_remote_dirty(&m->e) ?
                "; dirty blocks still on the source are unreadable here until "
                "they are written back there" : "");
 }
@@ -366,7 +141,7 @@ dest_rx(void *arg)
         m->state = FC_MS_SWITCHED;
       pthread_cond_broadcast(&m->cond);
       pthread_mutex_unlock(&m->lock);
-      OPS(m)->in_switch(m);
+      OPS(m)->in_switch(&m->e);
       break;
     case FC_XFER_BLOCK:
       if (h.flags & FC_XFER_F_REPLY) {
@@ -374,7 +149,7 @@ dest_rx(void *arg)
           r = -EPROTO;
           break;
         }
-        deliver_reply(m, fc_get_le64(buf), h.flags, buf + 8);
+        fc_migr_dest_deliver_reply(m, fc_get_le64(buf), h.flags, buf + 8);
         break;
       }
       /* Background: one or more (id, data) entries. */
@@ -398,7 +173,7 @@ dest_rx(void *arg)
       pthread_mutex_unlock(&m->lock);
       break;
     case FC_XFER_DATA:
-      r = deliver_data(m, h.flags, buf, h.length);
+      r = fc_migr_dest_deliver_data(m, h.flags, buf, h.length);
       break;
     case FC_XFER_DONE:
       pthread_mutex_lock(&m->lock);
@@ -424,8 +199,8 @@ dest_rx(void *arg)
          m->state != FC_MS_ABORTED;
   pthread_mutex_unlock(&m->lock);
   if (lost) {
-    if (m->strategy == FC_STRAT_FIREPAN_IF && m->switch_received)
-      m->invalidated += OPS(m)->in_end(m);
+    if (m->e.strategy == FC_STRAT_FIREPAN_IF && m->switch_received)
+      m->invalidated += OPS(m)->in_end(&m->e);
     source_lost(m, "", r == -ECONNABORTED ? "source aborted" : strerror(-r));
   }
   pthread_mutex_lock(&m->lock);
@@ -451,7 +226,7 @@ flush_acks(struct fc_migration *m, uint32_t credits)
   pthread_mutex_unlock(&m->lock);
   if (n) {
     /* Acknowledged means durable: the source frees these next. */
-    r = OPS(m)->in_durable(m, false);
+    r = OPS(m)->in_durable(&m->e, false);
     if (!r && ids)
       r = fc_xfer_send(&m->conn, FC_XFER_ACK, 0, ids, n * 8, NULL, 0);
   }
@@ -489,7 +264,7 @@ preload_thread(void *arg)
     pthread_mutex_unlock(&p->lock);
     if (i >= m->hot_n || m->stopping || m->state == FC_MS_ABORTED)
       break;
-    r = OPS(m)->in_preload(m, to_oblock(m->hot[i]));
+    r = OPS(m)->in_preload(&m->e, to_oblock(m->hot[i]));
     pthread_mutex_lock(&m->lock);
     m->blocks_done++;
     if (r == 0)
@@ -523,8 +298,8 @@ static bool
 done_at_switch_locked(const struct fc_migration *m)
 {
   return m->switch_received && m->state == FC_MS_SWITCHED &&
-         (m->strategy == FC_STRAT_NONE || m->strategy == FC_STRAT_CACHEMIOR ||
-          m->strategy == FC_STRAT_FIREPAN);
+         (m->e.strategy == FC_STRAT_NONE || m->e.strategy == FC_STRAT_CACHEMIOR ||
+          m->e.strategy == FC_STRAT_FIREPAN);
 }
 
 static void *
@@ -564,7 +339,7 @@ dest_worker(void *arg)
     if (have) {
       bool dirty = id & FC_XFER_DIRTY_BIT;
       oblock_t ob = to_oblock(id & ~FC_XFER_DIRTY_BIT);
-      int r = OPS(m)->in_install(m, ob, data, dirty);
+      int r = OPS(m)->in_install(&m->e, ob, data, dirty);
 
       if (r < 0) {
         fc_migr_fail(m, "cannot install block %llu: %s",
@@ -599,30 +374,30 @@ dest_worker(void *arg)
     if (!finish)
       continue;
     /* Every block the source had is here (or was superseded). */
-    switch (m->strategy) {
+    switch (m->e.strategy) {
     case FC_STRAT_FIREPAN:
       if (!m->switch_received) {
         send_complete(m);         /* the source's start() returns */
         continue;
       }
-      OPS(m)->in_end(m);
+      OPS(m)->in_end(&m->e);
       complete(m);
       break;
     case FC_STRAT_CACHEMIOR:
-      OPS(m)->in_end(m);
+      OPS(m)->in_end(&m->e);
       send_complete(m);           /* the source holds nothing we need */
       preload(m);
       if (OPS(m)->in_preloaded)
-        m->invalidated += OPS(m)->in_preloaded(m);
+        m->invalidated += OPS(m)->in_preloaded(&m->e);
       complete(m);
       break;
     case FC_STRAT_NONE:
-      OPS(m)->in_end(m);
+      OPS(m)->in_end(&m->e);
       send_complete(m);
       complete(m);
       break;
     default:
-      m->invalidated += OPS(m)->in_end(m);
+      m->invalidated += OPS(m)->in_end(&m->e);
       send_complete(m);
       complete(m);
       break;
@@ -649,7 +424,7 @@ fc_migr_dest_begin(struct fc_migration *m)
     return -ENOMEM;
   }
   m->inq = q;
-  return OPS(m)->in_begin(m);
+  return OPS(m)->in_begin(&m->e);
 }
 
 int
@@ -659,7 +434,7 @@ fc_migr_dest_accept(struct fc_migration *m, int fd)
   int r;
 
   fc_xfer_conn_init(&m->conn, fd);
-  OPS(m)->in_connected(m);
+  OPS(m)->in_connected(&m->e);
   snprintf(welcome, sizeof welcome, "{\"credits\": %u}", CREDITS);
   r = fc_xfer_send_json(&m->conn, FC_XFER_WELCOME, welcome);
   if (r)

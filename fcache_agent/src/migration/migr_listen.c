@@ -95,7 +95,7 @@ handle(struct fc_migr_listener *l, int fd, const char *peer)
     goto out;
   }
   m = fc_migration_find(l->agent, id);
-  if (!m || m->role != FC_MIGR_DEST) {
+  if (!m || m->e.role != FC_MIGR_DEST) {
     refuse(&c, peer, "no incoming migration with that id");
     goto out;
   }
@@ -105,7 +105,7 @@ handle(struct fc_migr_listener *l, int fd, const char *peer)
     refuse(&c, peer, "wrong token");
     goto out;
   }
-  if (strcmp(m->volume_id, vol)) {
+  if (strcmp(m->e.volume_id, vol)) {
     pthread_mutex_unlock(&m->lock);
     refuse(&c, peer, "token is for another volume");
     goto out;

@@ -26,14 +26,10 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "agent/agent.h"
 #include "common/log.h"
 #include "migration.h"
-#include "common/superseded.h"
-#include "ucache/ucache.h"
-#include "engine/volume.h"
 
 #define SETTLE_LIST_MAX 4096u
 
@@ -43,6 +39,7 @@ static const char *const mode_names[] = { "missing", "held", "completed" };
 
 struct settle_ctx {
   struct fc_agent *agent;
+  const struct fc_engine_settle_ops *ops;
   const char *mid;
   struct fc_volume *v;
   struct fc_migration *m;     /* this agent's record, if it did not restart */
@@ -64,8 +61,10 @@ locate(struct fc_agent *agent, json_t *args, struct settle_ctx *c, char *err,
 {
   const char *vid = json_string_value(json_object_get(args, "volume_id"));
   char out[80], in[80];
+  int r;
 
   c->agent = agent;
+  c->ops = agent->host.ops->migr->settle;
   c->mid = json_string_value(json_object_get(args, "migration_id"));
   if (!vid || !c->mid) {
     snprintf(err, errlen, "settle needs volume_id and migration_id");
@@ -73,7 +72,7 @@ locate(struct fc_agent *agent, json_t *args, struct settle_ctx *c, char *err,
   }
   snprintf(out, sizeof out, "out:%s", c->mid);
   snprintf(in, sizeof in, "in:%s", c->mid);
-  pthread_mutex_lock(&agent->lock);
+  pthread_mutex_lock(&agent->host.lock);
   c->v = fc_agent_find_locked(agent, vid);
   if (c->v) {
     c->source = !strcmp(c->v->p.migration, out);
@@ -81,22 +80,20 @@ locate(struct fc_agent *agent, json_t *args, struct settle_ctx *c, char *err,
       snprintf(err, errlen, "volume %s belongs to migration %s, not %s", vid,
                c->v->p.migration + (c->v->p.migration[0] == 'o' ? 4 : 3), c->mid);
       c->v = NULL;
-      pthread_mutex_unlock(&agent->lock);
+      pthread_mutex_unlock(&agent->host.lock);
       return -EINVAL;
     }
   }
-  pthread_mutex_unlock(&agent->lock);
+  pthread_mutex_unlock(&agent->host.lock);
   if (!c->v) {
     snprintf(err, errlen, "volume %.80s is not attached to this agent", vid);
     return -ENOENT;
   }
-  if (!c->v->uc) {
-    snprintf(err, errlen, "volume %s cannot be settled while its origin is "
-             "unavailable (%s)", vid, c->v->error);
-    return -EIO;
-  }
+  r = c->ops->usable(&agent->host, c->v, err, errlen);
+  if (r)
+    return r;
   c->m = fc_migration_find(agent, c->mid);
-  if (c->m && c->m->vol != c->v)
+  if (c->m && c->m->e.vol != c->v)
     c->m = NULL;     /* released or aborted: only the volume's mark counts */
   if (c->m && (c->m->state == FC_MS_SWITCHED || c->m->state == FC_MS_CONNECTED ||
                c->m->state == FC_MS_PREPARED)) {
@@ -115,40 +112,8 @@ dest_mode(const struct settle_ctx *c)
 {
   if (!c->v->p.migration[0])
     return SETTLE_COMPLETED;
-  return c->m && c->m->role == FC_MIGR_DEST && c->m->switch_received ?
+  return c->m && c->m->e.role == FC_MIGR_DEST && c->m->switch_received ?
     SETTLE_MISSING : SETTLE_HELD;
-}
-
-/* Held mode: the dirty blocks this host holds, and the pinned blocks that
- * went to the origin from here anyway (superseded.h): the source's copies
- * of both are stale. */
-static int
-held_list(struct settle_ctx *c, uint64_t **list, uint32_t *n)
-{
-  char path[FC_PATH_MAX + 100];
-  uint64_t *held = NULL, *sup = NULL, *all;
-  uint32_t nh = 0, ns = 0;
-  int r;
-
-  fc_migr_superseded_path(c->agent, c->v->p.id, path, sizeof path);
-  r = fc_ucache_migr_snapshot(c->v->uc, &held, &nh, true);
-  if (!r)
-    r = fc_superseded_load(path, &sup, &ns);
-  if (!r && !(all = realloc(held, ((size_t)nh + ns + 1) * sizeof *held)))
-    r = -ENOMEM;
-  if (r) {
-    free(held);
-    free(sup);
-    return r;
-  }
-  for (uint32_t i = 0; i < nh; i++)
-    all[i] &= ~FC_BLOCK_DIRTY_BIT;
-  for (uint32_t i = 0; i < ns; i++)
-    all[nh + i] = sup[i];
-  free(sup);
-  *list = all;
-  *n = nh + ns;
-  return 0;
 }
 
 /* The destination's list, sorted, from the first block after `after`. */
@@ -170,11 +135,8 @@ dest_list(struct settle_ctx *c, json_t *args, json_t **result, char *err,
   }
   if (limit <= 0 || limit > SETTLE_LIST_MAX)
     limit = SETTLE_LIST_MAX;
-  if (mode == SETTLE_MISSING) {
-    r = fc_ucache_migr_remote_list(c->v->uc, &list, &n);
-  } else if (mode == SETTLE_HELD) {
-    r = held_list(c, &list, &n);
-  }
+  if (mode != SETTLE_COMPLETED)
+    r = c->ops->dest_list(&c->agent->host, c->v, mode == SETTLE_MISSING, &list, &n);
   if (r) {
     snprintf(err, errlen, "cannot list blocks: %s", strerror(-r));
     return r;
@@ -212,24 +174,19 @@ dest_end(struct settle_ctx *c, json_t *args, json_t **result, char *err,
              "will be read instead)");
     return -EINVAL;
   }
-  if (mode == SETTLE_MISSING) {
-    if (!strcmp(source, "lost"))
-      given_up = fc_ucache_migr_remote_dirty(c->v->uc);
-    fc_ucache_migr_settled(c->v->uc);
-  }
   if (mode != SETTLE_COMPLETED) {
-    char path[FC_PATH_MAX + 100];
+    struct fc_host *host = &c->agent->host;
 
-    fc_migr_superseded_path(c->agent, c->v->p.id, path, sizeof path);
-    unlink(path);      /* held mode: the source has acted on it */
-    pthread_mutex_lock(&c->agent->lock);
+    given_up = c->ops->dest_end(host, c->v, mode == SETTLE_MISSING,
+                                !strcmp(source, "lost"));
+    pthread_mutex_lock(&host->lock);
     c->v->p.migration[0] = '\0';
-    r = fc_volume_params_save(c->agent->volumes_dir, &c->v->p, err, errlen);
+    r = fc_volume_params_save(host->volumes_dir, &c->v->p, err, errlen);
     if (!r && mode == SETTLE_HELD) {
       c->v->error[0] = '\0';
-      r = fc_volume_start(c->agent, c->v, err, errlen);
+      r = c->ops->dest_resume(host, c->v, err, errlen);
     }
-    pthread_mutex_unlock(&c->agent->lock);
+    pthread_mutex_unlock(&host->lock);
     if (r)
       return r;
   }
@@ -278,16 +235,12 @@ source_blocks(struct settle_ctx *c, json_t *args, bool write_back, json_t **resu
       r = -EINVAL;
       break;
     }
-    if (write_back) {
-      r = fc_ucache_migr_writeback_block(c->v->uc, to_oblock((uint64_t)ob));
-      if (r == -ENOENT || r == 1 || r == -ERANGE) {
-        /* The destination needs it and this host has no dirty copy. */
-        json_array_append_new(missing, json_integer(ob));
-        r = 0;
-        continue;
-      }
-    } else {
-      r = fc_ucache_migr_forget(c->v->uc, to_oblock((uint64_t)ob));
+    r = c->ops->source_block(c->v, to_oblock((uint64_t)ob), write_back);
+    if (write_back && (r == -ENOENT || r == 1 || r == -ERANGE)) {
+      /* The destination needs it and this host has no dirty copy. */
+      json_array_append_new(missing, json_integer(ob));
+      r = 0;
+      continue;
     }
     if (r) {
       snprintf(err, errlen, "cannot %s block %lld of volume %s: %s",
@@ -297,12 +250,8 @@ source_blocks(struct settle_ctx *c, json_t *args, bool write_back, json_t **resu
     }
     done++;
   }
-  /* Written back means durable at the origin before the destination is
-   * told it may read it there. */
-  if (!r && write_back && done)
-    r = fc_ucache_flush_origin(c->v->uc);
-  if (!r && !write_back)
-    r = fc_ucache_sync_records(c->v->uc);
+  if (!r && (done || !write_back))
+    r = c->ops->source_sync(c->v, write_back);
   if (r) {
     if (!err[0])
       snprintf(err, errlen, "volume %s: %s", c->v->p.id, strerror(-r));
@@ -331,8 +280,8 @@ source_release(struct settle_ctx *c, json_t *args, json_t **result, char *err,
   }
   write_rest = !strcmp(rest, "writeback");
   snprintf(id, sizeof id, "%s", c->v->p.id);   /* detach frees the volume */
-  pthread_mutex_lock(&c->agent->lock);
-  r = write_rest ? 0 : fc_ucache_migr_forget_all(c->v->uc);
+  pthread_mutex_lock(&c->agent->host.lock);
+  r = write_rest ? 0 : c->ops->source_forget_all(c->v);
   c->v->releasing = true;
   if (r == 0)
     r = fc_agent_detach_locked(c->agent, id, err, errlen);
@@ -343,12 +292,12 @@ source_release(struct settle_ctx *c, json_t *args, json_t **result, char *err,
     c->v->releasing = false;
   else
     c->v = NULL;
-  pthread_mutex_unlock(&c->agent->lock);
+  pthread_mutex_unlock(&c->agent->host.lock);
   if (r)
     return r;
   if (c->m) {
     pthread_mutex_lock(&c->m->lock);
-    c->m->vol = NULL;
+    c->m->e.vol = NULL;
     if (c->m->state == FC_MS_FAILED)
       c->m->state = FC_MS_SETTLED;
     pthread_mutex_unlock(&c->m->lock);

@@ -38,7 +38,7 @@ queue_read(struct fc_migration *m, const uint8_t *p, uint32_t len)
 {
   struct peek_req *q;
 
-  if (len != FC_XFER_READ_SIZE || !m->agent->engine->migr->out_peek)
+  if (len != FC_XFER_READ_SIZE || !m->agent->host.ops->migr->out_peek)
     return -EPROTO;
   if (m->readq_n >= FC_XFER_READS_INFLIGHT)
     return -EPROTO;
@@ -122,8 +122,8 @@ source_rx(void *arg)
         break;
       }
       pthread_mutex_unlock(&m->lock);
-      for (uint32_t i = 0; release && i < n && m->vol; i++)
-        m->agent->engine->migr->out_forget(m, to_oblock(obs[i]));
+      for (uint32_t i = 0; release && i < n && m->e.vol; i++)
+        m->agent->host.ops->migr->out_forget(&m->e, to_oblock(obs[i]));
       free(obs);
       pthread_mutex_lock(&m->lock);
       break;
@@ -173,7 +173,7 @@ send_reply(struct fc_migration *m, uint64_t ob, uint8_t *data)
   bool dirty = false;
   int r;
 
-  r = m->agent->engine->migr->out_read(m, to_oblock(ob), data, &dirty);
+  r = m->agent->host.ops->migr->out_read(&m->e, to_oblock(ob), data, &dirty);
   if (r == -ENOENT) {
     fc_put_le64(id, ob);
     return fc_xfer_send(&m->conn, FC_XFER_BLOCK, flags | FC_XFER_F_ABSENT, id, 8, NULL, 0);
@@ -224,7 +224,7 @@ send_batch(struct fc_migration *m, const uint64_t *obs, uint32_t n, uint8_t *buf
     bool dirty = false;
     uint8_t *e = buf + (size_t)k * stride;
 
-    r = m->agent->engine->migr->out_read(m, to_oblock(obs[i]), e + 8, &dirty);
+    r = m->agent->host.ops->migr->out_read(&m->e, to_oblock(obs[i]), e + 8, &dirty);
     if (r == -ENOENT) {
       skipped++;
       r = 0;
@@ -277,12 +277,12 @@ serve_read(struct fc_migration *m, const struct peek_req *q, uint8_t *buf)
     return fc_xfer_send(&m->conn, FC_XFER_DATA, FC_XFER_F_RETRY, buf, 8, NULL, 0);
   if (q->len == 0 || q->len > FC_XFER_READ_MAX)
     r = -EINVAL;
-  else if (!m->vol)
+  else if (!m->e.vol)
     r = -ENODEV;
   else
-    r = m->agent->engine->migr->out_peek(m, buf + 8, q->len, q->off);
+    r = m->agent->host.ops->migr->out_peek(&m->e, buf + 8, q->len, q->off);
   if (r) {
-    log_warning("migration %s: destination read of %u bytes at %llu: %s", m->id,
+    log_warning("migration %s: destination read of %u bytes at %llu: %s", m->e.id,
                 q->len, (unsigned long long)q->off, strerror(-r));
     fc_put_le32(e, (uint32_t)-r);
     return fc_xfer_send(&m->conn, FC_XFER_DATA, FC_XFER_F_ERROR, buf, 8, e, 4);
@@ -388,10 +388,10 @@ fc_migr_source_connect(struct fc_migration *m, char *err, size_t errlen)
   }
   fc_xfer_conn_init(&m->conn, fd);
   setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  hello = json_pack("{s:s, s:s, s:s, s:i, s:s, s:b}", "migration_id", m->id,
-                    "volume_id", m->volume_id, "token", m->token, "block_size", m->bs,
-                    "strategy", fc_strategy_name(m->strategy),
-                    "reads", m->agent->engine->migr->out_peek != NULL);
+  hello = json_pack("{s:s, s:s, s:s, s:i, s:s, s:b}", "migration_id", m->e.id,
+                    "volume_id", m->e.volume_id, "token", m->token, "block_size", m->bs,
+                    "strategy", fc_strategy_name(m->e.strategy),
+                    "reads", m->agent->host.ops->migr->out_peek != NULL);
   text = json_dumps(hello, JSON_COMPACT);
   json_decref(hello);
   r = text ? fc_xfer_send_json(&m->conn, FC_XFER_HELLO, text) : -ENOMEM;
@@ -430,8 +430,8 @@ fc_migr_source_connect(struct fc_migration *m, char *err, size_t errlen)
     snprintf(err, errlen, "cannot start transfer threads: %s", strerror(-r));
     fc_migr_fail(m, "%s", err);
   } else {
-    log_info("migration %s: connected to %s (%s)", m->id, m->peer,
-             fc_strategy_name(m->strategy));
+    log_info("migration %s: connected to %s (%s)", m->e.id, m->peer,
+             fc_strategy_name(m->e.strategy));
   }
   return r;
 }
@@ -442,7 +442,7 @@ queue_background(struct fc_migration *m)
 {
   uint64_t *list;
   uint32_t n;
-  int r = m->agent->engine->migr->out_list(m, &list, &n, false);
+  int r = m->agent->host.ops->migr->out_list(&m->e, &list, &n, false);
 
   if (r)
     return r;
@@ -465,7 +465,7 @@ fc_migr_source_firepan_copy(struct fc_migration *m, char *err, size_t errlen)
   int r;
 
   /* The caller keeps the VM paused: freeze so nothing can diverge. */
-  r = m->agent->engine->migr->out_freeze(m, false, err, errlen);
+  r = m->agent->host.ops->migr->out_freeze(&m->e, false, err, errlen);
   if (r)
     return r;
   r = queue_background(m);
@@ -483,7 +483,7 @@ fc_migr_source_firepan_copy(struct fc_migration *m, char *err, size_t errlen)
     snprintf(err, errlen, "firepan copy failed: %s", m->error);
     return -EIO;
   }
-  log_info("migration %s: firepan copied %llu blocks in %.3f s", m->id,
+  log_info("migration %s: firepan copied %llu blocks in %.3f s", m->e.id,
            (unsigned long long)m->blocks_done, (double)m->downtime_ns / 1e9);
   return 0;
 }
@@ -513,12 +513,12 @@ send_list(struct fc_migration *m, const uint64_t *list, uint32_t n)
 int
 fc_migr_source_switch(struct fc_migration *m, char *err, size_t errlen)
 {
-  const struct fc_engine_migr_ops *ops = m->agent->engine->migr;
+  const struct fc_engine_migr_ops *ops = m->agent->host.ops->migr;
   uint64_t t0 = fc_monotonic_ns();
   uint64_t *list = NULL;
   uint32_t n = 0;
-  bool flush = m->strategy == FC_STRAT_NONE || m->strategy == FC_STRAT_CACHEMIOR ||
-               m->strategy == FC_STRAT_FIREPAN_IF;
+  bool flush = m->e.strategy == FC_STRAT_NONE || m->e.strategy == FC_STRAT_CACHEMIOR ||
+               m->e.strategy == FC_STRAT_FIREPAN_IF;
   int r = 0;
 
   /* From here on the destination answers for the volume: after SWITCH it
@@ -530,23 +530,23 @@ fc_migr_source_switch(struct fc_migration *m, char *err, size_t errlen)
 
   /* These strategies let the VM read the origin on the destination:
    * every dirty block must be there first.  This is downtime. */
-  r = ops->out_freeze(m, flush && m->vol->p.write_policy == FC_WRITE_BACK, err, errlen);
+  r = ops->out_freeze(&m->e, flush && m->e.vol->p.write_policy == FC_WRITE_BACK, err, errlen);
   if (r)
     goto out;
-  switch (m->strategy) {
+  switch (m->e.strategy) {
   case FC_STRAT_CACHEMIOR:
   case FC_STRAT_HYBRID:
-    r = ops->out_list(m, &list, &n, false);
+    r = ops->out_list(&m->e, &list, &n, false);
     break;
   case FC_STRAT_CLOUDCACHE:
-    r = ops->out_list(m, &list, &n, true);
+    r = ops->out_list(&m->e, &list, &n, true);
     break;
   default:
     break;
   }
   if (!r && list)
     r = send_list(m, list, n);
-  if (!r && m->strategy == FC_STRAT_CACHEMIOR) {
+  if (!r && m->e.strategy == FC_STRAT_CACHEMIOR) {
     pthread_mutex_lock(&m->lock);
     m->blocks_total = n;
     m->bytes_done = (uint64_t)n * 8;
@@ -576,10 +576,10 @@ fc_migr_source_switch(struct fc_migration *m, char *err, size_t errlen)
   if (m->state == FC_MS_COMPLETED)
     m->completed_ns = m->switched_ns;
   pthread_mutex_unlock(&m->lock);
-  if (m->strategy == FC_STRAT_FIREPAN_IF || m->strategy == FC_STRAT_CLOUDCACHE ||
-      m->strategy == FC_STRAT_HYBRID)
+  if (m->e.strategy == FC_STRAT_FIREPAN_IF || m->e.strategy == FC_STRAT_CLOUDCACHE ||
+      m->e.strategy == FC_STRAT_HYBRID)
     r = queue_background(m);
-  log_info("migration %s: switched over in %.3f s", m->id,
+  log_info("migration %s: switched over in %.3f s", m->e.id,
            (double)(m->switched_ns - t0) / 1e9);
 out:
   if (r)

@@ -17,30 +17,10 @@
 #include "engine/engine.h"
 #include "engine/volume.h"
 
-static const char *const strategy_names[] = {
-  "none", "cachemior", "firepan", "firepan_if", "cloudcache", "hybrid",
-};
 static const char *const state_names[] = {
   "prepared", "connected", "switched", "completed", "failed", "aborted",
   "settled",
 };
-
-const char *
-fc_strategy_name(enum fc_strategy s)
-{
-  return (unsigned)s < FC_STRAT_COUNT ? strategy_names[s] : "?";
-}
-
-int
-fc_strategy_parse(const char *s, enum fc_strategy *out)
-{
-  for (unsigned i = 0; i < FC_STRAT_COUNT; i++)
-    if (!strcmp(s, strategy_names[i])) {
-      *out = (enum fc_strategy)i;
-      return 0;
-    }
-  return -EINVAL;
-}
 
 const char *
 fc_migr_state_name(enum fc_migr_state s)
@@ -60,11 +40,18 @@ fc_migr_fail(struct fc_migration *m, const char *fmt, ...)
     vsnprintf(m->error, sizeof m->error, fmt, ap);
     va_end(ap);
     m->state = FC_MS_FAILED;
-    log_error("migration %s of volume %s (%s): %s", m->id, m->volume_id,
-              m->role == FC_MIGR_SOURCE ? "source" : "destination", m->error);
+    log_error("migration %s of volume %s (%s): %s", m->e.id, m->e.volume_id,
+              m->e.role == FC_MIGR_SOURCE ? "source" : "destination", m->error);
   }
   pthread_cond_broadcast(&m->cond);
   pthread_mutex_unlock(&m->lock);
+}
+
+/* struct fc_engine_migr's fail(). */
+static void
+engine_fail(void *ctx, const char *msg)
+{
+  fc_migr_fail(ctx, "%s", msg);
 }
 
 static bool
@@ -98,7 +85,7 @@ fc_migration_find(struct fc_agent *agent, const char *id)
 
   pthread_mutex_lock(&agent->migr_lock);
   for (unsigned i = 0; i < agent->nr_migrations; i++)
-    if (!strcmp(agent->migrations[i]->id, id))
+    if (!strcmp(agent->migrations[i]->e.id, id))
       m = agent->migrations[i];
   pthread_mutex_unlock(&agent->migr_lock);
   return m;
@@ -112,9 +99,9 @@ fc_migration_for_volume(struct fc_agent *agent, const struct fc_volume *v)
   pthread_mutex_lock(&agent->migr_lock);
   for (unsigned i = 0; i < agent->nr_migrations; i++) {
     struct fc_migration *x = agent->migrations[i];
-    if (x->vol == v && x->state != FC_MS_ABORTED && x->state != FC_MS_FAILED &&
+    if (x->e.vol == v && x->state != FC_MS_ABORTED && x->state != FC_MS_FAILED &&
         x->state != FC_MS_SETTLED &&
-        !(x->state == FC_MS_COMPLETED && x->role == FC_MIGR_DEST))
+        !(x->state == FC_MS_COMPLETED && x->e.role == FC_MIGR_DEST))
       m = x;
   }
   pthread_mutex_unlock(&agent->migr_lock);
@@ -150,7 +137,7 @@ migration_new(struct fc_agent *agent, json_t *args, enum fc_migr_role role,
              "firepan_if, cloudcache, hybrid (auto is resolved by the orchestrator)");
     return NULL;
   }
-  if (agent->engine->migr->supports(s, err, errlen))
+  if (agent->host.ops->migr->supports(s, err, errlen))
     return NULL;
   if (fc_migration_find(agent, id)) {
     snprintf(err, errlen, "migration %s already exists on this agent", id);
@@ -159,13 +146,18 @@ migration_new(struct fc_agent *agent, json_t *args, enum fc_migr_role role,
   m = calloc(1, sizeof *m);
   if (!m)
     return NULL;
-  snprintf(m->id, sizeof m->id, "%s", id);
-  snprintf(m->volume_id, sizeof m->volume_id, "%s", vol);
+  snprintf(m->e.id, sizeof m->e.id, "%s", id);
+  snprintf(m->e.volume_id, sizeof m->e.volume_id, "%s", vol);
   snprintf(m->token, sizeof m->token, "%s", token);
-  m->role = role;
-  m->strategy = s;
+  m->e.role = role;
+  m->e.strategy = s;
   m->agent = agent;
-  m->bs = agent->cfg.block_size;
+  m->e.host = &agent->host;
+  m->e.read_source = fc_migr_dest_read;
+  m->e.fetch_source = fc_migr_dest_fetch;
+  m->e.fail = engine_fail;
+  m->e.ctx = m;
+  m->bs = agent->host.cfg.block_size;
   m->conn.fd = -1;
   m->started_ns = fc_monotonic_ns();
   pthread_mutex_init(&m->lock, NULL);
@@ -219,13 +211,6 @@ registry_add(struct fc_agent *agent, struct fc_migration *m, char *err, size_t e
   return r;
 }
 
-void
-fc_migr_superseded_path(struct fc_agent *agent, const char *volume_id, char *buf,
-                        size_t len)
-{
-  snprintf(buf, len, "%s/%s.superseded", agent->volumes_dir, volume_id);
-}
-
 /* Persist (or clear, with tag NULL) the volume's unfinished migration. */
 int
 fc_migr_mark_volume(struct fc_migration *m, const char *tag)
@@ -234,19 +219,19 @@ fc_migr_mark_volume(struct fc_migration *m, const char *tag)
   char err[256];
   int r;
 
-  pthread_mutex_lock(&agent->lock);
-  if (!m->vol) {
-    pthread_mutex_unlock(&agent->lock);
+  pthread_mutex_lock(&agent->host.lock);
+  if (!m->e.vol) {
+    pthread_mutex_unlock(&agent->host.lock);
     return 0;
   }
   if (tag)
-    snprintf(m->vol->p.migration, sizeof m->vol->p.migration, "%s:%s", tag, m->id);
+    snprintf(m->e.vol->p.migration, sizeof m->e.vol->p.migration, "%s:%s", tag, m->e.id);
   else
-    m->vol->p.migration[0] = '\0';
-  r = fc_volume_params_save(agent->volumes_dir, &m->vol->p, err, sizeof err);
-  pthread_mutex_unlock(&agent->lock);
+    m->e.vol->p.migration[0] = '\0';
+  r = fc_volume_params_save(agent->host.volumes_dir, &m->e.vol->p, err, sizeof err);
+  pthread_mutex_unlock(&agent->host.lock);
   if (r)
-    log_error("migration %s: %s", m->id, err);
+    log_error("migration %s: %s", m->e.id, err);
   return r;
 }
 
@@ -264,7 +249,7 @@ fc_migration_incoming(struct fc_agent *agent, json_t *args, json_t **result,
   m = migration_new(agent, args, FC_MIGR_DEST, err, errlen);
   if (!m)
     return -EINVAL;
-  req.volume_id = m->volume_id;
+  req.volume_id = m->e.volume_id;
   req.origin = json_string_value(json_object_get(args, "origin"));
   policy = json_string_value(json_object_get(args, "write_policy"));
   admission = json_string_value(json_object_get(args, "admission"));
@@ -277,37 +262,37 @@ fc_migration_incoming(struct fc_agent *agent, json_t *args, json_t **result,
     r = -EINVAL;
     goto out;
   }
-  pthread_mutex_lock(&agent->lock);
-  if (fc_agent_find_locked(agent, m->volume_id)) {
-    pthread_mutex_unlock(&agent->lock);
+  pthread_mutex_lock(&agent->host.lock);
+  if (fc_agent_find_locked(agent, m->e.volume_id)) {
+    pthread_mutex_unlock(&agent->host.lock);
     snprintf(err, errlen, "volume %s is already attached on the destination agent",
-             m->volume_id);
+             m->e.volume_id);
     r = -EEXIST;
     goto out;
   }
   r = fc_agent_attach_locked(agent, &req, &v, err, errlen);
   if (r == 0) {
-    m->vol = v;
+    m->e.vol = v;
     r = fc_migr_dest_begin(m);
     if (r) {
       snprintf(err, errlen, "cannot prepare volume %s for migration: %s",
-               m->volume_id, strerror(-r));
+               m->e.volume_id, strerror(-r));
       char derr[256];
-      fc_agent_detach_locked(agent, m->volume_id, derr, sizeof derr);
+      fc_agent_detach_locked(agent, m->e.volume_id, derr, sizeof derr);
     }
   }
-  pthread_mutex_unlock(&agent->lock);
+  pthread_mutex_unlock(&agent->host.lock);
   if (r)
     goto out;
   r = registry_add(agent, m, err, errlen);
   if (r)
     goto out;
   fc_migr_mark_volume(m, "in");
-  *result = json_pack("{s:s, s:s, s:s, s:s}", "migration_id", m->id,
-                      "volume_id", m->volume_id, "export_uri", v->export_uri,
-                      "listen", agent->cfg.migration_listen);
-  log_info("migration %s: volume %s prepared to arrive (%s)", m->id, m->volume_id,
-           fc_strategy_name(m->strategy));
+  *result = json_pack("{s:s, s:s, s:s, s:s}", "migration_id", m->e.id,
+                      "volume_id", m->e.volume_id, "export_uri", v->export_uri,
+                      "listen", agent->host.cfg.migration_listen);
+  log_info("migration %s: volume %s prepared to arrive (%s)", m->e.id, m->e.volume_id,
+           fc_strategy_name(m->e.strategy));
   return 0;
 out:
   pthread_mutex_destroy(&m->lock);
@@ -342,27 +327,27 @@ fc_migration_outgoing(struct fc_agent *agent, json_t *args, json_t **result,
   snprintf(m->peer, sizeof m->peer, "%s", peer);
   m->rate_limit_bps = rate ? (uint64_t)json_integer_value(rate) : 0;
   fc_ratelimit_init(&m->rl, m->rate_limit_bps);
-  pthread_mutex_lock(&agent->lock);
-  v = fc_agent_find_locked(agent, m->volume_id);
-  if (!v || !agent->engine->serving(v)) {
-    pthread_mutex_unlock(&agent->lock);
+  pthread_mutex_lock(&agent->host.lock);
+  v = fc_agent_find_locked(agent, m->e.volume_id);
+  if (!v || !agent->host.ops->serving(v)) {
+    pthread_mutex_unlock(&agent->host.lock);
     snprintf(err, errlen, "volume %s is not attached (and serving) on the source agent",
-             m->volume_id);
+             m->e.volume_id);
     r = -ENOENT;
     goto out;
   }
   if (fc_migration_for_volume(agent, v)) {
-    pthread_mutex_unlock(&agent->lock);
-    snprintf(err, errlen, "volume %s is already migrating", m->volume_id);
+    pthread_mutex_unlock(&agent->host.lock);
+    snprintf(err, errlen, "volume %s is already migrating", m->e.volume_id);
     r = -EBUSY;
     goto out;
   }
-  m->vol = v;
-  pthread_mutex_unlock(&agent->lock);
+  m->e.vol = v;
+  pthread_mutex_unlock(&agent->host.lock);
   r = registry_add(agent, m, err, errlen);
   if (r)
     goto out;
-  *result = json_pack("{s:s, s:s}", "migration_id", m->id, "volume_id", m->volume_id);
+  *result = json_pack("{s:s, s:s}", "migration_id", m->e.id, "volume_id", m->e.volume_id);
   return 0;
 out:
   pthread_mutex_destroy(&m->lock);
@@ -376,7 +361,7 @@ fc_migration_start(struct fc_migration *m, char *err, size_t errlen)
 {
   int r;
 
-  if (m->role != FC_MIGR_SOURCE) {
+  if (m->e.role != FC_MIGR_SOURCE) {
     snprintf(err, errlen, "start is called on the source agent");
     return -EINVAL;
   }
@@ -384,12 +369,12 @@ fc_migration_start(struct fc_migration *m, char *err, size_t errlen)
   r = m->state == FC_MS_PREPARED ? 0 : -EALREADY;
   pthread_mutex_unlock(&m->lock);
   if (r) {
-    snprintf(err, errlen, "migration %s is %s, not prepared", m->id,
+    snprintf(err, errlen, "migration %s is %s, not prepared", m->e.id,
              fc_migr_state_name(m->state));
     return r;
   }
   r = fc_migr_source_connect(m, err, errlen);
-  if (!r && m->strategy == FC_STRAT_FIREPAN)
+  if (!r && m->e.strategy == FC_STRAT_FIREPAN)
     r = fc_migr_source_firepan_copy(m, err, errlen);
   return r;
 }
@@ -397,13 +382,13 @@ fc_migration_start(struct fc_migration *m, char *err, size_t errlen)
 int
 fc_migration_switchover(struct fc_migration *m, char *err, size_t errlen)
 {
-  if (m->role != FC_MIGR_SOURCE) {
+  if (m->e.role != FC_MIGR_SOURCE) {
     snprintf(err, errlen, "switchover is called on the source agent");
     return -EINVAL;
   }
   if (m->state != FC_MS_CONNECTED) {
     snprintf(err, errlen, "migration %s is %s%s%s; switchover needs a started "
-             "migration", m->id, fc_migr_state_name(m->state), m->error[0] ? ": " : "",
+             "migration", m->e.id, fc_migr_state_name(m->state), m->error[0] ? ": " : "",
              m->error);
     return -EINVAL;
   }
@@ -424,28 +409,28 @@ fc_migration_finish(struct fc_migration *m, int timeout_ms, char *err, size_t er
     r = pthread_cond_timedwait(&m->cond, &m->lock, &until);
   pthread_mutex_unlock(&m->lock);
   if (m->state != FC_MS_COMPLETED) {
-    snprintf(err, errlen, "migration %s is %s%s%s", m->id, fc_migr_state_name(m->state),
+    snprintf(err, errlen, "migration %s is %s%s%s", m->e.id, fc_migr_state_name(m->state),
              m->error[0] ? ": " : "", m->error);
     return m->state == FC_MS_SWITCHED ? -ETIMEDOUT : -EIO;
   }
-  if (m->role == FC_MIGR_DEST || !m->vol)
+  if (m->e.role == FC_MIGR_DEST || !m->e.vol)
     return 0;
   /* The destination holds everything it needs, dirty blocks included and
    * synced: only now may the source forget them. */
   fc_migr_join(m);
-  pthread_mutex_lock(&agent->lock);
-  r = agent->engine->migr->out_forget_all(m);
-  m->vol->releasing = true;
+  pthread_mutex_lock(&agent->host.lock);
+  r = agent->host.ops->migr->out_forget_all(&m->e);
+  m->e.vol->releasing = true;
   if (r == 0)
-    r = fc_agent_detach_locked(agent, m->volume_id, err, errlen);
+    r = fc_agent_detach_locked(agent, m->e.volume_id, err, errlen);
   else
     snprintf(err, errlen, "cannot release the source cache of volume %s: %s",
-             m->volume_id, strerror(-r));
+             m->e.volume_id, strerror(-r));
   if (r == 0)
-    m->vol = NULL;
-  pthread_mutex_unlock(&agent->lock);
+    m->e.vol = NULL;
+  pthread_mutex_unlock(&agent->host.lock);
   if (r == 0)
-    log_info("migration %s: source released volume %s", m->id, m->volume_id);
+    log_info("migration %s: source released volume %s", m->e.id, m->e.volume_id);
   return r;
 }
 
@@ -457,7 +442,7 @@ fc_migration_abort(struct fc_migration *m, char *err, size_t errlen)
 
   if (m->state == FC_MS_SWITCHED || m->state == FC_MS_COMPLETED) {
     snprintf(err, errlen, "migration %s is %s: the VM runs on the destination, "
-             "there is nothing to roll back to", m->id, fc_migr_state_name(m->state));
+             "there is nothing to roll back to", m->e.id, fc_migr_state_name(m->state));
     return -EINVAL;
   }
   pthread_mutex_lock(&m->lock);
@@ -466,23 +451,23 @@ fc_migration_abort(struct fc_migration *m, char *err, size_t errlen)
   pthread_cond_broadcast(&m->cond);
   pthread_mutex_unlock(&m->lock);
   fc_migr_join(m);
-  pthread_mutex_lock(&agent->lock);
-  if (m->vol && m->role == FC_MIGR_SOURCE) {
+  pthread_mutex_lock(&agent->host.lock);
+  if (m->e.vol && m->e.role == FC_MIGR_SOURCE) {
     /* The VM stays here with its cache exactly as it was. */
-    r = agent->engine->migr->out_thaw(m);
-  } else if (m->vol) {
+    r = agent->host.ops->migr->out_thaw(&m->e);
+  } else if (m->e.vol) {
     /* Everything the destination got is still on the source: forget it,
      * never write it back (the source's copies may be newer by now). */
-    r = agent->engine->migr->in_forget_all(m);
-    m->vol->releasing = true;
+    r = agent->host.ops->migr->in_forget_all(&m->e);
+    m->e.vol->releasing = true;
     if (!r)
-      r = fc_agent_detach_locked(agent, m->volume_id, err, errlen);
+      r = fc_agent_detach_locked(agent, m->e.volume_id, err, errlen);
     if (!r)
-      m->vol = NULL;
+      m->e.vol = NULL;
   }
-  pthread_mutex_unlock(&agent->lock);
-  log_info("migration %s of volume %s aborted on the %s", m->id, m->volume_id,
-           m->role == FC_MIGR_SOURCE ? "source" : "destination");
+  pthread_mutex_unlock(&agent->host.lock);
+  log_info("migration %s of volume %s aborted on the %s", m->e.id, m->e.volume_id,
+           m->e.role == FC_MIGR_SOURCE ? "source" : "destination");
   return r;
 }
 
@@ -498,9 +483,9 @@ fc_migration_json(struct fc_migration *m)
   elapsed = (double)(end - m->started_ns) / 1e9;
   rate = elapsed > 0 ? (double)m->bytes_done / elapsed : 0;
   o = json_pack("{s:s, s:s, s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:f, s:f, s:f, s:I}",
-                "migration_id", m->id, "volume_id", m->volume_id,
-                "role", m->role == FC_MIGR_SOURCE ? "source" : "destination",
-                "strategy", fc_strategy_name(m->strategy),
+                "migration_id", m->e.id, "volume_id", m->e.volume_id,
+                "role", m->e.role == FC_MIGR_SOURCE ? "source" : "destination",
+                "strategy", fc_strategy_name(m->e.strategy),
                 "state", fc_migr_state_name(m->state),
                 "blocks_total", (json_int_t)m->blocks_total,
                 "blocks_done", (json_int_t)m->blocks_done,
@@ -517,43 +502,80 @@ fc_migration_json(struct fc_migration *m)
     json_object_set_new(o, "rate_limit_bytes_per_s", json_integer((json_int_t)m->rate_limit_bps));
     if (m->error[0])
       json_object_set_new(o, "error", json_string(m->error));
-    if (m->role == FC_MIGR_DEST)
+    if (m->e.role == FC_MIGR_DEST)
       json_object_set_new(o, "forwarded_reads", json_integer((json_int_t)m->forwarded_reads));
   }
-  /* Under m->lock: a detach clears m->vol under it. */
-  if (o && m->vol)
-    m->agent->engine->migr->stats_json(m, o);
+  /* Under m->lock: a detach clears m->e.vol under it. */
+  if (o && m->e.vol)
+    m->agent->host.ops->migr->stats_json(&m->e, o);
   pthread_mutex_unlock(&m->lock);
   return o;
 }
 
-void
-fc_migration_drop_volume(struct fc_agent *agent, const struct fc_volume *v)
+int
+fc_migration_detach_locked(struct fc_agent *agent, const char *id, char *err,
+                           size_t errlen)
 {
+  struct fc_volume *v = fc_agent_find_locked(agent, id);
+
+  if (v && fc_migration_for_volume(agent, v) && !v->releasing) {
+    snprintf(err, errlen, "volume %s is migrating; finish or abort the migration first",
+             id);
+    return -EBUSY;
+  }
+  return fc_agent_detach_locked(agent, id, err, errlen);
+}
+
+/* The host's forgetting hook (engine.h): the volume is going away, so no
+ * migration may keep pointing at it. */
+static void
+drop_volume(struct fc_host *host, struct fc_volume *v)
+{
+  struct fc_agent *agent = host->forgetting_ctx;
+
   pthread_mutex_lock(&agent->migr_lock);
   for (unsigned i = 0; i < agent->nr_migrations; i++) {
     struct fc_migration *m = agent->migrations[i];
-    if (m->vol != v)
+    if (m->e.vol != v)
       continue;
     /* Its threads may still be finishing with the volume. */
     fc_migr_join(m);
     pthread_mutex_lock(&m->lock);
-    m->vol = NULL;
+    m->e.vol = NULL;
     pthread_mutex_unlock(&m->lock);
   }
   pthread_mutex_unlock(&agent->migr_lock);
 }
 
-void
-fc_migration_stop_all(struct fc_agent *agent)
+int
+fc_migrations_start(struct fc_agent *agent, char *err, size_t errlen)
+{
+  agent->host.forgetting = drop_volume;
+  agent->host.forgetting_ctx = agent;
+  agent->listener = fc_migr_listen(agent, agent->host.cfg.migration_listen, err, errlen);
+  return agent->listener ? 0 : -EADDRNOTAVAIL;
+}
+
+static void
+stop_all(struct fc_agent *agent)
 {
   pthread_mutex_lock(&agent->migr_lock);
   for (unsigned i = 0; i < agent->nr_migrations; i++) {
     struct fc_migration *m = agent->migrations[i];
-    if (m->vol && m->role == FC_MIGR_DEST)
-      agent->engine->migr->in_shutdown(m);
+    if (m->e.vol && m->e.role == FC_MIGR_DEST)
+      agent->host.ops->migr->in_shutdown(&m->e);
     migration_free(m);
   }
   agent->nr_migrations = 0;
   pthread_mutex_unlock(&agent->migr_lock);
+}
+
+void
+fc_migrations_stop(struct fc_agent *agent)
+{
+  /* No stream may arrive and no migration thread may run while the
+   * engine saves its state. */
+  fc_migr_listener_stop(agent->listener);
+  agent->listener = NULL;
+  stop_all(agent);
 }

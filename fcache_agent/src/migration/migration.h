@@ -17,23 +17,12 @@
 #include <jansson.h>
 
 #include "common/ratelimit.h"
+#include "engine/engine.h"
 #include "xfer_conn.h"
 
 struct fc_agent;
 struct fc_invfilter;
 struct fc_volume;
-
-enum fc_strategy {
-  FC_STRAT_NONE = 0,
-  FC_STRAT_CACHEMIOR,
-  FC_STRAT_FIREPAN,
-  FC_STRAT_FIREPAN_IF,
-  FC_STRAT_CLOUDCACHE,
-  FC_STRAT_HYBRID,
-  FC_STRAT_COUNT,
-};
-
-enum fc_migr_role { FC_MIGR_SOURCE, FC_MIGR_DEST };
 
 enum fc_migr_state {
   FC_MS_PREPARED = 0,   /* registered, no stream yet */
@@ -46,18 +35,15 @@ enum fc_migr_state {
 };
 
 #define FC_TOKEN_HEX 64
-#define FC_MIGRATION_ID_MAX 64
 
 struct fc_migration {
-  char id[FC_MIGRATION_ID_MAX + 1];
-  char volume_id[65];
+  /* Id, volume, role, strategy: what the engine sees (engine.h); e.vol is
+   * cleared, under lock, when the volume is released. */
+  struct fc_engine_migr e;
   char token[FC_TOKEN_HEX + 1];
   bool token_used;
-  enum fc_migr_role role;
-  enum fc_strategy strategy;
   char peer[160];                /* source: destination's migration_listen */
   struct fc_agent *agent;
-  struct fc_volume *vol;
   uint32_t bs;
 
   pthread_mutex_t lock;
@@ -117,8 +103,6 @@ struct fc_migration {
   bool complete_sending;
 };
 
-const char *fc_strategy_name(enum fc_strategy s);
-int fc_strategy_parse(const char *s, enum fc_strategy *out);
 const char *fc_migr_state_name(enum fc_migr_state s);
 
 /* The agent's listener for incoming streams (migration_listen). */
@@ -127,13 +111,20 @@ struct fc_migr_listener *fc_migr_listen(struct fc_agent *agent, const char *host
                                         char *err, size_t errlen);
 void fc_migr_listener_stop(struct fc_migr_listener *l);
 
+/* The listener and the registry live in struct fc_agent but belong here:
+ * start them after fc_agent_open, stop them before fc_agent_close. */
+int fc_migrations_start(struct fc_agent *agent, char *err, size_t errlen);
+void fc_migrations_stop(struct fc_agent *agent);
+
 /* Registry (agent->migr_lock). */
 struct fc_migration *fc_migration_find(struct fc_agent *agent, const char *id);
 struct fc_migration *fc_migration_for_volume(struct fc_agent *agent,
                                              const struct fc_volume *v);
-void fc_migration_stop_all(struct fc_agent *agent);
-/* The volume is going away: no migration may keep pointing at it. */
-void fc_migration_drop_volume(struct fc_agent *agent, const struct fc_volume *v);
+/* volume-detach under agent->host.lock: refused while a live migration
+ * holds the volume (unless that migration is releasing it); afterwards no
+ * migration points at the volume. */
+int fc_migration_detach_locked(struct fc_agent *agent, const char *id, char *err,
+                               size_t errlen);
 
 /* Control operations (control_migr.c calls these). */
 int fc_migration_incoming(struct fc_agent *agent, json_t *args, json_t **result,
@@ -156,15 +147,11 @@ int fc_migr_source_connect(struct fc_migration *m, char *err, size_t errlen);
 int fc_migr_source_switch(struct fc_migration *m, char *err, size_t errlen);
 int fc_migr_source_firepan_copy(struct fc_migration *m, char *err, size_t errlen);
 int fc_migr_dest_accept(struct fc_migration *m, int fd);
-/* Destination, before the switchover: read [off, off+count) from the
- * source's volume.  0, -EAGAIN once the source has begun its switchover
- * (wait for SWITCH, then read here), or -errno. */
+/* The engine's way to the source (struct fc_engine_migr's calls). */
 int fc_migr_dest_read(void *ctx, void *buf, uint32_t count, uint64_t off);
+int fc_migr_dest_fetch(void *ctx, oblock_t ob, void *data, bool *dirty, bool required);
 int fc_migr_dest_begin(struct fc_migration *m);
 void fc_migr_join(struct fc_migration *m);
 int fc_migr_mark_volume(struct fc_migration *m, const char *tag);
-/* Where the destination records pinned blocks that reached the origin. */
-void fc_migr_superseded_path(struct fc_agent *agent, const char *volume_id,
-                             char *buf, size_t len);
 
 #endif

@@ -14,9 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "agent/agent.h"
 #include "common/log.h"
-#include "ucache.h"
+#include "ucache_engine_priv.h"
 
 #define CHUNK 65536u
 
@@ -58,28 +57,32 @@ by_rank_desc(const void *a, const void *b)
 /* Before its cache records are matched: open the origin and build the
  * ucache; a volume that cannot be opened stays listed, unavailable. */
 static int
-prepare_ucache(struct fc_agent *agent, struct fc_volume *v)
+prepare_ucache(struct fc_host *host, struct fc_volume *v)
 {
-  if (fc_volume_prepare(agent, v, v->error, sizeof v->error))
+  int r = uc_volume_new(v);
+
+  if (r)
+    return r;
+  if (uc_volume_prepare(host, v, v->error, sizeof v->error))
     log_error("volume %s is unavailable: %s", v->p.id, v->error);
   return 0;
 }
 
 static struct fc_volume *
-by_tag(struct fc_agent *agent, uint64_t tag)
+by_tag(struct fc_host *host, uint64_t tag)
 {
-  for (unsigned i = 0; i < agent->nr_volumes; i++)
-    if (agent->volumes[i]->p.tag == tag)
-      return agent->volumes[i];
+  for (unsigned i = 0; i < host->nr_volumes; i++)
+    if (host->volumes[i]->p.tag == tag)
+      return host->volumes[i];
   return NULL;
 }
 
 static int
-scan_records(struct fc_agent *agent, bool was_clean, struct found_list *lists,
+scan_records(struct fc_host *host, bool was_clean, struct found_list *lists,
              char *err, size_t errlen)
 {
   struct fc_md_record *buf = malloc(CHUNK * sizeof *buf);
-  uint32_t nr = agent->md->nr_blocks, dropped = 0;
+  uint32_t nr = UCE(host)->md->nr_blocks, dropped = 0;
   int r = 0;
 
   if (!buf)
@@ -87,7 +90,7 @@ scan_records(struct fc_agent *agent, bool was_clean, struct found_list *lists,
   for (uint32_t first = 0; first < nr && !r; first += CHUNK) {
     uint32_t n = nr - first < CHUNK ? nr - first : CHUNK;
 
-    r = fc_md_read(agent->md, first, n, buf);
+    r = fc_md_read(UCE(host)->md, first, n, buf);
     for (uint32_t i = 0; i < n && !r; i++) {
       const struct fc_md_record *rec = &buf[i];
       bool dirty = rec->flags & FC_MD_DIRTY;
@@ -98,26 +101,26 @@ scan_records(struct fc_agent *agent, bool was_clean, struct found_list *lists,
         snprintf(err, errlen, "cache metadata record of cache block %u is corrupt, "
                  "so whether it held unwritten data is unknown; refusing to start. "
                  "Move %s/cache.meta aside to start with an empty cache (any "
-                 "unwritten data in it is then lost)", first + i, agent->cfg.state_dir);
+                 "unwritten data in it is then lost)", first + i, host->cfg.state_dir);
         break;
       }
       if (!(rec->flags & FC_MD_VALID))
         continue;
-      v = by_tag(agent, rec->volume_tag);
+      v = by_tag(host, rec->volume_tag);
       if (!v && dirty) {
         r = -EUCLEAN;
         snprintf(err, errlen, "cache block %u holds unwritten data of a volume "
                  "with tag %016llx that is not in %s; refusing to start rather "
                  "than lose it. Restore that volume's state file", first + i,
-                 (unsigned long long)rec->volume_tag, agent->volumes_dir);
+                 (unsigned long long)rec->volume_tag, host->volumes_dir);
         break;
       }
       if (!v || (!was_clean && !dirty)) {
         dropped++;
         continue;
       }
-      for (unsigned k = 0; k < agent->nr_volumes; k++) {
-        if (agent->volumes[k] == v) {
+      for (unsigned k = 0; k < host->nr_volumes; k++) {
+        if (host->volumes[k] == v) {
           r = push(&lists[k], &(struct found){ first + i, rec->lru_rank, *rec });
           break;
         }
@@ -132,31 +135,31 @@ scan_records(struct fc_agent *agent, bool was_clean, struct found_list *lists,
 }
 
 static int
-give_back(struct fc_agent *agent, struct fc_volume *v, struct found_list *l,
+give_back(struct fc_host *host, struct fc_volume *v, struct found_list *l,
           char *err, size_t errlen)
 {
   if (l->n)
     qsort(l->v, l->n, sizeof *l->v, by_rank_desc);
-  if (!v->uc) {
-    v->held = malloc((l->n ? l->n : 1) * sizeof *v->held);
-    v->held_cb = malloc((l->n ? l->n : 1) * sizeof *v->held_cb);
-    if (!v->held || !v->held_cb)
+  if (!UV(v)->uc) {
+    UV(v)->held = malloc((l->n ? l->n : 1) * sizeof *UV(v)->held);
+    UV(v)->held_cb = malloc((l->n ? l->n : 1) * sizeof *UV(v)->held_cb);
+    if (!UV(v)->held || !UV(v)->held_cb)
       return -ENOMEM;
   }
   for (uint32_t i = 0; i < l->n; i++) {
     const struct found *f = &l->v[i];
     bool dirty = f->rec.flags & FC_MD_DIRTY;
 
-    if (!v->uc) {
-      v->held[v->nr_held] = f->rec;
-      v->held_cb[v->nr_held++] = f->cb;
-      v->nr_held_dirty += dirty;
-      fc_cachedev_claim(agent->dev, to_cblock(f->cb));
+    if (!UV(v)->uc) {
+      UV(v)->held[UV(v)->nr_held] = f->rec;
+      UV(v)->held_cb[UV(v)->nr_held++] = f->cb;
+      UV(v)->nr_held_dirty += dirty;
+      fc_cachedev_claim(UCE(host)->dev, to_cblock(f->cb));
       continue;
     }
-    int r = fc_ucache_adopt(v->uc, to_cblock(f->cb), to_oblock(f->rec.oblock), dirty);
+    int r = fc_ucache_adopt(UV(v)->uc, to_cblock(f->cb), to_oblock(f->rec.oblock), dirty);
     if (r == 0) {
-      fc_cachedev_claim(agent->dev, to_cblock(f->cb));
+      fc_cachedev_claim(UCE(host)->dev, to_cblock(f->cb));
     } else if (dirty) {
       snprintf(err, errlen, "cannot recover unwritten block %llu of volume %s from "
                "cache block %u: %s; refusing to start rather than lose it",
@@ -168,30 +171,30 @@ give_back(struct fc_agent *agent, struct fc_volume *v, struct found_list *l,
 }
 
 int
-fc_agent_recover(struct fc_agent *agent, bool was_clean, char *err, size_t errlen)
+uc_recover(struct fc_host *host, bool was_clean, char *err, size_t errlen)
 {
   struct found_list lists[FC_MAX_VOLUMES] = { 0 };
-  uint32_t bs = agent->cfg.block_size;
+  uint32_t bs = host->cfg.block_size;
   int r;
 
-  r = fc_agent_load_volumes(agent, prepare_ucache, err, errlen);
+  r = fc_host_load_volumes(host, prepare_ucache, err, errlen);
   if (r)
     goto out;
-  r = scan_records(agent, was_clean, lists, err, errlen);
+  r = scan_records(host, was_clean, lists, err, errlen);
   if (r)
     goto out;
-  for (unsigned i = 0; i < agent->nr_volumes && !r; i++)
-    r = give_back(agent, agent->volumes[i], &lists[i], err, errlen);
+  for (unsigned i = 0; i < host->nr_volumes && !r; i++)
+    r = give_back(host, host->volumes[i], &lists[i], err, errlen);
   if (r)
     goto out;
-  fc_cachedev_rebuild_free(agent->dev);
-  for (unsigned i = 0; i < agent->nr_volumes; i++) {
-    struct fc_volume *v = agent->volumes[i];
-    r = fc_cachedev_reserve(agent->dev, (uint32_t)(v->p.cache_size / bs));
+  fc_cachedev_rebuild_free(UCE(host)->dev);
+  for (unsigned i = 0; i < host->nr_volumes; i++) {
+    struct fc_volume *v = host->volumes[i];
+    r = fc_cachedev_reserve(UCE(host)->dev, (uint32_t)(v->p.cache_size / bs));
     if (r) {
       snprintf(err, errlen, "the attached volumes' cache sizes add up to more than "
                "cache_size (%llu bytes); raise cache_size",
-               (unsigned long long)agent->cfg.cache_size);
+               (unsigned long long)host->cfg.cache_size);
       goto out;
     }
     if (lists[i].n)

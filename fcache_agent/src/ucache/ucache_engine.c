@@ -6,26 +6,22 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "agent/agent.h"
-#include "engine/engine.h"
 #include "common/log.h"
-#include "migration/migration.h"
 #include "nbd/nbd_server.h"
 #include "origin/origin.h"
-#include "ucache.h"
-
-extern const struct fc_engine_migr_ops fc_ucache_migr_ops;
+#include "ucache_engine.h"
+#include "ucache_engine_priv.h"
 
 static int
-reconcile_geometry(struct fc_agent *agent, const char *md_path, char *err, size_t errlen)
+reconcile_geometry(struct fc_host *host, const char *md_path, char *err, size_t errlen)
 {
-  uint32_t dirty = 0, n = agent->md->nr_blocks;
+  uint32_t dirty = 0, n = UCE(host)->md->nr_blocks;
   struct fc_md_record rec;
   int r;
 
   /* Cheap enough at start: one pass over the old records. */
   for (uint32_t i = 0; i < n; i++) {
-    r = fc_md_read(agent->md, i, 1, &rec);
+    r = fc_md_read(UCE(host)->md, i, 1, &rec);
     if (r)
       return r;
     if (!fc_md_record_ok(&rec) || (rec.flags & FC_MD_DIRTY))
@@ -35,60 +31,63 @@ reconcile_geometry(struct fc_agent *agent, const char *md_path, char *err, size_
     snprintf(err, errlen, "%s was made for %u blocks of %u bytes and still holds "
              "%u blocks of unwritten data; restore the previous cache_size and "
              "block_size so they can be written back", md_path, n,
-             agent->md->block_size, dirty);
+             UCE(host)->md->block_size, dirty);
     return -EMEDIUMTYPE;
   }
   log_warning("cache geometry changed: discarding the old clean cache map in %s",
               md_path);
-  return fc_md_reinit(agent->md, agent->cfg.block_size,
-                      (uint32_t)(agent->cfg.cache_size / agent->cfg.block_size));
+  return fc_md_reinit(UCE(host)->md, host->cfg.block_size,
+                      (uint32_t)(host->cfg.cache_size / host->cfg.block_size));
 }
 
 static int
-uc_open(struct fc_agent *agent, char *err, size_t errlen)
+uc_open(struct fc_host *host, char *err, size_t errlen)
 {
-  const struct fc_config *cfg = &agent->cfg;
+  const struct fc_config *cfg = &host->cfg;
   char md_path[FC_PATH_MAX + 32];
   bool was_clean = true;
   int r;
 
+  host->engine = calloc(1, sizeof(struct uc_engine));
+  if (!host->engine)
+    return -ENOMEM;
   snprintf(md_path, sizeof md_path, "%s/cache.meta", cfg->state_dir);
   r = fc_cachedev_open(cfg->cache_path, cfg->cache_size, cfg->block_size,
-                       &agent->dev, err, errlen);
+                       &UCE(host)->dev, err, errlen);
   if (r)
-    return r;
-  r = fc_md_open(md_path, cfg->block_size, agent->dev->nr_blocks, &was_clean,
-                 &agent->md, err, errlen);
+    goto out;
+  r = fc_md_open(md_path, cfg->block_size, UCE(host)->dev->nr_blocks, &was_clean,
+                 &UCE(host)->md, err, errlen);
   if (r == -EMEDIUMTYPE) {
-    r = reconcile_geometry(agent, md_path, err, errlen);
+    r = reconcile_geometry(host, md_path, err, errlen);
     was_clean = true;
   }
   if (r)
     goto out;
-  r = fc_agent_recover(agent, was_clean, err, errlen);
+  r = uc_recover(host, was_clean, err, errlen);
   if (r)
     goto out;
   /* From here on the clean records on disk may go stale. */
-  r = fc_md_set_state(agent->md, FC_MD_STATE_RUNNING);
+  r = fc_md_set_state(UCE(host)->md, FC_MD_STATE_RUNNING);
   if (r) {
     snprintf(err, errlen, "cannot write cache metadata %s: %s", md_path, strerror(-r));
     goto out;
   }
-  for (unsigned i = 0; i < agent->nr_volumes; i++) {
-    struct fc_volume *v = agent->volumes[i];
+  for (unsigned i = 0; i < host->nr_volumes; i++) {
+    struct fc_volume *v = host->volumes[i];
     char verr[512];
 
-    if (!v->uc)
+    if (!UV(v)->uc)
       continue;
     if (v->p.migration[0]) {
       snprintf(v->error, sizeof v->error, "live migration %s did not complete: "
                "the current copy of some blocks may be on the other host, so "
                "this volume is neither served nor written back here; its %u "
-               "dirty blocks are kept", v->p.migration, fc_ucache_dirty(v->uc));
+               "dirty blocks are kept", v->p.migration, fc_ucache_dirty(UV(v)->uc));
       log_error("volume %s: %s", v->p.id, v->error);
       continue;
     }
-    r = fc_volume_start(agent, v, verr, sizeof verr);
+    r = uc_volume_start(host, v, verr, sizeof verr);
     if (r) {
       log_error("volume %s: %s", v->p.id, verr);
       snprintf(v->error, sizeof v->error, "%s", verr);
@@ -98,49 +97,47 @@ uc_open(struct fc_agent *agent, char *err, size_t errlen)
   }
   return 0;
 out:
-  for (unsigned i = 0; i < agent->nr_volumes; i++)
-    fc_volume_free(agent->volumes[i]);
-  agent->nr_volumes = 0;
-  fc_md_close(agent->md);
-  fc_cachedev_close(agent->dev);
-  agent->md = NULL;
-  agent->dev = NULL;
+  fc_host_free_volumes(host);
+  fc_md_close(UCE(host)->md);
+  fc_cachedev_close(UCE(host)->dev);
+  free(host->engine);
+  host->engine = NULL;
   return r;
 }
 
 /* Clean shutdown: stop every export, persist the whole cache map (dirty
  * blocks stay dirty, to be written back after restart), mark it clean. */
 static int
-uc_close(struct fc_agent *agent)
+uc_close(struct fc_host *host)
 {
   struct fc_md_record *recs;
   int r;
 
   /* No request may run while the map is written out. */
-  for (unsigned i = 0; i < agent->nr_volumes; i++) {
-    struct fc_volume *v = agent->volumes[i];
-    nbd_server_stop(v->srv);
-    v->srv = NULL;
-    if (v->uc)
-      fc_ucache_stop(v->uc);
+  for (unsigned i = 0; i < host->nr_volumes; i++) {
+    struct fc_volume *v = host->volumes[i];
+    nbd_server_stop(UV(v)->srv);
+    UV(v)->srv = NULL;
+    if (UV(v)->uc)
+      fc_ucache_stop(UV(v)->uc);
   }
-  recs = calloc(agent->dev->nr_blocks, sizeof *recs);
+  recs = calloc(UCE(host)->dev->nr_blocks, sizeof *recs);
   if (!recs) {
     r = -ENOMEM;
     goto out;
   }
-  for (unsigned i = 0; i < agent->nr_volumes; i++) {
-    struct fc_volume *v = agent->volumes[i];
-    if (v->uc)
-      fc_ucache_dump_records(v->uc, recs);
-    for (uint32_t j = 0; j < v->nr_held; j++)
-      recs[v->held_cb[j]] = v->held[j];
+  for (unsigned i = 0; i < host->nr_volumes; i++) {
+    struct fc_volume *v = host->volumes[i];
+    if (UV(v)->uc)
+      fc_ucache_dump_records(UV(v)->uc, recs);
+    for (uint32_t j = 0; j < UV(v)->nr_held; j++)
+      recs[UV(v)->held_cb[j]] = UV(v)->held[j];
   }
-  r = fc_cachedev_sync(agent->dev);
+  r = fc_cachedev_sync(UCE(host)->dev);
   if (!r)
-    r = fc_md_write_all(agent->md, recs);
+    r = fc_md_write_all(UCE(host)->md, recs);
   if (!r)
-    r = fc_md_set_state(agent->md, FC_MD_STATE_CLEAN);
+    r = fc_md_set_state(UCE(host)->md, FC_MD_STATE_CLEAN);
   free(recs);
 out:
   if (r)
@@ -148,20 +145,20 @@ out:
               "cache as after a crash (clean blocks dropped, dirty kept)", strerror(-r));
   else
     log_info("cache map saved; %u volume(s) will be re-attached at next start",
-             agent->nr_volumes);
-  for (unsigned i = 0; i < agent->nr_volumes; i++)
-    fc_volume_free(agent->volumes[i]);
-  agent->nr_volumes = 0;
-  fc_md_close(agent->md);
-  fc_cachedev_close(agent->dev);
+             host->nr_volumes);
+  fc_host_free_volumes(host);
+  fc_md_close(UCE(host)->md);
+  fc_cachedev_close(UCE(host)->dev);
+  free(host->engine);
+  host->engine = NULL;
   return r;
 }
 
 static int
-uc_attach(struct fc_agent *agent, const struct fc_attach_request *req,
+uc_attach(struct fc_host *host, const struct fc_attach_request *req,
           struct fc_volume **out, char *err, size_t errlen)
 {
-  uint32_t bs = agent->cfg.block_size;
+  uint32_t bs = host->cfg.block_size;
   uint64_t size = req->cache_size;
   struct fc_volume *v;
   bool reserved = false;
@@ -179,24 +176,27 @@ uc_attach(struct fc_agent *agent, const struct fc_attach_request *req,
   if (size == 0) {
     /* Default: a quarter of the device, the share a host with four
      * cached volumes would give each. */
-    size = (uint64_t)agent->dev->nr_blocks / 4 * bs;
+    size = (uint64_t)UCE(host)->dev->nr_blocks / 4 * bs;
     if (size == 0)
       size = bs;
   }
   size = (size + bs - 1) / bs * bs;
-  r = fc_agent_attach_precheck_locked(agent, req, size, out, err, errlen);
+  r = fc_host_attach_precheck_locked(host, req, size, out, err, errlen);
   if (r)
     return r > 0 ? 0 : r;
-  if (size / bs > agent->dev->nr_blocks) {
+  if (size / bs > UCE(host)->dev->nr_blocks) {
     snprintf(err, errlen, "cache size %llu bytes is larger than the whole cache "
              "device (%llu bytes)", (unsigned long long)size,
-             (unsigned long long)agent->dev->nr_blocks * bs);
+             (unsigned long long)UCE(host)->dev->nr_blocks * bs);
     return -ENOSPC;
   }
 
   v = calloc(1, sizeof *v);
   if (!v)
     return -ENOMEM;
+  r = uc_volume_new(v);
+  if (r)
+    goto out;
   snprintf(v->p.id, sizeof v->p.id, "%s", req->volume_id);
   snprintf(v->p.origin, sizeof v->p.origin, "%s", req->origin);
   v->p.cache_size = size;
@@ -205,30 +205,30 @@ uc_attach(struct fc_agent *agent, const struct fc_attach_request *req,
   r = fc_volume_new_tag(&v->p.tag);
   if (r)
     goto out;
-  r = fc_cachedev_reserve(agent->dev, (uint32_t)(size / bs));
+  r = fc_cachedev_reserve(UCE(host)->dev, (uint32_t)(size / bs));
   if (r) {
-    uint64_t free_b = (uint64_t)(agent->dev->nr_blocks - agent->dev->reserved) * bs;
+    uint64_t free_b = (uint64_t)(UCE(host)->dev->nr_blocks - UCE(host)->dev->reserved) * bs;
     snprintf(err, errlen, "cache device full: volume %s asks for %llu bytes, "
              "%llu of %llu bytes are not reserved by other volumes", v->p.id,
              (unsigned long long)size, (unsigned long long)free_b,
-             (unsigned long long)agent->dev->nr_blocks * bs);
+             (unsigned long long)UCE(host)->dev->nr_blocks * bs);
     goto out;
   }
   reserved = true;
-  r = fc_volume_prepare(agent, v, err, errlen);
+  r = uc_volume_prepare(host, v, err, errlen);
   if (r)
     goto out;
   /* Persist before serving: a write_back block must never be written
    * under a tag that a restarted agent would not recognise. */
-  r = fc_volume_params_save(agent->volumes_dir, &v->p, err, errlen);
+  r = fc_volume_params_save(host->volumes_dir, &v->p, err, errlen);
   if (r)
     goto out;
-  r = fc_volume_start(agent, v, err, errlen);
+  r = uc_volume_start(host, v, err, errlen);
   if (r) {
-    fc_volume_params_remove(agent->volumes_dir, v->p.id);
+    fc_volume_params_remove(host->volumes_dir, v->p.id);
     goto out;
   }
-  agent->volumes[agent->nr_volumes++] = v;
+  host->volumes[host->nr_volumes++] = v;
   log_info("volume %s attached: origin %s, %llu bytes of cache, %s, admission %s, "
            "export %s", v->p.id, v->p.origin, (unsigned long long)size,
            fc_write_policy_name(v->p.write_policy), fc_admission_name(v->p.admission),
@@ -238,15 +238,15 @@ uc_attach(struct fc_agent *agent, const struct fc_attach_request *req,
 
 out:
   if (reserved)
-    fc_cachedev_unreserve(agent->dev, (uint32_t)(size / bs));
-  fc_volume_free(v);
+    fc_cachedev_unreserve(UCE(host)->dev, (uint32_t)(size / bs));
+  fc_host_volume_free(host, v);
   return r;
 }
 
 static int
-uc_detach(struct fc_agent *agent, const char *id, char *err, size_t errlen)
+uc_detach(struct fc_host *host, const char *id, char *err, size_t errlen)
 {
-  struct fc_volume *v = fc_agent_find_locked(agent, id);
+  struct fc_volume *v = fc_host_find_locked(host, id);
   char serr[512];
   int r;
 
@@ -254,48 +254,48 @@ uc_detach(struct fc_agent *agent, const char *id, char *err, size_t errlen)
     snprintf(err, errlen, "volume %.80s is not attached to this agent", id);
     return -ENOENT;
   }
-  if (!v->uc && v->nr_held_dirty) {
+  if (!UV(v)->uc && UV(v)->nr_held_dirty) {
     snprintf(err, errlen, "volume %s holds %u blocks of unwritten data and its "
              "origin is unavailable (%s); make the origin reachable and restart "
-             "the agent so they can be written back", id, v->nr_held_dirty, v->error);
+             "the agent so they can be written back", id, UV(v)->nr_held_dirty, v->error);
     return -EBUSY;
   }
   /* Disconnect the VM first: no write may arrive after the last write-back. */
-  nbd_server_stop(v->srv);
-  v->srv = NULL;
-  if (v->uc) {
-    fc_ucache_stop(v->uc);
-    r = fc_ucache_writeback_all(v->uc);
+  nbd_server_stop(UV(v)->srv);
+  UV(v)->srv = NULL;
+  if (UV(v)->uc) {
+    fc_ucache_stop(UV(v)->uc);
+    r = fc_ucache_writeback_all(UV(v)->uc);
     if (!r)
-      r = fc_ucache_release(v->uc);
+      r = fc_ucache_release(UV(v)->uc);
     if (r) {
       struct fc_ucache_info info;
-      fc_ucache_info(v->uc, &info);
+      fc_ucache_info(UV(v)->uc, &info);
       snprintf(err, errlen, "cannot detach volume %s: writing back its %u dirty "
                "blocks to %s failed: %s; the volume stays attached", id,
                info.dirty_blocks, v->p.origin, strerror(-r));
-      if (fc_volume_start(agent, v, serr, sizeof serr))
+      if (uc_volume_start(host, v, serr, sizeof serr))
         log_error("volume %s: cannot serve again after failed detach: %s", id, serr);
       return r;
     }
   } else {
-    for (uint32_t i = 0; i < v->nr_held; i++) {
-      r = fc_md_set(agent->md, to_cblock(v->held_cb[i]), 0, 0, 0);
+    for (uint32_t i = 0; i < UV(v)->nr_held; i++) {
+      r = fc_md_set(UCE(host)->md, to_cblock(UV(v)->held_cb[i]), 0, 0, 0);
       if (r) {
         snprintf(err, errlen, "cannot update cache metadata: %s", strerror(-r));
         return r;
       }
     }
-    fc_md_sync(agent->md);
-    for (uint32_t i = 0; i < v->nr_held; i++)
-      fc_cachedev_free(agent->dev, to_cblock(v->held_cb[i]));
-    v->nr_held = 0;
+    fc_md_sync(UCE(host)->md);
+    for (uint32_t i = 0; i < UV(v)->nr_held; i++)
+      fc_cachedev_free(UCE(host)->dev, to_cblock(UV(v)->held_cb[i]));
+    UV(v)->nr_held = 0;
   }
-  fc_cachedev_unreserve(agent->dev, (uint32_t)(v->p.cache_size / agent->cfg.block_size));
-  r = fc_volume_params_remove(agent->volumes_dir, id);
+  fc_cachedev_unreserve(UCE(host)->dev, (uint32_t)(v->p.cache_size / host->cfg.block_size));
+  r = fc_volume_params_remove(host->volumes_dir, id);
   if (r)
     log_warning("volume %s: cannot remove its state file: %s", id, strerror(-r));
-  fc_agent_forget_locked(agent, v);
+  fc_host_forget_locked(host, v);
   log_info("volume %s detached", id);
   return 0;
 }
@@ -303,32 +303,32 @@ uc_detach(struct fc_agent *agent, const char *id, char *err, size_t errlen)
 static bool
 uc_serving(const struct fc_volume *v)
 {
-  return v->uc && v->srv;
+  return UV(v)->uc && UV(v)->srv;
 }
 
 static json_t *
-uc_volume_json(struct fc_agent *agent, struct fc_volume *v)
+uc_volume_json(struct fc_host *host, struct fc_volume *v)
 {
   json_t *o = json_pack("{s:s, s:s, s:s, s:I, s:s, s:s}",
                         "volume_id", v->p.id, "origin", v->p.origin,
-                        "export_uri", v->srv ? v->export_uri : "",
+                        "export_uri", UV(v)->srv ? v->export_uri : "",
                         "cache_size", (json_int_t)v->p.cache_size,
                         "write_policy", fc_write_policy_name(v->p.write_policy),
                         "admission", fc_admission_name(v->p.admission));
 
   if (!o)
     return NULL;
-  json_object_set_new(o, "engine", json_string(agent->cfg.engine));
-  json_object_set_new(o, "state", json_string(v->srv ? "attached" : "unavailable"));
-  if (v->error[0] && !v->srv)
+  json_object_set_new(o, "engine", json_string(host->cfg.engine));
+  json_object_set_new(o, "state", json_string(UV(v)->srv ? "attached" : "unavailable"));
+  if (v->error[0] && !UV(v)->srv)
     json_object_set_new(o, "error", json_string(v->error));
-  json_object_set_new(o, "block_size", json_integer(agent->cfg.block_size));
-  if (v->uc) {
+  json_object_set_new(o, "block_size", json_integer(host->cfg.block_size));
+  if (UV(v)->uc) {
     struct fc_ucache_info info;
-    struct fc_stats *s = fc_ucache_stats(v->uc);
+    struct fc_stats *s = fc_ucache_stats(UV(v)->uc);
     uint64_t hits = STAT_GET(s, read_hits), misses = STAT_GET(s, read_misses);
 
-    fc_ucache_info(v->uc, &info);
+    fc_ucache_info(UV(v)->uc, &info);
     json_object_set_new(o, "size", json_integer((json_int_t)info.size));
     json_object_set_new(o, "cached_blocks", json_integer(info.cached_blocks));
     json_object_set_new(o, "dirty_blocks", json_integer(info.dirty_blocks));
@@ -343,31 +343,31 @@ uc_volume_json(struct fc_agent *agent, struct fc_volume *v)
     S(evictions); S(invalidations); S(writebacks); S(io_errors);
 #undef S
   } else {
-    json_object_set_new(o, "cached_blocks", json_integer(v->nr_held));
-    json_object_set_new(o, "dirty_blocks", json_integer(v->nr_held_dirty));
+    json_object_set_new(o, "cached_blocks", json_integer(UV(v)->nr_held));
+    json_object_set_new(o, "dirty_blocks", json_integer(UV(v)->nr_held_dirty));
   }
-  if (v->srv)
-    json_object_set_new(o, "connections", json_integer(nbd_server_connections(v->srv)));
+  if (UV(v)->srv)
+    json_object_set_new(o, "connections", json_integer(nbd_server_connections(UV(v)->srv)));
   return o;
 }
 
 /* Host totals: what the host's flash and the shared storage see from all
  * volumes together. */
 static json_t *
-host_totals(struct fc_agent *agent)
+host_totals(struct fc_host *host)
 {
   uint64_t t[9] = { 0 };
   uint32_t dirty = 0;
 
-  for (unsigned i = 0; i < agent->nr_volumes; i++) {
-    struct fc_volume *v = agent->volumes[i];
+  for (unsigned i = 0; i < host->nr_volumes; i++) {
+    struct fc_volume *v = host->volumes[i];
     struct fc_ucache_info info;
     struct fc_stats *s;
 
-    if (!v->uc)
+    if (!UV(v)->uc)
       continue;
-    s = fc_ucache_stats(v->uc);
-    fc_ucache_info(v->uc, &info);
+    s = fc_ucache_stats(UV(v)->uc);
+    fc_ucache_info(UV(v)->uc, &info);
     dirty += info.dirty_blocks;
     t[0] += STAT_GET(s, reads);
     t[1] += STAT_GET(s, writes);
@@ -390,29 +390,29 @@ host_totals(struct fc_agent *agent)
 }
 
 static json_t *
-uc_status_json(struct fc_agent *agent)
+uc_status_json(struct fc_host *host)
 {
-  uint64_t bs = agent->cfg.block_size;
+  uint64_t bs = host->cfg.block_size;
   json_t *vols = json_array(), *o;
 
-  for (unsigned i = 0; i < agent->nr_volumes; i++) {
-    struct fc_volume *v = agent->volumes[i];
+  for (unsigned i = 0; i < host->nr_volumes; i++) {
+    struct fc_volume *v = host->volumes[i];
     json_array_append_new(vols, json_pack("{s:s, s:s, s:s, s:I}", "volume_id", v->p.id,
-                                          "export_uri", v->srv ? v->export_uri : "",
-                                          "state", v->srv ? "attached" : "unavailable",
+                                          "export_uri", UV(v)->srv ? v->export_uri : "",
+                                          "state", UV(v)->srv ? "attached" : "unavailable",
                                           "cache_size", (json_int_t)v->p.cache_size));
   }
   o = json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:o}",
-                "version", FC_VERSION, "engine", agent->cfg.engine,
-                "capacity_bytes", (json_int_t)(agent->dev->nr_blocks * bs),
-                "used_bytes", (json_int_t)(fc_cachedev_used(agent->dev) * bs),
-                "reserved_bytes", (json_int_t)(agent->dev->reserved * bs),
+                "version", FC_VERSION, "engine", host->cfg.engine,
+                "capacity_bytes", (json_int_t)(UCE(host)->dev->nr_blocks * bs),
+                "used_bytes", (json_int_t)(fc_cachedev_used(UCE(host)->dev) * bs),
+                "reserved_bytes", (json_int_t)(UCE(host)->dev->reserved * bs),
                 "block_size", (json_int_t)bs,
-                "table_memory_bytes", (json_int_t)fc_cachedev_memory(agent->dev),
+                "table_memory_bytes", (json_int_t)fc_cachedev_memory(UCE(host)->dev),
                 "volumes", vols);
   if (o) {
-    json_object_set_new(o, "cache_path", json_string(agent->cfg.cache_path));
-    json_object_set_new(o, "totals", host_totals(agent));
+    json_object_set_new(o, "cache_path", json_string(host->cfg.cache_path));
+    json_object_set_new(o, "totals", host_totals(host));
   }
   return o;
 }
@@ -424,6 +424,7 @@ const struct fc_engine_ops fc_ucache_engine = {
   .attach = uc_attach,
   .detach = uc_detach,
   .serving = uc_serving,
+  .volume_free = uc_volume_free,
   .volume_json = uc_volume_json,
   .status_json = uc_status_json,
   .migr = &fc_ucache_migr_ops,

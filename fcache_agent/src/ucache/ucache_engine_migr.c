@@ -2,16 +2,14 @@
  * calls: every strategy runs here, on-demand fetch included. */
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
-#include "agent/agent.h"
-#include "engine/engine.h"
-#include "ucache.h"
+#include "common/superseded.h"
+#include "ucache_engine_priv.h"
 
-#define UC(m) ((m)->vol->uc)
-
-/* The destination's fetch callback (migr_dest.c). */
-int fc_migr_dest_fetch(void *ctx, oblock_t ob, void *data, bool *dirty, bool required);
+#define UC(m) (UV((m)->vol)->uc)
 
 static int
 supports(enum fc_strategy s, char *err, size_t errlen)
@@ -20,7 +18,7 @@ supports(enum fc_strategy s, char *err, size_t errlen)
 }
 
 static int
-out_freeze(struct fc_migration *m, bool flush, char *err, size_t errlen)
+out_freeze(struct fc_engine_migr *m, bool flush, char *err, size_t errlen)
 {
   int r = 0;
 
@@ -36,38 +34,38 @@ out_freeze(struct fc_migration *m, bool flush, char *err, size_t errlen)
 }
 
 static int
-out_thaw(struct fc_migration *m)
+out_thaw(struct fc_engine_migr *m)
 {
   fc_ucache_migr_freeze(UC(m), false);
   return fc_ucache_start(UC(m));
 }
 
 static int
-out_list(struct fc_migration *m, uint64_t **list, uint32_t *n, bool dirty_only)
+out_list(struct fc_engine_migr *m, uint64_t **list, uint32_t *n, bool dirty_only)
 {
   return fc_ucache_migr_snapshot(UC(m), list, n, dirty_only);
 }
 
 static int
-out_read(struct fc_migration *m, oblock_t ob, void *data, bool *dirty)
+out_read(struct fc_engine_migr *m, oblock_t ob, void *data, bool *dirty)
 {
   return fc_ucache_migr_read_block(UC(m), ob, data, dirty);
 }
 
 static int
-out_peek(struct fc_migration *m, void *buf, uint32_t count, uint64_t off)
+out_peek(struct fc_engine_migr *m, void *buf, uint32_t count, uint64_t off)
 {
   return fc_ucache_peek(UC(m), buf, count, off);
 }
 
 static int
-out_forget(struct fc_migration *m, oblock_t ob)
+out_forget(struct fc_engine_migr *m, oblock_t ob)
 {
   return fc_ucache_migr_forget(UC(m), ob);
 }
 
 static int
-out_forget_all(struct fc_migration *m)
+out_forget_all(struct fc_engine_migr *m)
 {
   return fc_ucache_migr_forget_all(UC(m));
 }
@@ -84,92 +82,92 @@ mode_of(enum fc_strategy s)
 }
 
 static int
-in_begin(struct fc_migration *m)
+in_begin(struct fc_engine_migr *m)
 {
   char path[FC_PATH_MAX + 100];
 
-  fc_migr_superseded_path(m->agent, m->volume_id, path, sizeof path);
-  return fc_ucache_migr_in_begin(UC(m), mode_of(m->strategy), fc_migr_dest_fetch,
-                                 fc_migr_dest_read, m, path);
+  uc_superseded_path(m->host, m->volume_id, path, sizeof path);
+  return fc_ucache_migr_in_begin(UC(m), mode_of(m->strategy), m->fetch_source,
+                                 m->read_source, m->ctx, path);
 }
 
 static void
-in_connected(struct fc_migration *m)
+in_connected(struct fc_engine_migr *m)
 {
   fc_ucache_migr_source_connected(UC(m));
 }
 
 static int
-in_add_remote(struct fc_migration *m, oblock_t ob, bool dirty)
+in_add_remote(struct fc_engine_migr *m, oblock_t ob, bool dirty)
 {
   return fc_ucache_migr_add_remote(UC(m), ob, dirty);
 }
 
 static void
-in_switch(struct fc_migration *m)
+in_switch(struct fc_engine_migr *m)
 {
   fc_ucache_migr_open_gate(UC(m));
 }
 
 static int
-in_install(struct fc_migration *m, oblock_t ob, const void *data, bool dirty)
+in_install(struct fc_engine_migr *m, oblock_t ob, const void *data, bool dirty)
 {
   return fc_ucache_migr_install_copy(UC(m), ob, data, dirty);
 }
 
 static int
-in_preload(struct fc_migration *m, oblock_t ob)
+in_preload(struct fc_engine_migr *m, oblock_t ob)
 {
   return fc_ucache_migr_preload(UC(m), ob);
 }
 
 static uint32_t
-in_end(struct fc_migration *m)
+in_end(struct fc_engine_migr *m)
 {
   return fc_ucache_migr_in_end(UC(m));
 }
 
 static int
-in_durable(struct fc_migration *m, bool final)
+in_durable(struct fc_engine_migr *m, bool final)
 {
-  int r = fc_cachedev_sync(m->agent->dev);
+  int r = fc_cachedev_sync(UCE(m->host)->dev);
 
-  return r ? r : fc_md_sync(m->agent->md);
+  return r ? r : fc_md_sync(UCE(m->host)->md);
 }
 
 static void
-in_lost(struct fc_migration *m)
+in_lost(struct fc_engine_migr *m)
 {
   fc_ucache_migr_source_lost(UC(m));
 }
 
 static void
-in_shutdown(struct fc_migration *m)
+in_shutdown(struct fc_engine_migr *m)
 {
   fc_ucache_migr_shutdown(UC(m));
 }
 
 static uint32_t
-in_remote_dirty(struct fc_migration *m)
+in_remote_dirty(struct fc_engine_migr *m)
 {
   return fc_ucache_migr_remote_dirty(UC(m));
 }
 
 static void
-in_completed(struct fc_migration *m)
+in_completed(struct fc_engine_migr *m)
 {
   fc_ucache_migr_unpin(UC(m));
 }
 
 static int
-in_forget_all(struct fc_migration *m)
+in_forget_all(struct fc_engine_migr *m)
 {
   fc_ucache_migr_source_lost(UC(m));
   return fc_ucache_migr_forget_all(UC(m));
 }
 
 static void
-stats_json(struct fc_migration *m, json_t *o)
+stats_json(struct fc_engine_migr *m, json_t *o)
 {
   struct fc_ucache_migr_stats st;
 
@@ -184,9 +182,119 @@ stats_json(struct fc_migration *m, json_t *o)
   json_object_set_new(o, "remote_clean_blocks", json_integer(st.remote_clean));
 }
 
+/* ---- settling a migration that failed past its switchover ---- */
+
+static int
+settle_usable(struct fc_host *host, struct fc_volume *v, char *err, size_t errlen)
+{
+  if (UV(v)->uc)
+    return 0;
+  snprintf(err, errlen, "volume %s cannot be settled while its origin is "
+           "unavailable (%s)", v->p.id, v->error);
+  return -EIO;
+}
+
+/* Held mode: the dirty blocks this host holds, and the pinned blocks that
+ * went to the origin from here anyway (superseded.h): the source's copies
+ * of both are stale. */
+static int
+held_list(struct fc_host *host, struct fc_volume *v, uint64_t **list, uint32_t *n)
+{
+  char path[FC_PATH_MAX + 100];
+  uint64_t *held = NULL, *sup = NULL, *all;
+  uint32_t nh = 0, ns = 0;
+  int r;
+
+  uc_superseded_path(host, v->p.id, path, sizeof path);
+  r = fc_ucache_migr_snapshot(UV(v)->uc, &held, &nh, true);
+  if (!r)
+    r = fc_superseded_load(path, &sup, &ns);
+  if (!r && !(all = realloc(held, ((size_t)nh + ns + 1) * sizeof *held)))
+    r = -ENOMEM;
+  if (r) {
+    free(held);
+    free(sup);
+    return r;
+  }
+  for (uint32_t i = 0; i < nh; i++)
+    all[i] &= ~FC_BLOCK_DIRTY_BIT;
+  for (uint32_t i = 0; i < ns; i++)
+    all[nh + i] = sup[i];
+  free(sup);
+  *list = all;
+  *n = nh + ns;
+  return 0;
+}
+
+static int
+settle_dest_list(struct fc_host *host, struct fc_volume *v, bool missing,
+                 uint64_t **list, uint32_t *n)
+{
+  if (missing)
+    return fc_ucache_migr_remote_list(UV(v)->uc, list, n);
+  return held_list(host, v, list, n);
+}
+
+static uint32_t
+settle_dest_end(struct fc_host *host, struct fc_volume *v, bool missing,
+                bool source_lost)
+{
+  char path[FC_PATH_MAX + 100];
+  uint32_t given_up = 0;
+
+  if (missing) {
+    if (source_lost)
+      given_up = fc_ucache_migr_remote_dirty(UV(v)->uc);
+    fc_ucache_migr_settled(UV(v)->uc);
+  }
+  uc_superseded_path(host, v->p.id, path, sizeof path);
+  unlink(path);      /* held mode: the source has acted on it */
+  return given_up;
+}
+
+static int
+settle_dest_resume(struct fc_host *host, struct fc_volume *v, char *err, size_t errlen)
+{
+  return uc_volume_start(host, v, err, errlen);
+}
+
+static int
+settle_source_block(struct fc_volume *v, oblock_t ob, bool write_back)
+{
+  if (write_back)
+    return fc_ucache_migr_writeback_block(UV(v)->uc, ob);
+  return fc_ucache_migr_forget(UV(v)->uc, ob);
+}
+
+static int
+settle_source_sync(struct fc_volume *v, bool written_back)
+{
+  /* Written back means durable at the origin before the destination is
+   * told it may read it there. */
+  if (written_back)
+    return fc_ucache_flush_origin(UV(v)->uc);
+  return fc_ucache_sync_records(UV(v)->uc);
+}
+
+static int
+settle_source_forget_all(struct fc_volume *v)
+{
+  return fc_ucache_migr_forget_all(UV(v)->uc);
+}
+
+static const struct fc_engine_settle_ops settle_ops = {
+  .usable = settle_usable,
+  .dest_list = settle_dest_list,
+  .dest_end = settle_dest_end,
+  .dest_resume = settle_dest_resume,
+  .source_block = settle_source_block,
+  .source_sync = settle_source_sync,
+  .source_forget_all = settle_source_forget_all,
+};
+
 const struct fc_engine_migr_ops fc_ucache_migr_ops = {
   .supports = supports,
-  .can_settle = true,
+  .settle = &settle_ops,
   .out_freeze = out_freeze,
   .out_thaw = out_thaw,
   .out_list = out_list,

@@ -1,7 +1,10 @@
-/* The engines this build has; see engine.h. */
+/* The engines this build has (engine/engine.h): adding one is its folder
+ * and one line here. */
 #include <string.h>
 
-#include "engine.h"
+#include "dmcache/dm_engine.h"
+#include "engine/engine.h"
+#include "ucache/ucache_engine.h"
 
 const struct fc_engine_ops *
 fc_engine_find(const char *name)

@@ -1,0 +1,127 @@
+/* The registry of attached volumes that the agent and its engine share
+ * (engine.h, struct fc_host).  The agent adds nothing here itself: its
+ * engine attaches, adopts and forgets volumes through these calls, and
+ * the agent reads the registry to answer the control socket. */
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine.h"
+
+struct fc_volume *
+fc_host_find_locked(struct fc_host *host, const char *id)
+{
+  for (unsigned i = 0; i < host->nr_volumes; i++)
+    if (!strcmp(host->volumes[i]->p.id, id))
+      return host->volumes[i];
+  return NULL;
+}
+
+int
+fc_host_attach_precheck_locked(struct fc_host *host,
+                               const struct fc_attach_request *req,
+                               uint64_t cache_size, struct fc_volume **out,
+                               char *err, size_t errlen)
+{
+  struct fc_volume *old = fc_host_find_locked(host, req->volume_id);
+
+  if (old) {
+    if (!strcmp(old->p.origin, req->origin) &&
+        old->p.write_policy == req->write_policy &&
+        old->p.admission == req->admission && old->p.cache_size == cache_size &&
+        host->ops->serving(old)) {
+      *out = old;
+      return 1;
+    }
+    snprintf(err, errlen, "volume %s is already attached with other parameters "
+             "(origin %s, %s, %llu bytes); detach it first", req->volume_id,
+             old->p.origin, fc_write_policy_name(old->p.write_policy),
+             (unsigned long long)old->p.cache_size);
+    return -EEXIST;
+  }
+  if (host->nr_volumes >= FC_MAX_VOLUMES) {
+    snprintf(err, errlen, "this agent already serves %d volumes", FC_MAX_VOLUMES);
+    return -EMFILE;
+  }
+  return 0;
+}
+
+void
+fc_host_volume_free(struct fc_host *host, struct fc_volume *v)
+{
+  if (!v)
+    return;
+  if (v->priv)
+    host->ops->volume_free(v);
+  free(v);
+}
+
+void
+fc_host_free_volumes(struct fc_host *host)
+{
+  for (unsigned i = 0; i < host->nr_volumes; i++)
+    fc_host_volume_free(host, host->volumes[i]);
+  host->nr_volumes = 0;
+}
+
+void
+fc_host_forget_locked(struct fc_host *host, struct fc_volume *v)
+{
+  if (host->forgetting)
+    host->forgetting(host, v);
+  for (unsigned i = 0; i < host->nr_volumes; i++) {
+    if (host->volumes[i] == v) {
+      host->volumes[i] = host->volumes[--host->nr_volumes];
+      break;
+    }
+  }
+  fc_host_volume_free(host, v);
+}
+
+int
+fc_host_load_volumes(struct fc_host *host,
+                     int (*adopt)(struct fc_host *host, struct fc_volume *v),
+                     char *err, size_t errlen)
+{
+  DIR *d = opendir(host->volumes_dir);
+  struct dirent *de;
+  int r = 0;
+
+  if (!d) {
+    r = -errno;
+    snprintf(err, errlen, "cannot read %s: %s", host->volumes_dir, strerror(-r));
+    return r;
+  }
+  while ((de = readdir(d))) {
+    size_t len = strlen(de->d_name);
+    char path[FC_PATH_MAX + 400];
+    struct fc_volume *v;
+
+    if (len < 6 || strcmp(de->d_name + len - 5, ".json"))
+      continue;
+    if (host->nr_volumes >= FC_MAX_VOLUMES) {
+      r = -EMFILE;
+      snprintf(err, errlen, "more than %d volumes in %s", FC_MAX_VOLUMES,
+               host->volumes_dir);
+      break;
+    }
+    v = calloc(1, sizeof *v);
+    if (!v) {
+      r = -ENOMEM;
+      break;
+    }
+    snprintf(path, sizeof path, "%s/%s", host->volumes_dir, de->d_name);
+    r = fc_volume_params_load(path, &v->p, err, errlen);
+    if (!r && (r = adopt(host, v)))
+      snprintf(err, errlen, "volume %s: %s", v->p.id, strerror(-r));
+    if (r) {
+      fc_host_volume_free(host, v);
+      break;
+    }
+    host->volumes[host->nr_volumes++] = v;
+  }
+  closedir(d);
+  return r;
+}

@@ -1,0 +1,61 @@
+/* Inside the ucache engine: shared by ucache_engine.c (open, close,
+ * attach, detach, status), ucache_volume.c (a volume's origin, cache and
+ * export), ucache_engine_migr.c (live migration and settling) and
+ * recovery.c (start-up).  Not for other modules. */
+#ifndef FCACHE_UCACHE_ENGINE_PRIV_H
+#define FCACHE_UCACHE_ENGINE_PRIV_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/un.h>
+
+#include "cachedev.h"
+#include "engine/engine.h"
+#include "metadata.h"
+#include "nbd/io_ops.h"
+#include "ucache.h"
+
+/* host->engine */
+struct uc_engine {
+  struct fc_cachedev *dev;
+  struct fc_metadata *md;
+};
+
+/* v->priv */
+struct uc_vol {
+  struct fc_origin *origin;
+  struct fc_ucache *uc;
+  struct nbd_server *srv;
+  struct fc_export exp;
+  char export_path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+  /* Blocks recovered for a volume whose origin could not be opened: kept,
+   * untouched, until it can be written back. */
+  struct fc_md_record *held;
+  uint32_t *held_cb;
+  uint32_t nr_held;
+  uint32_t nr_held_dirty;
+};
+
+#define UCE(host) ((struct uc_engine *)(host)->engine)
+#define UV(v) ((struct uc_vol *)(v)->priv)
+
+extern const struct fc_engine_migr_ops fc_ucache_migr_ops;
+
+/* Give a new volume its (empty) engine state. */
+int uc_volume_new(struct fc_volume *v);
+/* Open the origin and build the (not yet serving) cache. */
+int uc_volume_prepare(struct fc_host *host, struct fc_volume *v, char *err,
+                      size_t errlen);
+/* Serve the volume's NBD export and start its write-back. */
+int uc_volume_start(struct fc_host *host, struct fc_volume *v, char *err,
+                    size_t errlen);
+/* engine.h's volume_free. */
+void uc_volume_free(struct fc_volume *v);
+/* Re-attach the persisted volumes and give each its cache blocks back. */
+int uc_recover(struct fc_host *host, bool was_clean, char *err, size_t errlen);
+/* Where the destination records pinned blocks that reached the origin. */
+void uc_superseded_path(struct fc_host *host, const char *volume_id, char *buf,
+                        size_t len);
+
+#endif

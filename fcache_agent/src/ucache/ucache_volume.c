@@ -1,0 +1,127 @@
+/* One ucache volume's engine state: its origin, its cache (ucache.h) and
+ * the NBD export its VM opens. */
+#include <errno.h>
+#include <grp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "nbd/nbd_server.h"
+#include "origin/origin.h"
+#include "ucache_engine_priv.h"
+
+#define NBD_MAX_BLOCK (32u << 20)
+
+int
+uc_volume_new(struct fc_volume *v)
+{
+  v->priv = calloc(1, sizeof(struct uc_vol));
+  return v->priv ? 0 : -ENOMEM;
+}
+
+int
+uc_volume_prepare(struct fc_host *host, struct fc_volume *v, char *err, size_t errlen)
+{
+  struct fc_ucache_params up = {
+    .quota_blocks = (uint32_t)(v->p.cache_size / host->cfg.block_size),
+    .write_policy = v->p.write_policy,
+    .admission = v->p.admission,
+    .volume_tag = v->p.tag,
+    .writeback_interval_ms = host->cfg.writeback_interval_ms,
+    .dirty_high_percent = host->cfg.dirty_high_percent,
+  };
+  struct uc_vol *uv = UV(v);
+  int r;
+
+  r = fc_origin_open(v->p.origin, host->cfg.origin_connections, &uv->origin,
+                     err, errlen);
+  if (r)
+    return r;
+  r = fc_ucache_create(UCE(host)->dev, UCE(host)->md, uv->origin, &up, &uv->uc);
+  if (r) {
+    snprintf(err, errlen, "cannot create cache for volume %s: %s", v->p.id,
+             strerror(-r));
+    fc_origin_close(uv->origin);
+    uv->origin = NULL;
+  }
+  return r;
+}
+
+int
+uc_volume_start(struct fc_host *host, struct fc_volume *v, char *err, size_t errlen)
+{
+  struct uc_vol *uv = UV(v);
+  int n, r;
+
+  n = snprintf(uv->export_path, sizeof uv->export_path, "%s/%s.sock",
+               host->cfg.export_dir, v->p.id);
+  if (n < 0 || (size_t)n >= sizeof uv->export_path) {
+    snprintf(err, errlen, "export socket path %s/%s.sock is longer than a unix "
+             "socket path may be (%zu bytes); use a shorter export_dir",
+             host->cfg.export_dir, v->p.id, sizeof uv->export_path - 1);
+    return -ENAMETOOLONG;
+  }
+  snprintf(v->export_uri, sizeof v->export_uri, "nbd+unix:///?socket=%s",
+           uv->export_path);
+  uv->exp = (struct fc_export){
+    .name = v->p.id,
+    .description = "fcache ucache export",
+    .size = uv->origin->size,
+    .min_block = 512,
+    .pref_block = host->cfg.block_size,
+    .max_block = NBD_MAX_BLOCK,
+    .read_only = false,
+    .ops = &fc_ucache_io_ops,
+    .handle = uv->uc,
+  };
+  uv->srv = nbd_server_start(uv->export_path, 0660, &uv->exp, host->cfg.nbd_threads);
+  if (!uv->srv) {
+    r = -errno;
+    snprintf(err, errlen, "cannot serve volume %s on %s: %s", v->p.id,
+             uv->export_path, strerror(-r));
+    return r;
+  }
+  if (host->cfg.export_group[0]) {
+    /* The hypervisor runs as its own user (libvirt: libvirt-qemu), not
+     * as root; the export is its disk, and only its. */
+    struct group *g = getgrnam(host->cfg.export_group);
+    r = !g ? -ENOENT : chown(uv->export_path, (uid_t)-1, g->gr_gid) ? -errno : 0;
+    if (r) {
+      snprintf(err, errlen, "cannot give export %s to group '%s' (export_group): %s",
+               uv->export_path, host->cfg.export_group,
+               r == -ENOENT ? "no such group" : strerror(-r));
+      nbd_server_stop(uv->srv);
+      uv->srv = NULL;
+      return r;
+    }
+  }
+  r = fc_ucache_start(uv->uc);
+  if (r) {
+    snprintf(err, errlen, "cannot start writeback for volume %s: %s", v->p.id,
+             strerror(-r));
+    nbd_server_stop(uv->srv);
+    uv->srv = NULL;
+  }
+  return r;
+}
+
+void
+uc_volume_free(struct fc_volume *v)
+{
+  struct uc_vol *uv = UV(v);
+
+  nbd_server_stop(uv->srv);
+  fc_ucache_destroy(uv->uc);
+  fc_origin_close(uv->origin);
+  free(uv->held);
+  free(uv->held_cb);
+  free(uv);
+  v->priv = NULL;
+}
+
+void
+uc_superseded_path(struct fc_host *host, const char *volume_id, char *buf, size_t len)
+{
+  snprintf(buf, len, "%s/%s.superseded", host->volumes_dir, volume_id);
+}
