@@ -1,6 +1,6 @@
 """Client of the fcache agent's control socket.
 
-The wire protocol is the agent's (fcache_agent/src/control.h): one JSON
+The wire protocol is the agent's (fcache_agent/src/control/control.h): one JSON
 object per line on a unix stream socket.
 
 Request::

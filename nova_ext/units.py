@@ -1,8 +1,8 @@
 """Byte sizes as operators write them.
 
 The agent's configuration uses the same syntax (``fc_parse_size`` in
-fcache_agent/src/config.h): a decimal number with an optional binary unit
-K, M, G, T or P, optionally followed by ``iB`` or ``B``: ``4096``, ``4K``,
+fcache_agent/src/common/config.h): a decimal number with an optional binary
+unit K, M, G, T or P, optionally followed by ``iB`` or ``B``: ``4096``, ``4K``,
 ``10M``, ``2GiB``, ``1T``.  Units are powers of 1024.
 """
 

@@ -8,8 +8,8 @@ the layering is written down).  Everything else fails: an include that
 climbs a layer, one that reaches into another folder's private header, a
 folder missing from the table.
 
-    tools/check-layering.py fcache_agent/src          # check, exit 1 on a violation
-    tools/check-layering.py --graph fcache_agent/src  # the folder graph, as text
+    tools/check-layering.py fcache_agent/src          # check; 1: a violation
+    tools/check-layering.py --graph fcache_agent/src  # the folder graph
 
 The graph printed by --graph is the one shown in doc/design.rst.
 """
@@ -95,10 +95,10 @@ def check(src):
                                 % (where, header, folder))
             continue
         if to not in ALLOWED.get(folder, set()):
-            problems.append('%s includes %s/%s: %s/ may not use %s/ (allowed: %s)'
-                            % (where, to, header, folder, to,
-                               ', '.join(sorted(ALLOWED.get(folder, ()))) or
-                               'nothing'))
+            allowed = ', '.join(sorted(ALLOWED.get(folder, ()))) or 'nothing'
+            problems.append('%s includes %s/%s: %s/ may not use %s/ '
+                            '(allowed: %s)' % (where, to, header, folder, to,
+                                               allowed))
         elif to in PUBLIC and header not in PUBLIC[to]:
             problems.append('%s includes %s/%s, a header private to %s/ '
                             '(public: %s)' % (where, to, header, to,

@@ -1,9 +1,10 @@
 """Fixtures of the unit tests: a tiny in-process fake of the fcache agent.
 
-The fake speaks the agent's control protocol (fcache_agent/src/control.h)
-on a real unix socket from a thread, so the client's socket code runs for
-real.  It implements just enough of the operations to check the client and
-the command line; the real agent is covered by tests/functional.
+The fake speaks the agent's control protocol
+(fcache_agent/src/control/control.h) on a real unix socket from a thread,
+so the client's socket code runs for real.  It implements just enough of
+the operations to check the client and the command line; the real agent is
+covered by tests/functional.
 """
 
 import json

@@ -15,7 +15,7 @@ the data read from the shared storage.  Writes .demo/results.json and a
 plot .demo/demo.png.  Single host, real fio, no migration: the cache
 itself against the bare storage.  The full story (no cache, cold, warm,
 migrate with each strategy, continue) is tools/run-demo.sh, i.e.
-tools/testbed.py --quick.  Run with .venv/bin/python tools/demo.py;
+tools/testbed.py --quick.  Run with .venv/bin/python bench/single_host.py;
 `--help` for knobs.
 """
 
@@ -28,7 +28,9 @@ import sys
 import threading
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+# The testbed's lab (tools/fcdemo) starts nbdkit, agents and VMs.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))), 'tools'))
 
 from fcdemo import lab as L  # noqa: E402
 

@@ -9,7 +9,7 @@ against the rate limit) and once with the VM running (as in the
 experiment).  A copy that slows down many times over while the VM runs
 waits on the VM's I/O, not on the link.  doc/testbed.rst has the figures.
 
-  tools/testbed_probe.py [--cache-size 16M] [--runs 2] [--storage-rate 8G]
+  bench/testbed_probe.py [--cache-size 16M] [--runs 2] [--storage-rate 8G]
 """
 
 import argparse
@@ -18,7 +18,9 @@ import statistics
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+# The testbed's lab (tools/fcdemo) starts nbdkit, agents and VMs.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))), 'tools'))
 
 from fcdemo import lab as L  # noqa: E402
 from fcdemo import testbed as T  # noqa: E402
