@@ -1,6 +1,7 @@
 /* Internals shared by ucache.c (structure), stripes.c (the stripe locks),
- * blocks.c (install, evict), ucache_io.c (the request paths) and
- * writeback.c.  Not a public header. */
+ * blocks.c (install, evict), the request paths (ucache_io.c, whose
+ * ucache_io.h the read and write paths share) and writeback.c.  Not a
+ * public header. */
 #ifndef FCACHE_UCACHE_PRIV_H
 #define FCACHE_UCACHE_PRIV_H
 

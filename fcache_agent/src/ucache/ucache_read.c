@@ -1,0 +1,217 @@
+/* The read path: hits served under the stripes, misses read from the
+ * origin with no stripe held and installed only if nothing overtook them,
+ * and the source's side-effect-free peek.  Separate from the write path:
+ * it shares only the helpers of ucache_io.c with it. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/log.h"
+#include "ucache_io.h"
+
+/* Not waiting for the origin: the block was served in the first phase. */
+#define NO_FILL UINT64_MAX
+
+/* A run of missed blocks [b, b+n), read from the origin with no stripe
+ * held.  seq[i] is the stripe's count when block b+i was found missing;
+ * a block is installed only if its stripe's count is still that, so a
+ * write, trim or migration install that overtook the origin read wins.
+ * The read still returns what the origin gave: it was concurrent with
+ * whatever overtook it. */
+static int
+fill_run(struct fc_ucache *uc, char *buf, uint32_t count, uint64_t off,
+         uint64_t b, uint32_t n, const uint64_t *seq)
+{
+  uint64_t rstart = b * uc->bs;
+  uint32_t rlen = n * uc->bs;
+  bool direct = rstart >= off && rstart + rlen <= off + count;
+  char *tmp = direct ? buf + (rstart - off) : malloc(rlen);
+  struct stripe_set set;
+  int r;
+
+  if (!tmp)
+    return -ENOMEM;
+  r = uc_origin_read(uc, tmp, rlen, rstart);
+  if (r)
+    goto out;
+  STAT_ADD(&uc->stats, read_misses, n);
+  uc_lock_stripes_to_read(uc, b, b + n - 1, &set);
+  for (uint32_t i = 0; i < n; i++) {
+    struct seg s = seg_of(uc, b + i, off, count);
+
+    if (!direct)
+      memcpy(buf + s.in_buf, tmp + (size_t)i * uc->bs + s.in_block, s.len);
+    /* A failed install only costs a future miss: the read succeeded. */
+    if (uc_fill_allowed(uc, to_oblock(b + i), seq[i]))
+      uc_install(uc, to_oblock(b + i), tmp + (size_t)i * uc->bs, false);
+  }
+  uc_unlock_stripes(uc, &set);
+out:
+  if (!direct)
+    free(tmp);
+  return r;
+}
+
+static int
+read_hit(struct fc_ucache *uc, char *buf, uint32_t count, uint64_t off,
+         uint64_t b, uint32_t *cbp)
+{
+  struct seg s = seg_of(uc, b, off, count);
+  cblock_t cb = to_cblock(*cbp);
+  int r = fc_cachedev_read(uc->dev, cb, s.in_block, buf + s.in_buf, s.len);
+
+  if (r == 0) {
+    STAT_ADD(&uc->stats, read_hits, 1);
+    STAT_ADD(&uc->stats, cache_read_bytes, s.len);
+    return 0;
+  }
+  STAT_ADD(&uc->stats, io_errors, 1);
+  if (uc->dev->table[cb.n].flags & FC_ENTRY_DIRTY) {
+    log_error("cache device read error %d on dirty block %u: the only copy", r, cb.n);
+    return r;
+  }
+  /* A clean block has a good copy at the origin: drop ours and use that. */
+  log_warning("cache device read error %d on block %u, reading origin", r, cb.n);
+  uc_invalidate(uc, cbp, 1);
+  return uc_origin_read(uc, buf + s.in_buf, s.len, s.start);
+}
+
+/* First phase of a read, under the stripes: serve hits, blocks fetched
+ * from a migration source and the origin's partial tail; leave in seq the
+ * misses to be filled from the origin. */
+static int
+read_cached(struct fc_ucache *uc, char *buf, uint32_t count, uint64_t off,
+            uint64_t first, uint32_t n, uint32_t *cbs, uint64_t *seq)
+{
+  struct stripe_set set;
+  char *blk = NULL;
+  int r = 0;
+
+  uc_lock_stripes_to_read(uc, first, first + n - 1, &set);
+  uc_lookup_and_pin(uc, first, n, cbs, true);
+  for (uint32_t i = 0; i < n && !r; i++) {
+    uint64_t b = first + i;
+    struct seg s = seg_of(uc, b, off, count);
+
+    seq[i] = NO_FILL;
+    if (b >= uc->nr_oblocks) {
+      /* The origin's last partial block is never cached. */
+      r = uc_origin_read(uc, buf + s.in_buf, s.len, s.start);
+    } else if (cbs[i] != CBLOCK_NONE) {
+      r = read_hit(uc, buf, count, off, b, &cbs[i]);
+    } else {
+      if (uc->m.fetch || uc->m.failed) {
+        /* Incoming migration: the source may hold this block. */
+        if (!blk && !(blk = malloc(uc->bs))) {
+          r = -ENOMEM;
+          break;
+        }
+        r = uc_migr_fetch_miss(uc, to_oblock(b), blk);
+        if (r == 0) {
+          memcpy(buf + s.in_buf, blk + s.in_block, s.len);
+          STAT_ADD(&uc->stats, read_hits, 1);
+          continue;
+        }
+        if (r < 0)
+          break;
+        r = 0;
+      }
+      seq[i] = uc_stripe_seq(uc, to_oblock(b));
+    }
+  }
+  uc_unpin(uc, cbs, n);
+  uc_unlock_stripes(uc, &set);
+  free(blk);
+  return r;
+}
+
+int
+uc_pread(void *handle, void *vbuf, uint32_t count, uint64_t off)
+{
+  struct fc_ucache *uc = handle;
+  char *buf = vbuf;
+  uint64_t first = off / uc->bs, last = (off + count - 1) / uc->bs;
+  uint32_t n = (uint32_t)(last - first + 1);
+  uint32_t stack_cbs[16], *cbs = n <= 16 ? stack_cbs : malloc(n * sizeof *cbs);
+  uint64_t stack_seq[16], *seq = n <= 16 ? stack_seq : malloc(n * sizeof *seq);
+  int r = 0;
+
+  if (!cbs || !seq) {
+    r = -ENOMEM;
+    goto out;
+  }
+  STAT_ADD(&uc->stats, reads, 1);
+  STAT_ADD(&uc->stats, read_bytes, count);
+  if (atomic_load(&uc->m.on)) {
+    r = uc_migr_read_gated(uc, buf, count, off);
+    if (r <= 0)
+      goto out;     /* served before the switchover, or failed */
+    r = 0;
+    if (uc->m.bypass) {
+      /* firepan_if copy in progress: the cache is not attached yet. */
+      STAT_ADD(&uc->stats, read_misses, n);
+      r = uc_origin_read(uc, buf, count, off);
+      goto out;
+    }
+  }
+  r = read_cached(uc, buf, count, off, first, n, cbs, seq);
+  for (uint32_t i = 0; i < n && !r;) {
+    uint32_t j = i;
+
+    while (j < n && seq[j] != NO_FILL)
+      j++;
+    if (j > i)
+      r = fill_run(uc, buf, count, off, first + i, j - i, seq + i);
+    i = j + 1;
+  }
+out:
+  if (cbs != stack_cbs)
+    free(cbs);
+  if (seq != stack_seq)
+    free(seq);
+  return r;
+}
+
+/* Misses are read from the origin under the stripes: this path serves a
+ * few probe reads, not the VM, and must see no block change under it. */
+int
+fc_ucache_peek(struct fc_ucache *uc, void *vbuf, uint32_t count, uint64_t off)
+{
+  char *buf = vbuf;
+  uint64_t first, last;
+  uint32_t n, *cbs = NULL;
+  struct stripe_set set;
+  int r = 0;
+
+  if (count == 0 || off > uc->origin->size || count > uc->origin->size - off)
+    return -EINVAL;
+  first = off / uc->bs;
+  last = (off + count - 1) / uc->bs;
+  n = (uint32_t)(last - first + 1);
+  if (!(cbs = malloc(n * sizeof *cbs)))
+    return -ENOMEM;
+  uc_lock_stripes_to_read(uc, first, last, &set);
+  uc_lookup_and_pin(uc, first, n, cbs, false);
+  for (uint32_t i = 0; i < n && !r;) {
+    struct seg s = seg_of(uc, first + i, off, count);
+    uint32_t j = i + 1, len = s.len;
+
+    if (cbs[i] != CBLOCK_NONE) {
+      r = fc_cachedev_read(uc->dev, to_cblock(cbs[i]), s.in_block, buf + s.in_buf,
+                           s.len);
+      if (r && !(uc->dev->table[cbs[i]].flags & FC_ENTRY_DIRTY))
+        r = fc_origin_pread(uc->origin, buf + s.in_buf, s.len, s.start);
+      i = j;
+      continue;
+    }
+    /* A run of misses is one origin read. */
+    while (j < n && cbs[j] == CBLOCK_NONE)
+      len += seg_of(uc, first + j++, off, count).len;
+    r = fc_origin_pread(uc->origin, buf + s.in_buf, len, s.start);
+    i = j;
+  }
+  uc_unpin(uc, cbs, n);
+  uc_unlock_stripes(uc, &set);
+  free(cbs);
+  return r;
+}

@@ -1,0 +1,342 @@
+/* The paths that change data or make it durable: write (through, back
+ * or around the cache), trim, write zeroes and flush.  Separate from the
+ * read path: they share only the helpers of ucache_io.c. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ucache_io.h"
+
+#define ZERO_CHUNK (1u << 20)
+
+/* write_through: origin first, so the cache never holds data the origin
+ * refused; then refresh hits and install fully written misses. */
+static int
+write_through(struct fc_ucache *uc, const char *buf, uint32_t count,
+              uint64_t off, uint64_t first, uint32_t n, uint32_t *cbs, bool fua)
+{
+  int r = uc_origin_write(uc, buf, count, off, fua);
+
+  if (r) {
+    uc_invalidate(uc, cbs, n);
+    return r;
+  }
+  for (uint32_t i = 0; i < n; i++) {
+    uint64_t b = first + i;
+    struct seg s = seg_of(uc, b, off, count);
+
+    if (cbs[i] != CBLOCK_NONE) {
+      STAT_ADD(&uc->stats, write_hits, 1);
+      if (fc_cachedev_write(uc->dev, to_cblock(cbs[i]), s.in_block,
+                            buf + s.in_buf, s.len) == 0)
+        STAT_ADD(&uc->stats, cache_write_bytes, s.len);
+      else
+        uc_invalidate(uc, &cbs[i], 1);
+    } else if (b < uc->nr_oblocks) {
+      STAT_ADD(&uc->stats, write_misses, 1);
+      if (s.len == uc->bs)
+        uc_install(uc, to_oblock(b), buf + s.in_buf, false);
+    }
+  }
+  return 0;
+}
+
+/* write_back: whole blocks land in the cache as dirty; a partial write to
+ * an uncached block, or a block we cannot find room for, goes around the
+ * cache to the origin. */
+static int
+write_back(struct fc_ucache *uc, const char *buf, uint32_t count,
+           uint64_t off, uint64_t first, uint32_t n, uint32_t *cbs, bool fua)
+{
+  bool wrote_cache = false;
+  int r = 0;
+
+  for (uint32_t i = 0; i < n && !r; i++) {
+    uint64_t b = first + i;
+    struct seg s = seg_of(uc, b, off, count);
+
+    if (cbs[i] != CBLOCK_NONE) {
+      STAT_ADD(&uc->stats, write_hits, 1);
+      r = fc_cachedev_write(uc->dev, to_cblock(cbs[i]), s.in_block,
+                            buf + s.in_buf, s.len);
+      if (r == 0) {
+        STAT_ADD(&uc->stats, cache_write_bytes, s.len);
+        r = uc_mark_dirty(uc, to_cblock(cbs[i]));
+        if (r == 0) {
+          wrote_cache = true;
+          continue;
+        }
+        /* No DIRTY record: the block, still clean, now differs from the
+         * origin.  Drop it and send the write around it. */
+        STAT_ADD(&uc->stats, io_errors, 1);
+        uc_invalidate(uc, &cbs[i], 1);
+        r = uc_migr_release_pinned(uc, b);
+        if (!r)
+          r = uc_origin_write(uc, buf + s.in_buf, s.len, s.start, fua);
+        continue;
+      }
+      STAT_ADD(&uc->stats, io_errors, 1);
+      if (uc->dev->table[cbs[i]].flags & FC_ENTRY_DIRTY)
+        continue;   /* r stands: the only copy may now be damaged */
+      /* A clean block can be dropped and the write sent around it. */
+      uc_invalidate(uc, &cbs[i], 1);
+      r = uc_migr_release_pinned(uc, b);
+      if (!r)
+        r = uc_origin_write(uc, buf + s.in_buf, s.len, s.start, fua);
+      continue;
+    }
+    if (b < uc->nr_oblocks)
+      STAT_ADD(&uc->stats, write_misses, 1);
+    if (b < uc->nr_oblocks && s.len == uc->bs) {
+      r = uc_install(uc, to_oblock(b), buf + s.in_buf, true);
+      if (r == 0) {
+        wrote_cache = true;
+        continue;
+      }
+    }
+    r = uc_migr_release_pinned(uc, b);
+    if (!r)
+      r = uc_origin_write(uc, buf + s.in_buf, s.len, s.start, fua);
+  }
+  if (!r && fua && wrote_cache) {
+    r = fc_cachedev_sync(uc->dev);
+    if (!r)
+      r = fc_md_sync(uc->md);
+  }
+  pthread_mutex_lock(&uc->lock);
+  if (uc->nr_dirty * 100ull > (uint64_t)uc->p.quota_blocks * uc->p.dirty_high_percent)
+    pthread_cond_signal(&uc->wb_cond);
+  pthread_mutex_unlock(&uc->lock);
+  return r;
+}
+
+/* Under the stripes: drop the clean cached copies of [first, first+n). */
+static void
+drop_clean(struct fc_ucache *uc, uint64_t first, uint32_t n, bool count_hits)
+{
+  pthread_mutex_lock(&uc->lock);
+  for (uint32_t i = 0; i < n; i++) {
+    cblock_t cb = { CBLOCK_NONE };
+
+    if (first + i < uc->nr_oblocks)
+      cb = uc_lookup_locked(uc, to_oblock(first + i));
+    if (cb.n == CBLOCK_NONE)
+      continue;
+    if (count_hits)
+      STAT_ADD(&uc->stats, write_hits, 1);
+    if (uc->dev->table[cb.n].flags & FC_ENTRY_DIRTY)
+      continue;
+    uc_drop_locked(uc, cb);
+    STAT_ADD(&uc->stats, invalidations, 1);
+  }
+  pthread_mutex_unlock(&uc->lock);
+}
+
+/* A write that leaves the cache out (read_only, or a firepan_if copy in
+ * progress), called with its stripes held and its cached copies dropped.
+ * The origin write, the slow part, runs with no stripe held so that the
+ * VM's other requests and the migration installer do not queue behind
+ * it.  In that window a read may install the old data, or a source's copy
+ * arrive; the second hold drops whatever got in (the write's lock bumped
+ * the stripes' sequence, so a read that began before it does not install,
+ * and the invalidation filter discards late copies). */
+static int
+write_around(struct fc_ucache *uc, const char *buf, uint32_t count,
+             uint64_t off, bool fua, uint64_t first, uint32_t n,
+             struct stripe_set *set)
+{
+  int r;
+
+  pthread_mutex_lock(&uc->lock);
+  uc->writes_around++;
+  pthread_mutex_unlock(&uc->lock);
+  uc_unlock_stripes(uc, set);
+  r = uc_origin_write(uc, buf, count, off, fua);
+  uc_lock_stripes(uc, first, first + n - 1, set);
+  drop_clean(uc, first, n, false);
+  uc_unlock_stripes(uc, set);
+  pthread_mutex_lock(&uc->lock);
+  if (--uc->writes_around == 0)
+    pthread_cond_broadcast(&uc->around_cond);
+  pthread_mutex_unlock(&uc->lock);
+  return r;
+}
+
+int
+uc_pwrite(void *handle, const void *vbuf, uint32_t count, uint64_t off, bool fua)
+{
+  struct fc_ucache *uc = handle;
+  const char *buf = vbuf;
+  uint64_t first = off / uc->bs, last = (off + count - 1) / uc->bs;
+  uint32_t n = (uint32_t)(last - first + 1);
+  uint32_t stack_cbs[16], *cbs = n <= 16 ? stack_cbs : malloc(n * sizeof *cbs);
+  struct stripe_set set;
+  int r;
+
+  if (!cbs)
+    return -ENOMEM;
+  STAT_ADD(&uc->stats, writes, 1);
+  STAT_ADD(&uc->stats, write_bytes, count);
+  if (atomic_load(&uc->m.on)) {
+    r = uc_migr_gate(uc);
+    if (!r && uc->m.frozen)
+      r = -EROFS;     /* the VM has moved on: this host must not diverge */
+    if (r)
+      goto out;
+  }
+  uc_lock_stripes(uc, first, last, &set);
+  if (atomic_load(&uc->m.on) && uc->m.tracking) {
+    r = uc_migr_note_write(uc, first, n, off, count);
+    if (r) {
+      uc_unlock_stripes(uc, &set);
+      goto out;
+    }
+    if (uc->m.bypass) {
+      /* note_write dropped the copied blocks this write makes stale. */
+      r = write_around(uc, buf, count, off, fua, first, n, &set);
+      goto out;
+    }
+  }
+  if (uc->p.write_policy == FC_WRITE_READ_ONLY) {
+    drop_clean(uc, first, n, true);
+    r = write_around(uc, buf, count, off, fua, first, n, &set);
+    goto out;
+  }
+  uc_lookup_and_pin(uc, first, n, cbs, true);
+  if (uc->p.write_policy == FC_WRITE_THROUGH)
+    r = write_through(uc, buf, count, off, first, n, cbs, fua);
+  else
+    r = write_back(uc, buf, count, off, first, n, cbs, fua);
+  uc_unpin(uc, cbs, n);
+  uc_unlock_stripes(uc, &set);
+out:
+  if (cbs != stack_cbs)
+    free(cbs);
+  return r;
+}
+
+int
+uc_flush(void *handle)
+{
+  struct fc_ucache *uc = handle;
+  int r = 0;
+
+  STAT_ADD(&uc->stats, flushes, 1);
+  if (atomic_load(&uc->m.on)) {
+    bool gated;
+
+    pthread_mutex_lock(&uc->lock);
+    gated = uc_migr_gated_locked(uc) && !uc->m.failed;
+    pthread_mutex_unlock(&uc->lock);
+    /* Before the switchover writes wait at the gate, so this export has
+     * acknowledged none: there is nothing to make durable.  (The
+     * hypervisor flushed the source's before it let the VM go.) */
+    if (gated)
+      return 0;
+    if ((r = uc_migr_gate(uc)))
+      return r;
+  }
+  if (uc->p.write_policy == FC_WRITE_BACK) {
+    /* Acknowledged dirty data lives in the cache file: that, and the
+     * records naming it, are what must reach stable storage. */
+    r = fc_cachedev_sync(uc->dev);
+    if (!r)
+      r = fc_md_sync(uc->md);
+  }
+  if (!r)
+    r = fc_origin_flush(uc->origin);
+  return r;
+}
+
+static int
+trim_block(struct fc_ucache *uc, uint64_t b, bool whole)
+{
+  cblock_t cb;
+  bool dirty;
+
+  pthread_mutex_lock(&uc->lock);
+  cb = uc_lookup_locked(uc, to_oblock(b));
+  if (cb.n == CBLOCK_NONE) {
+    pthread_mutex_unlock(&uc->lock);
+    return 0;
+  }
+  dirty = uc->dev->table[cb.n].flags & FC_ENTRY_DIRTY;
+  if (!dirty) {
+    /* The origin changed under a clean block: it must not stay. */
+    uc_drop_locked(uc, cb);
+    STAT_ADD(&uc->stats, invalidations, 1);
+  }
+  pthread_mutex_unlock(&uc->lock);
+  /* A partly trimmed dirty block keeps its data: trim is only a hint and
+   * the rest of the block is still the newest copy. */
+  if (dirty && whole) {
+    STAT_ADD(&uc->stats, invalidations, 1);
+    return uc_drop_dirty(uc, cb);
+  }
+  return 0;
+}
+
+int
+uc_trim(void *handle, uint32_t count, uint64_t off, bool fua)
+{
+  struct fc_ucache *uc = handle;
+  uint64_t first = off / uc->bs, last = (off + count - 1) / uc->bs;
+  struct stripe_set set;
+  int r;
+
+  STAT_ADD(&uc->stats, trims, 1);
+  if (atomic_load(&uc->m.on)) {
+    r = uc_migr_gate(uc);
+    if (!r && uc->m.frozen)
+      r = -EROFS;
+    if (r)
+      return r;
+  }
+  uc_lock_stripes(uc, first, last, &set);
+  if (atomic_load(&uc->m.on) && uc->m.tracking) {
+    /* A trim changes the origin like a write: late copies are stale. */
+    r = uc_migr_note_write(uc, first, (uint32_t)(last - first + 1), off, count);
+    if (r) {
+      uc_unlock_stripes(uc, &set);
+      return r;
+    }
+  }
+  for (uint64_t b = first; atomic_load(&uc->m.on) && b <= last && b < uc->nr_oblocks; b++)
+    if ((r = uc_migr_release_pinned(uc, b))) {
+      uc_unlock_stripes(uc, &set);
+      return r;
+    }
+  /* Origin first: if it fails, the cache still holds what it held. */
+  r = fc_origin_trim(uc->origin, count, off);
+  if (r == -EOPNOTSUPP)
+    r = 0;
+  for (uint64_t b = first; !r && b <= last && b < uc->nr_oblocks; b++) {
+    struct seg s = seg_of(uc, b, off, count);
+    r = trim_block(uc, b, s.len == uc->bs);
+  }
+  if (!r && fua)
+    r = uc_flush(uc);
+  uc_unlock_stripes(uc, &set);
+  return r;
+}
+
+int
+uc_zero(void *handle, uint32_t count, uint64_t off, bool fua)
+{
+  uint32_t chunk = count < ZERO_CHUNK ? count : ZERO_CHUNK;
+  void *zeroes = calloc(1, chunk);
+  int r = 0;
+
+  if (!zeroes)
+    return -ENOMEM;
+  /* Through the write path, so every policy keeps its guarantees for
+   * zeroes exactly as for data. */
+  while (count && !r) {
+    uint32_t len = count < chunk ? count : chunk;
+    r = uc_pwrite(handle, zeroes, len, off, fua);
+    off += len;
+    count -= len;
+  }
+  free(zeroes);
+  return r;
+}
