@@ -52,7 +52,7 @@ struct fc_ucache {
   pthread_cond_t around_cond;
   struct fc_stats stats;
 
-  /* Live migration (ucache_migr.c); all under uc->lock. */
+  /* Live migration (ucache_migr*.c); all under uc->lock. */
   struct {
     bool gated;               /* dest: before the source's switch */
     bool source_connected;    /* dest: reads may be forwarded to the source */
@@ -137,7 +137,8 @@ int uc_drop_dirty(struct fc_ucache *uc, cblock_t cb);
 int uc_mark_dirty(struct fc_ucache *uc, cblock_t cb);
 
 /* Must not be called with uc->lock held. */
-/* Migration hooks called by the request paths (ucache_migr.c). */
+/* Migration hooks called by the request paths (ucache_migr.c,
+ * ucache_migr_copies.c). */
 /* Writes, trims and flushes wait here until the switchover. */
 int uc_migr_gate(struct fc_ucache *uc);
 /* A read before the switchover, answered with current data without

@@ -1,0 +1,212 @@
+/* ucache, destination of a live migration: the blocks that arrive, and
+ * the VM's writes that make a late one stale.  A miss on a block the
+ * source holds is fetched from it, copies the source pushes are installed
+ * unless the VM wrote the block meanwhile, and a preload reads what the
+ * source chose from the origin.  Separate from ucache_migr.c, which holds
+ * the state these consult, because this is the per-block data path. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/log.h"
+#include "ucache_priv.h"
+
+/* Look up remote state of ob and claim it (remove from the sets). */
+static int
+take_remote(struct fc_ucache *uc, oblock_t ob, bool *dirty)
+{
+  int where = 0;
+
+  pthread_mutex_lock(&uc->lock);
+  if (fc_invfilter_remove(&uc->m.remote_dirty, ob)) {
+    where = 2;
+  } else if (fc_invfilter_remove(&uc->m.remote_clean, ob)) {
+    where = 1;
+  }
+  *dirty = where == 2;
+  pthread_mutex_unlock(&uc->lock);
+  return where;
+}
+
+int
+uc_migr_fetch_miss(struct fc_ucache *uc, oblock_t ob, void *data)
+{
+  fc_ucache_fetch_fn fetch;
+  void *ctx;
+  bool dirty, src_dirty = false;
+  int where, r;
+
+  pthread_mutex_lock(&uc->lock);
+  fetch = uc->m.fetch;
+  ctx = uc->m.fetch_ctx;
+  if (uc->m.failed && fc_invfilter_contains(&uc->m.remote_dirty, ob)) {
+    pthread_mutex_unlock(&uc->lock);
+    log_error("block %llu is dirty on a migration source that was lost: refusing "
+              "to serve the stale origin copy", (unsigned long long)ob.n);
+    return -EIO;
+  }
+  pthread_mutex_unlock(&uc->lock);
+  if (!fetch)
+    return 1;
+  where = take_remote(uc, ob, &dirty);
+  if (!where)
+    return 1;
+  r = fetch(ctx, ob, data, &src_dirty, dirty);
+  if (r == 0) {
+    pthread_mutex_lock(&uc->lock);
+    uc->m.fetched++;
+    pthread_mutex_unlock(&uc->lock);
+    /* Dirty data now lives only here: it must be installed, or written
+     * to the origin if the cache has no room. */
+    r = uc_install(uc, ob, data, src_dirty);
+    if (r < 0 && src_dirty && !(r = uc_migr_release_pinned(uc, ob.n)))
+      r = fc_origin_pwrite(uc->origin, data, uc->bs, ob.n * uc->bs, true);
+    return r < 0 ? r : 0;
+  }
+  if (!dirty) {
+    /* A clean block is also at the origin: the VM need not wait for a
+     * source that is slow or gone. */
+    pthread_mutex_lock(&uc->lock);
+    uc->m.fetch_fallbacks++;
+    pthread_mutex_unlock(&uc->lock);
+    return 1;
+  }
+  /* Put it back: it is still only on the source. */
+  pthread_mutex_lock(&uc->lock);
+  fc_invfilter_add(&uc->m.remote_dirty, ob);
+  pthread_mutex_unlock(&uc->lock);
+  log_error("cannot fetch dirty block %llu from the migration source: %s",
+            (unsigned long long)ob.n, strerror(-r));
+  return -EIO;
+}
+
+int
+uc_migr_note_write(struct fc_ucache *uc, uint64_t first, uint32_t n,
+                   uint64_t off, uint32_t count)
+{
+  char *buf = NULL;
+  int r = 0;
+
+  for (uint32_t i = 0; i < n && !r; i++) {
+    uint64_t b = first + i;
+    uint64_t bstart = b * uc->bs;
+    bool whole = off <= bstart && off + count >= bstart + uc->bs;
+    bool remote_dirty;
+
+    if (b >= uc->nr_oblocks)
+      continue;
+    pthread_mutex_lock(&uc->lock);
+    fc_invfilter_add(&uc->m.written, to_oblock(b));
+    remote_dirty = fc_invfilter_contains(&uc->m.remote_dirty, to_oblock(b));
+    if (whole || !remote_dirty) {
+      /* The VM's data supersedes the source's copy. */
+      fc_invfilter_remove(&uc->m.remote_dirty, to_oblock(b));
+      fc_invfilter_remove(&uc->m.remote_clean, to_oblock(b));
+      remote_dirty = false;
+    }
+    if (uc->m.bypass) {
+      cblock_t cb = uc_lookup_locked(uc, to_oblock(b));
+      /* Only a copied block can be here; the VM's write makes it stale. */
+      if (cb.n != CBLOCK_NONE && !(uc->dev->table[cb.n].flags & FC_ENTRY_BUSY)) {
+        uc_drop_locked(uc, cb);
+        STAT_ADD(&uc->stats, invalidations, 1);
+      }
+    }
+    pthread_mutex_unlock(&uc->lock);
+    if (remote_dirty) {
+      /* A partial write needs the rest of the block, which only the
+       * source has: fetch it first so the write lands on it. */
+      if (!buf && !(buf = malloc(uc->bs)))
+        return -ENOMEM;
+      r = uc_migr_fetch_miss(uc, to_oblock(b), buf);
+      if (r == 1)
+        r = 0;
+    }
+  }
+  free(buf);
+  return r;
+}
+
+int
+fc_ucache_migr_install_copy(struct fc_ucache *uc, oblock_t ob, const void *data,
+                            bool dirty)
+{
+  struct stripe_set set;
+  bool stale;
+  int r;
+
+  if (ob.n >= uc->nr_oblocks)
+    return -ERANGE;
+  uc_lock_stripes(uc, ob.n, ob.n, &set);
+  pthread_mutex_lock(&uc->lock);
+  stale = fc_invfilter_contains(&uc->m.written, ob) ||
+          uc_lookup_locked(uc, ob).n != CBLOCK_NONE;
+  fc_invfilter_remove(&uc->m.remote_dirty, ob);
+  fc_invfilter_remove(&uc->m.remote_clean, ob);
+  if (stale)
+    uc->m.discarded++;
+  pthread_mutex_unlock(&uc->lock);
+  if (stale) {
+    uc_unlock_stripes(uc, &set);
+    return 1;
+  }
+  r = uc_install_cold(uc, ob, data, dirty);
+  if (r == 1 || r == -ENOSPC) {
+    /* Admission or space said no.  A clean copy can be dropped; a dirty
+     * one is the only copy and goes to the origin. */
+    r = dirty ? uc_migr_release_pinned(uc, ob.n) : 1;
+    if (r == 0)
+      r = fc_origin_pwrite(uc->origin, data, uc->bs, ob.n * uc->bs, true);
+  }
+  if (r == 0) {
+    pthread_mutex_lock(&uc->lock);
+    uc->m.installed_copies++;
+    pthread_mutex_unlock(&uc->lock);
+  }
+  uc_unlock_stripes(uc, &set);
+  return r;
+}
+
+int
+fc_ucache_migr_preload(struct fc_ucache *uc, oblock_t ob)
+{
+  struct stripe_set set;
+  uint64_t seq;
+  char *buf;
+  bool present;
+  int r;
+
+  if (ob.n >= uc->nr_oblocks)
+    return -ERANGE;
+  buf = malloc(uc->bs);
+  if (!buf)
+    return -ENOMEM;
+  uc_lock_stripes_to_read(uc, ob.n, ob.n, &set);
+  pthread_mutex_lock(&uc->lock);
+  present = uc_lookup_locked(uc, ob).n != CBLOCK_NONE;
+  pthread_mutex_unlock(&uc->lock);
+  seq = uc_stripe_seq(uc, ob);
+  uc_unlock_stripes(uc, &set);
+  if (present) {
+    r = 1;     /* the VM got there first */
+    goto out;
+  }
+  /* The origin read runs with no stripe held, as a read miss's does: the
+   * preload must not make the VM's requests wait for the storage. */
+  r = fc_origin_pread(uc->origin, buf, uc->bs, ob.n * uc->bs);
+  if (r)
+    goto out;
+  STAT_ADD(&uc->stats, origin_read_bytes, uc->bs);
+  uc_lock_stripes_to_read(uc, ob.n, ob.n, &set);
+  if (uc_fill_allowed(uc, ob, seq)) {
+    r = uc_install_chosen(uc, ob, buf);
+    if (r == 1)
+      r = 0;
+  } else {
+    r = 1;     /* read or written meanwhile: the VM's data stands */
+  }
+  uc_unlock_stripes(uc, &set);
+out:
+  free(buf);
+  return r;
+}

@@ -1,0 +1,145 @@
+/* ucache, source of a live migration: freeze the VM's writes at the
+ * switch, list and read the cached blocks for the destination, forget
+ * what it now holds, and write back what settling needs.  Separate from
+ * the destination's side (ucache_migr.c, ucache_migr_copies.c): the two
+ * ends share no state. */
+#include <errno.h>
+#include <stdlib.h>
+
+#include "ucache_priv.h"
+
+void
+fc_ucache_migr_freeze(struct fc_ucache *uc, bool frozen)
+{
+  /* Take every stripe so the writes already inside finish first, and
+   * wait for those on their way to the origin between two holds. */
+  struct stripe_set set;
+
+  uc_lock_stripes(uc, 0, FC_STRIPES, &set);
+  pthread_mutex_lock(&uc->lock);
+  uc->m.frozen = frozen;
+  atomic_store(&uc->m.on, frozen || uc->m.tracking || uc->m.gated || uc->m.failed);
+  pthread_mutex_unlock(&uc->lock);
+  uc_unlock_stripes(uc, &set);
+  pthread_mutex_lock(&uc->lock);
+  while (frozen && uc->writes_around)
+    pthread_cond_wait(&uc->around_cond, &uc->lock);
+  pthread_mutex_unlock(&uc->lock);
+}
+
+int
+fc_ucache_migr_snapshot(struct fc_ucache *uc, uint64_t **list, uint32_t *n,
+                        bool dirty_only)
+{
+  const struct fc_entry *table = uc->dev->table;
+  uint64_t *v;
+  uint32_t k = 0;
+
+  pthread_mutex_lock(&uc->lock);
+  v = malloc(((size_t)uc->lru.count + 1) * sizeof *v);
+  if (!v) {
+    pthread_mutex_unlock(&uc->lock);
+    return -ENOMEM;
+  }
+  for (uint32_t i = uc->lru.head; i != CBLOCK_NONE; i = table[i].lru_next) {
+    bool dirty = table[i].flags & FC_ENTRY_DIRTY;
+    if (!(table[i].flags & FC_ENTRY_VALID) || (dirty_only && !dirty))
+      continue;
+    v[k++] = table[i].oblock | (dirty ? FC_BLOCK_DIRTY_BIT : 0);
+  }
+  pthread_mutex_unlock(&uc->lock);
+  *list = v;
+  *n = k;
+  return 0;
+}
+
+int
+fc_ucache_migr_read_block(struct fc_ucache *uc, oblock_t ob, void *data, bool *dirty)
+{
+  struct stripe_set set;
+  cblock_t cb;
+  int r;
+
+  uc_lock_stripes_to_read(uc, ob.n, ob.n, &set);
+  pthread_mutex_lock(&uc->lock);
+  cb = uc_lookup_locked(uc, ob);
+  if (cb.n != CBLOCK_NONE)
+    *dirty = uc->dev->table[cb.n].flags & FC_ENTRY_DIRTY;
+  pthread_mutex_unlock(&uc->lock);
+  r = cb.n == CBLOCK_NONE ? -ENOENT : fc_cachedev_read(uc->dev, cb, 0, data, uc->bs);
+  if (r == 0)
+    STAT_ADD(&uc->stats, cache_read_bytes, uc->bs);
+  uc_unlock_stripes(uc, &set);
+  return r;
+}
+
+int
+fc_ucache_migr_forget(struct fc_ucache *uc, oblock_t ob)
+{
+  struct stripe_set set;
+  cblock_t cb;
+  bool dirty = false;
+  int r = 0;
+
+  uc_lock_stripes(uc, ob.n, ob.n, &set);
+  pthread_mutex_lock(&uc->lock);
+  cb = uc_lookup_locked(uc, ob);
+  if (cb.n != CBLOCK_NONE) {
+    dirty = uc->dev->table[cb.n].flags & FC_ENTRY_DIRTY;
+    if (!dirty)
+      uc_drop_locked(uc, cb);
+  }
+  pthread_mutex_unlock(&uc->lock);
+  if (dirty)
+    r = uc_drop_dirty(uc, cb);   /* record cleared before the space is reused */
+  uc_unlock_stripes(uc, &set);
+  return r;
+}
+
+int
+fc_ucache_migr_forget_all(struct fc_ucache *uc)
+{
+  uint64_t *list;
+  uint32_t n;
+  int r;
+
+  r = fc_ucache_migr_snapshot(uc, &list, &n, false);
+  for (uint32_t i = 0; i < n && !r; i++)
+    r = fc_ucache_migr_forget(uc, to_oblock(list[i] & ~FC_BLOCK_DIRTY_BIT));
+  if (!r)
+    r = fc_md_sync(uc->md);
+  free(list);
+  return r;
+}
+
+int
+fc_ucache_migr_writeback_block(struct fc_ucache *uc, oblock_t ob)
+{
+  char *buf = malloc(uc->bs);
+  bool dirty = false;
+  int r;
+
+  if (!buf)
+    return -ENOMEM;
+  r = fc_ucache_migr_read_block(uc, ob, buf, &dirty);
+  if (r == 0 && !dirty)
+    r = 1;
+  if (r == 0)
+    r = fc_origin_pwrite(uc->origin, buf, uc->bs, ob.n * uc->bs, false);
+  if (r == 0)
+    STAT_ADD(&uc->stats, origin_write_bytes, uc->bs);
+  free(buf);
+  return r;
+}
+
+int
+fc_ucache_flush_origin(struct fc_ucache *uc)
+{
+  return fc_origin_flush(uc->origin);
+}
+
+int
+fc_ucache_sync_records(struct fc_ucache *uc)
+{
+  return fc_md_sync(uc->md);
+}
