@@ -1,0 +1,279 @@
+/* One NBD connection: the handshake, then its workers reading requests,
+ * running the export's callbacks and sending replies.  Separate from
+ * nbd_server.c, which only listens, accepts and keeps the list of
+ * connections.
+ *
+ * The workers share the socket the way nbdkit's "parallel" thread model
+ * does: whoever holds read_lock reads one whole request (header and write
+ * payload), drops the lock so a sibling can read the next one, runs the
+ * callback, and sends the whole reply under write_lock.  So up to
+ * threads_per_conn requests per connection are in the callbacks at once,
+ * and replies may go out of order, which the protocol allows.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "nbd_conn.h"
+#include "nbd_handshake.h"
+#include "nbd_proto.h"
+#include "nbd_request.h"
+
+/* A client that stalls mid-handshake loses its socket after this. */
+#define HANDSHAKE_TIMEOUT_S 30
+/* The spec says payloads under 32 MiB SHOULD NOT be treated as a DoS, so
+ * an over-max_block write up to that size is drained and refused; beyond
+ * it we cannot afford to skip the payload and drop the connection. */
+#define WRITE_DRAIN_MAX (32u * 1024 * 1024)
+/* Worker buffers grow on demand; ones above this are not kept around. */
+#define BUF_KEEP (1u * 1024 * 1024)
+#define BUF_MIN (128u * 1024)
+
+struct worker {
+  struct conn *c;
+  pthread_t thread;
+  uint8_t *buf;               /* write payload / read data */
+  size_t cap;
+};
+
+
+static int ensure_buf(struct worker *w, size_t n)
+{
+  size_t want = n < BUF_MIN ? BUF_MIN : n;
+
+  if (n <= w->cap)
+    return 0;
+  free(w->buf);
+  w->buf = malloc(want);
+  w->cap = w->buf ? want : 0;
+  return w->buf ? 0 : -ENOMEM;
+}
+
+/* Hard disconnect after a protocol violation: the request stream can no
+ * longer be parsed, so no further request or reply makes sense. */
+static void conn_fail(struct conn *c, const char *why, int err)
+{
+  atomic_store(&c->quit, true);
+  log_info("nbd: connection %u: %s (%s), disconnecting", c->id, why,
+           strerror(-err));
+  shutdown(c->fd, SHUT_RDWR);
+}
+
+static int dispatch(const struct fc_export *exp, const struct nbd_request *req,
+                    uint8_t *buf)
+{
+  const struct fc_io_ops *ops = exp->ops;
+  bool fua = req->flags & NBD_CMD_FLAG_FUA;
+  int r;
+
+  switch (req->type) {
+  case NBD_CMD_READ:
+    r = ops->pread(exp->handle, buf, req->count, req->offset);
+    break;
+  case NBD_CMD_WRITE:
+    r = ops->pwrite(exp->handle, buf, req->count, req->offset, fua);
+    break;
+  case NBD_CMD_FLUSH:
+    r = ops->flush(exp->handle);
+    break;
+  case NBD_CMD_TRIM:
+    r = ops->trim(exp->handle, req->count, req->offset, fua);
+    break;
+  case NBD_CMD_WRITE_ZEROES:
+    r = ops->zero(exp->handle, req->count, req->offset, fua);
+    break;
+  default:
+    r = -EINVAL;
+  }
+  return r > 0 ? 0 : r;
+}
+
+static int send_reply(struct conn *c, const struct nbd_request *req, int err,
+                      const uint8_t *data)
+{
+  uint8_t hdr[NBD_SIMPLE_REPLY_SIZE];
+  /* Header and data in one sendmsg: one syscall, and no chance of
+   * another worker's reply landing between them. */
+  struct iovec iov[2] = { { hdr, sizeof hdr }, { (void *)data, req->count } };
+  int r;
+
+  nbd_reply_encode(hdr, nbd_errno_to_wire(err), req->cookie);
+  pthread_mutex_lock(&c->write_lock);
+  r = nbd_send_full(c->fd, iov, req->type == NBD_CMD_READ && !err ? 2 : 1);
+  pthread_mutex_unlock(&c->write_lock);
+  if (r < 0) {
+    /* A partial reply desynchronises the stream; stop the readers too. */
+    log_debug("nbd: connection %u: sending reply: %s", c->id, strerror(-r));
+    atomic_store(&c->quit, true);
+    shutdown(c->fd, SHUT_RDWR);
+  }
+  return r;
+}
+
+/* Read the request header and any write payload, with read_lock held.
+ * Returns 0 with *err possibly set to an errno the reply must carry, or
+ * -1 when this worker should stop. */
+static int read_request(struct worker *w, struct nbd_request *req, int *err)
+{
+  struct conn *c = w->c;
+  const struct fc_export *exp = &c->srv->exp;
+  uint8_t hdr[NBD_REQUEST_SIZE];
+  int r;
+
+  if (atomic_load(&c->quit))
+    return -1;
+  r = nbd_recv_full(c->fd, hdr, sizeof hdr);
+  if (r == -ENODATA) {
+    log_debug("nbd: connection %u: client closed", c->id);
+    atomic_store(&c->quit, true);
+    return -1;
+  }
+  if (r < 0) {
+    if (!atomic_load(&c->quit))
+      conn_fail(c, "reading request header", r);
+    return -1;
+  }
+  if (nbd_request_decode(hdr, req) < 0) {
+    conn_fail(c, "bad request magic", -EPROTO);
+    return -1;
+  }
+  if (req->type == NBD_CMD_DISC) {
+    /* Siblings finish and answer what they hold, then everyone exits. */
+    log_debug("nbd: connection %u: NBD_CMD_DISC", c->id);
+    atomic_store(&c->quit, true);
+    return -1;
+  }
+  if (nbd_request_payload_len(req) == 0)
+    return 0;
+  if (req->count > exp->max_block) {
+    if (req->count > WRITE_DRAIN_MAX) {
+      conn_fail(c, "write payload too large to skip", -EMSGSIZE);
+      return -1;
+    }
+    *err = -EINVAL;
+    r = nbd_recv_discard(c->fd, req->count);
+  } else if (ensure_buf(w, req->count) < 0) {
+    *err = -ENOMEM;
+    r = nbd_recv_discard(c->fd, req->count);
+  } else {
+    r = nbd_recv_full(c->fd, w->buf, req->count);
+  }
+  if (r < 0) {
+    conn_fail(c, "reading write payload", r == -ENODATA ? -ECONNRESET : r);
+    return -1;
+  }
+  return 0;
+}
+
+/* Serve one request; false when the worker should exit. */
+static bool serve_one(struct worker *w)
+{
+  struct conn *c = w->c;
+  const struct fc_export *exp = &c->srv->exp;
+  struct nbd_request req;
+  int err = 0, r;
+
+  pthread_mutex_lock(&c->read_lock);
+  r = read_request(w, &req, &err);
+  pthread_mutex_unlock(&c->read_lock);
+  if (r < 0)
+    return false;
+
+  /* shutdown() does not discard requests already queued in the socket,
+   * so stop would otherwise keep running callbacks for them. */
+  if (!err && atomic_load(&c->srv->stopping))
+    err = -ESHUTDOWN;
+  if (!err)
+    err = nbd_request_validate(&req, exp);
+  if (!err && req.type == NBD_CMD_READ)
+    err = ensure_buf(w, req.count);
+  if (!err)
+    err = dispatch(exp, &req, w->buf);
+  if (err)
+    log_debug("nbd: connection %u: cmd %u off %llu len %u: %s", c->id,
+              req.type, (unsigned long long)req.offset, req.count,
+              strerror(-err));
+  r = send_reply(c, &req, err, w->buf);
+  if (w->cap > BUF_KEEP) {
+    free(w->buf);
+    w->buf = NULL;
+    w->cap = 0;
+  }
+  return r == 0;
+}
+
+static void *worker_main(void *arg)
+{
+  struct worker *w = arg;
+
+  while (serve_one(w))
+    ;
+  return NULL;
+}
+
+static void set_timeouts(int fd, int seconds)
+{
+  struct timeval tv = { .tv_sec = seconds };
+
+  (void)setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  (void)setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+}
+
+void *nbd_conn_main(void *arg)
+{
+  struct conn *c = arg;
+  struct nbd_server *srv = c->srv;
+  struct worker *ws = NULL;
+  unsigned n = 0, i;
+  int r;
+
+  set_timeouts(c->fd, HANDSHAKE_TIMEOUT_S);
+  r = nbd_handshake(c->fd, &srv->exp);
+  if (r != 1) {
+    if (r < 0)
+      log_info("nbd: connection %u: handshake failed: %s", c->id,
+               strerror(-r));
+    goto out;
+  }
+  if (atomic_load(&srv->stopping))
+    goto out;
+  /* An idle client is normal in transmission; stop() uses shutdown(). */
+  set_timeouts(c->fd, 0);
+  ws = calloc(srv->nthreads, sizeof *ws);
+  if (!ws) {
+    log_error("nbd: connection %u: out of memory", c->id);
+    goto out;
+  }
+  for (i = 0; i < srv->nthreads; i++)
+    ws[i].c = c;
+  log_debug("nbd: connection %u: transmission phase", c->id);
+  /* Fewer workers than asked for still serve correctly, just slower. */
+  for (n = 1; n < srv->nthreads; n++) {
+    if ((r = pthread_create(&ws[n].thread, NULL, worker_main, &ws[n]))) {
+      log_warning("nbd: connection %u: only %u workers: %s", c->id, n,
+                  strerror(r));
+      break;
+    }
+  }
+  worker_main(&ws[0]);
+  for (i = 1; i < n; i++)
+    pthread_join(ws[i].thread, NULL);
+  for (i = 0; i < srv->nthreads; i++)
+    free(ws[i].buf);
+out:
+  free(ws);
+  pthread_mutex_lock(&srv->lock);
+  close(c->fd);
+  c->fd = -1;
+  c->done = true;
+  srv->nconns--;
+  pthread_mutex_unlock(&srv->lock);
+  log_info("nbd: connection %u closed", c->id);
+  return NULL;
+}
