@@ -1,0 +1,236 @@
+/* One control connection: reading newline-delimited JSON requests,
+ * finding each one's handler in the op table, and sending its reply.
+ * Separate from control.c, which only owns the socket, accepts and keeps
+ * the list of connections. */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "control_conn.h"
+
+/* Consumes the reference to resp.  MSG_NOSIGNAL: a client that hung up
+ * must not kill the agent with SIGPIPE. */
+static int send_json(int fd, json_t *resp)
+{
+  char *text = resp ? json_dumps(resp, JSON_COMPACT) : NULL;
+  size_t len = text ? strlen(text) : 0;
+  char *line = text ? realloc(text, len + 2) : NULL;
+  size_t done = 0;
+  int r = 0;
+
+  json_decref(resp);
+  if (line == NULL) {
+    free(text);                 /* still ours if realloc failed */
+    return -ENOMEM;
+  }
+  line[len++] = '\n';           /* one buffer, so the reply is one line */
+  while (r == 0 && done < len) {
+    ssize_t n = send(fd, line + done, len - done, MSG_NOSIGNAL);
+    if (n >= 0)
+      done += (size_t)n;
+    else if (errno != EINTR)
+      r = -errno;
+  }
+  free(line);
+  return r;
+}
+
+static json_t *error_response(const char *msg, int err)
+{
+  json_t *jmsg = json_string(msg);
+
+  /* Messages may quote the client's bytes (a parse error, a name cut in
+   * the middle of a character): if that is not valid UTF-8, degrade to
+   * ASCII rather than fail to answer at all. */
+  if (jmsg == NULL) {
+    char ascii[ERR_MSG_MAX];
+    snprintf(ascii, sizeof ascii, "%s", msg);
+    for (char *c = ascii; *c; c++)
+      if ((unsigned char)*c >= 0x80)
+        *c = '?';
+    jmsg = json_string(ascii);
+  }
+  return json_pack("{s:b, s:o, s:i}", "ok", 0, "error", jmsg, "errno", err);
+}
+
+__attribute__((format(printf, 3, 4)))
+int fc_control_send_error(int fd, int err, const char *fmt, ...)
+{
+  char msg[ERR_MSG_MAX];
+  va_list ap;
+
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  return send_json(fd, error_response(msg, err));
+}
+
+static void list_ops(const struct fc_control *ctl, char *buf, size_t size)
+{
+  size_t len = 0;
+
+  buf[0] = '\0';
+  for (const struct fc_control_op *op = ctl->ops; op->name; op++) {
+    int n = snprintf(buf + len, size - len, "%s%s", len ? ", " : "",
+                     op->name);
+    if (n < 0 || (size_t)n >= size - len)
+      return;                   /* truncated list is still useful */
+    len += (size_t)n;
+  }
+}
+
+/* Handles one request line; returns < 0 only if the reply could not be
+ * sent (the connection is then dead). */
+static int handle_request(struct fc_control *ctl, int fd, const char *line,
+                          size_t len)
+{
+  json_error_t jerr;
+  json_t *req, *jop, *args, *result = NULL, *resp;
+  const struct fc_control_op *op;
+  char err[ERR_MSG_MAX];
+  const char *name;
+  int r;
+
+  if (len == 0 || (len == 1 && line[0] == '\r'))
+    return 0;                   /* friendly to people typing into socat */
+  /* DECODE_ANY so that "5" gets "must be an object", not a parse error. */
+  req = json_loadb(line, len, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES,
+                   &jerr);
+  if (req == NULL)
+    return fc_control_send_error(fd, EINVAL, "invalid JSON: %s (column %d)",
+                                 jerr.text, jerr.column);
+  if (!json_is_object(req)) {
+    r = fc_control_send_error(fd, EINVAL, "request must be a JSON object");
+    goto out;
+  }
+  jop = json_object_get(req, "op");
+  if (!json_is_string(jop)) {
+    r = fc_control_send_error(fd, EINVAL, "request needs a string member 'op'");
+    goto out;
+  }
+  name = json_string_value(jop);
+  for (op = ctl->ops; op->name && strcmp(op->name, name) != 0; op++)
+    ;
+  if (op->name == NULL) {
+    char known[ERR_MSG_MAX / 2];
+    list_ops(ctl, known, sizeof known);
+    r = fc_control_send_error(fd, EOPNOTSUPP,
+                              "unknown operation '%.64s'; known: %s", name,
+                              known);
+    goto out;
+  }
+  args = json_object_get(req, "args");
+  if (args == NULL) {
+    /* Handlers always get an object, so they need no NULL checks. */
+    json_object_set_new(req, "args", json_object());
+    args = json_object_get(req, "args");
+  }
+  if (!json_is_object(args)) {
+    r = fc_control_send_error(fd, EINVAL, "'args' must be a JSON object");
+    goto out;
+  }
+
+  log_debug("control: request '%s'", name);
+  err[0] = '\0';
+  r = op->handler(ctl->opaque, args, &result, err, sizeof err);
+  err[sizeof err - 1] = '\0';
+
+  if (r < 0) {
+    json_decref(result);
+    if (err[0] == '\0')
+      snprintf(err, sizeof err, "%s", strerror(-r));
+    log_info("control: '%s' failed: %s", name, err);
+    resp = error_response(err, -r);
+  } else {
+    resp = json_pack("{s:b, s:o}", "ok", 1, "result",
+                     result ? result : json_object());
+  }
+  r = send_json(fd, resp);
+out:
+  json_decref(req);
+  return r;
+}
+
+static void log_peer(int fd)
+{
+  struct ucred cred;
+  socklen_t len = sizeof cred;
+
+  if (fc_log_enabled(FC_LOG_DEBUG) &&
+      getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0)
+    log_debug("control: connection from pid %ld uid %ld gid %ld",
+              (long)cred.pid, (long)cred.uid, (long)cred.gid);
+}
+
+/* Reads newline-delimited requests.  The buffer holds one maximal message
+ * plus its newline; if it fills up without a newline the message is too
+ * big and, since we cannot find where it ends, the connection is closed. */
+static void serve_connection(struct fc_control *ctl, int fd)
+{
+  const size_t cap = FC_CONTROL_MAX_MSG + 1;
+  char *buf = malloc(cap);
+  size_t len = 0;
+
+  if (buf == NULL) {
+    fc_control_send_error(fd, ENOMEM, "out of memory");
+    return;
+  }
+  for (;;) {
+    ssize_t n = recv(fd, buf + len, cap - len, 0);
+    size_t start = 0;
+    char *nl;
+
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n < 0)
+      break;                    /* peer reset: nobody left to answer */
+    if (n == 0) {
+      /* A last request without newline, e.g. from "printf ... | socat". */
+      if (len > 0)
+        handle_request(ctl, fd, buf, len);
+      break;
+    }
+    len += (size_t)n;
+    while ((nl = memchr(buf + start, '\n', len - start)) != NULL) {
+      size_t line_len = (size_t)(nl - (buf + start));
+      if (handle_request(ctl, fd, buf + start, line_len) < 0)
+        goto out;
+      start += line_len + 1;
+    }
+    memmove(buf, buf + start, len - start);
+    len -= start;
+    if (len == cap) {
+      fc_control_send_error(fd, EMSGSIZE, "request larger than %d bytes",
+                            FC_CONTROL_MAX_MSG);
+      log_info("control: closing connection after oversized request");
+      break;
+    }
+  }
+out:
+  free(buf);
+}
+
+void *fc_control_conn_main(void *arg)
+{
+  struct fc_conn *conn = arg;
+  struct fc_control *ctl = conn->ctl;
+
+  log_peer(conn->fd);
+  serve_connection(ctl, conn->fd);
+
+  /* Closed under the lock so fc_control_stop never shutdown()s an fd
+   * number that has already been reused elsewhere. */
+  pthread_mutex_lock(&ctl->lock);
+  close(conn->fd);
+  conn->fd = -1;
+  conn->done = true;
+  ctl->n_active--;
+  pthread_mutex_unlock(&ctl->lock);
+  return NULL;
+}

@@ -1,0 +1,48 @@
+/* What the control server (control.c) and its connections
+ * (control_conn.c) share: the server's and a connection's state, the
+ * connection thread's entry point, and the error reply.  Not a public
+ * header. */
+#ifndef FCACHE_CONTROL_CONN_H
+#define FCACHE_CONTROL_CONN_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+#include <sys/un.h>
+
+#include "control.h"
+
+#define ERR_MSG_MAX 512
+
+struct fc_conn {
+  struct fc_conn *next;
+  struct fc_control *ctl;
+  pthread_t thread;
+  int fd;                       /* -1 once the thread has closed it */
+  bool done;                    /* thread finished; join and free it */
+};
+
+struct fc_control {
+  const struct fc_control_op *ops;
+  void *opaque;
+  int listen_fd;
+  int wake_fd;                  /* eventfd: readable means "stop" */
+  char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+  dev_t sock_dev;               /* identity of our socket inode, so stop */
+  ino_t sock_ino;               /* never unlinks someone else's socket */
+  pthread_t accept_thread;
+  pthread_mutex_t lock;         /* protects conns, n_active, conn->fd/done */
+  struct fc_conn *conns;
+  unsigned n_active;
+};
+
+/* The thread of connection arg (a struct fc_conn *): serves its requests,
+ * then closes its fd and marks it done. */
+void *fc_control_conn_main(void *arg);
+
+/* Sends {"ok": false, "error": <message>, "errno": err} on fd. */
+__attribute__((format(printf, 3, 4)))
+int fc_control_send_error(int fd, int err, const char *fmt, ...);
+
+#endif
