@@ -13,6 +13,7 @@ APT_PACKAGES=(
   iproute2 procps
   user-mode-linux kmod libdevmapper-dev thin-provisioning-tools dmsetup
   libvirt-daemon-system python3-libvirt
+  libgnutls28-dev gnutls-bin
 )
 
 missing=()

@@ -50,6 +50,8 @@ static void test_defaults(void **state)
   assert_int_equal(c.cache_size, 1ULL << 30);
   assert_int_equal(c.block_size, 4096);
   assert_string_equal(c.migration_listen, "127.0.0.1:7440");
+  assert_int_equal(c.migration_tls, FC_TLS_PSK);
+  assert_string_equal(c.migration_tls_dir, "/etc/pki/qemu");
   assert_string_equal(c.export_dir, "/run/fcache/exports");
   assert_int_equal(c.log_level, FC_LOG_INFO);
   assert_int_equal(c.log_target, FC_LOG_STDERR);
@@ -84,6 +86,8 @@ static void test_good_file(void **state)
     "cache_size = 2G   # inline comment\n"
     "block_size = 64KiB ; other inline comment\n"
     "migration_listen = [::1]:7441\n"
+    "migration_tls = x509\n"
+    "migration_tls_dir = /etc/pki/fcache\n"
     "export_dir = /run/x/exports#not-a-comment\n"
     "export_group = libvirt-qemu\n"
     "[DEFAULT]\n"
@@ -104,6 +108,8 @@ static void test_good_file(void **state)
   assert_int_equal(t.cfg.cache_size, 2ULL << 30);
   assert_int_equal(t.cfg.block_size, 65536);
   assert_string_equal(t.cfg.migration_listen, "[::1]:7441");
+  assert_int_equal(t.cfg.migration_tls, FC_TLS_X509);
+  assert_string_equal(t.cfg.migration_tls_dir, "/etc/pki/fcache");
   assert_string_equal(t.cfg.export_dir, "/run/x/exports#not-a-comment");
   assert_int_equal(t.cfg.log_level, FC_LOG_DEBUG);
   assert_int_equal(t.cfg.log_target, FC_LOG_SYSLOG);
@@ -206,6 +212,12 @@ static void test_value_errors(void **state)
                "migration_listen", "not host:port");
   expect_error("[agent]\nmigration_listen = h:70000\n", EINVAL, 2,
                "migration_listen", "not host:port");
+  expect_error("[agent]\nmigration_tls = off\n", EINVAL, 2, "migration_tls",
+               "unknown mode 'off'; allowed: psk");
+  expect_error("[agent]\nmigration_tls = PSK\n", EINVAL, 2, "migration_tls",
+               "allowed");
+  expect_error("[agent]\nmigration_tls_dir = pki\n", EINVAL, 2,
+               "migration_tls_dir", "not an absolute path");
 }
 
 static void test_block_and_cache_size(void **state)

@@ -22,6 +22,13 @@ from . import harness
 from . import oracle as oracle_mod
 
 
+def pytest_configure(config):
+    config.addinivalue_line(
+        'markers', 'scripted_peer: the test plays one end of the migration '
+        'stream itself; its agents speak it in plaintext (migration_tls = '
+        'none)')
+
+
 def pytest_collection_modifyitems(config, items):
     # Every functional test is bounded even when run without --timeout.
     for item in items:
@@ -114,11 +121,18 @@ def make_origin(workdir):
 
 
 @pytest.fixture
-def make_agent(agent_binary, workdir, make_origin):
+def make_agent(agent_binary, workdir, make_origin, request):
     # Depends on make_origin so that agents stop before their origins do.
     agents = []
+    # A test that plays one end of the transfer stream itself, frame by
+    # frame, speaks it in plaintext: it tests what the agent does with the
+    # frames an authenticated peer may send, which TLS does not change.
+    # The TLS layer in front of them is tested in test_migration_tls.py.
+    scripted = request.node.get_closest_marker('scripted_peer') is not None
 
     def make(name='agent', **config):
+        if scripted:
+            config.setdefault('migration_tls', 'none')
         a = harness.Agent(agent_binary, workdir, name=name, **config)
         agents.append(a)
         return a

@@ -5,6 +5,9 @@
   misdirected tokens, garbage, a silent peer, a corrupt frame after an
   authenticated HELLO -- each refused or failed with a clear state and
   message, and both agents go on working (the real migration still runs).
+  These tests script the peer's frames and so speak the stream in
+  plaintext (``scripted_peer``): TLS, in front of what they test, changes
+  nothing behind it; test_migration_tls.py tests the TLS layer.
 * A source agent killed (SIGKILL) during the background copy, a
   destination agent killed, the link between them cut: the survivors
   report ``failed`` with a reason; the destination never serves stale
@@ -72,6 +75,7 @@ def small_source(make_agent, make_origin, policy='write_back', size=8 * MiB,
 # Authentication
 # ---------------------------------------------------------------------------
 
+@pytest.mark.scripted_peer
 @pytest.mark.timeout(90)
 def test_stream_authentication(make_agent, make_origin):
     src, dst, origin, orc, h = small_source(make_agent, make_origin)
@@ -164,6 +168,7 @@ def test_stream_authentication(make_agent, make_origin):
     dst.assert_alive()
 
 
+@pytest.mark.scripted_peer
 @pytest.mark.timeout(90)
 def test_slow_and_many_peers_do_not_hold_the_listener(make_agent,
                                                       make_origin):
@@ -288,6 +293,7 @@ BAD_FRAMES = {
 }
 
 
+@pytest.mark.scripted_peer
 @pytest.mark.parametrize('bad', sorted(BAD_FRAMES))
 def test_corrupt_frame_after_hello(make_agent, make_origin, bad):
     dst = make_agent(name='dst').start()
@@ -352,6 +358,7 @@ def test_agent_stops_with_a_request_held_at_the_gate(make_agent,
     assert time.monotonic() - t0 < 20
 
 
+@pytest.mark.scripted_peer
 def test_fake_source_ignoring_credit(make_agent, make_origin):
     """More background blocks than credits: the stream ends, cleanly."""
     dst = make_agent(name='dst').start()

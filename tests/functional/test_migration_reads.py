@@ -4,7 +4,9 @@ A destination read before the switchover is forwarded to the source
 (``READ``, answered by ``DATA``; doc/migration.rst, "Reads before the
 switchover").  Here one end is the real agent and the other a script
 speaking the transfer protocol, so that each answer -- good, late,
-malformed, refused -- can be given on purpose.
+malformed, refused -- can be given on purpose.  The script speaks the
+stream in plaintext (``scripted_peer``): what it tests lies behind the TLS
+layer, which test_migration_tls.py covers.
 """
 
 import errno
@@ -13,8 +15,12 @@ import socket
 import struct
 import threading
 
+import pytest
+
 from . import migration_util as mu
 from . import oracle as om
+
+pytestmark = pytest.mark.scripted_peer
 
 BS = mu.BS
 MiB = mu.MiB

@@ -18,6 +18,7 @@
 
 struct fc_migration;
 struct fc_migr_listener;
+struct fc_xfer_tls;
 
 #define FC_MAX_MIGRATIONS 64
 
@@ -30,6 +31,7 @@ struct fc_agent {
   struct fc_migration *migrations[FC_MAX_MIGRATIONS];
   unsigned nr_migrations;
   struct fc_migr_listener *listener;
+  struct fc_xfer_tls *tls;          /* the streams' TLS setup (NULL: none) */
 };
 
 /* Open the cache with engine ops (fc_engine_find), recover its metadata,

@@ -42,6 +42,7 @@ enum key_type {
   K_UINT,         /* unsigned in [min, max] */
   K_LEVEL,
   K_TARGET,
+  K_TLS,          /* psk | x509 | none */
 };
 
 struct key_desc {
@@ -66,7 +67,8 @@ enum key_index {
   KEY_CACHE_PATH, KEY_CACHE_SIZE, KEY_BLOCK_SIZE, KEY_MIGRATION_LISTEN,
   KEY_EXPORT_DIR, KEY_LOG_LEVEL, KEY_LOG_TARGET, KEY_NBD_THREADS,
   KEY_ORIGIN_CONNECTIONS, KEY_WRITEBACK_INTERVAL_MS, KEY_DIRTY_HIGH_PERCENT,
-  KEY_DM_PREFIX, KEY_EXPORT_GROUP, N_KEYS
+  KEY_DM_PREFIX, KEY_EXPORT_GROUP, KEY_MIGRATION_TLS, KEY_MIGRATION_TLS_DIR,
+  N_KEYS
 };
 
 static const struct key_desc keys[N_KEYS] = {
@@ -88,6 +90,8 @@ static const struct key_desc keys[N_KEYS] = {
   [KEY_WRITEBACK_INTERVAL_MS] = UINT_KEY(writeback_interval_ms, 1, 3600000),
   [KEY_DIRTY_HIGH_PERCENT] = UINT_KEY(dirty_high_percent, 0, 100),
   [KEY_DM_PREFIX] = STR_KEY(dm_prefix, K_STRING),
+  [KEY_MIGRATION_TLS] = OTHER_KEY(migration_tls, K_TLS),
+  [KEY_MIGRATION_TLS_DIR] = STR_KEY(migration_tls_dir, K_PATH),
 };
 
 struct parser {
@@ -110,6 +114,8 @@ void fc_config_defaults(struct fc_config *cfg)
   cfg->cache_size = 1ULL << 30;
   cfg->block_size = 4096;
   strcpy(cfg->migration_listen, "127.0.0.1:7440");
+  cfg->migration_tls = FC_TLS_PSK;
+  strcpy(cfg->migration_tls_dir, "/etc/pki/qemu");
   strcpy(cfg->export_dir, "/run/fcache/exports");
   cfg->log_level = FC_LOG_INFO;
   cfg->log_target = FC_LOG_STDERR;
@@ -297,6 +303,19 @@ static int set_value(struct parser *p, const struct key_desc *k,
     if (fc_log_target_parse(v, field) < 0)
       return fail(p, p->line, k->name,
                   "unknown target '%s'; allowed: stderr, syslog", v);
+    return 0;
+  case K_TLS:
+    if (!strcmp(v, "psk"))
+      *(enum fc_migration_tls *)field = FC_TLS_PSK;
+    else if (!strcmp(v, "x509"))
+      *(enum fc_migration_tls *)field = FC_TLS_X509;
+    else if (!strcmp(v, "none"))
+      *(enum fc_migration_tls *)field = FC_TLS_NONE;
+    else
+      return fail(p, p->line, k->name,
+                  "unknown mode '%s'; allowed: psk (the default: a key from "
+                  "each migration's token), x509 (host certificates in "
+                  "migration_tls_dir), none (plaintext)", v);
     return 0;
   }
   return -EINVAL;

@@ -428,17 +428,19 @@ fc_migr_dest_begin(struct fc_migration *m)
 }
 
 int
-fc_migr_dest_accept(struct fc_migration *m, int fd)
+fc_migr_dest_accept(struct fc_migration *m, struct fc_xfer_conn *c)
 {
   char welcome[64];
   int r;
 
-  fc_xfer_conn_init(&m->conn, fd);
+  fc_xfer_conn_move(&m->conn, c);
   OPS(m)->in_connected(&m->e);
   snprintf(welcome, sizeof welcome, "{\"credits\": %u}", CREDITS);
   r = fc_xfer_send_json(&m->conn, FC_XFER_WELCOME, welcome);
-  if (r)
+  if (r) {
+    fc_migr_fail(m, "cannot welcome the source: %s", strerror(-r));
     return r;
+  }
   pthread_mutex_lock(&m->lock);
   m->connected = true;
   m->state = FC_MS_CONNECTED;

@@ -17,6 +17,7 @@
 #include "agent/agent.h"
 #include "common/log.h"
 #include "migration.h"
+#include "xfer_tls.h"
 
 #define HELLO_TIMEOUT_S 5
 /* Handshakes in progress at once.  Each ends within HELLO_TIMEOUT_S, so a
@@ -64,23 +65,56 @@ refuse(struct fc_xfer_conn *c, const char *peer, const char *why)
   fc_xfer_send_json(c, FC_XFER_ERROR, "{\"error\": \"authentication failed\"}");
 }
 
+/* The PSK lookup of the TLS handshake (xfer_tls.h): the key of an
+ * incoming migration still waiting for its source, under its id. */
+static int
+psk_for(void *ctx, const char *identity, uint8_t key[FC_TLS_PSK_BYTES])
+{
+  struct fc_migration *m = fc_migration_find(ctx, identity);
+  char token[FC_TOKEN_HEX + 1];
+  bool waiting;
+
+  if (!m || m->e.role != FC_MIGR_DEST)
+    return -ENOENT;
+  pthread_mutex_lock(&m->lock);
+  waiting = !m->token_used && m->state == FC_MS_PREPARED;
+  memcpy(token, m->token, sizeof token);
+  pthread_mutex_unlock(&m->lock);
+  if (!waiting)
+    return -ENOENT;
+  return fc_xfer_tls_psk(token, identity, key);
+}
+
 static void
 handle(struct fc_migr_listener *l, int fd, const char *peer)
 {
   struct timeval tv = { HELLO_TIMEOUT_S, 0 };
+  uint64_t until = fc_monotonic_ns() + HELLO_TIMEOUT_S * 1000000000ull;
+  char identity[FC_MIGRATION_ID_MAX + 1], terr[512];
   struct fc_xfer_header h;
   struct fc_xfer_conn c;
   uint8_t buf[FC_XFER_MAX_JSON + 1];
   const char *id, *vol, *token;
   struct fc_migration *m;
   json_t *hello = NULL;
+  uint64_t now;
   int r;
 
   fc_xfer_conn_init(&c, fd);
-  /* The whole HELLO within the deadline, however slowly it trickles in;
-   * the refusal is sent under the same bound. */
+  /* The handshake and the whole HELLO within one deadline, however slowly
+   * they trickle in; the refusal is sent under the same bound. */
   setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-  r = fc_xfer_recv_by(&c, &h, buf, FC_XFER_MAX_JSON, HELLO_TIMEOUT_S * 1000);
+  r = fc_xfer_tls_server(l->agent->tls, &c, psk_for, l->agent, identity,
+                         sizeof identity, HELLO_TIMEOUT_S * 1000, terr, sizeof terr);
+  if (r) {
+    /* Nothing to answer: the peer proved nothing, and a refusal frame
+     * would go out in clear. */
+    log_warning("migration stream from %s refused: %s", peer, terr);
+    goto out;
+  }
+  now = fc_monotonic_ns();
+  r = now < until ? fc_xfer_recv_by(&c, &h, buf, FC_XFER_MAX_JSON,
+                                    (unsigned)((until - now) / 1000000)) : -ETIMEDOUT;
   if (r || h.type != FC_XFER_HELLO) {
     refuse(&c, peer, r ? strerror(-r) : "first frame is not HELLO");
     goto out;
@@ -92,6 +126,10 @@ handle(struct fc_migr_listener *l, int fd, const char *peer)
   token = json_string_value(json_object_get(hello, "token"));
   if (!id || !vol || !token) {
     refuse(&c, peer, "malformed HELLO");
+    goto out;
+  }
+  if (identity[0] && strcmp(identity, id)) {
+    refuse(&c, peer, "HELLO names another migration than its TLS key");
     goto out;
   }
   m = fc_migration_find(l->agent, id);
@@ -121,11 +159,11 @@ handle(struct fc_migr_listener *l, int fd, const char *peer)
   pthread_mutex_unlock(&m->lock);
   tv.tv_sec = 0;
   setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-  pthread_mutex_destroy(&c.send_lock);
-  log_info("migration %s: stream from %s authenticated", id, peer);
+  log_info("migration %s: stream from %s authenticated (TLS %s)", id, peer,
+           fc_xfer_tls_mode_name(l->agent->tls));
   json_decref(hello);
-  if (fc_migr_dest_accept(m, fd))
-    close(fd);
+  fc_migr_dest_accept(m, &c);
+  fc_xfer_conn_destroy(&c);
   return;
 out:
   json_decref(hello);

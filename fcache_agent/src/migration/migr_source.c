@@ -15,6 +15,7 @@
 #include "common/invfilter.h"
 #include "common/log.h"
 #include "migration.h"
+#include "xfer_tls.h"
 #include "engine/engine.h"
 
 #define HANDSHAKE_TIMEOUT_S 10
@@ -371,6 +372,31 @@ source_tx(void *arg)
   return NULL;
 }
 
+/* Authenticate the destination before it sees anything of the migration
+ * (xfer_tls.h): only the agent holding this migration's token (psk) or a
+ * certificate for the host dialled (x509) completes the handshake. */
+static int
+start_tls(struct fc_migration *m, char *err, size_t errlen)
+{
+  uint8_t psk[FC_TLS_PSK_BYTES];
+  char host[256], port[16];
+  int r;
+
+  if (!m->agent->tls)
+    return 0;
+  r = fc_split_hostport(m->peer, host, sizeof host, port, sizeof port);
+  if (!r)
+    r = fc_xfer_tls_psk(m->token, m->e.id, psk);
+  if (r) {
+    snprintf(err, errlen, "cannot derive the stream's key for %s", m->peer);
+    return r;
+  }
+  r = fc_xfer_tls_client(m->agent->tls, &m->conn, host, m->e.id, psk,
+                         HANDSHAKE_TIMEOUT_S * 1000, err, errlen);
+  explicit_bzero(psk, sizeof psk);
+  return r;
+}
+
 int
 fc_migr_source_connect(struct fc_migration *m, char *err, size_t errlen)
 {
@@ -388,6 +414,12 @@ fc_migr_source_connect(struct fc_migration *m, char *err, size_t errlen)
   }
   fc_xfer_conn_init(&m->conn, fd);
   setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  r = start_tls(m, err, errlen);
+  if (r) {
+    fc_migr_fail(m, "%s", err);
+    fc_xfer_conn_destroy(&m->conn);
+    return r;
+  }
   hello = json_pack("{s:s, s:s, s:s, s:i, s:s, s:b}", "migration_id", m->e.id,
                     "volume_id", m->e.volume_id, "token", m->token, "block_size", m->bs,
                     "strategy", fc_strategy_name(m->e.strategy),

@@ -14,6 +14,7 @@
 #include "common/invfilter.h"
 #include "common/log.h"
 #include "migration.h"
+#include "xfer_tls.h"
 #include "engine/engine.h"
 #include "engine/volume.h"
 
@@ -550,10 +551,20 @@ drop_volume(struct fc_host *host, struct fc_volume *v)
 int
 fc_migrations_start(struct fc_agent *agent, char *err, size_t errlen)
 {
+  int r = fc_xfer_tls_new(&agent->host.cfg, &agent->tls, err, errlen);
+
+  if (r)
+    return r;
   agent->host.forgetting = drop_volume;
   agent->host.forgetting_ctx = agent;
   agent->listener = fc_migr_listen(agent, agent->host.cfg.migration_listen, err, errlen);
-  return agent->listener ? 0 : -EADDRNOTAVAIL;
+  if (!agent->listener) {
+    fc_xfer_tls_free(agent->tls);
+    agent->tls = NULL;
+    return -EADDRNOTAVAIL;
+  }
+  log_info("migration streams: TLS %s", fc_xfer_tls_mode_name(agent->tls));
+  return 0;
 }
 
 static void
@@ -578,4 +589,6 @@ fc_migrations_stop(struct fc_agent *agent)
   fc_migr_listener_stop(agent->listener);
   agent->listener = NULL;
   stop_all(agent);
+  fc_xfer_tls_free(agent->tls);
+  agent->tls = NULL;
 }

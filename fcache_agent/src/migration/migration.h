@@ -146,7 +146,9 @@ void fc_migr_fail(struct fc_migration *m, const char *fmt, ...)
 int fc_migr_source_connect(struct fc_migration *m, char *err, size_t errlen);
 int fc_migr_source_switch(struct fc_migration *m, char *err, size_t errlen);
 int fc_migr_source_firepan_copy(struct fc_migration *m, char *err, size_t errlen);
-int fc_migr_dest_accept(struct fc_migration *m, int fd);
+/* The listener authenticated a stream for m: m takes it over (c is left
+ * empty). */
+int fc_migr_dest_accept(struct fc_migration *m, struct fc_xfer_conn *c);
 /* The engine's way to the source (struct fc_engine_migr's calls). */
 int fc_migr_dest_read(void *ctx, void *buf, uint32_t count, uint64_t off);
 int fc_migr_dest_fetch(void *ctx, oblock_t ob, void *data, bool *dirty, bool required);

@@ -1,5 +1,8 @@
+/* A framed transfer stream: frames over TCP, through TLS when the stream
+ * has a session (xfer_tls.c). */
 #include <errno.h>
 #include <fcntl.h>
+#include <gnutls/gnutls.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -20,6 +23,8 @@ fc_xfer_conn_init(struct fc_xfer_conn *c, int fd)
   int one = 1;
 
   c->fd = fd;
+  c->tls = NULL;
+  c->tls_psk = NULL;
   c->bytes_sent = c->bytes_received = 0;
   pthread_mutex_init(&c->send_lock, NULL);
   /* Fetch requests and replies are small and latency-bound. */
@@ -33,13 +38,84 @@ fc_xfer_conn_shutdown(struct fc_xfer_conn *c)
     shutdown(c->fd, SHUT_RDWR);
 }
 
+static void
+tls_free(struct fc_xfer_conn *c)
+{
+  if (c->tls)
+    gnutls_deinit(c->tls);
+  if (c->tls_psk)
+    gnutls_psk_free_client_credentials(c->tls_psk);
+  c->tls = NULL;
+  c->tls_psk = NULL;
+}
+
 void
 fc_xfer_conn_destroy(struct fc_xfer_conn *c)
 {
+  tls_free(c);
   if (c->fd >= 0)
     close(c->fd);
   c->fd = -1;
   pthread_mutex_destroy(&c->send_lock);
+}
+
+void
+fc_xfer_conn_move(struct fc_xfer_conn *dst, struct fc_xfer_conn *src)
+{
+  fc_xfer_conn_init(dst, src->fd);
+  dst->tls = src->tls;
+  dst->tls_psk = src->tls_psk;
+  src->tls = NULL;
+  src->tls_psk = NULL;
+  src->fd = -1;
+}
+
+/* GnuTLS's verdict as an errno: the peer went away, or the stream is
+ * not what its keys say (tampered with, or not TLS at all). */
+static int
+tls_errno(ssize_t r)
+{
+  switch (r) {
+  case GNUTLS_E_TIMEDOUT:
+  case GNUTLS_E_AGAIN:
+    return -ETIMEDOUT;
+  case GNUTLS_E_PREMATURE_TERMINATION:
+  case GNUTLS_E_PUSH_ERROR:
+  case GNUTLS_E_PULL_ERROR:
+    return -ECONNRESET;
+  default:
+    return -EBADMSG;
+  }
+}
+
+/* Header and payload into as few records as fit: one send per frame, not
+ * one per piece, and full-size records for the encryption to work on. */
+static int
+tls_send_all(gnutls_session_t s, const struct iovec *iov, int n)
+{
+  ssize_t w;
+
+  gnutls_record_cork(s);
+  for (int i = 0; i < n; i++) {
+    const char *p = iov[i].iov_base;
+    size_t left = iov[i].iov_len;
+
+    while (left) {
+      w = gnutls_record_send(s, p, left);
+      if (w == GNUTLS_E_INTERRUPTED || w == GNUTLS_E_AGAIN)
+        continue;
+      if (w < 0) {
+        gnutls_record_uncork(s, 0);
+        return tls_errno(w);
+      }
+      p += w;
+      left -= (size_t)w;
+    }
+  }
+  do {
+    w = gnutls_record_uncork(s, GNUTLS_RECORD_WAIT);
+  } while (w == GNUTLS_E_INTERRUPTED || w == GNUTLS_E_AGAIN);
+  return w < 0 ? tls_errno(w) : 0;
 }
 
 static int
@@ -89,7 +165,7 @@ fc_xfer_send(struct fc_xfer_conn *c, uint8_t type, uint16_t flags,
   iov[1] = (struct iovec){ (void *)p1, l1 };
   iov[2] = (struct iovec){ (void *)p2, l2 };
   pthread_mutex_lock(&c->send_lock);
-  r = send_all(c->fd, iov, 3);
+  r = c->tls ? tls_send_all(c->tls, iov, 3) : send_all(c->fd, iov, 3);
   if (!r)
     c->bytes_sent += sizeof hdr + l1 + l2;
   pthread_mutex_unlock(&c->send_lock);
@@ -155,6 +231,43 @@ recv_all_by(int fd, void *buf, size_t len, uint64_t until)
   return 0;
 }
 
+/* recv_all through TLS; until as in recv_all_by, or 0. */
+static int
+tls_recv_all(gnutls_session_t s, void *buf, size_t len, uint64_t until)
+{
+  if (!until)
+    gnutls_record_set_timeout(s, 0);    /* a deadline of an earlier frame */
+  while (len) {
+    ssize_t n;
+
+    if (until) {
+      uint64_t now = fc_monotonic_ns();
+
+      if (now >= until)
+        return -ETIMEDOUT;
+      gnutls_record_set_timeout(s, (unsigned)((until - now + 999999) / 1000000));
+    }
+    n = gnutls_record_recv(s, buf, len);
+    if (n == 0)
+      return -ECONNRESET;
+    if (n == GNUTLS_E_INTERRUPTED || (n == GNUTLS_E_AGAIN && until))
+      continue;
+    if (n < 0)
+      return tls_errno(n);
+    buf = (char *)buf + n;
+    len -= (size_t)n;
+  }
+  return 0;
+}
+
+static int
+recv_bytes(struct fc_xfer_conn *c, void *buf, size_t len, uint64_t until)
+{
+  if (c->tls)
+    return tls_recv_all(c->tls, buf, len, until);
+  return until ? recv_all_by(c->fd, buf, len, until) : recv_all(c->fd, buf, len);
+}
+
 /* One frame; until (CLOCK_MONOTONIC ns) bounds the whole of it, or 0 for
  * no bound of our own (the socket's SO_RCVTIMEO, if any, per recv). */
 static int
@@ -164,8 +277,7 @@ recv_frame(struct fc_xfer_conn *c, struct fc_xfer_header *h, uint8_t *buf,
   uint8_t hdr[FC_XFER_HEADER_SIZE];
   int r;
 
-  r = until ? recv_all_by(c->fd, hdr, sizeof hdr, until)
-            : recv_all(c->fd, hdr, sizeof hdr);
+  r = recv_bytes(c, hdr, sizeof hdr, until);
   if (r)
     return r;
   r = fc_xfer_decode_header(hdr, h);
@@ -173,8 +285,7 @@ recv_frame(struct fc_xfer_conn *c, struct fc_xfer_header *h, uint8_t *buf,
     return r;
   if (h->length > cap)
     return -EMSGSIZE;
-  r = until ? recv_all_by(c->fd, buf, h->length, until)
-            : recv_all(c->fd, buf, h->length);
+  r = recv_bytes(c, buf, h->length, until);
   if (r)
     return r;
   c->bytes_received += sizeof hdr + h->length;

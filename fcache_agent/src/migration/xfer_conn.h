@@ -10,13 +10,24 @@
 
 #include "xfer_frame.h"
 
+struct gnutls_session_int;
+struct gnutls_psk_client_credentials_st;
+
 struct fc_xfer_conn {
   int fd;
+  /* The TLS session once xfer_tls.c's handshake is done (NULL: plaintext,
+   * migration_tls = none).  One thread sends (under send_lock) while one
+   * receives, which GnuTLS allows on one session. */
+  struct gnutls_session_int *tls;
+  struct gnutls_psk_client_credentials_st *tls_psk;
   pthread_mutex_t send_lock;
   uint64_t bytes_sent, bytes_received;
 };
 
 void fc_xfer_conn_init(struct fc_xfer_conn *c, int fd);
+/* Hand an established stream (socket and TLS session) from one owner to
+ * another: src is left empty. */
+void fc_xfer_conn_move(struct fc_xfer_conn *dst, struct fc_xfer_conn *src);
 /* shutdown() the socket so a blocked receiver returns; fd closed by
  * fc_xfer_conn_destroy. */
 void fc_xfer_conn_shutdown(struct fc_xfer_conn *c);
