@@ -34,6 +34,7 @@ case "$args" in
     *) exit 1 ;;
 esac
 EOF
+    # shellcheck disable=SC2016 # expanded when the stand-in runs
     printf '#!/bin/sh\necho "tox $*" >>"$CALLS"\n' >"$T/bin/tox"
     chmod +x "$T/bin/sudo" "$T/bin/openstack" "$T/bin/tox"
     export PATH="$T/bin:$PATH" CALLS T
@@ -73,8 +74,8 @@ function teardown_standins {
 
 # wait_gone PID - wait up to 30 s for a process to exit
 function wait_gone {
-    local i
-    for i in $(seq 300); do
+    local _
+    for _ in $(seq 300); do
         kill -0 "$1" 2>/dev/null || return 0
         sleep 0.1
     done
