@@ -15,7 +15,7 @@
  * ChaCha20-Poly1305); in psk mode only the key exchanges that add
  * (EC)DHE to the PSK, for forward secrecy. */
 #define PRIO_X509 "NORMAL:-VERS-ALL:+VERS-TLS1.3"
-#define PRIO_PSK "NORMAL:-VERS-ALL:+VERS-TLS1.3:-KX-ALL:+ECDHE-PSK:+DHE-PSK"
+#define PRIO_PSK "NORMAL:-VERS-ALL:+VERS-TLS1.3:-KX-ALL:+ECDHE-PSK:+DHE-PSK:-CIPHER-ALL:+AES-128-GCM:+AES-256-GCM:+CHACHA20-POLY1305"
 #define PSK_LABEL "fcache migration stream psk v1:"
 
 struct fc_xfer_tls {
