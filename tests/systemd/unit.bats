@@ -127,6 +127,7 @@ export_dir = $D/run/exports
 migration_listen = 127.0.0.1:$((20000 + RANDOM % 20000))
 EOF
     groups=$(unit_value SupplementaryGroups)
+    # shellcheck disable=SC2016 # the inner shell expands its arguments
     setpriv --reuid="$uid" --regid="$uid" --groups="${groups// /,}" \
         --bounding-set=-all --inh-caps=-all --no-new-privs -- \
         sh -c 'umask 077; exec "$0" --config "$1"' "$AGENT" "$D/agent.conf" \
