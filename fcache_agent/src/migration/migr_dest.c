@@ -202,6 +202,10 @@ dest_rx(void *arg)
     if (m->e.strategy == FC_STRAT_FIREPAN_IF && m->switch_received)
       m->invalidated += OPS(m)->in_end(&m->e);
     source_lost(m, "", r == -ECONNABORTED ? "source aborted" : strerror(-r));
+    /* A stream that broke its rules (a bad frame, a record that failed its
+     * authentication) is read no further, and the source must learn now,
+     * not when it next waits on us, that it is over. */
+    fc_xfer_conn_shutdown(&m->conn);
   }
   pthread_mutex_lock(&m->lock);
   m->connected = false;
