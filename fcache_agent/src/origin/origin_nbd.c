@@ -1,31 +1,17 @@
-/* Origin on an NBD server (shared storage), through libnbd.
+/* Origin on an NBD server (shared storage), through libnbd's asynchronous
+ * API.
  *
- * A libnbd handle serialises its callers, so one handle would turn the
- * VM's queue depth into one request at a time at the storage server.  We
- * keep a small pool of connections and hand each request a free one.
+ * Each of `connections` connections carries many requests at once and has
+ * one thread that reads its replies (origin_nbd_conn.c); a request is
+ * started from the caller's thread and waits for its own completion
+ * (origin_nbd_cmd.c).  See "The origin client" in doc/design.rst.
  */
 #include <errno.h>
-#include <libnbd.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "origin.h"
-
-#define NBD_ORIGIN_MAX_CONNS 32
-
-struct nbd_origin {
-  struct fc_origin base;
-  pthread_mutex_t lock;
-  pthread_cond_t cond;
-  unsigned nr_handles;
-  unsigned nr_idle;
-  struct nbd_handle *idle[NBD_ORIGIN_MAX_CONNS];
-  struct nbd_handle *all[NBD_ORIGIN_MAX_CONNS];
-  bool can_fua;
-  uint32_t max_request;
-};
+#include "origin_nbd_priv.h"
 
 static struct nbd_origin *
 no(struct fc_origin *o)
@@ -33,53 +19,10 @@ no(struct fc_origin *o)
   return (struct nbd_origin *)o;
 }
 
-static struct nbd_handle *
-take(struct nbd_origin *n)
-{
-  struct nbd_handle *h;
-
-  pthread_mutex_lock(&n->lock);
-  while (n->nr_idle == 0)
-    pthread_cond_wait(&n->cond, &n->lock);
-  h = n->idle[--n->nr_idle];
-  pthread_mutex_unlock(&n->lock);
-  return h;
-}
-
-static void
-give_back(struct nbd_origin *n, struct nbd_handle *h)
-{
-  pthread_mutex_lock(&n->lock);
-  n->idle[n->nr_idle++] = h;
-  pthread_cond_signal(&n->cond);
-  pthread_mutex_unlock(&n->lock);
-}
-
-static int
-nbd_err(void)
-{
-  int e = nbd_get_errno();
-
-  return e > 0 ? -e : -EIO;
-}
-
 static int
 nbdo_pread(struct fc_origin *o, void *buf, uint32_t count, uint64_t off)
 {
-  struct nbd_origin *n = no(o);
-  struct nbd_handle *h = take(n);
-  int r = 0;
-
-  while (count && !r) {
-    uint32_t len = count < n->max_request ? count : n->max_request;
-    if (nbd_pread(h, buf, len, off, 0) == -1)
-      r = nbd_err();
-    buf = (char *)buf + len;
-    off += len;
-    count -= len;
-  }
-  give_back(n, h);
-  return r;
+  return nbdo_run(no(o), NBD_OP_READ, buf, count, off, 0);
 }
 
 static int
@@ -87,23 +30,16 @@ nbdo_pwrite(struct fc_origin *o, const void *buf, uint32_t count,
             uint64_t off, bool fua)
 {
   struct nbd_origin *n = no(o);
-  struct nbd_handle *h = take(n);
   uint32_t flags = fua && n->can_fua ? LIBNBD_CMD_FLAG_FUA : 0;
-  int r = 0;
+  int r;
 
-  while (count && !r) {
-    uint32_t len = count < n->max_request ? count : n->max_request;
-    if (nbd_pwrite(h, buf, len, off, flags) == -1)
-      r = nbd_err();
-    buf = (const char *)buf + len;
-    off += len;
-    count -= len;
-  }
+  /* libnbd only reads from a write's buffer. */
+  r = nbdo_run(n, NBD_OP_WRITE, (void *)buf, count, off, flags);
   /* A server without FUA still has FLUSH: durability must not depend on
-   * which one it offers. */
-  if (!r && fua && !n->can_fua && nbd_flush(h, 0) == -1)
-    r = nbd_err();
-  give_back(n, h);
+   * which one it offers.  With several connections the server promised
+   * (multi-conn) that a flush on any of them covers this write. */
+  if (!r && fua && !n->can_fua && n->can_flush)
+    r = nbdo_run(n, NBD_OP_FLUSH, NULL, 0, 0, 0);
   return r;
 }
 
@@ -111,26 +47,14 @@ static int
 nbdo_flush(struct fc_origin *o)
 {
   struct nbd_origin *n = no(o);
-  struct nbd_handle *h = take(n);
-  int r = 0;
 
-  if (nbd_can_flush(h) > 0 && nbd_flush(h, 0) == -1)
-    r = nbd_err();
-  give_back(n, h);
-  return r;
+  return n->can_flush ? nbdo_run(n, NBD_OP_FLUSH, NULL, 0, 0, 0) : 0;
 }
 
 static int
 nbdo_trim(struct fc_origin *o, uint32_t count, uint64_t off)
 {
-  struct nbd_origin *n = no(o);
-  struct nbd_handle *h = take(n);
-  int r = 0;
-
-  if (nbd_trim(h, count, off, 0) == -1)
-    r = nbd_err();
-  give_back(n, h);
-  return r;
+  return nbdo_run(no(o), NBD_OP_TRIM, NULL, count, off, 0);
 }
 
 static void
@@ -138,12 +62,11 @@ nbdo_close(struct fc_origin *o)
 {
   struct nbd_origin *n = no(o);
 
-  for (unsigned i = 0; i < n->nr_handles; i++) {
-    nbd_shutdown(n->all[i], 0);
-    nbd_close(n->all[i]);
-  }
-  pthread_cond_destroy(&n->cond);
-  pthread_mutex_destroy(&n->lock);
+  for (unsigned i = 0; i < n->nr_conns; i++)
+    nbd_conn_stop(&n->conns[i]);
+  pthread_cond_destroy(&n->slot_cond);
+  pthread_mutex_destroy(&n->slot_lock);
+  free(n->uri);
   free(n);
 }
 
@@ -155,28 +78,22 @@ static const struct fc_origin_ops nbd_ops = {
   .close = nbdo_close,
 };
 
+/* Learn the export from the first connection. */
 static int
-connect_one(const char *uri, struct nbd_handle **out, char *err, size_t errlen)
+describe(struct nbd_origin *n, struct nbd_handle *h, char *err, size_t errlen)
 {
-  struct nbd_handle *h = nbd_create();
-  int r;
+  int64_t size = nbd_get_size(h), max;
 
-  if (!h) {
-    snprintf(err, errlen, "libnbd: %s", nbd_get_error());
-    return nbd_err();
+  if (size <= 0) {
+    snprintf(err, errlen, "origin %s reports no usable size", n->uri);
+    return -EINVAL;
   }
-  /* The URI comes from the control plane; never let it make libnbd read
-   * local files (tls-psk-file=...) or spawn anything. */
-  if (nbd_set_uri_allow_local_file(h, false) == -1 ||
-      nbd_set_uri_allow_transports(h, LIBNBD_ALLOW_TRANSPORT_TCP |
-                                      LIBNBD_ALLOW_TRANSPORT_UNIX) == -1 ||
-      nbd_connect_uri(h, uri) == -1) {
-    r = nbd_err();
-    snprintf(err, errlen, "cannot connect to origin %s: %s", uri, nbd_get_error());
-    nbd_close(h);
-    return r;
-  }
-  *out = h;
+  n->base.size = (uint64_t)size;
+  n->base.can_trim = nbd_can_trim(h) > 0;
+  n->can_fua = nbd_can_fua(h) > 0;
+  n->can_flush = nbd_can_flush(h) > 0;
+  max = nbd_get_block_size(h, LIBNBD_SIZE_MAXIMUM);
+  n->max_request = max > 0 && max < (32 << 20) ? (uint32_t)max : (32 << 20);
   return 0;
 }
 
@@ -185,7 +102,7 @@ fc_origin_open_nbd(const char *uri, unsigned connections,
                    struct fc_origin **out, char *err, size_t errlen)
 {
   struct nbd_origin *n;
-  int64_t size, max;
+  struct nbd_handle *h = NULL;
   int r;
 
   if (connections == 0)
@@ -195,42 +112,46 @@ fc_origin_open_nbd(const char *uri, unsigned connections,
   n = calloc(1, sizeof *n);
   if (!n)
     return -ENOMEM;
-  pthread_mutex_init(&n->lock, NULL);
-  pthread_cond_init(&n->cond, NULL);
+  n->uri = strdup(uri);
+  if (!n->uri) {
+    free(n);
+    return -ENOMEM;
+  }
+  pthread_mutex_init(&n->slot_lock, NULL);
+  pthread_cond_init(&n->slot_cond, NULL);
   n->base.ops = &nbd_ops;
 
-  r = connect_one(uri, &n->all[0], err, errlen);
+  r = nbd_conn_connect(n, &h, err, errlen);
   if (r)
     goto out;
-  n->nr_handles = 1;
-  size = nbd_get_size(n->all[0]);
-  if (size <= 0) {
-    r = size < 0 ? nbd_err() : -EINVAL;
-    snprintf(err, errlen, "origin %s reports no usable size", uri);
+  r = describe(n, h, err, errlen);
+  if (r)
     goto out;
-  }
-  n->base.size = (uint64_t)size;
-  n->base.can_trim = nbd_can_trim(n->all[0]) > 0;
-  n->can_fua = nbd_can_fua(n->all[0]) > 0;
-  max = nbd_get_block_size(n->all[0], LIBNBD_SIZE_MAXIMUM);
-  n->max_request = max > 0 && max < (32 << 20) ? (uint32_t)max : (32 << 20);
-
   /* Several connections are only safe when the server promises that a
    * flush on one covers writes made on the others. */
-  if (connections > 1 && nbd_can_multi_conn(n->all[0]) <= 0)
+  if (connections > 1 && nbd_can_multi_conn(h) <= 0)
     connections = 1;
-  for (; n->nr_handles < connections; n->nr_handles++) {
-    r = connect_one(uri, &n->all[n->nr_handles], err, errlen);
-    if (r)
+  for (unsigned i = 0; i < connections; i++) {
+    if (!h) {
+      r = nbd_conn_connect(n, &h, err, errlen);
+      if (r)
+        goto out;
+    }
+    r = nbd_conn_start(&n->conns[i], n, i, h);
+    if (r) {
+      snprintf(err, errlen, "origin %s: cannot start connection %u: %s",
+               uri, i, strerror(-r));
       goto out;
+    }
+    h = NULL;                   /* the connection owns it now */
+    n->nr_conns = i + 1;
   }
-  for (unsigned i = 0; i < n->nr_handles; i++)
-    n->idle[i] = n->all[i];
-  n->nr_idle = n->nr_handles;
   *out = &n->base;
   return 0;
 
 out:
+  if (h)
+    nbd_close(h);
   nbdo_close(&n->base);
   return r;
 }

@@ -1,0 +1,147 @@
+/* One caller's request to the NBD origin: split into commands of at most
+ * max_request bytes, each started on a live connection, and a wait for
+ * all of them on the caller's own semaphore.  The caller never waits for
+ * a connection to become free: a connection carries many commands at once,
+ * so a miss costs one round trip, not a round trip plus a queue.
+ *
+ * Adjacent misses are not merged here: the cache already reads a run of
+ * missing blocks of one request as one origin read, and misses of
+ * different requests are adjacent too rarely under random access to pay
+ * for holding one back to wait for its neighbour.
+ */
+#include <errno.h>
+
+#include "origin_nbd_priv.h"
+
+/* Commands started per batch; a larger request (rare: max_request is
+ * 32 MiB or the server's maximum) goes in several batches. */
+#define CMDS_PER_BATCH 16
+
+void
+nbd_cmd_finish(struct nbd_cmd *k, int err)
+{
+  struct nbd_wait *w = k->w;
+  int none = 0;
+
+  if (err)
+    atomic_compare_exchange_strong(&w->err, &none, err);
+  if (atomic_fetch_sub(&w->remaining, 1) == 1)
+    sem_post(&w->sem);
+}
+
+/* A live connection with room, starting the round robin at `start`; NULL
+ * when every connection is down, and so is `*full` when some were only
+ * full. */
+static struct nbd_conn *
+pick(struct nbd_origin *n, unsigned start, bool *full)
+{
+  *full = false;
+  for (unsigned i = 0; i < n->nr_conns; i++) {
+    struct nbd_conn *c = &n->conns[(start + i) % n->nr_conns];
+
+    if (!atomic_load(&c->live))
+      continue;
+    if (atomic_load_explicit(&c->in_flight, memory_order_relaxed) <
+        NBD_CONN_MAX_IN_FLIGHT)
+      return c;
+    *full = true;
+  }
+  return NULL;
+}
+
+/* Start `k` somewhere.  0, or -errno when it could not be started. */
+static int
+start_cmd(struct nbd_origin *n, struct nbd_cmd *k)
+{
+  unsigned start = atomic_fetch_add_explicit(&n->next, 1, memory_order_relaxed);
+
+  for (unsigned tries = 0; tries < n->nr_conns;) {
+    bool full;
+    struct nbd_conn *c = pick(n, start + tries, &full);
+    int r;
+
+    if (!c && full) {
+      /* Backstop (see NBD_CONN_MAX_IN_FLIGHT): wait for any completion. */
+      pthread_mutex_lock(&n->slot_lock);
+      atomic_fetch_add(&n->slot_waiters, 1);
+      if (!pick(n, start, &full) && full)
+        pthread_cond_wait(&n->slot_cond, &n->slot_lock);
+      atomic_fetch_sub(&n->slot_waiters, 1);
+      pthread_mutex_unlock(&n->slot_lock);
+      continue;
+    }
+    if (!c)
+      return -ENOTCONN;         /* every connection is down: fail, not hang */
+    r = nbd_conn_submit(c, k);
+    if (r != -ENOTCONN)
+      return r;
+    /* It died under us: another connection may still be up. */
+    tries++;
+  }
+  return -ENOTCONN;
+}
+
+static int
+wait_all(struct nbd_wait *w)
+{
+  while (sem_wait(&w->sem) == -1)
+    ;                           /* EINTR only: completion is guaranteed */
+  return -atomic_load(&w->err);
+}
+
+/* Run `count` bytes at `off` as commands of at most max_request bytes,
+ * CMDS_PER_BATCH at a time, and wait for them.  Every started command
+ * finishes: with its reply, with the connection's death, or when the
+ * connection is closed (see origin_nbd_conn.c). */
+int
+nbdo_run(struct nbd_origin *n, enum nbd_cmd_op op, void *vbuf,
+         uint64_t count, uint64_t off, uint32_t flags)
+{
+  struct nbd_cmd cmds[CMDS_PER_BATCH];
+  struct nbd_wait w;
+  char *buf = vbuf;
+  int r = 0;
+
+  if (count == 0 && op != NBD_OP_FLUSH)
+    return 0;
+  if (sem_init(&w.sem, 0, 0) == -1)
+    return -errno;
+  do {
+    unsigned nr = 0;
+
+    atomic_init(&w.err, 0);
+    /* One for this function, dropped when every command is started, so
+     * the semaphore is posted once, after the last. */
+    atomic_init(&w.remaining, 1);
+    while (nr < CMDS_PER_BATCH && (count || nr == 0)) {
+      struct nbd_cmd *k = &cmds[nr];
+      uint64_t len = op == NBD_OP_READ || op == NBD_OP_WRITE
+                     ? (count < n->max_request ? count : n->max_request)
+                     : count;
+      int e;
+
+      *k = (struct nbd_cmd){ .op = op, .buf = buf, .count = len, .off = off,
+                             .flags = flags, .w = &w };
+      atomic_fetch_add(&w.remaining, 1);
+      e = start_cmd(n, k);
+      if (e) {
+        int none = 0;
+
+        atomic_compare_exchange_strong(&w.err, &none, -e);
+        atomic_fetch_sub(&w.remaining, 1);
+        break;
+      }
+      nr++;
+      if (buf)
+        buf += len;
+      off += len;
+      count -= len;
+    }
+    if (atomic_fetch_sub(&w.remaining, 1) != 1)
+      r = wait_all(&w);
+    else
+      r = -atomic_load(&w.err);
+  } while (!r && count);
+  sem_destroy(&w.sem);
+  return r;
+}

@@ -1,0 +1,127 @@
+/* The NBD origin's insides, shared by its three files:
+ *
+ *   origin_nbd.c       the fc_origin operations, open and close;
+ *   origin_nbd_cmd.c   one caller's request: split into commands, each
+ *                      started on a live connection with libnbd's
+ *                      asynchronous API, and the wait for all of them;
+ *   origin_nbd_conn.c  one connection: its libnbd handle, the event-loop
+ *                      thread that drives it, and its re-establishment.
+ *
+ * Glossary.  A *request* is one fc_origin_pread/pwrite/flush/trim call; it
+ * becomes one or more *commands* (nbd_aio_*), at most max_request bytes
+ * each.  A command is *in flight* on a connection from the moment
+ * nbd_aio_* accepted it until libnbd frees its completion callback, which
+ * it does exactly once, whatever happens to the connection.
+ */
+#ifndef FCACHE_ORIGIN_NBD_PRIV_H
+#define FCACHE_ORIGIN_NBD_PRIV_H
+
+#include <libnbd.h>
+#include <pthread.h>
+#include <semaphore.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "origin.h"
+
+#define NBD_ORIGIN_MAX_CONNS 32
+
+/* Commands in flight on one connection at most.  The agent's callers are
+ * already bounded (NBD workers, write-back, migration threads), so this is
+ * a backstop; a caller that finds every connection full waits for a slot. */
+#define NBD_CONN_MAX_IN_FLIGHT 256
+
+/* A connection with commands in flight and no completion for this long is
+ * declared dead (its socket is shut down, which fails every command on it)
+ * and re-established: a server that stops answering must not hang the VM. */
+#define NBD_CONN_STALL_MS 30000
+
+/* One attempt to re-establish a connection; then back off, doubling from
+ * the first to the last figure. */
+#define NBD_CONN_CONNECT_MS 10000
+#define NBD_CONN_BACKOFF_MIN_MS 100
+#define NBD_CONN_BACKOFF_MAX_MS 2000
+
+struct nbd_origin;
+
+struct nbd_conn {
+  struct nbd_origin *origin;
+  unsigned index;
+  int efd;                      /* eventfd: wakes the loop (new direction, stop) */
+  pthread_t thread;
+  bool thread_started;
+  /* Read-held by a caller for the length of one nbd_aio_* call on `h`,
+   * write-held by the loop only to swap a dead handle out: a handle is
+   * never closed under a caller. */
+  pthread_rwlock_t hlock;
+  struct nbd_handle *h;         /* NULL while the connection is down */
+  atomic_bool live;             /* h is set and was ready when installed */
+  atomic_bool stopping;
+  atomic_bool kicked;           /* an eventfd write is pending: skip another */
+  atomic_uint in_flight;
+  atomic_uint completions;      /* for the loop's stall detector */
+  /* Commands libnbd is done with, whose callers are still to be woken:
+   * the waking (a futex syscall, often a cross-CPU wake-up) happens after
+   * libnbd let go of its handle lock, so callers starting commands do not
+   * queue behind it. */
+  _Atomic(struct nbd_cmd *) done;
+};
+
+struct nbd_origin {
+  struct fc_origin base;
+  char *uri;
+  bool can_fua;
+  bool can_flush;
+  uint32_t max_request;
+  unsigned nr_conns;
+  atomic_uint next;             /* round-robin start for the next request */
+  /* Callers waiting because every live connection is full. */
+  pthread_mutex_t slot_lock;
+  pthread_cond_t slot_cond;
+  atomic_uint slot_waiters;
+  struct nbd_conn conns[NBD_ORIGIN_MAX_CONNS];
+};
+
+enum nbd_cmd_op { NBD_OP_READ, NBD_OP_WRITE, NBD_OP_FLUSH, NBD_OP_TRIM };
+
+/* One caller's request: done when `remaining` reaches zero. */
+struct nbd_wait {
+  sem_t sem;
+  atomic_uint remaining;
+  atomic_int err;               /* first error, positive errno; 0 if none */
+};
+
+/* One command; lives on the caller's stack until its wait is done. */
+struct nbd_cmd {
+  enum nbd_cmd_op op;
+  void *buf;
+  uint64_t count;
+  uint64_t off;
+  uint32_t flags;
+  struct nbd_wait *w;
+  struct nbd_conn *conn;
+  int err;                      /* from the completion callback */
+  struct nbd_cmd *next;         /* on conn->done */
+  bool completed;
+  bool submitting;              /* inside nbd_aio_*, in the caller's thread */
+};
+
+/* origin_nbd_cmd.c */
+int nbdo_run(struct nbd_origin *n, enum nbd_cmd_op op, void *buf,
+             uint64_t count, uint64_t off, uint32_t flags);
+
+/* origin_nbd_conn.c */
+struct nbd_handle *nbd_conn_create_handle(void);
+int nbd_conn_connect(struct nbd_origin *n, struct nbd_handle **out,
+                     char *err, size_t errlen);
+int nbd_conn_start(struct nbd_conn *c, struct nbd_origin *n, unsigned index,
+                   struct nbd_handle *h);
+void nbd_conn_stop(struct nbd_conn *c);
+/* Start `k` on `c`.  0: `k` is in flight and will finish through
+ * nbd_cmd_finish, exactly once.  -ENOTCONN: `c` is down, nothing was
+ * started.  Any other -errno: libnbd refused the command. */
+int nbd_conn_submit(struct nbd_conn *c, struct nbd_cmd *k);
+void nbd_cmd_finish(struct nbd_cmd *k, int err);
+
+#endif
