@@ -1,10 +1,16 @@
 """tempest.conf options of the fcache plugin.
 
 ``[service_available] fcache`` turns the tests on; ``[fcache]`` says which
-volume type policy the scenario uses and where the agents can be asked.
+volume type policy the scenarios use and where the agents can be asked;
+``[fcache_feature_enabled]`` turns the live migration scenario of each
+strategy on or off.
 """
 
 from oslo_config import cfg
+
+# The strategies nova_ext ships (setup.cfg, fcache.strategies).
+STRATEGIES = ('none', 'cachemior', 'firepan', 'firepan_if', 'cloudcache',
+              'hybrid', 'auto')
 
 service_option = cfg.BoolOpt(
     'fcache',
@@ -19,20 +25,23 @@ fcache_group = cfg.OptGroup(
     title='fcache host cache options')
 
 FcacheGroup = [
-    cfg.StrOpt('strategy',
-               default='hybrid',
-               help='fcache:strategy of the volume type the scenario '
-                    'creates (none, cachemior, firepan, firepan_if, '
-                    'cloudcache, hybrid, auto or an installed plugin).'),
     cfg.StrOpt('cache_size',
                default='64M',
-               help='fcache:cache_size of the volume type the scenario '
-                    'creates.'),
+               help='fcache:cache_size of the volume types the scenarios '
+                    'create.'),
     cfg.StrOpt('write_policy',
                default='write_back',
                choices=['read_only', 'write_through', 'write_back'],
-               help='fcache:write_policy of the volume type the scenario '
-                    'creates.'),
+               help='fcache:write_policy of the volume types the scenarios '
+                    'create.'),
+    cfg.IntOpt('data_size_mb',
+               default=16,
+               min=1,
+               max=1024,
+               help='MiB of random data the scenario writes through the '
+                    'guest onto the cached volume before the live migration '
+                    'and reads back after it. At most the volume\'s size '
+                    '(1 GiB).'),
     cfg.DictOpt('agent_sockets',
                 default={},
                 help='Control socket of the fcache-agent of each compute '
@@ -41,4 +50,16 @@ FcacheGroup = [
                      'checks the volume\'s cache through the agents it can '
                      'reach here and skips those checks for the others. '
                      'Single-node DevStack: the local agent\'s socket.'),
+]
+
+feature_group = cfg.OptGroup(
+    name='fcache_feature_enabled',
+    title='fcache strategies to test')
+
+FeatureGroup = [
+    cfg.BoolOpt(strategy,
+                default=True,
+                help='Run the live migration scenario with fcache:strategy '
+                     '= %s.' % strategy)
+    for strategy in STRATEGIES
 ]

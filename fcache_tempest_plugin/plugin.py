@@ -21,10 +21,14 @@ class FcacheTempestPlugin(plugins.TempestPlugin):
                           group=config.service_available_group.name)
         config.register_opt_group(conf, project_config.fcache_group,
                                   project_config.FcacheGroup)
+        config.register_opt_group(conf, project_config.feature_group,
+                                  project_config.FeatureGroup)
 
     def get_opt_lists(self):
         return [
             (project_config.fcache_group.name, project_config.FcacheGroup),
+            (project_config.feature_group.name,
+             project_config.FeatureGroup),
             (config.service_available_group.name,
              [project_config.service_option]),
         ]

@@ -1,4 +1,4 @@
-"""What every fcache test class checks before it runs."""
+"""What every fcache test checks before it runs."""
 
 from tempest import config
 
@@ -10,3 +10,11 @@ def skip_unless_deployed(cls):
     if not CONF.service_available.fcache:
         raise cls.skipException('fcache is not deployed '
                                 '([service_available] fcache)')
+
+
+def skip_unless_strategy(test, strategy):
+    """Skip ``test`` unless ``[fcache_feature_enabled] <strategy>``."""
+    if not getattr(CONF.fcache_feature_enabled, strategy):
+        raise test.skipException('strategy %s is not enabled '
+                                 '([fcache_feature_enabled] %s)'
+                                 % (strategy, strategy))

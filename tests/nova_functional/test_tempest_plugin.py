@@ -10,6 +10,8 @@ before asking for credentials.
 """
 
 import os
+import subprocess
+import sys
 import unittest
 
 import fixtures
@@ -18,12 +20,20 @@ import testtools
 
 from tempest.test_discover import plugins
 
+from fcache_tempest_plugin.config import STRATEGIES
+
 # As tempest run lists them: idempotent id and attributes in brackets.
+SCENARIO = ('fcache_tempest_plugin.tests.scenario.test_live_migration.'
+            'TestLiveMigrationWithHostCache.test_live_migrate_%s'
+            '[compute,id-%s,image,slow,volume]')
 TEST_IDS = {
-    'fcache_tempest_plugin.tests.scenario.test_live_migration.'
-    'TestLiveMigrationWithHostCache.'
-    'test_live_migrate_server_with_cached_volume'
-    '[compute,id-b1dafad9-bcaf-46fe-9fdb-c5c899ff1105,image,slow,volume]',
+    SCENARIO % ('hybrid', 'b1dafad9-bcaf-46fe-9fdb-c5c899ff1105'),
+    SCENARIO % ('none', '6368e904-ca6d-4870-96cb-04810797b5d4'),
+    SCENARIO % ('cachemior', 'eb5d59aa-72ed-4ad3-b6f9-4e0b96b55f1f'),
+    SCENARIO % ('firepan', '0c09727a-80dc-4d6c-b093-ad6a3b6f03a5'),
+    SCENARIO % ('firepan_if', '203931fc-04f1-4507-8fde-a5b67aff2ba7'),
+    SCENARIO % ('cloudcache', 'ab4b83ff-c591-4009-ae97-4babd06da8d0'),
+    SCENARIO % ('auto', '5a8d81c6-01dd-443b-bb27-7efb9793cb4f'),
     'fcache_tempest_plugin.tests.api.test_volume_type_specs.'
     'FcacheVolumeTypeSpecsTest.test_valid_specs_are_stored'
     '[id-dbb72e01-a52d-40a5-8af8-733789eeb18d]',
@@ -31,6 +41,10 @@ TEST_IDS = {
     'FcacheVolumeTypeSpecsTest.test_invalid_spec_is_refused'
     '[id-e4b1e66b-a736-48f5-a6dc-4d7440a885ac,negative]',
 }
+
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))))
 
 
 def _ids(suite):
@@ -57,15 +71,46 @@ class TempestPluginTest(testtools.TestCase):
         self.plugin.register_opts(conf)
         conf([], default_config_files=[])
         self.assertFalse(conf.service_available.fcache)
-        self.assertEqual('hybrid', conf.fcache.strategy)
         self.assertEqual('write_back', conf.fcache.write_policy)
+        self.assertEqual(16, conf.fcache.data_size_mb)
         self.assertEqual({}, conf.fcache.agent_sockets)
+        self.assertTrue(conf.fcache_feature_enabled.firepan_if)
         listed = {group: sorted(o.name for o in opts)
                   for group, opts in self.plugin.get_opt_lists()}
         self.assertEqual(
-            {'fcache': ['agent_sockets', 'cache_size', 'strategy',
+            {'fcache': ['agent_sockets', 'cache_size', 'data_size_mb',
                         'write_policy'],
+             'fcache_feature_enabled': sorted(STRATEGIES),
              'service_available': ['fcache']}, listed)
+
+    def test_bad_option_value_is_refused(self):
+        conf = cfg.ConfigOpts()
+        self.plugin.register_opts(conf)
+        confdir = self.useFixture(fixtures.TempDir()).path
+        path = os.path.join(confdir, 'tempest.conf')
+        with open(path, 'w') as f:
+            f.write('[fcache]\ndata_size_mb = 0\n')
+        conf(['--config-file', path], default_config_files=[])
+        self.assertRaises(cfg.ConfigFileValueError,
+                          lambda: conf.fcache.data_size_mb)
+
+    def test_tempest_run_lists_the_tests(self):
+        # What CI and an operator see: tempest run --list-tests in a
+        # workspace made by tempest init, with the plugin installed (its
+        # entry point); the work tree's copy first, as for the other tests.
+        work = self.useFixture(fixtures.TempDir()).path
+        self.useFixture(fixtures.EnvironmentVariable('PYTHONPATH', REPO))
+        tempest = os.path.join(os.path.dirname(sys.executable), 'tempest')
+        subprocess.run([tempest, 'init', 'ws'], cwd=work, check=True,
+                       stdout=subprocess.DEVNULL)
+        listed = subprocess.run(
+            [tempest, 'run', '--list-tests', '--regex',
+             r'^fcache_tempest_plugin\.'],
+            cwd=os.path.join(work, 'ws'), check=True,
+            stdout=subprocess.PIPE, universal_newlines=True).stdout
+        self.assertEqual(TEST_IDS, {line.strip()
+                                    for line in listed.splitlines()
+                                    if line.startswith('fcache_')})
 
     def test_tests_discovered_and_skipped_without_fcache(self):
         test_dir, top_dir = self.manager.get_plugin_load_tests_tuple()[
