@@ -101,8 +101,14 @@ class TempestPluginTest(testtools.TestCase):
         work = self.useFixture(fixtures.TempDir()).path
         self.useFixture(fixtures.EnvironmentVariable('PYTHONPATH', REPO))
         tempest = os.path.join(os.path.dirname(sys.executable), 'tempest')
-        subprocess.run([tempest, 'init', 'ws'], cwd=work, check=True,
-                       stdout=subprocess.DEVNULL)
+        # tempest init registers the workspace by name in
+        # ~/.tempest/workspace.yaml: a fresh name, unregistered after.
+        name = 'fcache-' + os.path.basename(work)
+        subprocess.run([tempest, 'init', '--name', name, 'ws'], cwd=work,
+                       check=True, stdout=subprocess.DEVNULL)
+        self.addCleanup(subprocess.run,
+                        [tempest, 'workspace', 'remove', '--name', name],
+                        stdout=subprocess.DEVNULL)
         listed = subprocess.run(
             [tempest, 'run', '--list-tests', '--regex',
              r'^fcache_tempest_plugin\.'],
