@@ -404,17 +404,16 @@ drive(struct nbd_conn *c)
   struct stall st = { 0, 0 };
 
   while (!atomic_load(&c->stopping)) {
-    struct pollfd p[2] = {
-      { .fd = nbd_aio_get_fd(h), .events = poll_events(h) },
-      { .fd = c->efd, .events = POLLIN },
-    };
-    /* Idle, wake now and then all the same: a command started while we
-     * slept without kicking us must still meet the stall detector. */
-    int timeout = atomic_load(&c->in_flight) ? 1000 : NBD_CONN_STALL_MS / 2;
+    struct pollfd p[2];
+    int timeout = atomic_load(&c->in_flight) ? 1000 : NBD_CONN_IDLE_WAKE_MS;
     int r;
 
-    if (nbd_aio_is_dead(h) || nbd_aio_is_closed(h) || p[0].fd < 0)
-      return nbd_get_error() ? nbd_get_error() : "connection closed";
+    /* Died in a caller's thread, sending: the reason is in that thread's
+     * libnbd error, not ours. */
+    if (nbd_aio_is_dead(h) || nbd_aio_is_closed(h))
+      return "the connection failed while sending";
+    p[0] = (struct pollfd){ .fd = nbd_aio_get_fd(h), .events = poll_events(h) };
+    p[1] = (struct pollfd){ .fd = c->efd, .events = POLLIN };
     if (poll(p, 2, timeout) < 0 && errno != EINTR)
       return strerror(errno);
     if (p[1].revents)

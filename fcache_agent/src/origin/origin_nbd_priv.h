@@ -36,6 +36,9 @@
  * declared dead (its socket is shut down, which fails every command on it)
  * and re-established: a server that stops answering must not hang the VM. */
 #define NBD_CONN_STALL_MS 30000
+/* How often an idle loop looks anyway: a command started without waking
+ * it (nothing to write) meets the stall detector at most this late. */
+#define NBD_CONN_IDLE_WAKE_MS 5000
 
 /* One attempt to re-establish a connection; then back off, doubling from
  * the first to the last figure. */

@@ -1,0 +1,185 @@
+"""The asynchronous NBD origin client under faults.
+
+The agent keeps many requests in flight on each origin connection (see
+"The origin client" in doc/design.rst).  Whatever the origin does -- fail
+requests (nbdkit's error filter), die with requests in flight, stop
+answering -- every request of the VM is answered, with data or an error,
+within a bound; what it reads agrees with the oracle; and once the origin
+is back the agent reconnects by itself and the volume reads back exactly
+what the oracle says, through the agent and in the origin's file.
+"""
+
+import os
+import signal
+import threading
+import time
+
+import nbd
+import pytest
+
+from . import harness
+from . import oracle as om
+from .conftest import attach_and_connect
+
+MiB = 1 << 20
+BS = 4096
+VOLUME_SIZE = 16 * MiB
+VOLUME_CACHE = 2 * MiB
+POLICIES = ['read_only', 'write_through', 'write_back']
+# The agent's stall limit (NBD_CONN_STALL_MS) plus the loop's slack.
+STALL_S = 30
+
+
+def check_origin_file(agent, origin, orc):
+    """Detach (writing back what is dirty); the file must be the oracle."""
+    agent.detach('vol1')
+    mism = om.compare(orc, origin.read_file(), 'origin file')
+    assert not mism, mism
+
+
+def wait_reconnected(agent, connections, timeout=20):
+    def done():
+        return agent.log().count('re-established') >= connections
+    harness.wait_for(done, timeout, '%d origin connection(s) to be '
+                     're-established' % connections)
+
+
+@pytest.mark.parametrize('policy', POLICIES)
+def test_origin_errors(make_agent, make_origin, workdir, policy):
+    """A fifth of the origin's requests fail: errors reach the VM, never
+    stale data, and nothing is lost once the origin is healthy."""
+    flag = os.path.join(workdir, 'inject-errors')
+    open(flag, 'w').close()
+    origin = make_origin(VOLUME_SIZE, filters=['error'],
+                         filter_args=['error-rate=20%', 'error-file=' + flag])
+    agent = make_agent(cache_size='8M', writeback_interval_ms=50).start()
+    _, h = attach_and_connect(agent, 'vol1', origin, cache_size=VOLUME_CACHE,
+                              write_policy=policy)
+    orc = om.Oracle(origin.content)
+    wl = om.Workload(h, orc, seed=31, depth=32, tolerate_errors=True)
+    wl.run(nops=3000, timeout=90)
+    print(wl.summary())
+    assert not wl.inflight
+    wl.assert_clean()
+    assert wl.failed > 20, wl.summary()
+
+    os.unlink(flag)
+    mism = om.verify_all(h, orc)
+    assert not mism, mism
+    om.close(h)
+    agent.assert_alive()
+    check_origin_file(agent, origin, orc)
+
+
+@pytest.mark.parametrize('policy', POLICIES)
+def test_origin_killed_mid_flight(make_agent, make_origin, policy):
+    """SIGKILL the origin under a queue depth of 32, restart it 1.5 s
+    later: the requests in flight fail, the agent reconnects, the workload
+    goes on, and the data is the oracle's."""
+    origin = make_origin(VOLUME_SIZE)
+    agent = make_agent(cache_size='8M', writeback_interval_ms=50,
+                       origin_connections=2).start()
+    _, h = attach_and_connect(agent, 'vol1', origin, cache_size=VOLUME_CACHE,
+                              write_policy=policy)
+    orc = om.Oracle(origin.content)
+    wl = om.Workload(h, orc, seed=41, depth=32, tolerate_errors=True)
+    result = {}
+
+    def run():
+        start = time.monotonic()
+        try:
+            wl.run(duration=7, timeout=60)
+        finally:
+            result['took'] = time.monotonic() - start
+
+    # The workload runs in a thread: nbdkit is restarted from this one,
+    # since --exit-with-parent ends it with the thread that started it.
+    t = threading.Thread(target=run)
+    t.start()
+    time.sleep(1.0)
+    reads = agent.show('vol1')['origin_read_bytes']
+    origin.server.proc.kill()
+    origin.server.proc.wait(10)
+    time.sleep(1.5)
+    origin.server.start()
+    t.join(60)
+    assert not t.is_alive(), 'requests hung'
+    took = result['took']
+    print(wl.summary(), 'in %.1f s' % took)
+    assert not wl.inflight
+    assert took < 20, 'requests hung: the run took %.1f s' % took
+    wl.assert_clean()
+    if policy != 'write_back':
+        # Misses and writes go to the origin at once: some failed.
+        assert wl.failed > 0, wl.summary()
+
+    wait_reconnected(agent, 2)
+    assert agent.show('vol1')['origin_read_bytes'] > reads
+    mism = om.verify_all(h, orc)
+    assert not mism, mism
+    om.close(h)
+    agent.assert_alive()
+    check_origin_file(agent, origin, orc)
+
+
+def test_reconnects_when_origin_returns(make_agent, make_origin):
+    """Stopped origin: a miss fails at once (no hang, no retry loop in the
+    VM's request); restarted origin: misses are served again."""
+    origin = make_origin(4 * MiB)
+    agent = make_agent(cache_size='4M', origin_connections=2).start()
+    _, h = attach_and_connect(agent, 'vol1', origin, cache_size=MiB,
+                              write_policy='write_through')
+    assert h.pread(BS, 0) == origin.content[:BS]
+
+    origin.server.stop()
+    start = time.monotonic()
+    with pytest.raises(nbd.Error):
+        h.pread(BS, MiB)
+    assert time.monotonic() - start < 5
+    # Cached data is still served meanwhile.
+    assert h.pread(BS, 0) == origin.content[:BS]
+
+    origin.server.start()
+    wait_reconnected(agent, 2)
+
+    def served():
+        try:
+            return h.pread(BS, 2 * MiB) == origin.content[2 * MiB:2 * MiB + BS]
+        except nbd.Error:
+            return False
+    harness.wait_for(served, 10, 'a miss to be served after the restart')
+    orc = om.Oracle(origin.content)
+    mism = om.verify_all(h, orc)
+    assert not mism, mism
+    om.close(h)
+    assert 'connection 0 lost' in agent.log()
+
+
+@pytest.mark.timeout(180)
+def test_stalled_origin_fails_requests(make_agent, make_origin):
+    """An origin that stops answering (SIGSTOP) must not hang the VM: after
+    the stall limit its requests fail and the connection is replaced."""
+    origin = make_origin(4 * MiB)
+    agent = make_agent(cache_size='4M', origin_connections=1).start()
+    _, h = attach_and_connect(agent, 'vol1', origin, cache_size=MiB,
+                              write_policy='read_only')
+    pid = origin.server.proc.pid
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        done = []
+        buf = nbd.Buffer(BS)
+        start = time.monotonic()
+        h.aio_pread(buf, MiB, completion=lambda err: done.append(err.value)
+                    or 1)
+        while not done and time.monotonic() - start < STALL_S + 30:
+            h.poll(1000)
+        took = time.monotonic() - start
+        assert done, 'the read hung for %.0f s' % took
+        assert done[0] != 0, 'a read from a stopped origin succeeded'
+        assert STALL_S - 1 < took < STALL_S + 15, took
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    assert 'no reply for %d s' % STALL_S in agent.log()
+    wait_reconnected(agent, 1, timeout=30)
+    assert h.pread(BS, MiB) == origin.content[MiB:MiB + BS]
+    om.close(h)
