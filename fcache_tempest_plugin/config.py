@@ -63,3 +63,15 @@ FeatureGroup = [
                      '= %s.' % strategy)
     for strategy in STRATEGIES
 ]
+
+
+def list_opts():
+    """The options for oslo-config-generator and the docs.
+
+    Entry point ``oslo.config.opts``: ``fcache.tempest``.
+    """
+    return [
+        ('service_available', [service_option]),
+        (fcache_group, FcacheGroup),
+        (feature_group, FeatureGroup),
+    ]
