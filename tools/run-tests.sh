@@ -38,3 +38,13 @@ echo "== Nova and Cinder in process (.venv-nova): the driver, live migrations, t
 echo "== Python unit and functional tests, and live migration under real libvirt"
 python -m pytest -p no:cacheprovider --timeout=900 tests/unit tests/functional \
   tests/real_libvirt "$@"
+
+echo "== Operations: shellcheck; docs and release notes (Sphinx, warnings are errors); the DevStack plugin and the systemd unit (bats)"
+shellcheck -x devstack/plugin.sh devstack/lib/fcache devstack/settings \
+  tests/devstack/standins.bash tests/devstack/plugin.bats tests/systemd/unit.bats
+rm -rf build/doc build/releasenotes
+sphinx-build -W --keep-going -q -b html doc build/doc/html
+sphinx-build -W --keep-going -q -b man doc build/doc/man
+sphinx-build -a -E -W --keep-going -q -b html releasenotes/source \
+  build/releasenotes/html
+bats tests/devstack tests/systemd

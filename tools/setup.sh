@@ -16,6 +16,10 @@ APT_PACKAGES=(
   libgnutls28-dev gnutls-bin
   linux-perf
 )
+# Operations checks (tools/run-tests.sh): the DevStack plugin and the
+# systemd unit (shellcheck, bats, systemd-analyze, man for the unit's
+# Documentation=), the architecture picture (graphviz).
+APT_PACKAGES+=(shellcheck bats graphviz systemd man-db)
 
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
@@ -49,5 +53,13 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   .venv/bin/pip install -q -r requirements.txt -r test-requirements.txt
   .venv/bin/pip install -q -e .
   echo "$want" > "$stamp"
+fi
+# Documentation and release notes (Sphinx, reno), built by run-tests.sh.
+doc_stamp=.venv/.fcache-doc-reqs
+doc_want=$(sha256sum < doc/requirements.txt)
+if [ ! -f "$doc_stamp" ] || [ "$(cat "$doc_stamp")" != "$doc_want" ]; then
+  echo "setup: installing the documentation requirements"
+  .venv/bin/pip install -q -r doc/requirements.txt
+  echo "$doc_want" > "$doc_stamp"
 fi
 echo "setup: done"
