@@ -98,9 +98,14 @@ class AgentKeysDirective(Directive):
                 LOG.warning('%s documents %s, which the agent refuses',
                             SAMPLE, key, location=(env.docname, self.lineno))
         lines = []
+        previous = (None, None)
         for key, default, paragraph in keys:
             lines.append('``%s``' % key)
-            text = ' '.join(paragraph) or 'No description in the sample.'
+            if paragraph is previous[1]:
+                text = 'See ``%s``.' % previous[0]
+            else:
+                text = ' '.join(paragraph) or 'No description in the sample.'
+                previous = (key, paragraph)
             lines.append('   %s' % text.replace('*', r'\*'))
             lines.append('')
             lines.append('   Default: %s' % (('``%s``' % default)
