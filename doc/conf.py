@@ -37,3 +37,5 @@ man_pages = [
      [author], 1),
 ]
 man_show_urls = False
+# man8/fcache-agent.8: a tree man -M and MANPATH can use.
+man_make_section_directory = True

@@ -47,7 +47,7 @@ unit_file() {
 # man_path - where the man pages of Documentation= are (built by Sphinx)
 man_path() {
     local dir=$REPO/build/doc/man
-    if [[ ! -f "$dir/fcache-agent.8" ]]; then
+    if [[ ! -f "$dir/man8/fcache-agent.8" ]]; then
         "$REPO/.venv/bin/sphinx-build" -q -b man "$REPO/doc" "$dir" >&2
     fi
     echo "$dir"
@@ -57,6 +57,13 @@ man_path() {
 exposure() {
     systemd-analyze security --offline=true "$1" |
         sed -n 's/.*Overall exposure level for .*: \([0-9.]*\) .*/\1/p'
+}
+
+# agent_knows KEY - whether the built agent accepts KEY (it lists the keys
+# it knows when refusing one)
+agent_knows() {
+    printf '[agent]\nno_such_key = 1\n' >"$T/probe.conf"
+    "$AGENT" --config "$T/probe.conf" 2>&1 | grep -q "known keys: .*\b$1\b"
 }
 
 unit_value() {
@@ -126,6 +133,10 @@ cache_size = 16M
 export_dir = $D/run/exports
 migration_listen = 127.0.0.1:$((20000 + RANDOM % 20000))
 EOF
+    # Agents that confine origins to configured directories.
+    if agent_knows origin_prefixes; then
+        echo "origin_prefixes = $D/" >>"$D/agent.conf"
+    fi
     groups=$(unit_value SupplementaryGroups)
     # shellcheck disable=SC2016 # the inner shell expands its arguments
     setpriv --reuid="$uid" --regid="$uid" --groups="${groups// /,}" \
