@@ -592,9 +592,17 @@ def exchange(hostport, data, timeout=10):
 # ---------------------------------------------------------------------------
 
 class TcpProxy(object):
-    """Forwards 127.0.0.1:port to ``target``; ``cut()`` closes everything."""
+    """Forwards 127.0.0.1:port to ``target``; ``cut()`` closes everything.
 
-    def __init__(self, target):
+    ``captured`` keeps every byte forwarded either way (what someone on the
+    path would see); ``tamper_at``: flip one bit of the client-to-target
+    direction at that byte offset, as a forger on the path would.
+    """
+
+    def __init__(self, target, tamper_at=None):
+        self.tamper_at = tamper_at
+        self.captured = bytearray()
+        self.forwarded = 0
         host, port = target.rsplit(':', 1)
         self.target = (host, int(port))
         self.lsock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -629,22 +637,28 @@ class TcpProxy(object):
                     u.close()
                     return
                 self.socks += [c, u]
-            for a, b in ((c, u), (u, c)):
-                t = threading.Thread(target=self._pump, args=(a, b),
+            for a, b, forward in ((c, u, True), (u, c, False)):
+                t = threading.Thread(target=self._pump, args=(a, b, forward),
                                      daemon=True)
                 t.start()
                 self.threads.append(t)
 
-    def _pump(self, a, b):
+    def _pump(self, a, b, forward):
         while True:
             try:
-                data = a.recv(65536)
+                data = bytearray(a.recv(65536))
             except OSError:
                 data = b''
             if not data:
                 break
             with self.lock:
                 self.bytes += len(data)
+                self.captured += data
+                at = self.tamper_at
+                if forward and at is not None and \
+                        self.forwarded <= at < self.forwarded + len(data):
+                    data[at - self.forwarded] ^= 0x01
+                self.forwarded += len(data) if forward else 0
             try:
                 b.sendall(data)
             except OSError:

@@ -43,80 +43,6 @@ SECRET_AT = 20 * MiB
 SECRET_BLOCKS = 64
 
 
-class RecordingProxy(object):
-    """A link between two agents that keeps every byte it forwards.
-
-    ``tamper_at``: flip one bit of the source-to-destination direction at
-    that byte offset, as a forger on the path would.
-    """
-
-    def __init__(self, target, tamper_at=None):
-        host, port = target.rsplit(':', 1)
-        self.target = (host, int(port))
-        self.lsock = socket.create_server(('127.0.0.1', 0))
-        self.address = '127.0.0.1:%d' % self.lsock.getsockname()[1]
-        self.tamper_at = tamper_at
-        self.lock = threading.Lock()
-        self.captured = bytearray()
-        self.forward = 0
-        self.socks = []
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self):
-        while True:
-            try:
-                c, _ = self.lsock.accept()
-            except OSError:
-                return
-            try:
-                u = socket.create_connection(self.target, timeout=10)
-            except OSError:
-                c.close()
-                continue
-            u.settimeout(None)
-            with self.lock:
-                self.socks += [c, u]
-            threading.Thread(target=self._pump, args=(c, u, True),
-                             daemon=True).start()
-            threading.Thread(target=self._pump, args=(u, c, False),
-                             daemon=True).start()
-
-    def _pump(self, a, b, forward):
-        while True:
-            try:
-                data = bytearray(a.recv(65536))
-            except OSError:
-                data = b''
-            if not data:
-                break
-            with self.lock:
-                self.captured += data
-                if forward:
-                    at = self.tamper_at
-                    if at is not None and self.forward <= at < \
-                            self.forward + len(data):
-                        data[at - self.forward] ^= 0x01
-                    self.forward += len(data)
-            try:
-                b.sendall(data)
-            except OSError:
-                break
-        for s in (a, b):
-            try:
-                s.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-
-    def close(self):
-        self.lsock.close()
-        with self.lock:
-            for s in self.socks:
-                try:
-                    s.close()
-                except OSError:
-                    pass
-
-
 class RogueListener(object):
     """Answers on the destination's address, keeps what it is sent."""
 
@@ -203,7 +129,7 @@ def test_psk_stream_shows_neither_token_nor_blocks(make_agent, make_origin):
     src, dst, origin, orc, h = source_with_secrets(make_agent, make_origin)
     om.close(h)
     listen = dst.settings['migration_listen']
-    proxy = RecordingProxy(listen)
+    proxy = mu.TcpProxy(listen)
     try:
         p, res = migrate_through(src, dst, proxy.address)
     finally:
@@ -225,7 +151,7 @@ def test_plaintext_only_when_asked_and_then_loudly(make_agent, make_origin):
     src, dst, origin, orc, h = source_with_secrets(
         make_agent, make_origin, src_extra=plain, dst_extra=plain)
     om.close(h)
-    proxy = RecordingProxy(dst.settings['migration_listen'])
+    proxy = mu.TcpProxy(dst.settings['migration_listen'])
     try:
         p, res = migrate_through(src, dst, proxy.address)
     finally:
@@ -296,8 +222,8 @@ def test_altered_stream_fails_and_the_source_keeps_its_blocks(make_agent,
     dirty = src.show('vol1')['dirty_blocks']
     # Past the handshake and the HELLO, inside the copied blocks: firepan
     # copies them in its start phase, before anything is switched over.
-    proxy = RecordingProxy(dst.settings['migration_listen'],
-                           tamper_at=64 * 1024)
+    proxy = mu.TcpProxy(dst.settings['migration_listen'],
+                        tamper_at=64 * 1024)
     p = mu.manual_prepare(src, dst, 'vol1', 'firepan',
                           destination=proxy.address)
     s, d = src.client(), dst.client()
@@ -356,7 +282,7 @@ def test_x509_host_certificates(make_agent, make_origin, workdir):
     src, dst, origin, orc, h = source_with_secrets(
         make_agent, make_origin, src_extra=tls, dst_extra=tls)
     om.close(h)
-    proxy = RecordingProxy(dst.settings['migration_listen'])
+    proxy = mu.TcpProxy(dst.settings['migration_listen'])
     try:
         p, res = migrate_through(src, dst, proxy.address)
     finally:
