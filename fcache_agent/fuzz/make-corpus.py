@@ -1,0 +1,248 @@
+#!/usr/bin/env python3
+"""Write the fuzzers' seed corpora into fuzz/corpus/<harness>/.
+
+Each seed is a small input in the format its harness reads (see the
+comment at the top of fuzz/fuzz_<harness>.c): a few valid ones that carry
+the fuzzer past the magic numbers, checksums and keywords to the code
+behind them, and a few invalid ones.  The files are in the repository;
+run this again after changing a format:
+
+    python3 fuzz/make-corpus.py
+"""
+import os
+import struct
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def crc32c(data, crc=0):
+    """CRC-32C (Castagnoli), as common/crc32c.c computes it."""
+    crc ^= 0xFFFFFFFF
+    for b in data:
+        crc ^= b
+        for _ in range(8):
+            crc = (crc >> 1) ^ (0x82F63B78 if crc & 1 else 0)
+    return crc ^ 0xFFFFFFFF
+
+
+def write(harness, name, data):
+    d = os.path.join(HERE, 'corpus', harness)
+    os.makedirs(d, exist_ok=True)
+    if isinstance(data, str):
+        data = data.encode()
+    with open(os.path.join(d, name), 'wb') as f:
+        f.write(data)
+
+
+# --- NBD ------------------------------------------------------------------
+OPTS_MAGIC = 0x49484156454F5054
+REQ_MAGIC = 0x25609513
+
+
+def opt(code, payload=b''):
+    return struct.pack('>QII', OPTS_MAGIC, code, len(payload)) + payload
+
+
+def go(name=b'vol-1', infos=(), code=7):
+    return opt(code, struct.pack('>I', len(name)) + name +
+               struct.pack('>H', len(infos)) +
+               b''.join(struct.pack('>H', i) for i in infos))
+
+
+def req(cmd, offset=0, count=0, flags=0, cookie=1, payload=b''):
+    return struct.pack('>IHHQQI', REQ_MAGIC, flags, cmd, cookie, offset,
+                       count) + payload
+
+
+def nbd():
+    flags = struct.pack('>I', 3)        # fixed newstyle, no zeroes
+    io = (req(1, 0, 4096, flags=1, payload=b'x' * 4096) +
+          req(0, 0, 4096) + req(3) + req(4, 8192, 4096) +
+          req(6, 4096, 4096, flags=2) + req(6, 65536, 512) + req(2))
+    write('nbd', 'go-io', b'\0' + flags + go(infos=(1, 2, 3)) + io)
+    write('nbd', 'go-default-export', b'\0' + flags + go(b'') + req(0, 0, 512))
+    write('nbd', 'export-name', b'\0' + struct.pack('>I', 1) +
+          opt(1, b'vol-1') + req(0, 1 << 20, 512) + req(1, 0, 1 << 17))
+    write('nbd', 'list-info-abort', b'\0' + flags + opt(3) + opt(3, b'x') +
+          go(infos=(2,), code=6) + go(b'other') + opt(8) + opt(5) + opt(2))
+    write('nbd', 'read-only', b'\1' + flags + go() + req(1, 0, 512,
+          payload=b'y' * 512) + req(4, 0, 512) + req(0, 0, 512))
+    write('nbd', 'bad-requests', b'\0' + flags + go() +
+          req(0, 0, 0) + req(0, 1, 512) + req(9, 0, 512) +
+          req(0, 0, 512, flags=0x40) + req(3, 1, 0) +
+          req(0, 0xFFFFFFFFFFFFFE00, 1024) + b'\xde\xad\xbe\xef' * 7)
+    write('nbd', 'oversized-option', b'\0' + flags +
+          struct.pack('>QII', OPTS_MAGIC, 9, 9000) + b'z' * 9000 + opt(2))
+    write('nbd', 'bad-flags', b'\0' + struct.pack('>I', 0x80))
+
+
+# --- control --------------------------------------------------------------
+TOKEN = '0123456789abcdef' * 4
+
+
+def control():
+    attach = ('{"op":"volume-attach","args":{"volume_id":"vol-1",'
+              '"origin":"$ORIGIN","cache_size":"64K",'
+              '"write_policy":"write_back","admission":"rws"}}\n')
+    write('control', 'status', '{"op":"agent-status"}\n')
+    write('control', 'attach-show-detach', attach +
+          '{"op":"volume-show","args":{"volume_id":"vol-1"}}\n'
+          '{"op":"volume-list"}\n'
+          '{"op":"volume-detach","args":{"volume_id":"vol-1"}}\n')
+    write('control', 'incoming', '{"op":"migration-incoming","args":{'
+          '"migration_id":"m-1","volume_id":"vol-2","token":"%s",'
+          '"strategy":"hybrid","origin":"$ORIGIN","write_policy":'
+          '"write_through","admission":"all","cache_size":65536}}\n'
+          '{"op":"migration-status","args":{"migration_id":"m-1"}}\n'
+          '{"op":"migration-switchover","args":{"migration_id":"m-1"}}\n'
+          '{"op":"migration-abort","args":{"migration_id":"m-1"}}\n'
+          '{"op":"migration-start","args":{"migration_id":"m-1"}}\n' % TOKEN)
+    write('control', 'settle', attach +
+          '{"op":"migration-settle","args":{"volume_id":"vol-1",'
+          '"migration_id":"m-9","step":"list","after":0,"limit":10,'
+          '"blocks":[1,2,3],"rest":"forget","source":"127.0.0.1:1"}}\n')
+    write('control', 'malformed', '{"op":\n5\n[]\n{"op":5}\n{"op":"nope"}\n'
+          '{"op":"volume-show","args":[]}\n'
+          '{"op":"volume-attach","args":{"volume_id":"../x","origin":"/"}}\n'
+          '{"op":"volume-attach","args":{"volume_id":"v","origin":"$ORIGIN",'
+          '"cache_size":"12Q"}}\n{"op":"agent-status","op":"x"}\n'
+          '\r\n{"op":"volume-show","args":{"volume_id":"\\u00e9"}}')
+
+
+# --- migration stream -----------------------------------------------------
+def frame(t, payload=b'', flags=0):
+    return struct.pack('<BHH', t, flags, len(payload)) + payload
+
+
+def raw(data):
+    return struct.pack('<BHH', 0x80, 0, len(data)) + data
+
+
+def xfer():
+    LIST, SWITCH, BLOCK, DATA, DONE, ERROR = 4, 5, 6, 13, 10, 3
+    dirty = 1 << 63
+    lst = frame(LIST, struct.pack('<QQQ', 1, 2 | dirty, 255), flags=1)
+    blk = frame(BLOCK, struct.pack('<Q', 1) + b'A' * 4096)
+    dblk = frame(BLOCK, struct.pack('<Q', 2 | dirty) + b'B' * 4096)
+    for s, name in enumerate(['none', 'cachemior', 'firepan', 'firepan_if',
+                              'cloudcache', 'hybrid']):
+        write('xfer', name, bytes([s]) + lst + blk + dblk + frame(SWITCH, b'{}')
+              + frame(DONE))
+    write('xfer', 'fetch-reply', bytes([5]) + lst +
+          frame(BLOCK, struct.pack('<Q', 2 | dirty) + b'C' * 4096, flags=2) +
+          frame(BLOCK, struct.pack('<Q', 1), flags=6) +
+          frame(DATA, struct.pack('<Q', 1), flags=8) +
+          frame(DATA, struct.pack('<QI', 1, 5), flags=16) +
+          frame(DATA, struct.pack('<Q', 7) + b'D' * 512))
+    write('xfer', 'error', bytes([0]) + frame(ERROR, b'{"error": "gave up"}'))
+    write('xfer', 'bad-list', bytes([5]) + frame(LIST, b'\1' * 12) +
+          frame(LIST, b'\0' * 8 * 200))
+    good = bytearray(16)
+    struct.pack_into('<IBBHI', good, 0, 0x31584346, 1, SWITCH, 0, 0)
+    struct.pack_into('<I', good, 12, crc32c(bytes(good[:12])))
+    bad_crc = bytes(good[:12]) + b'\0\0\0\0'
+    too_big = bytearray(good)
+    struct.pack_into('<I', too_big, 8, (1 << 20) + 65)
+    write('xfer', 'raw-frames', bytes([3]) + raw(bytes(good)) + raw(bad_crc) +
+          raw(bytes(too_big)))
+
+
+# --- ucache metadata ------------------------------------------------------
+def metadata():
+    tag = 0x0123456789abcdef
+    hdr = struct.pack('<8sIIIII', b'FCACHEMD', 1, 4096, 64, 1, 32)
+    hdr += struct.pack('<I', crc32c(hdr))
+
+    def rec(ob, flags, rank=0, t=tag):
+        body = struct.pack('<QQIII', ob, t, flags, rank, 0)
+        return body + struct.pack('<I', crc32c(body))
+    recs = rec(0, 1) + rec(1, 3, 1) + rec(255, 1, 2) + b'\0' * 32 + rec(7, 3)
+    write('metadata', 'clean', b'\0' + hdr + recs + b'\0' * 32 * 59)
+    running = bytearray(hdr)
+    struct.pack_into('<I', running, 20, 2)
+    struct.pack_into('<I', running, 28, crc32c(bytes(running[:28])))
+    write('metadata', 'running', b'\0' + bytes(running) + recs)
+    write('metadata', 'sealed-by-harness', b'\7' + hdr + recs +
+          rec(1, 1) + rec(1 << 40, 3) + rec(3, 3, t=5))
+    write('metadata', 'other-geometry', b'\1' + struct.pack(
+        '<8sIIIII', b'FCACHEMD', 1, 512, 3, 1, 32) + b'\0' * 4 + b'\0' * 96)
+    write('metadata', 'corrupt-record', b'\0' + hdr + rec(0, 1)[:31] + b'\1')
+    write('metadata', 'not-metadata', b'\0' + b'hello' * 10)
+
+
+# --- files ----------------------------------------------------------------
+def files():
+    write('config', 'full', """# agent.conf
+[agent]
+control_socket = /run/fcache/agent.sock
+control_group = nova
+state_dir = /var/lib/fcache
+engine = ucache
+cache_path = /var/lib/fcache/cache.img
+cache_size = 10G   # ten gibibytes
+block_size = 64KiB
+migration_listen = [::1]:7440
+migration_tls = x509
+migration_tls_dir = /etc/pki/qemu
+export_dir = /run/fcache/exports
+export_group = kvm
+log_level = debug
+log_target = syslog
+nbd_threads = 8
+origin_connections = 4
+writeback_interval_ms = 500
+dirty_high_percent = 60
+dm_prefix = fc
+origin_prefixes = /dev/disk/by-id/,/var/lib/nova/mnt/
+""")
+    write('config', 'default-section', '[DEFAULT]\r\nengine=dmcache\r\n'
+          'cache_size = 1T\r\n; comment\r\n')
+    write('config', 'errors', '[agent\nkey\nnbd_threads = 0\n'
+          'cache_size = 99999999999T\nblock_size = 3000\n[other]\nx = 1\n')
+    write('config', 'long-line', '[agent]\nstate_dir = /' + 'a' * 5000 + '\n')
+
+    write('volume_state', 'good', '{"volume_id": "vol-1", "origin": '
+          '"/dev/disk/by-id/x", "cache_size": 1073741824, "write_policy": '
+          '"write_back", "admission": "all", "tag": "0123456789abcdef", '
+          '"migration": "in:m-1"}')
+    write('volume_state', 'bad-values', '{"volume_id": ".x", "origin": "", '
+          '"cache_size": -1, "write_policy": "sometimes", "admission": "rws",'
+          ' "tag": "0"}')
+    write('volume_state', 'not-json', '{"volume_id": ')
+
+    write('superseded', 'three', struct.pack('<QQQ', 1, 2, 1 << 63))
+    write('superseded', 'torn', struct.pack('<Q', 5) + b'\1\2\3')
+    write('superseded', 'empty', b'')
+
+    write('dm_xml', 'cache-dump', b'\0' + b"""<superblock uuid="" block_size="128" \
+nr_cache_blocks="4" policy="smq" hint_width="4">
+  <mappings>
+    <mapping cache_block="0" origin_block="3" dirty="true"/>
+    <mapping cache_block="2" origin_block="9" dirty="false"/>
+  </mappings>
+  <hints>
+    <hint cache_block="0" data="PwAAAA=="/>
+    <hint cache_block="2" data="AQAAAA=="/>
+  </hints>
+</superblock>
+""")
+    write('dm_xml', 'cache-dump-bad', b'\0' + b"""<superblock block_size="8" \
+nr_cache_blocks="2">
+<mapping cache_block="5" origin_block="1" dirty="true"/>
+<hint cache_block="1" data="!!"/>
+""")
+    write('dm_xml', 'era', b'\1' + b"""<blocks>
+  <block block="6"/>
+  <range begin="10" end = "12"/>
+  <range begin="4000" end="5000"/>
+</blocks>
+""")
+    write('dm_xml', 'era-bad', b'\1<range begin="9" end="3"/>\n')
+
+
+if __name__ == '__main__':
+    nbd()
+    control()
+    xfer()
+    metadata()
+    files()
