@@ -28,7 +28,7 @@ ALLOWED = {
     'migration': {'agent', 'engine', 'common'},
     'agent': {'engine', 'common'},
     'ucache': {'engine', 'nbd', 'origin', 'common'},
-    'dmcache': {'engine', 'common'},
+    'dmcache': {'engine', 'origin', 'common'},
     'engine': {'common'},
     'nbd': {'common'},
     'origin': {'common'},
@@ -46,7 +46,7 @@ PUBLIC = {
     'ucache': {'ucache_engine.h'},
     'dmcache': {'dm_engine.h'},
     'nbd': {'nbd_server.h', 'io_ops.h'},
-    'origin': {'origin.h'},
+    'origin': {'origin.h', 'origin_policy.h'},
 }
 
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)

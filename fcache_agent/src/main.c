@@ -88,6 +88,7 @@ main(int argc, char **argv)
     return 1;
   }
   ctl = fc_control_start(cfg.control_socket, cfg.control_group,
+                         cfg.control_admin_group,
                          fc_agent_control_ops, agent);
   if (!ctl) {
     log_error("cannot open control socket %s: %s", cfg.control_socket, strerror(errno));

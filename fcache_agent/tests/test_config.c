@@ -220,6 +220,49 @@ static void test_value_errors(void **state)
                "migration_tls_dir", "not an absolute path");
 }
 
+static void test_least_privilege_keys(void **state)
+{
+  struct tmpconf t;
+  struct fc_config d;
+
+  fc_config_defaults(&d);
+  assert_string_equal(d.control_admin_group, "");
+  assert_int_equal(d.n_origin_prefixes, 5);
+  assert_string_equal(d.origin_prefixes[0], "/dev/disk/by-path/");
+  assert_string_equal(d.origin_prefixes[3], "/dev/rbd");
+  assert_string_equal(d.origin_prefixes[4], "/var/lib/nova/mnt/");
+
+  assert_int_equal(load_text(&t, "[agent]\norigin_prefixes = /srv/vols/ , "
+                                 "/dev/mapper/cinder-\ncontrol_group = a\n"
+                                 "control_admin_group = b\n"), 0);
+  assert_int_equal(t.cfg.n_origin_prefixes, 2);
+  assert_string_equal(t.cfg.origin_prefixes[0], "/srv/vols/");
+  assert_string_equal(t.cfg.origin_prefixes[1], "/dev/mapper/cinder-");
+  assert_string_equal(t.cfg.origin_prefixes[2], "");
+  assert_string_equal(t.cfg.control_admin_group, "b");
+  /* Empty: NBD origins only. */
+  assert_int_equal(load_text(&t, "[agent]\norigin_prefixes =\n"), 0);
+  assert_int_equal(t.cfg.n_origin_prefixes, 0);
+
+  expect_error("[agent]\norigin_prefixes = dev/disk/\n", EINVAL, 2,
+               "origin_prefixes", "'dev/disk/' is not an absolute path "
+               "without '.' or '..' components; use comma-separated");
+  expect_error("[agent]\norigin_prefixes = /var/lib/../etc/\n", EINVAL, 2,
+               "origin_prefixes", "'/var/lib/../etc/' is not an absolute");
+  expect_error("[agent]\norigin_prefixes = /srv/./x\n", EINVAL, 2,
+               "origin_prefixes", "not an absolute path");
+  expect_error("[agent]\norigin_prefixes = /a/,,/b/\n", EINVAL, 2,
+               "origin_prefixes", "empty entry in the list");
+  expect_error("[agent]\norigin_prefixes = /a/,\n", EINVAL, 2,
+               "origin_prefixes", "empty entry at the end");
+  expect_error("[agent]\norigin_prefixes = /1,/2,/3,/4,/5,/6,/7,/8,/9,/10,"
+               "/11,/12,/13,/14,/15,/16,/17\n", EINVAL, 2, "origin_prefixes",
+               "more than 16 prefixes");
+  expect_error("[agent]\n\ncontrol_admin_group = nova\n", EINVAL, 3,
+               "control_admin_group", "'nova' is set but control_group is "
+               "empty");
+}
+
 static void test_block_and_cache_size(void **state)
 {
   expect_error("[agent]\nblock_size = 3000\n", EINVAL, 2, "block_size",
@@ -349,7 +392,7 @@ static void test_sample_matches_defaults(void **state)
   if (load_text(&t, text) != 0)
     fail_msg("sample: %s", t.err);
   free(text);
-  assert_int_equal(keys, 19);   /* every field of struct fc_config */
+  assert_int_equal(keys, 21);   /* every key of struct fc_config */
   fc_config_defaults(&d);
   assert_memory_equal(&t.cfg, &d, sizeof d);
 }
@@ -363,6 +406,7 @@ int main(void)
     cmocka_unit_test(test_cache_path_resolution),
     cmocka_unit_test(test_syntax_errors),
     cmocka_unit_test(test_value_errors),
+    cmocka_unit_test(test_least_privilege_keys),
     cmocka_unit_test(test_block_and_cache_size),
     cmocka_unit_test(test_file_errors),
     cmocka_unit_test(test_parse_size),

@@ -58,11 +58,11 @@ static int op_noresult(void *opaque, json_t *args, json_t **result, char *err,
 }
 
 static const struct fc_control_op ops[] = {
-  { "echo", op_echo },
-  { "fail", op_fail },
-  { "silent-fail", op_silent_fail },
-  { "noresult", op_noresult },
-  { NULL, NULL },
+  { "echo", op_echo, FC_CONTROL_ADMIN },
+  { "fail", op_fail, FC_CONTROL_ADMIN },
+  { "silent-fail", op_silent_fail, FC_CONTROL_ADMIN },
+  { "noresult", op_noresult, FC_CONTROL_ADMIN },
+  { NULL, NULL, FC_CONTROL_ADMIN },
 };
 
 static int setup(void **state)
@@ -89,7 +89,7 @@ static int teardown(void **state)
 
 static void start(struct fixture *f, const char *group)
 {
-  f->ctl = fc_control_start(f->sock, group, ops, f);
+  f->ctl = fc_control_start(f->sock, group, "", ops, f);
   assert_non_null(f->ctl);
 }
 
@@ -351,7 +351,7 @@ static void test_socket_permissions(void **state)
   f->ctl = NULL;
 
   errno = 0;
-  assert_null(fc_control_start(f->sock, "no-such-group-fcache", ops, f));
+  assert_null(fc_control_start(f->sock, "no-such-group-fcache", "", ops, f));
   assert_int_equal(errno, ENOENT);
   assert_int_equal(access(f->sock, F_OK), -1);
 }
@@ -372,7 +372,7 @@ static void test_existing_socket_file(void **state)
 
   /* A live one is left alone. */
   errno = 0;
-  second = fc_control_start(f->sock, "", ops, f);
+  second = fc_control_start(f->sock, "", "", ops, f);
   assert_null(second);
   assert_int_equal(errno, EADDRINUSE);
   fd = connect_to(f->sock);
@@ -386,7 +386,7 @@ static void test_existing_socket_file(void **state)
   assert_true(fd >= 0);
   close(fd);
   errno = 0;
-  assert_null(fc_control_start(f->sock, "", ops, f));
+  assert_null(fc_control_start(f->sock, "", "", ops, f));
   assert_int_equal(errno, EEXIST);
   assert_int_equal(access(f->sock, F_OK), 0);
 }

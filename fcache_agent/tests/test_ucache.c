@@ -81,8 +81,14 @@ faulty_open(const char *path)
   struct faulty_origin *f = calloc(1, sizeof *f);
   char err[512] = "";
 
+  /* Any path passes: the policy has its own tests (test_origin_policy.c). */
+  static const char prefixes[1][FC_PATH_MAX] = { "/" };
+  struct fc_origin_policy pol = { .prefixes = prefixes, .n_prefixes = 1,
+                                  .state_dir = "/nonexistent",
+                                  .cache_path = "/nonexistent" };
+
   assert_non_null(f);
-  assert_int_equal(fc_origin_open_path(path, &f->inner, err, sizeof err), 0);
+  assert_int_equal(fc_origin_open_path(path, &pol, &f->inner, err, sizeof err), 0);
   f->base.ops = &faulty_ops;
   f->base.size = f->inner->size;
   f->base.can_trim = f->inner->can_trim;

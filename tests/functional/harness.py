@@ -205,6 +205,9 @@ class Agent(object):
             # Not used by these tests; a fixed port would collide between
             # agents, so take one the kernel says is free.
             'migration_listen': '127.0.0.1:%d' % free_tcp_port(),
+            # The tests' origins live in their work directory; the agent's
+            # own state_dir below it stays refused (origin/origin_policy.c).
+            'origin_prefixes': os.path.join(directory, ''),
         }
         self.settings.update(extra)
         self.write_config()

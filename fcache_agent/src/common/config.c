@@ -43,6 +43,7 @@ enum key_type {
   K_LEVEL,
   K_TARGET,
   K_TLS,          /* psk | x509 | none */
+  K_PREFIXES,     /* comma-separated absolute paths */
 };
 
 struct key_desc {
@@ -68,12 +69,14 @@ enum key_index {
   KEY_EXPORT_DIR, KEY_LOG_LEVEL, KEY_LOG_TARGET, KEY_NBD_THREADS,
   KEY_ORIGIN_CONNECTIONS, KEY_WRITEBACK_INTERVAL_MS, KEY_DIRTY_HIGH_PERCENT,
   KEY_DM_PREFIX, KEY_EXPORT_GROUP, KEY_MIGRATION_TLS, KEY_MIGRATION_TLS_DIR,
+  KEY_CONTROL_ADMIN_GROUP, KEY_ORIGIN_PREFIXES,
   N_KEYS
 };
 
 static const struct key_desc keys[N_KEYS] = {
   [KEY_CONTROL_SOCKET] = STR_KEY(control_socket, K_SOCKET),
   [KEY_CONTROL_GROUP] = STR_KEY(control_group, K_STRING),
+  [KEY_CONTROL_ADMIN_GROUP] = STR_KEY(control_admin_group, K_STRING),
   [KEY_STATE_DIR] = STR_KEY(state_dir, K_PATH),
   [KEY_ENGINE] = STR_KEY(engine, K_ENGINE),
   [KEY_CACHE_PATH] = STR_KEY(cache_path, K_PATH),
@@ -92,6 +95,7 @@ static const struct key_desc keys[N_KEYS] = {
   [KEY_DM_PREFIX] = STR_KEY(dm_prefix, K_STRING),
   [KEY_MIGRATION_TLS] = OTHER_KEY(migration_tls, K_TLS),
   [KEY_MIGRATION_TLS_DIR] = STR_KEY(migration_tls_dir, K_PATH),
+  [KEY_ORIGIN_PREFIXES] = OTHER_KEY(origin_prefixes, K_PREFIXES),
 };
 
 struct parser {
@@ -124,6 +128,82 @@ void fc_config_defaults(struct fc_config *cfg)
   cfg->writeback_interval_ms = 1000;
   cfg->dirty_high_percent = 50;
   strcpy(cfg->dm_prefix, "fcache");
+  (void)fc_parse_prefixes(FC_ORIGIN_PREFIXES_DEFAULT, cfg->origin_prefixes,
+                          &cfg->n_origin_prefixes, NULL, 0);
+}
+
+/* True if `path` has an empty, "." or ".." component: such a prefix
+ * would not mean what it says once the kernel resolves it. */
+static bool has_dot_component(const char *path)
+{
+  for (const char *c = path; *c; ) {
+    size_t n;
+
+    while (*c == '/')
+      c++;
+    n = strcspn(c, "/");
+    if ((n == 1 && c[0] == '.') || (n == 2 && c[0] == '.' && c[1] == '.'))
+      return true;
+    c += n;
+  }
+  return false;
+}
+
+int fc_parse_prefixes(const char *value,
+                      char out[FC_ORIGIN_PREFIXES_MAX][FC_PATH_MAX],
+                      unsigned *n_out, char *err, size_t errlen)
+{
+  char list[FC_ORIGIN_PREFIXES_MAX][FC_PATH_MAX];
+  unsigned n = 0;
+  const char *p = value;
+
+  memset(list, 0, sizeof list);
+  while (*p == ' ' || *p == '\t')
+    p++;
+  /* An empty list is allowed: then only NBD origins may be attached. */
+  while (*p) {
+    const char *end = strchr(p, ',');
+    size_t len = end ? (size_t)(end - p) : strlen(p);
+
+    while (len > 0 && (p[len - 1] == ' ' || p[len - 1] == '\t'))
+      len--;
+    if (len == 0) {
+      snprintf(err, errlen, "empty entry in the list; separate absolute "
+               "paths with single commas");
+      return -EINVAL;
+    }
+    if (n == FC_ORIGIN_PREFIXES_MAX) {
+      snprintf(err, errlen, "more than %d prefixes", FC_ORIGIN_PREFIXES_MAX);
+      return -EINVAL;
+    }
+    if (len >= FC_PATH_MAX) {
+      snprintf(err, errlen, "prefix '%.40s...' is longer than %d bytes", p,
+               FC_PATH_MAX - 1);
+      return -EINVAL;
+    }
+    memcpy(list[n], p, len);
+    if (list[n][0] != '/' || has_dot_component(list[n])) {
+      snprintf(err, errlen, "'%s' is not an absolute path without '.' or "
+               "'..' components", list[n]);
+      return -EINVAL;
+    }
+    n++;
+    p += len;
+    while (*p == ' ' || *p == '\t')
+      p++;
+    if (*p == ',') {
+      p++;
+      while (*p == ' ' || *p == '\t')
+        p++;
+      if (*p == '\0') {
+        snprintf(err, errlen, "empty entry at the end of the list");
+        return -EINVAL;
+      }
+    }
+  }
+  memcpy(out, list, sizeof list);
+  *n_out = n;
+  return 0;
 }
 
 /* Accepts "", "B", and K/M/G/T each optionally followed by "B" or "iB",
@@ -304,6 +384,16 @@ static int set_value(struct parser *p, const struct key_desc *k,
       return fail(p, p->line, k->name,
                   "unknown target '%s'; allowed: stderr, syslog", v);
     return 0;
+  case K_PREFIXES: {
+    char why[FC_PATH_MAX + 96];
+
+    if (fc_parse_prefixes(v, p->cfg->origin_prefixes,
+                          &p->cfg->n_origin_prefixes, why, sizeof why) < 0)
+      return fail(p, p->line, k->name,
+                  "%s; use comma-separated absolute paths (a directory "
+                  "ends with '/'), e.g. %s", why, FC_ORIGIN_PREFIXES_DEFAULT);
+    return 0;
+  }
   case K_TLS:
     if (!strcmp(v, "psk"))
       *(enum fc_migration_tls *)field = FC_TLS_PSK;
@@ -459,6 +549,16 @@ static int check_config(struct parser *p)
              "0123456789_") != strlen(cfg->dm_prefix))
     return fail(p, p->set_line[KEY_DM_PREFIX], "dm_prefix",
                 "'%s' may hold only letters, digits and '_'", cfg->dm_prefix);
+
+  /* Admins connect through the same socket, whose group is control_group:
+   * with no control_group the socket is root's alone and an admin group
+   * could never be used. */
+  if (cfg->control_admin_group[0] && !cfg->control_group[0])
+    return fail(p, p->set_line[KEY_CONTROL_ADMIN_GROUP], "control_admin_group",
+                "'%s' is set but control_group is empty (socket mode 0600, "
+                "root only); set control_group to a group every admin is "
+                "in as well (it may be the same group)",
+                cfg->control_admin_group);
 
   /* The default cache file lives in state_dir, whatever the file says. */
   if (p->set_line[KEY_CACHE_PATH] == 0) {

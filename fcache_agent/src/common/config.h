@@ -13,6 +13,12 @@
 #include "log.h"
 
 #define FC_PATH_MAX 256
+/* origin_prefixes: how many, and their default (where os-brick puts the
+ * volumes it attaches: iSCSI/FC/NVMe names, multipath and LVM, RBD, and
+ * the NFS/Quobyte/... mounts of its file-based connectors). */
+#define FC_ORIGIN_PREFIXES_MAX 16
+#define FC_ORIGIN_PREFIXES_DEFAULT \
+  "/dev/disk/by-path/,/dev/disk/by-id/,/dev/mapper/,/dev/rbd,/var/lib/nova/mnt/"
 
 /* How agents authenticate and encrypt the migration stream
  * (migration/xfer_tls.h). */
@@ -21,6 +27,9 @@ enum fc_migration_tls { FC_TLS_PSK = 0, FC_TLS_X509, FC_TLS_NONE };
 struct fc_config {
   char control_socket[FC_PATH_MAX];   /* default /run/fcache/agent.sock */
   char control_group[64];             /* "" = root only; else group name */
+  /* State-changing control operations: root, or members of this group
+   * ("" = root only).  control_group may read status only. */
+  char control_admin_group[64];
   char state_dir[FC_PATH_MAX];        /* default /var/lib/fcache */
   char engine[16];                    /* "ucache" | "dmcache" */
   char cache_path[FC_PATH_MAX];       /* default <state_dir>/cache.img */
@@ -41,6 +50,11 @@ struct fc_config {
    * bytes of it the agent carves; device-mapper names start with
    * "<dm_prefix>-" (default "fcache"), so two agents can share a kernel. */
   char dm_prefix[32];
+  /* Where a path origin may live (origin/origin_policy.c): absolute,
+   * without "." or ".." components; n_origin_prefixes may be 0 (NBD
+   * origins only). */
+  char origin_prefixes[FC_ORIGIN_PREFIXES_MAX][FC_PATH_MAX];
+  unsigned n_origin_prefixes;
 };
 
 void fc_config_defaults(struct fc_config *cfg);
@@ -53,5 +67,13 @@ int fc_config_load(const char *path, struct fc_config *cfg,
 /* Parse "4096", "64K", "10M", "2G", "1T" (binary units, optional "iB"/"B").
  * Returns 0 or -EINVAL / -ERANGE. */
 int fc_parse_size(const char *s, uint64_t *out);
+
+/* Parse origin_prefixes: comma-separated absolute paths without "." or
+ * ".." components, at most FC_ORIGIN_PREFIXES_MAX, each shorter than
+ * FC_PATH_MAX; "" is an empty list.  Unused entries are zeroed.  Returns 0
+ * or -EINVAL with a reason (without the key's name) in err. */
+int fc_parse_prefixes(const char *value,
+                      char out[FC_ORIGIN_PREFIXES_MAX][FC_PATH_MAX],
+                      unsigned *n_out, char *err, size_t errlen);
 
 #endif

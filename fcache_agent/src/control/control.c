@@ -13,7 +13,6 @@
 #include "control.h"
 
 #include <errno.h>
-#include <grp.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -153,30 +152,6 @@ static void *accept_main(void *arg)
   return NULL;
 }
 
-static int lookup_group(const char *name, gid_t *gid)
-{
-  struct group grp, *res = NULL;
-  char *buf = NULL;
-  int r = ERANGE;
-
-  /* A group with many members needs more than any fixed buffer. */
-  for (size_t size = 1024; r == ERANGE && size <= (1u << 20); size *= 2) {
-    char *nbuf = realloc(buf, size);
-    if (nbuf == NULL) {
-      r = ENOMEM;
-      break;
-    }
-    buf = nbuf;
-    r = getgrnam_r(name, &grp, buf, size, &res);
-  }
-  if (r == 0 && res == NULL)
-    r = ENOENT;
-  if (r == 0)
-    *gid = grp.gr_gid;
-  free(buf);
-  return -r;
-}
-
 /* A socket file left by a crashed agent is removed; a live agent (one that
  * accepts connections) or a non-socket file at the path is not touched. */
 static int remove_stale_socket(const struct sockaddr_un *addr)
@@ -223,7 +198,7 @@ static int create_socket(struct fc_control *ctl, const char *group)
   int r;
 
   if (group[0] != '\0') {
-    r = lookup_group(group, &gid);
+    r = fc_control_lookup_group(group, &gid);
     if (r < 0) {
       log_error("control: cannot use group '%s' for %s: %s", group,
                 ctl->path, r == -ENOENT ? "no such group" : strerror(-r));
@@ -287,7 +262,32 @@ static void unlink_own_socket(struct fc_control *ctl)
     unlink(ctl->path);
 }
 
+/* Resolved once at start: a group that does not exist is a configuration
+ * error to report now, not a refusal to puzzle over later. */
+static int set_group(struct fc_access_group *g, const char *name,
+                     const char *key)
+{
+  int r;
+
+  if (!name || !name[0])
+    return 0;
+  if (strlen(name) >= sizeof g->name) {
+    log_error("control: %s '%s' is too long", key, name);
+    return -ENAMETOOLONG;
+  }
+  r = fc_control_lookup_group(name, &g->gid);
+  if (r < 0) {
+    log_error("control: cannot use group '%s' (%s): %s", name, key,
+              r == -ENOENT ? "no such group" : strerror(-r));
+    return r;
+  }
+  strcpy(g->name, name);
+  g->set = true;
+  return 0;
+}
+
 struct fc_control *fc_control_start(const char *socket_path, const char *group,
+                                    const char *admin_group,
                                     const struct fc_control_op *ops,
                                     void *opaque)
 {
@@ -317,6 +317,9 @@ struct fc_control *fc_control_start(const char *socket_path, const char *group,
     log_error("control: eventfd: %s", strerror(-r));
     goto fail;
   }
+  if ((r = set_group(&ctl->readers, group, "control_group")) < 0 ||
+      (r = set_group(&ctl->admins, admin_group, "control_admin_group")) < 0)
+    goto fail;
   r = create_socket(ctl, group ? group : "");
   if (r < 0)
     goto fail;

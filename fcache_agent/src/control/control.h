@@ -8,7 +8,8 @@
  * A malformed or oversized request gets an error response (oversized: the
  * connection is then closed) and changes nothing.  Each connection may
  * send several requests.  The socket is created mode 0660 (0600 when no
- * group is configured) and chown'ed to root:<group>.
+ * group is configured) and chown'ed to root:<group>.  Operations that
+ * change state need root or the admin group (else EPERM, naming it).
  */
 #ifndef FCACHE_CONTROL_H
 #define FCACHE_CONTROL_H
@@ -17,21 +18,38 @@
 
 #define FC_CONTROL_MAX_MSG (64 * 1024)
 
+/* A connection that has not sent a complete request for this long is
+ * closed (the CLI and nova_ext send one request per connection); one that
+ * does not read its reply for this long is dropped. */
+#define FC_CONTROL_IDLE_S 30
+
 /* A handler fills *result (a new reference) and returns 0, or returns a
  * negative errno and writes a message into err. */
 typedef int (*fc_control_handler)(void *opaque, json_t *args,
                                   json_t **result, char *err, size_t errlen);
 
+/* Who may call an operation.  The zero value is the strict one, so an
+ * operation added without a thought about access is admin-only. */
+enum fc_control_access {
+  FC_CONTROL_ADMIN = 0,   /* changes state: root or control_admin_group */
+  FC_CONTROL_READ,        /* read-only: root or control_group (or admin) */
+};
+
 struct fc_control_op {
   const char *name;
   fc_control_handler handler;
+  enum fc_control_access access;
 };
 
 struct fc_control;
 
 /* ops is an array terminated by {NULL, NULL}; it must outlive the server.
- * group may be "" (root only).  Returns NULL with errno set (logged). */
+ * group (the socket's group: read-only operations) and admin_group (every
+ * other operation) may be "" (the agent's own user, root in production,
+ * only).  Each connection's peer is identified with SO_PEERCRED and its
+ * groups from the group database.  Returns NULL with errno set (logged). */
 struct fc_control *fc_control_start(const char *socket_path, const char *group,
+                                    const char *admin_group,
                                     const struct fc_control_op *ops,
                                     void *opaque);
 void fc_control_stop(struct fc_control *ctl);

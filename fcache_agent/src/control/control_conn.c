@@ -3,12 +3,15 @@
  * Separate from control.c, which only owns the socket, accepts and keeps
  * the list of connections. */
 #include <errno.h>
+#include <limits.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/log.h"
@@ -87,9 +90,10 @@ static void list_ops(const struct fc_control *ctl, char *buf, size_t size)
 
 /* Handles one request line; returns < 0 only if the reply could not be
  * sent (the connection is then dead). */
-static int handle_request(struct fc_control *ctl, int fd, const char *line,
-                          size_t len)
+static int handle_request(struct fc_conn *conn, const char *line, size_t len)
 {
+  struct fc_control *ctl = conn->ctl;
+  int fd = conn->fd;
   json_error_t jerr;
   json_t *req, *jop, *args, *result = NULL, *resp;
   const struct fc_control_op *op;
@@ -125,6 +129,12 @@ static int handle_request(struct fc_control *ctl, int fd, const char *line,
                               known);
     goto out;
   }
+  err[0] = '\0';
+  r = fc_control_peer_allowed(ctl, &conn->peer, op, err, sizeof err);
+  if (r < 0) {
+    r = fc_control_send_error(fd, -r, "%s", err);
+    goto out;
+  }
   args = json_object_get(req, "args");
   if (args == NULL) {
     /* Handlers always get an object, so they need no NULL checks. */
@@ -157,52 +167,80 @@ out:
   return r;
 }
 
-static void log_peer(int fd)
+/* Milliseconds until `deadline` (CLOCK_MONOTONIC), at least 0. */
+static int ms_left(const struct timespec *deadline)
 {
-  struct ucred cred;
-  socklen_t len = sizeof cred;
+  struct timespec now;
+  long long ms;
 
-  if (fc_log_enabled(FC_LOG_DEBUG) &&
-      getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0)
-    log_debug("control: connection from pid %ld uid %ld gid %ld",
-              (long)cred.pid, (long)cred.uid, (long)cred.gid);
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  ms = (long long)(deadline->tv_sec - now.tv_sec) * 1000 +
+       (deadline->tv_nsec - now.tv_nsec) / 1000000;
+  return ms < 0 ? 0 : ms > INT_MAX ? INT_MAX : (int)ms;
+}
+
+static void restart_idle_clock(struct timespec *deadline)
+{
+  clock_gettime(CLOCK_MONOTONIC, deadline);
+  deadline->tv_sec += FC_CONTROL_IDLE_S;
 }
 
 /* Reads newline-delimited requests.  The buffer holds one maximal message
  * plus its newline; if it fills up without a newline the message is too
  * big and, since we cannot find where it ends, the connection is closed. */
-static void serve_connection(struct fc_control *ctl, int fd)
+static void serve_connection(struct fc_conn *conn)
 {
   const size_t cap = FC_CONTROL_MAX_MSG + 1;
   char *buf = malloc(cap);
   size_t len = 0;
+  int fd = conn->fd;
+  struct timespec idle_deadline;
 
   if (buf == NULL) {
     fc_control_send_error(fd, ENOMEM, "out of memory");
     return;
   }
+  restart_idle_clock(&idle_deadline);
   for (;;) {
-    ssize_t n = recv(fd, buf + len, cap - len, 0);
+    struct pollfd pfd = { .fd = fd, .events = POLLIN };
     size_t start = 0;
+    ssize_t n;
     char *nl;
+    int p;
 
-    if (n < 0 && errno == EINTR)
+    /* A deadline for the whole request, however slowly it trickles in:
+     * a client holding one of the few connections without asking
+     * anything would keep operators out. */
+    p = poll(&pfd, 1, ms_left(&idle_deadline));
+    if (p < 0 && errno == EINTR)
+      continue;
+    if (p == 0) {
+      fc_control_send_error(fd, ETIMEDOUT, "no complete request within %d s; "
+                            "closing the connection", FC_CONTROL_IDLE_S);
+      log_info("control: closing connection from pid %ld: idle for %d s",
+               (long)conn->peer.pid, FC_CONTROL_IDLE_S);
+      break;
+    }
+    n = recv(fd, buf + len, cap - len, MSG_DONTWAIT);
+    if (n < 0 && (errno == EINTR || errno == EAGAIN))
       continue;
     if (n < 0)
       break;                    /* peer reset: nobody left to answer */
     if (n == 0) {
       /* A last request without newline, e.g. from "printf ... | socat". */
       if (len > 0)
-        handle_request(ctl, fd, buf, len);
+        handle_request(conn, buf, len);
       break;
     }
     len += (size_t)n;
     while ((nl = memchr(buf + start, '\n', len - start)) != NULL) {
       size_t line_len = (size_t)(nl - (buf + start));
-      if (handle_request(ctl, fd, buf + start, line_len) < 0)
+      if (handle_request(conn, buf + start, line_len) < 0)
         goto out;
       start += line_len + 1;
     }
+    if (start > 0)
+      restart_idle_clock(&idle_deadline);
     memmove(buf, buf + start, len - start);
     len -= start;
     if (len == cap) {
@@ -221,8 +259,13 @@ void *fc_control_conn_main(void *arg)
   struct fc_conn *conn = arg;
   struct fc_control *ctl = conn->ctl;
 
-  log_peer(conn->fd);
-  serve_connection(ctl, conn->fd);
+  struct timeval send_timeout = { .tv_sec = FC_CONTROL_IDLE_S };
+
+  /* A client that stops reading its replies is dropped, not waited on. */
+  (void)setsockopt(conn->fd, SOL_SOCKET, SO_SNDTIMEO, &send_timeout,
+                   sizeof send_timeout);
+  fc_control_peer_identify(ctl, conn->fd, &conn->peer);
+  serve_connection(conn);
 
   /* Closed under the lock so fc_control_stop never shutdown()s an fd
    * number that has already been reused elsewhere. */

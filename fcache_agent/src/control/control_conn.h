@@ -15,12 +15,29 @@
 
 #define ERR_MSG_MAX 512
 
+/* What the peer of one connection may do (control_peer.c). */
+struct fc_peer {
+  pid_t pid;
+  uid_t uid;
+  gid_t gid;
+  bool reader;                  /* read-only operations */
+  bool admin;                   /* every operation */
+};
+
+/* A group the server checks peers against; none = the agent's user only. */
+struct fc_access_group {
+  char name[64];
+  gid_t gid;
+  bool set;
+};
+
 struct fc_conn {
   struct fc_conn *next;
   struct fc_control *ctl;
   pthread_t thread;
   int fd;                       /* -1 once the thread has closed it */
   bool done;                    /* thread finished; join and free it */
+  struct fc_peer peer;
 };
 
 struct fc_control {
@@ -35,7 +52,23 @@ struct fc_control {
   pthread_mutex_t lock;         /* protects conns, n_active, conn->fd/done */
   struct fc_conn *conns;
   unsigned n_active;
+  struct fc_access_group readers;   /* control_group */
+  struct fc_access_group admins;    /* control_admin_group */
 };
+
+/* Looks group `name` up; -ENOENT if there is none. */
+int fc_control_lookup_group(const char *name, gid_t *gid);
+
+/* Who is at the other end of fd and what it may do.  A peer whose
+ * credentials cannot be read may do nothing. */
+void fc_control_peer_identify(const struct fc_control *ctl, int fd,
+                              struct fc_peer *peer);
+
+/* 0 if peer may call op, else -EPERM with the group it needs in err. */
+int fc_control_peer_allowed(const struct fc_control *ctl,
+                            const struct fc_peer *peer,
+                            const struct fc_control_op *op,
+                            char *err, size_t errlen);
 
 /* The thread of connection arg (a struct fc_conn *): serves its requests,
  * then closes its fd and marks it done. */

@@ -20,6 +20,7 @@
 #include "engine/engine.h"
 #include "flash_pool.h"
 #include "common/log.h"
+#include "origin/origin_policy.h"
 
 #define SECTOR FC_SECTOR
 #define MAX_SEGS 256
@@ -52,6 +53,37 @@ blockdev_size(const char *path, uint64_t *bytes, dev_t *rdev, char *err, size_t 
   }
   if (fd != -1)
     close(fd);
+  return r;
+}
+
+/* An origin being attached: it must pass origin_prefixes
+ * (origin/origin_policy.h), and be a block device.  Not opened
+ * exclusively: dm-cache claims it itself (a mounted device fails the table
+ * load), and a migration's destination may share it on one kernel. */
+static int
+checked_origin_size(struct fc_host *host, const char *path, uint64_t *bytes,
+                    dev_t *rdev, char *err, size_t errlen)
+{
+  struct fc_origin_policy pol;
+  struct stat st;
+  int fd, r;
+
+  fc_origin_policy_init(&pol, &host->cfg);
+  r = fc_origin_policy_open(&pol, path, O_RDONLY, &fd, err, errlen);
+  if (r)
+    return r;
+  if (fstat(fd, &st) == -1 || !S_ISBLK(st.st_mode)) {
+    r = -ENOTBLK;
+    snprintf(err, errlen, "%s is not a block device; engine dmcache caches "
+             "block devices (what os-brick hands over), use engine ucache for "
+             "files and NBD URIs", path);
+  } else if (ioctl(fd, BLKGETSIZE64, bytes) == -1) {
+    r = -errno;
+    snprintf(err, errlen, "cannot read the size of %s: %s", path, strerror(-r));
+  } else {
+    *rdev = st.st_rdev;
+  }
+  close(fd);
   return r;
 }
 
@@ -135,7 +167,8 @@ dm_attach(struct fc_host *host, const struct fc_attach_request *req,
   v->p.write_policy = req->write_policy;
   v->p.admission = req->admission;
   fc_dmv_names(host, v->p.id, DV(v));
-  r = blockdev_size(v->p.origin, &obytes, &DV(v)->origin_dev, err, errlen);
+  r = checked_origin_size(host, v->p.origin, &obytes, &DV(v)->origin_dev, err,
+                          errlen);
   if (r)
     goto out;
   DV(v)->origin_sectors = obytes / SECTOR;

@@ -150,7 +150,7 @@ fc_dmv_cache_params(struct fc_host *host, struct fc_volume *v, enum fc_dmc_mode 
 {
   struct fc_dmvol *dv = DV(v);
   struct fc_dm_info mi, di;
-  char mdev[32], ddev[32];
+  char mdev[32], ddev[32], odev[32];
   int r;
 
   if ((r = fc_dm_info(dv->meta, &mi)) || (r = fc_dm_info(dv->data, &di)))
@@ -162,9 +162,14 @@ fc_dmv_cache_params(struct fc_host *host, struct fc_volume *v, enum fc_dmc_mode 
   dv->data_dev = makedev(di.major, di.minor);
   snprintf(mdev, sizeof mdev, "%u:%u", mi.major, mi.minor);
   snprintf(ddev, sizeof ddev, "%u:%u", di.major, di.minor);
+  /* By number, like the flash segments: the origin was checked
+   * (origin_prefixes) as the device it was then, and a path could name
+   * another device by the time the kernel resolves it. */
+  snprintf(odev, sizeof odev, "%u:%u", major(dv->origin_dev),
+           minor(dv->origin_dev));
   r = fc_dmc_table_params(&(struct fc_dmc_table){
                             .metadata_dev = mdev, .data_dev = ddev,
-                            .origin_dev = v->p.origin,
+                            .origin_dev = odev,
                             .block_sectors = DME(host)->block_sectors,
                             .mode = mode, .policy = policy },
                           buf, len);

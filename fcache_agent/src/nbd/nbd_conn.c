@@ -9,6 +9,12 @@
  * callback, and sends the whole reply under write_lock.  So up to
  * threads_per_conn requests per connection are in the callbacks at once,
  * and replies may go out of order, which the protocol allows.
+ *
+ * Bounded: a request's payload or read reply is counted in the
+ * connection's budget (NBD_CONN_INFLIGHT_MAX) from before its buffer is
+ * filled until its reply is sent.  A reader that finds the budget spent
+ * waits with read_lock held, so nothing more is read from a client that
+ * does not read its replies; the send timeout then drops it.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -25,8 +31,6 @@
 #include "nbd_proto.h"
 #include "nbd_request.h"
 
-/* A client that stalls mid-handshake loses its socket after this. */
-#define HANDSHAKE_TIMEOUT_S 30
 /* The spec says payloads under 32 MiB SHOULD NOT be treated as a DoS, so
  * an over-max_block write up to that size is drained and refused; beyond
  * it we cannot afford to skip the payload and drop the connection. */
@@ -40,7 +44,43 @@ struct worker {
   pthread_t thread;
   uint8_t *buf;               /* write payload / read data */
   size_t cap;
+  uint64_t held;              /* bytes of the budget this request holds */
 };
+
+/* Bytes of agent memory request req needs until its reply is sent. */
+static uint64_t request_cost(const struct nbd_request *req)
+{
+  return req->type == NBD_CMD_READ || req->type == NBD_CMD_WRITE ?
+         req->count : 0;
+}
+
+/* Takes `cost` bytes of the connection's budget, waiting while others'
+ * requests hold it.  One request is always admitted when nothing else is
+ * in flight, so any request the export allows can be served. */
+static void budget_take(struct worker *w, uint64_t cost)
+{
+  struct conn *c = w->c;
+
+  pthread_mutex_lock(&c->budget_lock);
+  while (c->inflight > 0 && c->inflight + cost > NBD_CONN_INFLIGHT_MAX)
+    pthread_cond_wait(&c->budget_cond, &c->budget_lock);
+  c->inflight += cost;
+  pthread_mutex_unlock(&c->budget_lock);
+  w->held = cost;
+}
+
+static void budget_give(struct worker *w)
+{
+  struct conn *c = w->c;
+
+  if (w->held == 0)
+    return;
+  pthread_mutex_lock(&c->budget_lock);
+  c->inflight -= w->held;
+  pthread_cond_broadcast(&c->budget_cond);
+  pthread_mutex_unlock(&c->budget_lock);
+  w->held = 0;
+}
 
 
 static int ensure_buf(struct worker *w, size_t n)
@@ -107,6 +147,9 @@ static int send_reply(struct conn *c, const struct nbd_request *req, int err,
   pthread_mutex_lock(&c->write_lock);
   r = nbd_send_full(c->fd, iov, req->type == NBD_CMD_READ && !err ? 2 : 1);
   pthread_mutex_unlock(&c->write_lock);
+  if (r == -EAGAIN || r == -EWOULDBLOCK)
+    log_info("nbd: connection %u: client did not read its replies for %d s, "
+             "dropping it", c->id, NBD_SEND_TIMEOUT_S);
   if (r < 0) {
     /* A partial reply desynchronises the stream; stop the readers too. */
     log_debug("nbd: connection %u: sending reply: %s", c->id, strerror(-r));
@@ -149,6 +192,11 @@ static int read_request(struct worker *w, struct nbd_request *req, int *err)
     atomic_store(&c->quit, true);
     return -1;
   }
+  /* Before the payload is read or the reply buffer filled, and with
+   * read_lock held: a full budget stops this connection's reading.  A
+   * count the export refuses costs nothing (drained, or not served). */
+  if (req->count <= exp->max_block)
+    budget_take(w, request_cost(req));
   if (nbd_request_payload_len(req) == 0)
     return 0;
   if (req->count > exp->max_block) {
@@ -182,8 +230,10 @@ static bool serve_one(struct worker *w)
   pthread_mutex_lock(&c->read_lock);
   r = read_request(w, &req, &err);
   pthread_mutex_unlock(&c->read_lock);
-  if (r < 0)
+  if (r < 0) {
+    budget_give(w);
     return false;
+  }
 
   /* shutdown() does not discard requests already queued in the socket,
    * so stop would otherwise keep running callbacks for them. */
@@ -200,6 +250,7 @@ static bool serve_one(struct worker *w)
               req.type, (unsigned long long)req.offset, req.count,
               strerror(-err));
   r = send_reply(c, &req, err, w->buf);
+  budget_give(w);
   if (w->cap > BUF_KEEP) {
     free(w->buf);
     w->buf = NULL;
@@ -217,12 +268,12 @@ static void *worker_main(void *arg)
   return NULL;
 }
 
-static void set_timeouts(int fd, int seconds)
+static void set_timeouts(int fd, int recv_s, int send_s)
 {
-  struct timeval tv = { .tv_sec = seconds };
+  struct timeval rcv = { .tv_sec = recv_s }, snd = { .tv_sec = send_s };
 
-  (void)setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  (void)setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+  (void)setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &rcv, sizeof rcv);
+  (void)setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &snd, sizeof snd);
 }
 
 void *nbd_conn_main(void *arg)
@@ -233,8 +284,13 @@ void *nbd_conn_main(void *arg)
   unsigned n = 0, i;
   int r;
 
-  set_timeouts(c->fd, HANDSHAKE_TIMEOUT_S);
+  /* The accept thread enforces the whole handshake's deadline; these
+   * only keep one call from outliving it. */
+  set_timeouts(c->fd, NBD_HANDSHAKE_TIMEOUT_S, NBD_HANDSHAKE_TIMEOUT_S);
   r = nbd_handshake(c->fd, &srv->exp);
+  pthread_mutex_lock(&srv->lock);
+  c->in_handshake = false;
+  pthread_mutex_unlock(&srv->lock);
   if (r != 1) {
     if (r < 0)
       log_info("nbd: connection %u: handshake failed: %s", c->id,
@@ -243,8 +299,9 @@ void *nbd_conn_main(void *arg)
   }
   if (atomic_load(&srv->stopping))
     goto out;
-  /* An idle client is normal in transmission; stop() uses shutdown(). */
-  set_timeouts(c->fd, 0);
+  /* An idle client is normal in transmission (no receive timeout; stop()
+   * uses shutdown()); one that does not read its replies is not. */
+  set_timeouts(c->fd, 0, NBD_SEND_TIMEOUT_S);
   ws = calloc(srv->nthreads, sizeof *ws);
   if (!ws) {
     log_error("nbd: connection %u: out of memory", c->id);

@@ -7,11 +7,26 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <sys/types.h>
+#include <time.h>
 
 #include "nbd_server.h"
 
 struct nbd_server;
+
+/* Connections per export, handshaking or not.  The VM's QEMU opens one
+ * (two briefly around a reconnect); more is a client we do not serve. */
+#define NBD_MAX_CONNS 16u
+/* A client must finish option negotiation within this. */
+#define NBD_HANDSHAKE_TIMEOUT_S 10
+/* Bytes of payloads and replies one connection may have queued in the
+ * agent: the largest request (32 MiB) fits, and a client that stops
+ * reading its replies pins no more than this. */
+#define NBD_CONN_INFLIGHT_MAX (32u << 20)
+/* A client that does not read a reply for this long is dropped.  There is
+ * no idle timeout in transmission: an idle VM disk is normal. */
+#define NBD_SEND_TIMEOUT_S 30
 
 struct conn {
   struct nbd_server *srv;
@@ -23,6 +38,15 @@ struct conn {
   pthread_mutex_t write_lock; /* one writer of the reply stream */
   atomic_bool quit;           /* stop reading requests */
   bool done;                  /* thread finished; under srv->lock */
+  /* Handshake deadline, enforced by the accept thread (nbd_server.c):
+   * absolute, however slowly the client trickles its options in. */
+  bool in_handshake;          /* under srv->lock */
+  struct timespec hs_deadline;  /* CLOCK_MONOTONIC */
+  /* Bytes of request payloads and read replies this connection holds
+   * (nbd_conn.c): at most NBD_CONN_INFLIGHT_MAX, or one request. */
+  pthread_mutex_t budget_lock;
+  pthread_cond_t budget_cond;
+  uint64_t inflight;
 };
 
 struct nbd_server {

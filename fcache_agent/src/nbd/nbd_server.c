@@ -22,6 +22,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/log.h"
@@ -29,15 +30,52 @@
 #include "nbd_request.h"
 
 /* Each connection costs threads_per_conn threads; a local client must not
- * be able to make us spawn thousands. */
-#define MAX_CONNS 64u
+ * be able to make us spawn thousands (NBD_MAX_CONNS in nbd_conn.h). */
 #define MAX_THREADS_PER_CONN 64u
 
 static void conn_free(struct conn *c)
 {
   pthread_mutex_destroy(&c->read_lock);
   pthread_mutex_destroy(&c->write_lock);
+  pthread_mutex_destroy(&c->budget_lock);
+  pthread_cond_destroy(&c->budget_cond);
   free(c);
+}
+
+static long long ms_until(const struct timespec *t, const struct timespec *now)
+{
+  return (long long)(t->tv_sec - now->tv_sec) * 1000 +
+         (t->tv_nsec - now->tv_nsec) / 1000000;
+}
+
+/* Shuts down the connections past their handshake deadline; returns the
+ * milliseconds until the next deadline, or -1 if none is pending.  Run
+ * by the accept thread, so one slow client costs no thread of its own to
+ * watch. */
+static int expire_handshakes(struct nbd_server *srv)
+{
+  struct timespec now;
+  long long next = -1;
+
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  pthread_mutex_lock(&srv->lock);
+  for (struct conn *c = srv->conns; c; c = c->next) {
+    long long left;
+
+    if (!c->in_handshake || c->fd < 0)
+      continue;
+    left = ms_until(&c->hs_deadline, &now);
+    if (left <= 0) {
+      log_info("nbd: %s: connection %u did not finish its handshake within "
+               "%d s, closing it", srv->path, c->id, NBD_HANDSHAKE_TIMEOUT_S);
+      c->in_handshake = false;
+      shutdown(c->fd, SHUT_RDWR);
+    } else if (next < 0 || left < next) {
+      next = left;
+    }
+  }
+  pthread_mutex_unlock(&srv->lock);
+  return next < 0 ? -1 : (int)(next + 1);
 }
 
 /* Join connections whose threads have finished. */
@@ -78,16 +116,21 @@ static void add_conn(struct nbd_server *srv, int fd)
   atomic_init(&c->quit, false);
   pthread_mutex_init(&c->read_lock, NULL);
   pthread_mutex_init(&c->write_lock, NULL);
+  pthread_mutex_init(&c->budget_lock, NULL);
+  pthread_cond_init(&c->budget_cond, NULL);
 
   pthread_mutex_lock(&srv->lock);
-  if (atomic_load(&srv->stopping) || srv->nconns >= MAX_CONNS) {
+  if (atomic_load(&srv->stopping) || srv->nconns >= NBD_MAX_CONNS) {
     pthread_mutex_unlock(&srv->lock);
     if (!atomic_load(&srv->stopping))
-      log_warning("nbd: %s: %u connections already, refusing another",
-                  srv->path, MAX_CONNS);
+      log_warning("nbd: %s: %u connections already (the limit per export), "
+                  "refusing another", srv->path, NBD_MAX_CONNS);
     goto fail;
   }
   c->id = ++srv->next_id;
+  c->in_handshake = true;
+  clock_gettime(CLOCK_MONOTONIC, &c->hs_deadline);
+  c->hs_deadline.tv_sec += NBD_HANDSHAKE_TIMEOUT_S;
   /* Created under the lock so the list never holds a conn without a
    * thread; the new thread takes the lock only when it finishes. */
   if ((r = pthread_create(&c->thread, NULL, nbd_conn_main, c))) {
@@ -114,9 +157,9 @@ static void *accept_main(void *arg)
   bool starved = false;
 
   for (;;) {
-    int fd;
+    int fd, timeout = expire_handshakes(srv);
 
-    if (poll(pfd, 2, -1) < 0) {
+    if (poll(pfd, 2, timeout) < 0) {
       if (errno == EINTR)
         continue;
       log_error("nbd: %s: poll: %s", srv->path, strerror(errno));
@@ -124,6 +167,8 @@ static void *accept_main(void *arg)
     }
     if (pfd[1].revents)
       break;
+    if (!(pfd[0].revents & POLLIN))
+      continue;                 /* a handshake deadline passed */
     fd = accept4(srv->listen_fd, NULL, NULL, SOCK_CLOEXEC);
     if (fd < 0) {
       if (errno == EINTR || errno == EAGAIN || errno == ECONNABORTED)

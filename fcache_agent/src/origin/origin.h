@@ -10,6 +10,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "origin_policy.h"
+
 struct fc_origin;
 
 struct fc_origin_ops {
@@ -29,12 +31,15 @@ struct fc_origin {
 
 /* uri: an absolute path, "nbd://host[:port]/export" or
  * "nbd+unix:///export?socket=/path".  `connections` is how many parallel
- * NBD connections to open (ignored for paths). */
+ * NBD connections to open (ignored for paths).  A path must pass `pol`
+ * (origin_policy.h), and a block device is opened exclusively: one that
+ * is mounted or held by someone else is refused. */
 int fc_origin_open(const char *uri, unsigned connections,
+                   const struct fc_origin_policy *pol,
                    struct fc_origin **out, char *err, size_t errlen);
 
-int fc_origin_open_path(const char *path, struct fc_origin **out,
-                        char *err, size_t errlen);
+int fc_origin_open_path(const char *path, const struct fc_origin_policy *pol,
+                        struct fc_origin **out, char *err, size_t errlen);
 int fc_origin_open_nbd(const char *uri, unsigned connections,
                        struct fc_origin **out, char *err, size_t errlen);
 

@@ -82,8 +82,8 @@ static const struct fc_origin_ops path_ops = {
 };
 
 int
-fc_origin_open_path(const char *path, struct fc_origin **out,
-                    char *err, size_t errlen)
+fc_origin_open_path(const char *path, const struct fc_origin_policy *pol,
+                    struct fc_origin **out, char *err, size_t errlen)
 {
   struct path_origin *p;
   struct stat st;
@@ -92,12 +92,12 @@ fc_origin_open_path(const char *path, struct fc_origin **out,
   p = calloc(1, sizeof *p);
   if (!p)
     return -ENOMEM;
-  p->fd = open(path, O_RDWR | O_CLOEXEC);
-  if (p->fd == -1) {
-    r = -errno;
-    snprintf(err, errlen, "cannot open origin %s: %s", path, strerror(-r));
+  p->fd = -1;
+  /* Exclusive: a mounted filesystem's device, or one another device or
+   * process holds, must not be written behind its owner's back. */
+  r = fc_origin_policy_open(pol, path, O_RDWR | O_EXCL, &p->fd, err, errlen);
+  if (r < 0)
     goto out;
-  }
   if (fstat(p->fd, &st) == -1) {
     r = -errno;
     goto out;

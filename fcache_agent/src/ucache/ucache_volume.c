@@ -32,10 +32,12 @@ uc_volume_prepare(struct fc_host *host, struct fc_volume *v, char *err, size_t e
     .dirty_high_percent = host->cfg.dirty_high_percent,
   };
   struct uc_vol *uv = UV(v);
+  struct fc_origin_policy pol;
   int r;
 
-  r = fc_origin_open(v->p.origin, host->cfg.origin_connections, &uv->origin,
-                     err, errlen);
+  fc_origin_policy_init(&pol, &host->cfg);
+  r = fc_origin_open(v->p.origin, host->cfg.origin_connections, &pol,
+                     &uv->origin, err, errlen);
   if (r)
     return r;
   r = fc_ucache_create(UCE(host)->dev, UCE(host)->md, uv->origin, &up, &uv->uc);

@@ -49,7 +49,10 @@ class Agent(object):
             f.write('[agent]\nengine = dmcache\ncontrol_socket = %s\n'
                     'state_dir = %s/state\nexport_dir = %s/exports\n'
                     'cache_path = %s\ncache_size = %s\nblock_size = %s\n'
-                    'dm_prefix = %s\nlog_level = debug\n%s' % (
+                    'dm_prefix = %s\nlog_level = debug\n'
+                    # The guest's disks are ubd devices; dmutil's test
+                    # devices are in /dev/mapper.
+                    'origin_prefixes = /dev/ubd,/dev/mapper/\n%s' % (
                         self.sock, self.dir, self.dir, flash, cache_size,
                         block_size, prefix, extra))
         self.proc = None

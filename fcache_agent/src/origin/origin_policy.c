@@ -1,0 +1,255 @@
+/* Which local paths the agent may open as an origin; see origin_policy.h.
+ *
+ * Why: the agent runs as root and whoever may attach a volume (a member of
+ * control_admin_group, or a compromised client of it) would otherwise read
+ * and write any file or device on the host through the export.  The
+ * origins os-brick hands over live in a few well-known places; anything
+ * else is refused before it is opened, with a message naming the key an
+ * operator would change.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "origin_policy.h"
+
+#define KEY "origin_prefixes"
+
+void fc_origin_policy_init(struct fc_origin_policy *pol,
+                           const struct fc_config *cfg)
+{
+  pol->prefixes = cfg->origin_prefixes;
+  pol->n_prefixes = cfg->n_origin_prefixes;
+  pol->state_dir = cfg->state_dir;
+  pol->cache_path = cfg->cache_path;
+}
+
+static bool has_dot_component(const char *path)
+{
+  for (const char *c = path; *c; ) {
+    size_t n;
+
+    while (*c == '/')
+      c++;
+    n = strcspn(c, "/");
+    if ((n == 1 && c[0] == '.') || (n == 2 && c[0] == '.' && c[1] == '.'))
+      return true;
+    c += n;
+  }
+  return false;
+}
+
+static bool under_dev(const char *prefix)
+{
+  return strncmp(prefix, "/dev/", 5) == 0;
+}
+
+/* `path` is `dir` or below it (dir without a trailing '/'). */
+static bool path_under(const char *path, const char *dir)
+{
+  size_t n = strlen(dir);
+
+  if (n == 1 && dir[0] == '/')
+    return true;
+  return strncmp(path, dir, n) == 0 && (path[n] == '/' || path[n] == '\0');
+}
+
+/* The prefix with its directory part resolved: "/a/b/" -> realpath("/a/b")
+ * + "/"; "/a/b" (a name prefix) -> realpath("/a") + "/b".  A string prefix
+ * of what a resolved origin must start with. */
+static int resolve_prefix(const char *prefix, char *out, size_t outlen)
+{
+  char dir[FC_PATH_MAX], real[PATH_MAX];
+  const char *slash = strrchr(prefix, '/');
+  size_t dlen = (size_t)(slash - prefix);
+
+  memcpy(dir, prefix, dlen);
+  dir[dlen] = '\0';
+  if (!realpath(dlen ? dir : "/", real))
+    return -errno;
+  if (snprintf(out, outlen, "%s/%s", strcmp(real, "/") ? real : "",
+               slash + 1) >= (int)outlen)
+    return -ENAMETOOLONG;
+  return 0;
+}
+
+static const char *kind(mode_t m)
+{
+  return S_ISCHR(m) ? "a character device" : S_ISSOCK(m) ? "a socket" :
+         S_ISFIFO(m) ? "a FIFO" : S_ISDIR(m) ? "a directory" :
+         S_ISLNK(m) ? "a symbolic link" : "neither a block device nor a "
+         "regular file";
+}
+
+/* Refuses the cache and what holds it or the state directory.  st is the
+ * candidate's (what the O_PATH descriptor refers to), real its path. */
+static int check_not_ours(const struct fc_origin_policy *pol, const char *path,
+                          const struct stat *st, const char *real,
+                          char *err, size_t errlen)
+{
+  char state[PATH_MAX];
+  struct stat cs, ss;
+
+  if (realpath(pol->state_dir, state) && path_under(real, state)) {
+    snprintf(err, errlen, "origin %s resolves to %s, inside the agent's "
+             "state_dir %s; the agent never serves its own state", path, real,
+             state);
+    return -EPERM;
+  }
+  if (stat(pol->cache_path, &cs) == 0) {
+    bool same = S_ISBLK(st->st_mode) ?
+      (S_ISBLK(cs.st_mode) && fc_blockdev_overlap(st->st_rdev, cs.st_rdev)) ||
+      (!S_ISBLK(cs.st_mode) && fc_blockdev_overlap(st->st_rdev, cs.st_dev)) :
+      st->st_dev == cs.st_dev && st->st_ino == cs.st_ino;
+    if (same) {
+      snprintf(err, errlen, "origin %s is, holds or shares a device with "
+               "the agent's cache %s (cache_path); refused", path,
+               pol->cache_path);
+      return -EPERM;
+    }
+  }
+  /* A disk (or device-mapper device) under the filesystem of the state
+   * directory holds the state and every other file there. */
+  if (S_ISBLK(st->st_mode) && stat(pol->state_dir, &ss) == 0 &&
+      fc_blockdev_overlap(st->st_rdev, ss.st_dev)) {
+    snprintf(err, errlen, "origin %s shares a device with the filesystem of "
+             "the agent's state_dir %s; refused", path, pol->state_dir);
+    return -EPERM;
+  }
+  return 0;
+}
+
+/* The lexical rules on the path as given; the prefix it matched. */
+static int check_name(const struct fc_origin_policy *pol, const char *path,
+                      const char **prefix, char *err, size_t errlen)
+{
+  if (path[0] != '/' || has_dot_component(path) ||
+      strlen(path) >= FC_PATH_MAX) {
+    snprintf(err, errlen, "origin '%.200s' is not an absolute path without "
+             "'.' or '..' components, shorter than %d bytes", path,
+             FC_PATH_MAX);
+    return -EINVAL;
+  }
+  for (unsigned i = 0; i < pol->n_prefixes; i++) {
+    if (!strncmp(path, pol->prefixes[i], strlen(pol->prefixes[i]))) {
+      *prefix = pol->prefixes[i];
+      return 0;
+    }
+  }
+  snprintf(err, errlen, "origin %.200s is not under any of the agent's "
+           KEY "%s; attach the volume os-brick attached, or add its "
+           "directory to " KEY " in the agent's configuration", path,
+           pol->n_prefixes ? "" : " (empty: only NBD origins allowed)");
+  return -EPERM;
+}
+
+/* The rules on what the path resolved to. */
+static int check_target(const struct fc_origin_policy *pol, const char *path,
+                        const char *prefix, const struct stat *st,
+                        const char *real, char *err, size_t errlen)
+{
+  char rprefix[PATH_MAX];
+  int r;
+
+  if (!S_ISBLK(st->st_mode) && !S_ISREG(st->st_mode)) {
+    snprintf(err, errlen, "origin %s resolves to %s, which is %s; an origin "
+             "is a block device or a regular file", path, real,
+             kind(st->st_mode));
+    return -EPERM;
+  }
+  /* A second name for a file elsewhere (a hard link made into a prefix)
+   * would pass the path checks below. */
+  if (S_ISREG(st->st_mode) && st->st_nlink != 1) {
+    snprintf(err, errlen, "origin %s is a regular file with %lu hard links; "
+             "an origin file must have exactly one name", path,
+             (unsigned long)st->st_nlink);
+    return -EPERM;
+  }
+  if (under_dev(prefix)) {
+    /* by-path, by-id, mapper: symlinks to the device node, anywhere in
+     * /dev, but only ever to a block device. */
+    if (!S_ISBLK(st->st_mode) || !path_under(real, "/dev")) {
+      snprintf(err, errlen, "origin %s resolves to %s, which is not a block "
+               "device in /dev; a prefix under /dev/ in " KEY " admits block "
+               "devices only", path, real);
+      return -EPERM;
+    }
+  } else {
+    r = resolve_prefix(prefix, rprefix, sizeof rprefix);
+    if (r < 0 || strncmp(real, rprefix, strlen(rprefix))) {
+      snprintf(err, errlen, "origin %s resolves to %s, outside %s (the "
+               KEY " entry %s it matched); a link must not lead out of its "
+               "prefix", path, real, r < 0 ? "(unresolvable)" : rprefix,
+               prefix);
+      return -EPERM;
+    }
+  }
+  return check_not_ours(pol, path, st, real, err, errlen);
+}
+
+int fc_origin_policy_open(const struct fc_origin_policy *pol,
+                          const char *path, int flags, int *fd_out,
+                          char *err, size_t errlen)
+{
+  char link[64], real[PATH_MAX];
+  const char *prefix = NULL;
+  struct stat st, st2;
+  ssize_t n;
+  int opath = -1, fd = -1, r;
+
+  r = check_name(pol, path, &prefix, err, errlen);
+  if (r < 0)
+    return r;
+  /* O_PATH opens nothing: no device driver runs (opening some character
+   * devices has effects), yet the descriptor pins the inode we check. */
+  opath = open(path, O_PATH | O_CLOEXEC);
+  if (opath < 0) {
+    r = -errno;
+    snprintf(err, errlen, "cannot open origin %s: %s", path, strerror(-r));
+    return r;
+  }
+  snprintf(link, sizeof link, "/proc/self/fd/%d", opath);
+  n = readlink(link, real, sizeof real - 1);
+  if (n < 0 || fstat(opath, &st) < 0) {
+    r = -errno;
+    snprintf(err, errlen, "cannot resolve origin %s: %s", path, strerror(-r));
+    goto out;
+  }
+  real[n] = '\0';
+  r = check_target(pol, path, prefix, &st, real, err, errlen);
+  if (r < 0)
+    goto out;
+  /* Reopening through the descriptor opens the inode that was checked,
+   * whatever the path names by now. */
+  fd = open(link, (flags & O_ACCMODE) | O_CLOEXEC | O_NOCTTY |
+            (S_ISBLK(st.st_mode) ? (flags & O_EXCL) : 0));
+  if (fd < 0) {
+    r = -errno;
+    if (r == -EBUSY)
+      snprintf(err, errlen, "origin %s (%s) is in use: mounted, or held by "
+               "another device or process; the agent opens a block device "
+               "origin exclusively", path, real);
+    else
+      snprintf(err, errlen, "cannot open origin %s: %s", path, strerror(-r));
+    goto out;
+  }
+  if (fstat(fd, &st2) < 0 || st2.st_dev != st.st_dev ||
+      st2.st_ino != st.st_ino) {
+    r = -EAGAIN;
+    snprintf(err, errlen, "origin %s changed while it was being opened; "
+             "try again", path);
+    goto out;
+  }
+  *fd_out = fd;
+  fd = -1;
+out:
+  if (fd >= 0)
+    close(fd);
+  close(opath);
+  return r;
+}

@@ -1,0 +1,53 @@
+/* Where a path origin may come from (origin_policy.c), and the block
+ * device relations it needs (origin_stack.c).  Part of origin.h's
+ * interface; a separate header so that the engines which only check an
+ * origin (dmcache) need not see the I/O interface. */
+#ifndef FCACHE_ORIGIN_POLICY_H
+#define FCACHE_ORIGIN_POLICY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+#include "common/config.h"
+
+/* What the agent may open as a path origin.  Built from the agent's
+ * configuration by fc_origin_policy_init(); it points into cfg. */
+struct fc_origin_policy {
+  const char (*prefixes)[FC_PATH_MAX];  /* origin_prefixes */
+  unsigned n_prefixes;
+  const char *state_dir;                /* nothing under it */
+  const char *cache_path;               /* never the cache, nor under it */
+};
+
+void fc_origin_policy_init(struct fc_origin_policy *pol,
+                           const struct fc_config *cfg);
+
+/* Checks `path` against pol and opens it with `flags` (O_RDONLY or
+ * O_RDWR, plus O_EXCL to refuse a block device that is mounted or held by
+ * anyone else).  The rules:
+ *   - path is absolute, without "." or ".." components, and starts with
+ *     one of pol->prefixes;
+ *   - what it resolves to is a block device (for a prefix under /dev/:
+ *     os-brick's by-path and by-id names are symlinks to /dev/sdX, outside
+ *     the prefix), or a block device or regular file under the resolved
+ *     prefix (any other prefix: a symlink must not escape it);
+ *   - never a character device, socket, FIFO or directory;
+ *   - never the cache (file or device), anything under state_dir, nor a
+ *     block device that holds them or is built on them.
+ * The checks are made on the inode actually opened (an O_PATH descriptor,
+ * then reopened through /proc/self/fd), so swapping a symlink between the
+ * check and the open gains nothing.  Returns 0 with *fd_out set, or a
+ * negative errno (-EPERM for a refused origin) with a one-line message in
+ * err naming the key to change. */
+int fc_origin_policy_open(const struct fc_origin_policy *pol,
+                          const char *path, int flags, int *fd_out,
+                          char *err, size_t errlen);
+
+/* True when block devices a and b share stored bytes: followed down
+ * what each is built on (device-mapper, md, ...: /sys/dev/block/.../slaves)
+ * to the devices at the bottom, two of which are the same device or a
+ * disk and one of its partitions.  Bounded depth and breadth. */
+bool fc_blockdev_overlap(dev_t a, dev_t b);
+
+#endif
