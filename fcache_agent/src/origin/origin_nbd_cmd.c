@@ -29,42 +29,57 @@ nbd_cmd_finish(struct nbd_cmd *k, int err)
     sem_post(&w->sem);
 }
 
-/* A live connection with room, starting the round robin at `start`; NULL
- * when every connection is down, and so is `*full` when some were only
- * full. */
+/* A live connection with room: the first one with fewer than
+ * NBD_CONN_SPILL commands in flight, else the least busy.  Filling one
+ * connection before the next keeps the others idle at low load and makes
+ * each loop wake-up (and each of the server's) find several replies
+ * (requests) at once; spilling over keeps a deep queue from waiting on one
+ * socket.  Connections in the `skip` mask are not considered.  NULL when
+ * every connection is down, and so is `*full` when some were only full. */
 static struct nbd_conn *
-pick(struct nbd_origin *n, unsigned start, bool *full)
+pick(struct nbd_origin *n, uint32_t skip, bool *full)
 {
-  *full = false;
-  for (unsigned i = 0; i < n->nr_conns; i++) {
-    struct nbd_conn *c = &n->conns[(start + i) % n->nr_conns];
+  struct nbd_conn *best = NULL;
+  unsigned best_load = NBD_CONN_MAX_IN_FLIGHT;
+  bool any_live = false;
 
-    if (!atomic_load(&c->live))
+  for (unsigned i = 0; i < n->nr_conns; i++) {
+    struct nbd_conn *c = &n->conns[i];
+    unsigned load;
+
+    if (!atomic_load(&c->live) || (skip & (UINT32_C(1) << i)))
       continue;
-    if (atomic_load_explicit(&c->in_flight, memory_order_relaxed) <
-        NBD_CONN_MAX_IN_FLIGHT)
+    any_live = true;
+    load = atomic_load_explicit(&c->in_flight, memory_order_relaxed);
+    if (load < NBD_CONN_SPILL) {
+      *full = false;
       return c;
-    *full = true;
+    }
+    if (load < best_load) {
+      best = c;
+      best_load = load;
+    }
   }
-  return NULL;
+  *full = !best && any_live;
+  return best;
 }
 
 /* Start `k` somewhere.  0, or -errno when it could not be started. */
 static int
 start_cmd(struct nbd_origin *n, struct nbd_cmd *k)
 {
-  unsigned start = atomic_fetch_add_explicit(&n->next, 1, memory_order_relaxed);
+  uint32_t failed = 0;          /* connections found dead by this command */
 
-  for (unsigned tries = 0; tries < n->nr_conns;) {
+  for (;;) {
     bool full;
-    struct nbd_conn *c = pick(n, start + tries, &full);
+    struct nbd_conn *c = pick(n, failed, &full);
     int r;
 
     if (!c && full) {
       /* Backstop (see NBD_CONN_MAX_IN_FLIGHT): wait for any completion. */
       pthread_mutex_lock(&n->slot_lock);
       atomic_fetch_add(&n->slot_waiters, 1);
-      if (!pick(n, start, &full) && full)
+      if (!pick(n, failed, &full) && full)
         pthread_cond_wait(&n->slot_cond, &n->slot_lock);
       atomic_fetch_sub(&n->slot_waiters, 1);
       pthread_mutex_unlock(&n->slot_lock);
@@ -76,9 +91,8 @@ start_cmd(struct nbd_origin *n, struct nbd_cmd *k)
     if (r != -ENOTCONN)
       return r;
     /* It died under us: another connection may still be up. */
-    tries++;
+    failed |= UINT32_C(1) << c->index;
   }
-  return -ENOTCONN;
 }
 
 static int

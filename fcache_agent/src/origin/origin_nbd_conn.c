@@ -21,7 +21,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
-#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -401,6 +400,9 @@ static const char *
 drive(struct nbd_conn *c)
 {
   struct nbd_handle *h = c->h;  /* only this thread changes c->h */
+  /* Fixed while the handle lives (checked below before each poll);
+   * asking again would take its lock. */
+  int fd = nbd_aio_get_fd(h);
   struct stall st = { 0, 0 };
 
   while (!atomic_load(&c->stopping)) {
@@ -412,7 +414,7 @@ drive(struct nbd_conn *c)
      * libnbd error, not ours. */
     if (nbd_aio_is_dead(h) || nbd_aio_is_closed(h))
       return "the connection failed while sending";
-    p[0] = (struct pollfd){ .fd = nbd_aio_get_fd(h), .events = poll_events(h) };
+    p[0] = (struct pollfd){ .fd = fd, .events = poll_events(h) };
     p[1] = (struct pollfd){ .fd = c->efd, .events = POLLIN };
     if (poll(p, 2, timeout) < 0 && errno != EINTR)
       return strerror(errno);
@@ -426,10 +428,10 @@ drive(struct nbd_conn *c)
       log_warning("origin %s: connection %u: no reply for %d s with %u "
                   "request(s) in flight", c->origin->uri, c->index,
                   NBD_CONN_STALL_MS / 1000, atomic_load(&c->in_flight));
-      /* Makes the next read see end-of-file: libnbd then fails every
-       * command on the handle. */
-      shutdown(nbd_aio_get_fd(h), SHUT_RDWR);
-      st.since = 0;
+      /* retire() closes the handle, which fails every command on it.
+       * (Not shutdown(2) on its socket: libnbd may have closed that fd
+       * already, and the number may be someone else's by now.) */
+      return "the server stopped answering";
     }
   }
   return NULL;

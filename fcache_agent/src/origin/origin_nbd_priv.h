@@ -32,6 +32,9 @@
  * a backstop; a caller that finds every connection full waits for a slot. */
 #define NBD_CONN_MAX_IN_FLIGHT 256
 
+/* Commands in flight on a connection before the next one is used. */
+#define NBD_CONN_SPILL 16
+
 /* A connection with commands in flight and no completion for this long is
  * declared dead (its socket is shut down, which fails every command on it)
  * and re-established: a server that stops answering must not hang the VM. */
@@ -78,7 +81,6 @@ struct nbd_origin {
   bool can_flush;
   uint32_t max_request;
   unsigned nr_conns;
-  atomic_uint next;             /* round-robin start for the next request */
   /* Callers waiting because every live connection is full. */
   pthread_mutex_t slot_lock;
   pthread_cond_t slot_cond;
