@@ -148,6 +148,8 @@ json() {
     [ "$(conf_value engine)" = ucache ]
     [ "$(conf_value control_socket)" = "$FCACHE_RUN_DIR/agent.sock" ]
     [ "$(conf_value control_group)" = root ]
+    [ "$(conf_value control_admin_group)" = root ]
+    [ "$(conf_value origin_prefixes)" = "/dev/disk/by-path/,/dev/disk/by-id/,/dev/mapper/,/dev/rbd,$DATA_DIR/nova/mnt/" ]
     [ "$(conf_value export_group)" != "" ]
     [ "$(stat -c %a "$FCACHE_STATE_DIR")" = 700 ]
 
