@@ -120,7 +120,11 @@ fc_dmc_xml_read(const char *path, struct fc_dmc_dump *out, char *err, size_t err
     lineno++;
     if (strstr(line, "<superblock")) {
       const char *pol = attr(line, "policy");
-      if (attr_u64(line, "block_size", &bs) || attr_u64(line, "nr_cache_blocks", &nr) ||
+      /* cache_dump writes one superblock.  A second would replace the map
+       * while out->n still counted the first one's entries: the old map
+       * leaked, and a smaller new one was written past its end (found by
+       * fuzz/fuzz_dm_xml.c). */
+      if (have_sb || attr_u64(line, "block_size", &bs) || attr_u64(line, "nr_cache_blocks", &nr) ||
           nr > UINT32_MAX - 1) {
         r = -EINVAL;
         break;
@@ -129,7 +133,6 @@ fc_dmc_xml_read(const char *path, struct fc_dmc_dump *out, char *err, size_t err
       out->nr_cache_blocks = nr;
       snprintf(out->policy, sizeof out->policy, "%.*s",
                pol ? (int)strcspn(pol, "\"") : 0, pol ? pol : "");
-      free(index);
       index = calloc(nr + 1, sizeof *index);
       out->map = calloc(nr + 1, sizeof *out->map);
       if (!index || !out->map) {
