@@ -82,6 +82,20 @@ json() {
     refute calls 'thin-provisioning-tools'
 }
 
+@test "pre-install: the Debian package of every library the agent's Makefile links" {
+    load_settings
+    plugin stack pre-install
+    libs=$(sed -n 's/^PKGS := //p' "$REPO/fcache_agent/Makefile")
+    [ -n "$libs" ]
+    for lib in $libs; do
+        # The package that ships the library's pkg-config file.
+        pc="$(pkg-config --variable=pcfiledir "$lib")/$lib.pc"
+        deb=$(dpkg -S "$pc" | cut -d: -f1)
+        [ -n "$deb" ]
+        calls "^install_package .* $deb( |\$)"
+    done
+}
+
 @test "pre-install: dmcache also gets thin-provisioning-tools and dmsetup" {
     FCACHE_ENGINE=dmcache
     load_settings
