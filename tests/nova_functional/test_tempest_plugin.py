@@ -94,6 +94,33 @@ class TempestPluginTest(testtools.TestCase):
         self.assertRaises(cfg.ConfigFileValueError,
                           lambda: conf.fcache.data_size_mb)
 
+    def _check_uuid(self, package, path):
+        check = os.path.join(os.path.dirname(sys.executable), 'check-uuid')
+        env = dict(os.environ, PYTHONPATH=path)
+        return subprocess.run([check, '--package', package], env=env,
+                              stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT,
+                              universal_newlines=True)
+
+    def test_every_test_has_a_unique_idempotent_id(self):
+        # Tempest's own checker, as the plugin's gate would run it.
+        result = self._check_uuid('fcache_tempest_plugin', REPO)
+        self.assertEqual(0, result.returncode, result.stdout)
+
+    def test_uuid_checker_catches_a_test_without_id(self):
+        top = self.useFixture(fixtures.TempDir()).path
+        pkg = os.path.join(top, 'badplugin', 'tests')
+        os.makedirs(pkg)
+        for d in (os.path.dirname(pkg), pkg):
+            open(os.path.join(d, '__init__.py'), 'w').close()
+        with open(os.path.join(pkg, 'test_x.py'), 'w') as f:
+            f.write('from tempest import test\n\n\n'
+                    'class XTest(test.BaseTestCase):\n\n'
+                    '    def test_no_id(self):\n        pass\n')
+        result = self._check_uuid('badplugin', top)
+        self.assertNotEqual(0, result.returncode, result.stdout)
+        self.assertIn('idempotent_id', result.stdout)
+
     def test_tempest_run_lists_the_tests(self):
         # What CI and an operator see: tempest run --list-tests in a
         # workspace made by tempest init, with the plugin installed (its
