@@ -27,7 +27,8 @@ BS = mu.BS
 MiB = mu.MiB
 SIZE = 32 * MiB
 CACHE = 16 * MiB            # 4096 blocks: 16 full frames
-REGION = (0, CACHE)         # cached on the source, rewritten at the destination
+# Cached on the source, rewritten at the destination.
+REGION = (0, CACHE)
 RATE_MBPS = 12              # 1.2 MB per 100 ms period: whole frames, ~1.4 s
 
 
@@ -85,11 +86,11 @@ def test_batched_installs_race_vm_writes(make_agent, make_origin, strategy,
     assert st['state'] == 'completed', st
     done = migration.finish(s, d, mid, timeout_s=60)
     assert done['state'] == 'completed', done
-    writes = vm.wl.counts['write'] + vm.wl.counts['zero'] + vm.wl.counts['trim']
+    writes = sum(vm.wl.counts[k] for k in ('write', 'zero', 'trim'))
     print('%s/%s: %d source blocks (%d dirty), VM %d writes/zeroes/trims '
           'during the copy; installed %d, discarded %d, fetched %d' % (
-              strategy, policy, before['cached_blocks'], before['dirty_blocks'],
-              writes, st['installed_copies'], st['discarded_copies'],
+              strategy, policy, before['cached_blocks'],
+              before['dirty_blocks'], writes, st['installed_copies'], st['discarded_copies'],
               st['fetched_blocks']))
     # The race happened: copies arrived for blocks the VM had rewritten,
     # and others were installed around them, batch by batch.  (firepan_if's

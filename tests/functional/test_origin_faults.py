@@ -46,8 +46,11 @@ def wait_reconnected(agent, connections, timeout=20):
 
 @pytest.mark.parametrize('policy', POLICIES)
 def test_origin_errors(make_agent, make_origin, workdir, policy):
-    """A fifth of the origin's requests fail: errors reach the VM, never
-    stale data, and nothing is lost once the origin is healthy."""
+    """A fifth of the origin's requests fail.
+
+    Errors reach the VM, never stale data, and nothing is lost once the
+    origin is healthy.
+    """
     flag = os.path.join(workdir, 'inject-errors')
     open(flag, 'w').close()
     origin = make_origin(VOLUME_SIZE, filters=['error'],
@@ -73,9 +76,11 @@ def test_origin_errors(make_agent, make_origin, workdir, policy):
 
 @pytest.mark.parametrize('policy', POLICIES)
 def test_origin_killed_mid_flight(make_agent, make_origin, policy):
-    """SIGKILL the origin under a queue depth of 32, restart it 1.5 s
-    later: the requests in flight fail, the agent reconnects, the workload
-    goes on, and the data is the oracle's."""
+    """SIGKILL the origin under a queue depth of 32, restart it 1.5 s later.
+
+    The requests in flight fail, the agent reconnects, the workload goes
+    on, and the data is the oracle's.
+    """
     origin = make_origin(VOLUME_SIZE)
     agent = make_agent(cache_size='8M', writeback_interval_ms=50,
                        origin_connections=2).start()
@@ -123,8 +128,10 @@ def test_origin_killed_mid_flight(make_agent, make_origin, policy):
 
 
 def test_reconnects_when_origin_returns(make_agent, make_origin):
-    """Stopped origin: a miss fails at once (no hang, no retry loop in the
-    VM's request); restarted origin: misses are served again."""
+    """Stopped origin: a miss fails at once; restarted: served again.
+
+    No hang and no retry loop in the VM's request.
+    """
     origin = make_origin(4 * MiB)
     agent = make_agent(cache_size='4M', origin_connections=2).start()
     _, h = attach_and_connect(agent, 'vol1', origin, cache_size=MiB,
@@ -157,8 +164,10 @@ def test_reconnects_when_origin_returns(make_agent, make_origin):
 
 @pytest.mark.timeout(180)
 def test_stalled_origin_fails_requests(make_agent, make_origin):
-    """An origin that stops answering (SIGSTOP) must not hang the VM: after
-    the stall limit its requests fail and the connection is replaced."""
+    """An origin that stops answering (SIGSTOP) must not hang the VM.
+
+    After the stall limit its requests fail and the connection is replaced.
+    """
     origin = make_origin(4 * MiB)
     agent = make_agent(cache_size='4M', origin_connections=1).start()
     _, h = attach_and_connect(agent, 'vol1', origin, cache_size=MiB,
