@@ -90,8 +90,8 @@ def test_batched_installs_race_vm_writes(make_agent, make_origin, strategy,
     print('%s/%s: %d source blocks (%d dirty), VM %d writes/zeroes/trims '
           'during the copy; installed %d, discarded %d, fetched %d' % (
               strategy, policy, before['cached_blocks'],
-              before['dirty_blocks'], writes, st['installed_copies'], st['discarded_copies'],
-              st['fetched_blocks']))
+              before['dirty_blocks'], writes, st['installed_copies'],
+              st['discarded_copies'], st['fetched_blocks']))
     # The race happened: copies arrived for blocks the VM had rewritten,
     # and others were installed around them, batch by batch.  (firepan_if's
     # VM runs against the origin at once and rewrites most of the region
