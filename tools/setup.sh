@@ -14,6 +14,7 @@ APT_PACKAGES=(
   user-mode-linux kmod libdevmapper-dev thin-provisioning-tools dmsetup
   libvirt-daemon-system python3-libvirt
   libgnutls28-dev gnutls-bin
+  clang libclang-rt-14-dev
   linux-perf
 )
 # Operations checks (tools/run-tests.sh): the DevStack plugin and the
