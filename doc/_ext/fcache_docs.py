@@ -161,32 +161,7 @@ class CliDirective(Directive):
         return node.children
 
 
-# Pages whose owners are rewriting them, with a simple table whose text
-# runs one character into a column margin (docutils: "Malformed table").
-# Until they are fixed at the source, their tables are read with one-space
-# margins.  Remove a name once its page builds without this.
-TOLERATED_TABLES = ('migration', 'ucache')
-_BORDER = re.compile(r'^=+( +=+)+ *$')
-
-
-def _one_space_margins(line):
-    runs = [m.span() for m in re.finditer('=+', line)]
-    chars = list(line.rstrip())
-    for (start, _), (next_start, _) in zip(runs, runs[1:]):
-        chars[start:next_start - 1] = '=' * (next_start - 1 - start)
-    return ''.join(chars)
-
-
-def tolerate_tables(app, docname, source):
-    if docname not in TOLERATED_TABLES:
-        return
-    source[0] = '\n'.join(
-        _one_space_margins(line) if _BORDER.match(line) else line
-        for line in source[0].split('\n'))
-
-
 def setup(app):
-    app.connect('source-read', tolerate_tables)
     app.add_directive('fcache-agent-keys', AgentKeysDirective)
     app.add_directive('fcache-cli', CliDirective)
     return {'parallel_read_safe': True, 'parallel_write_safe': True}
