@@ -17,6 +17,7 @@
  * does not read its replies; the send timeout then drops it.
  */
 #include <errno.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -134,6 +135,44 @@ static int dispatch(const struct fc_export *exp, const struct nbd_request *req,
   return r > 0 ? 0 : r;
 }
 
+/* Sends all of iov, failing with -ETIMEDOUT once the client has taken
+ * nothing for NBD_SEND_TIMEOUT_S.  Not SO_SNDTIMEO: a send that made some
+ * progress before it blocked returns that progress when the timeout
+ * expires, and the next call would wait a whole timeout again. */
+static int send_all(int fd, struct iovec *iov, int iovcnt)
+{
+  while (iovcnt > 0) {
+    struct msghdr msg = { .msg_iov = iov, .msg_iovlen = (size_t)iovcnt };
+    ssize_t n = sendmsg(fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+
+    if (n < 0) {
+      struct pollfd pfd = { .fd = fd, .events = POLLOUT };
+      int p;
+
+      if (errno == EINTR)
+        continue;
+      if (errno != EAGAIN && errno != EWOULDBLOCK)
+        return -errno;
+      p = poll(&pfd, 1, NBD_SEND_TIMEOUT_S * 1000);
+      if (p == 0)
+        return -ETIMEDOUT;
+      if (p < 0 && errno != EINTR)
+        return -errno;
+      continue;                 /* writable, or an error sendmsg reports */
+    }
+    while (iovcnt > 0 && (size_t)n >= iov->iov_len) {
+      n -= (ssize_t)iov->iov_len;
+      iov++;
+      iovcnt--;
+    }
+    if (iovcnt > 0) {
+      iov->iov_base = (uint8_t *)iov->iov_base + n;
+      iov->iov_len -= (size_t)n;
+    }
+  }
+  return 0;
+}
+
 static int send_reply(struct conn *c, const struct nbd_request *req, int err,
                       const uint8_t *data)
 {
@@ -145,9 +184,9 @@ static int send_reply(struct conn *c, const struct nbd_request *req, int err,
 
   nbd_reply_encode(hdr, nbd_errno_to_wire(err), req->cookie);
   pthread_mutex_lock(&c->write_lock);
-  r = nbd_send_full(c->fd, iov, req->type == NBD_CMD_READ && !err ? 2 : 1);
+  r = send_all(c->fd, iov, req->type == NBD_CMD_READ && !err ? 2 : 1);
   pthread_mutex_unlock(&c->write_lock);
-  if (r == -EAGAIN || r == -EWOULDBLOCK)
+  if (r == -ETIMEDOUT)
     log_info("nbd: connection %u: client did not read its replies for %d s, "
              "dropping it", c->id, NBD_SEND_TIMEOUT_S);
   if (r < 0) {
@@ -195,8 +234,15 @@ static int read_request(struct worker *w, struct nbd_request *req, int *err)
   /* Before the payload is read or the reply buffer filled, and with
    * read_lock held: a full budget stops this connection's reading.  A
    * count the export refuses costs nothing (drained, or not served). */
-  if (req->count <= exp->max_block)
+  if (req->count <= exp->max_block) {
     budget_take(w, request_cost(req));
+    /* The wait may have ended because the connection failed: a dropped
+     * client's queued requests are not served. */
+    if (atomic_load(&c->quit)) {
+      budget_give(w);
+      return -1;
+    }
+  }
   if (nbd_request_payload_len(req) == 0)
     return 0;
   if (req->count > exp->max_block) {
@@ -300,8 +346,9 @@ void *nbd_conn_main(void *arg)
   if (atomic_load(&srv->stopping))
     goto out;
   /* An idle client is normal in transmission (no receive timeout; stop()
-   * uses shutdown()); one that does not read its replies is not. */
-  set_timeouts(c->fd, 0, NBD_SEND_TIMEOUT_S);
+   * uses shutdown()); one that does not read its replies is not, and
+   * send_all() times it out. */
+  set_timeouts(c->fd, 0, 0);
   ws = calloc(srv->nthreads, sizeof *ws);
   if (!ws) {
     log_error("nbd: connection %u: out of memory", c->id);

@@ -1,0 +1,275 @@
+"""Least privilege: what a client allowed on the control socket can make
+the agent (root) open, and which operations each group may call.
+
+* Origins: only paths under ``origin_prefixes`` (here the work directory);
+  never a host file, the cache, the state directory, a link leading out,
+  a character device, or a mounted block device.  Each refused attach
+  names the key to change, creates no export, and leaves no descriptor on
+  the target in the agent.
+* Groups: a member of ``control_group`` reads status but may not attach,
+  detach or migrate (EPERM naming ``control_admin_group``); a member of
+  ``control_admin_group`` may.  The clients run as throwaway users made
+  here (useradd), with setpriv.
+"""
+
+import errno
+import json
+import os
+import shutil
+import subprocess
+import uuid
+
+import pytest
+
+from nova_ext import exception
+
+from . import oracle as om
+
+MiB = 1 << 20
+
+
+def agent_fds(agent):
+    """The files and devices the agent's descriptors point at (not its
+    sockets: the control connection of the request comes and goes)."""
+    d = '/proc/%d/fd' % agent.pid
+    out = set()
+    for fd in os.listdir(d):
+        try:
+            target = os.readlink(os.path.join(d, fd))
+            if target.startswith('/'):
+                out.add(target)
+        except OSError:
+            pass
+    return out
+
+
+def refused(agent, origin, *words):
+    """Attaching ``origin`` fails with EPERM (or ``words``' errno) and a
+    one-line message holding each of ``words``; nothing is opened."""
+    before = agent_fds(agent)
+    with pytest.raises(exception.AgentError) as ei:
+        agent.attach('intruder', origin, cache_size=MiB)
+    err = ei.value
+    assert '\n' not in err.error, err.error
+    for w in words:
+        assert w in err.error, (origin, err.error)
+    assert not os.path.exists(os.path.join(agent.export_dir,
+                                           'intruder.sock'))
+    assert agent_fds(agent) - before == set(), agent_fds(agent) - before
+    return err
+
+
+@pytest.fixture
+def agent(make_agent):
+    return make_agent(cache_size='8M').start()
+
+
+def test_host_files_are_refused(agent, workdir, make_origin):
+    fine = make_origin(2 * MiB, nbd=False)
+    err = refused(agent, '/etc/passwd', 'not under any of the agent\'s '
+                  'origin_prefixes', 'add its directory to origin_prefixes')
+    assert err.errno == errno.EPERM
+    refused(agent, '/etc/shadow', 'origin_prefixes')
+    # Lexically inside the prefix, but not really.
+    refused(agent, os.path.join(workdir, '..', 'etc', 'passwd'),
+            "'.' or '..' components")
+    for name, target, words in (
+            ('shadow-link', '/etc/shadow', ('resolves to /etc/shadow',
+                                            'outside')),
+            ('etc-dir', '/etc', ('outside',)),
+            ('null', '/dev/null', ('a character device',)),
+            ('cache-link', agent.cache_path, ('state_dir',))):
+        link = os.path.join(workdir, name)
+        os.symlink(target, link)
+        if name == 'etc-dir':
+            link = os.path.join(link, 'passwd')
+        refused(agent, link, *words)
+    # The agent's own files, by name and by a second name.
+    refused(agent, agent.cache_path, 'inside the agent\'s state_dir')
+    refused(agent, agent.meta_path, 'state_dir')
+    hard = os.path.join(workdir, 'cache-hardlink')
+    os.link(agent.cache_path, hard)
+    refused(agent, hard, 'hard links')
+    os.unlink(hard)
+    sub = os.path.join(workdir, 'subdir')
+    os.mkdir(sub)
+    refused(agent, sub, 'a directory')
+    # A good origin in the same place still attaches and serves.
+    uri = agent.attach('good', fine.path, cache_size=MiB)['export_uri']
+    h = om.connect(uri)
+    assert not om.verify_all(h, om.Oracle(fine.content))
+    om.close(h)
+    assert [v['volume_id'] for v in agent.status()['volumes']] == ['good']
+
+
+@pytest.fixture
+def loop_device(workdir):
+    if os.geteuid() != 0 or not shutil.which('losetup'):
+        pytest.skip('needs root and losetup')
+    backing = os.path.join(workdir, 'loop-backing.img')
+    with open(backing, 'wb') as f:
+        f.truncate(16 * MiB)
+    r = subprocess.run(['losetup', '--find', '--show', backing],
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    if r.returncode != 0:
+        pytest.skip('no loop device: %s' % r.stdout.decode().strip())
+    dev = r.stdout.decode().strip()
+    yield dev
+    subprocess.run(['losetup', '-d', dev])
+
+
+def test_mounted_block_device_is_refused(make_agent, workdir, loop_device):
+    """engine ucache opens a block device exclusively: one that holds a
+    mounted filesystem is refused with the reason, the same device
+    unmounted attaches."""
+    if not shutil.which('mkfs.ext4'):
+        pytest.skip('needs mkfs.ext4')
+    agent = make_agent(cache_size='8M', origin_prefixes='%s,/dev/loop' %
+                       os.path.join(workdir, '')).start()
+    subprocess.run(['mkfs.ext4', '-q', '-F', loop_device], check=True)
+    mnt = os.path.join(workdir, 'mnt')
+    os.mkdir(mnt)
+    subprocess.run(['mount', loop_device, mnt], check=True)
+    try:
+        refused(agent, loop_device, 'is in use: mounted, or held by another '
+                'device or process')
+    finally:
+        subprocess.run(['umount', mnt], check=True)
+    agent.attach('loopvol', loop_device, cache_size=MiB)
+    # Held by the agent now: a mount must fail in turn.
+    r = subprocess.run(['mount', loop_device, mnt], stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT)
+    if r.returncode == 0:
+        subprocess.run(['umount', mnt])
+    assert r.returncode != 0, 'mounted a device the agent serves'
+    agent.detach('loopvol')
+
+
+# -- groups -------------------------------------------------------------
+
+class Principal(object):
+    """A throwaway user with a primary group and supplementary groups."""
+
+    def __init__(self, name, group, extra=()):
+        self.name = name
+        subprocess.run(['useradd', '-M', '-N', '-g', group, '-s',
+                        '/usr/sbin/nologin'] +
+                       (['-G', ','.join(extra)] if extra else []) + [name],
+                       check=True)
+
+    def call(self, sock, op, **args):
+        """One request on the control socket, as this user."""
+        script = ('import json, socket, sys\n'
+                  's = socket.socket(socket.AF_UNIX)\n'
+                  's.settimeout(20)\n'
+                  's.connect(sys.argv[1])\n'
+                  's.sendall(sys.argv[2].encode() + b"\\n")\n'
+                  'buf = b""\n'
+                  'while not buf.endswith(b"\\n"):\n'
+                  '    c = s.recv(65536)\n'
+                  '    if not c: break\n'
+                  '    buf += c\n'
+                  'sys.stdout.write(buf.decode())\n')
+        req = json.dumps({'op': op, 'args': args})
+        r = subprocess.run(['setpriv', '--reuid', self.name, '--regid',
+                            self.name_group, '--init-groups', '/usr/bin/python3',
+                            '-c', script, sock, req],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           timeout=60)
+        assert r.returncode == 0, r.stderr.decode()
+        return json.loads(r.stdout.decode())
+
+
+@pytest.fixture
+def principals(workdir):
+    if os.geteuid() != 0 or not all(shutil.which(t) for t in (
+            'useradd', 'groupadd', 'setpriv')):
+        pytest.skip('needs root, useradd, groupadd and setpriv')
+    tag = uuid.uuid4().hex[:6]
+    readers, admins = 'fcr' + tag, 'fca' + tag
+    users, groups = [], []
+    try:
+        for g in (readers, admins):
+            subprocess.run(['groupadd', g], check=True)
+            groups.append(g)
+        reader = Principal('fcr' + tag + 'u', readers)
+        reader.name_group = readers
+        users.append(reader.name)
+        # Admin through a supplementary group: the agent must look it up.
+        admin = Principal('fca' + tag + 'u', readers, extra=(admins,))
+        admin.name_group = readers
+        users.append(admin.name)
+        # The users must reach the socket in the (private) work directory.
+        os.chmod(workdir, 0o711)
+        yield readers, admins, reader, admin
+    finally:
+        for u in users:
+            subprocess.run(['userdel', u])
+        for g in groups:
+            subprocess.run(['groupdel', g])
+
+
+def test_readers_read_and_only_admins_change(make_agent, make_origin,
+                                             workdir, principals):
+    readers, admins, reader, admin = principals
+    agent = make_agent(cache_size='8M', control_group=readers,
+                       control_admin_group=admins)
+    os.makedirs(agent.dir, exist_ok=True)
+    os.chmod(agent.dir, 0o711)
+    agent.start()
+    origin = make_origin(2 * MiB, nbd=False)
+    os.chmod(origin.path, 0o600)
+    agent.attach('v1', origin.path, cache_size=MiB)
+    sock = agent.control_socket
+
+    for op, args in (('agent-status', {}), ('volume-list', {}),
+                     ('volume-show', {'volume_id': 'v1'}),
+                     ('migration-status', {'migration_id': 'none'})):
+        rep = reader.call(sock, op, **args)
+        if op == 'migration-status':
+            # Allowed, and answered: there is no such migration.
+            assert rep['ok'] or rep['errno'] != errno.EPERM, rep
+        else:
+            assert rep['ok'], (op, rep)
+    for op, args in (
+            ('volume-attach', {'volume_id': 'v2', 'origin': origin.path}),
+            ('volume-detach', {'volume_id': 'v1'}),
+            ('migration-incoming', {'volume_id': 'v9', 'migration_id': 'm',
+                                    'token': 'x' * 32}),
+            ('migration-abort', {'migration_id': 'm'})):
+        rep = reader.call(sock, op, **args)
+        assert not rep['ok'] and rep['errno'] == errno.EPERM, (op, rep)
+        assert "group '%s' (control_admin_group" % admins in rep['error'], rep
+        assert 'changes agent state' in rep['error'], rep
+    assert [v['volume_id'] for v in agent.status()['volumes']] == ['v1']
+    assert 'refused \'volume-attach\'' in agent.log()
+
+    # An admin (through a supplementary group) may.
+    rep = admin.call(sock, 'volume-detach', volume_id='v1')
+    assert rep['ok'], rep
+    rep = admin.call(sock, 'volume-attach', volume_id='v2',
+                     origin=origin.path, cache_size=MiB)
+    assert rep['ok'], rep
+    assert [v['volume_id'] for v in agent.status()['volumes']] == ['v2']
+
+
+def test_no_admin_group_means_root_only(make_agent, make_origin, workdir,
+                                        principals):
+    readers, _, reader, admin = principals
+    agent = make_agent(cache_size='8M', control_group=readers)
+    os.makedirs(agent.dir, exist_ok=True)
+    os.chmod(agent.dir, 0o711)
+    agent.start()
+    rep = admin.call(agent.control_socket, 'volume-detach', volume_id='x')
+    assert not rep['ok'] and rep['errno'] == errno.EPERM, rep
+    assert 'control_admin_group is empty' in rep['error'], rep
+    assert reader.call(agent.control_socket, 'agent-status')['ok']
+
+
+def test_admin_group_needs_control_group(make_agent):
+    agent = make_agent(control_admin_group='root')
+    rc, out = agent.start_expect_failure()
+    assert rc != 0
+    assert "key 'control_admin_group'" in out, out
+    assert 'control_group is empty' in out, out
+
