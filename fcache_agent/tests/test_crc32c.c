@@ -78,14 +78,19 @@ static void test_matches_reference(void **state)
 /* Both implementations, whichever crc32c() picks on this CPU. */
 static void test_tables_match_hardware(void **state)
 {
-  static unsigned char buf[8192 + 64];
+  static unsigned char buf[3 * 6144 + 64];
 
   for (size_t i = 0; i < sizeof buf; i++)
     buf[i] = (unsigned char)(i * 131 + (i >> 7));
   for (size_t off = 0; off < 8; off++)
     for (size_t len = 0; len < 300; len += 7)
       assert_int_equal(crc32c(7, buf + off, len), crc32c_sw(7, buf + off, len));
+  /* Around one and several three-chunk strides of the hardware path. */
+  for (size_t len = 6144 - 9; len < 3 * 6144 + 9; len += 6144 / 4 - 1)
+    for (size_t off = 0; off < 3; off++)
+      assert_int_equal(crc32c(~0u, buf + off, len), crc32c_sw(~0u, buf + off, len));
   assert_int_equal(crc32c(0, buf + 5, 8192), crc32c_sw(0, buf + 5, 8192));
+  assert_int_equal(crc32c(0, buf, 3 * 6144), crc32c_bitwise(0, buf, 3 * 6144));
   assert_int_equal(crc32c_sw(0, "123456789", 9), 0xE3069283u);
 }
 

@@ -8,8 +8,6 @@
  * table[0][i] is the CRC of byte i; table[k][i] = (table[k-1][i] >> 8) ^
  * table[0][table[k-1][i] & 0xff], i.e. byte i followed by k zero bytes.
  */
-#include <string.h>
-
 #include "crc32c.h"
 
 static const uint32_t crc32c_table[8][256] = {
@@ -407,36 +405,12 @@ uint32_t crc32c_sw(uint32_t crc, const void *buf, size_t len)
   return ~crc;
 }
 
-#if defined(__x86_64__)
-/* SSE4.2's crc32 instruction computes exactly this polynomial, 8 bytes per
- * instruction: about 4x the tables here, which matters because every
- * migration frame and every metadata record is checksummed (perf showed
- * the table loop at 30 % of an unthrottled copy's CPU). */
-__attribute__((target("sse4.2"))) static uint32_t
-crc32c_hw(uint32_t crc, const void *buf, size_t len)
-{
-  const unsigned char *p = buf;
-  uint64_t c = ~crc;
-
-  for (; len && ((uintptr_t)p & 7); len--)
-    c = __builtin_ia32_crc32qi((uint32_t)c, *p++);
-  for (; len >= 8; len -= 8, p += 8) {
-    uint64_t v;
-    memcpy(&v, p, 8);
-    c = __builtin_ia32_crc32di(c, v);
-  }
-  for (; len; len--)
-    c = __builtin_ia32_crc32qi((uint32_t)c, *p++);
-  return ~(uint32_t)c;
-}
-#endif
-
 uint32_t crc32c(uint32_t crc, const void *buf, size_t len)
 {
 #if defined(__x86_64__)
   /* libgcc fills the CPU model before main; the test is one load. */
   if (__builtin_cpu_supports("sse4.2"))
-    return crc32c_hw(crc, buf, len);
+    return crc32c_sse42(crc, buf, len);
 #endif
   return crc32c_sw(crc, buf, len);
 }

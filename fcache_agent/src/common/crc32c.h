@@ -17,5 +17,10 @@ uint32_t crc32c(uint32_t crc, const void *buf, size_t len);
 /* The same with the tables only: what crc32c() uses on a CPU without
  * SSE4.2, and the tests' second opinion on the hardware path. */
 uint32_t crc32c_sw(uint32_t crc, const void *buf, size_t len);
+#if defined(__x86_64__)
+/* The same with the crc32 instruction (crc32c_sse42.c): only on a CPU
+ * with SSE4.2. */
+uint32_t crc32c_sse42(uint32_t crc, const void *buf, size_t len);
+#endif
 
 #endif
