@@ -1,4 +1,7 @@
 #include <errno.h>
+#include <limits.h>
+#include <stdbool.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "fdio.h"
@@ -37,4 +40,51 @@ fc_full_pwrite(int fd, const void *buf, size_t len, off_t off)
     off += n;
   }
   return 0;
+}
+
+/* Skip n bytes of the vector: a short transfer resumes where it stopped. */
+static void
+advance(struct iovec **iov, int *cnt, size_t n)
+{
+  while (*cnt > 0 && n >= (*iov)->iov_len) {
+    n -= (*iov)->iov_len;
+    (*iov)++;
+    (*cnt)--;
+  }
+  if (*cnt > 0) {
+    (*iov)->iov_base = (char *)(*iov)->iov_base + n;
+    (*iov)->iov_len -= n;
+  }
+}
+
+static int
+full_v(int fd, struct iovec *iov, int cnt, off_t off, bool writing)
+{
+  while (cnt > 0) {
+    int k = cnt < IOV_MAX ? cnt : IOV_MAX;
+    ssize_t n = writing ? pwritev(fd, iov, k, off) : preadv(fd, iov, k, off);
+
+    if (n == -1) {
+      if (errno == EINTR)
+        continue;
+      return -errno;
+    }
+    if (n == 0 && !writing)
+      return -EIO;
+    advance(&iov, &cnt, (size_t)n);
+    off += n;
+  }
+  return 0;
+}
+
+int
+fc_full_preadv(int fd, struct iovec *iov, int n, off_t off)
+{
+  return full_v(fd, iov, n, off, false);
+}
+
+int
+fc_full_pwritev(int fd, struct iovec *iov, int n, off_t off)
+{
+  return full_v(fd, iov, n, off, true);
 }

@@ -8,4 +8,11 @@
 int fc_full_pread(int fd, void *buf, size_t len, off_t off);
 int fc_full_pwrite(int fd, const void *buf, size_t len, off_t off);
 
+struct iovec;
+/* The same, scattered over (or gathered from) iov[0..n): one system call
+ * for a run of buffers that are contiguous on disk.  iov is consumed (its
+ * entries are advanced past what was transferred). */
+int fc_full_preadv(int fd, struct iovec *iov, int n, off_t off);
+int fc_full_pwritev(int fd, struct iovec *iov, int n, off_t off);
+
 #endif

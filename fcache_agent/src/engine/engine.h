@@ -183,6 +183,13 @@ struct fc_engine_migr_ops {
   int (*out_peek)(struct fc_engine_migr *m, void *buf, uint32_t count, uint64_t off);
   /* One cached block's data; -ENOENT if it is no longer cached here. */
   int (*out_read)(struct fc_engine_migr *m, oblock_t ob, void *data, bool *dirty);
+  /* A batch of the background copy in one pass: res[i] 0 with data[i]
+   * (block_size bytes) and dirty[i] filled, or -ENOENT as out_read; the
+   * call returns 0, or -errno for the whole batch.  Blocks are read in
+   * whatever order is cheapest (runs of adjacent cache blocks).  NULL:
+   * the migration calls out_read for each block. */
+  int (*out_read_many)(struct fc_engine_migr *m, const uint64_t *obs, uint32_t n,
+                       void *const *data, bool *dirty, int *res);
   /* The destination holds ob durably (after the switchover). */
   int (*out_forget)(struct fc_engine_migr *m, oblock_t ob);
   /* The destination holds everything: forget every block, never write
@@ -206,6 +213,16 @@ struct fc_engine_migr_ops {
    * here already), -errno. */
   int (*in_install)(struct fc_engine_migr *m, oblock_t ob, const void *data,
                     bool dirty);
+  /* A batch of copied blocks, ids[i] = oblock | FC_BLOCK_DIRTY_BIT for a
+   * dirty one: res[i] as in_install's result, each block judged exactly
+   * as in_install would (a copy the VM wrote or already holds is
+   * discarded; a dirty one is durable once in_durable returns).  The call
+   * returns 0, or -errno for the whole batch (the migration fails).
+   * Called by several installer threads at once, each with its own batch.
+   * NULL: the migration calls in_install for each block, from one
+   * thread. */
+  int (*in_install_many)(struct fc_engine_migr *m, const uint64_t *ids,
+                         const void *const *data, uint32_t n, int *res);
   /* cachemior: warm ob from the origin.  0 installed, 1 skipped. */
   int (*in_preload)(struct fc_engine_migr *m, oblock_t ob);
   /* Every copied block is in (or the source is gone): attach what

@@ -1,9 +1,10 @@
 /* The destination side of a cache migration: the receiver thread reads
- * frames (lists, switch, blocks, data, done); the worker thread installs
- * background blocks, returns credit and acknowledges durable dirty blocks,
- * or (cachemior) preloads the hot list from the origin.  What the VM's
- * threads ask of the source (a fetch, a read before the switchover) is in
- * migr_dest_remote.c. */
+ * frames (lists, switch, blocks, data, done) and queues background blocks
+ * for the installers (migr_dest_install.c), which install them, return
+ * credit and acknowledge durable dirty blocks; the worker thread finishes
+ * the migration once every block is in, or (cachemior) preloads the hot
+ * list from the origin.  What the VM's threads ask of the source (a
+ * fetch, a read before the switchover) is in migr_dest_remote.c. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -106,8 +107,8 @@ send_complete(struct fc_migration *m)
  * whichever it is stops relying on the source at once (clean remote blocks
  * fall back to the origin, dirty ones fail until the source's copy is back)
  * and tells the operator the same thing. */
-static void
-source_lost(struct fc_migration *m, const char *when, const char *why)
+void
+fc_migr_dest_source_lost(struct fc_migration *m, const char *when, const char *why)
 {
   OPS(m)->in_lost(&m->e);
   fc_migr_fail(m, "transfer stream from the source lost%s: %s%s", when, why,
@@ -125,6 +126,7 @@ dest_rx(void *arg)
   bool lost;
   int r = buf ? 0 : -ENOMEM;
 
+  fc_migr_thread_setup("fc-migr-dst-rx");
   while (!r) {
     r = fc_xfer_recv(&m->conn, &h, buf, FC_XFER_MAX_PAYLOAD);
     if (r)
@@ -152,25 +154,8 @@ dest_rx(void *arg)
         fc_migr_dest_deliver_reply(m, fc_get_le64(buf), h.flags, buf + 8);
         break;
       }
-      /* Background: one or more (id, data) entries. */
-      if (h.length == 0 || h.length % (8 + m->bs) || (h.flags & FC_XFER_F_ABSENT)) {
-        r = -EPROTO;
-        break;
-      }
-      pthread_mutex_lock(&m->lock);
-      for (uint32_t off = 0; off < h.length && !r; off += 8 + m->bs) {
-        if (m->inq->n >= CREDITS) {
-          r = -EPROTO;     /* the source ignored our credit */
-        } else {
-          uint32_t slot = (m->inq->head + m->inq->n) % CREDITS;
-          m->inq->ids[slot] = fc_get_le64(buf + off);
-          memcpy(m->inq->data + (size_t)slot * m->bs, buf + off + 8, m->bs);
-          m->inq->n++;
-          m->bytes_done += m->bs;
-        }
-      }
-      pthread_cond_broadcast(&m->cond);
-      pthread_mutex_unlock(&m->lock);
+      /* Background: one or more (id, data) entries, a batch. */
+      r = (h.flags & FC_XFER_F_ABSENT) ? -EPROTO : fc_migr_dest_queue_frame(m, &buf, h.length);
       break;
     case FC_XFER_DATA:
       r = fc_migr_dest_deliver_data(m, h.flags, buf, h.length);
@@ -199,9 +184,12 @@ dest_rx(void *arg)
          m->state != FC_MS_ABORTED;
   pthread_mutex_unlock(&m->lock);
   if (lost) {
+    /* in_end stops recording the VM's writes: no batch may be installed
+     * after it, judged against a filter that no longer records them. */
+    fc_migr_dest_installers_stop(m);
     if (m->e.strategy == FC_STRAT_FIREPAN_IF && m->switch_received)
       m->invalidated += OPS(m)->in_end(&m->e);
-    source_lost(m, "", r == -ECONNABORTED ? "source aborted" : strerror(-r));
+    fc_migr_dest_source_lost(m, "", r == -ECONNABORTED ? "source aborted" : strerror(-r));
     /* A stream that broke its rules (a bad frame, a record that failed its
      * authentication) is read no further, and the source must learn now,
      * not when it next waits on us, that it is over. */
@@ -212,39 +200,6 @@ dest_rx(void *arg)
   pthread_cond_broadcast(&m->cond);
   pthread_mutex_unlock(&m->lock);
   return NULL;
-}
-
-static void
-flush_acks(struct fc_migration *m, uint32_t credits)
-{
-  uint8_t *ids = NULL;
-  uint32_t n;
-  int r = 0;
-
-  pthread_mutex_lock(&m->lock);
-  n = m->to_ack_n;
-  if (n && (ids = malloc((size_t)n * 8)))
-    for (uint32_t i = 0; i < n; i++)
-      fc_put_le64(ids + 8 * i, m->to_ack[i]);
-  m->to_ack_n = 0;
-  pthread_mutex_unlock(&m->lock);
-  if (n) {
-    /* Acknowledged means durable: the source frees these next. */
-    r = OPS(m)->in_durable(&m->e, false);
-    if (!r && ids)
-      r = fc_xfer_send(&m->conn, FC_XFER_ACK, 0, ids, n * 8, NULL, 0);
-  }
-  free(ids);
-  if (!r && credits) {
-    uint8_t c[4];
-    fc_put_le32(c, credits);
-    r = fc_xfer_send(&m->conn, FC_XFER_CREDIT, 0, c, 4, NULL, 0);
-  }
-  if (r) {
-    /* Usually the link broke and the receiver is about to notice too: say
-     * the same thing, and stop relying on the source at once. */
-    source_lost(m, " while acknowledging blocks", strerror(-r));
-  }
 }
 
 struct preload_ctx {
@@ -310,74 +265,31 @@ static void *
 dest_worker(void *arg)
 {
   struct fc_migration *m = arg;
-  uint8_t *data = malloc(m->bs);
-  uint32_t consumed = 0;
+  int r = fc_migr_dest_installers_start(m);
 
-  while (data) {
-    uint64_t id = 0;
-    bool have = false, finish = false, idle = false;
-    struct timespec until = fc_deadline_ms(100);
+  if (r) {
+    fc_migr_fail(m, "cannot start installing blocks: %s", strerror(-r));
+    return NULL;
+  }
+  for (;;) {
+    bool finish = false;
 
     pthread_mutex_lock(&m->lock);
-    if (!m->inq->n && !m->stopping && m->state != FC_MS_FAILED &&
-        !(m->done_received && !m->complete_sent) && !done_at_switch_locked(m))
-      idle = pthread_cond_timedwait(&m->cond, &m->lock, &until) == ETIMEDOUT;
-    if (m->stopping || m->state == FC_MS_FAILED || m->state == FC_MS_ABORTED ||
-        m->state == FC_MS_COMPLETED) {
-      pthread_mutex_unlock(&m->lock);
-      break;
-    }
-    if (m->inq->n) {
-      id = m->inq->ids[m->inq->head];
-      memcpy(data, m->inq->data + (size_t)m->inq->head * m->bs, m->bs);
-      m->inq->head = (m->inq->head + 1) % CREDITS;
-      m->inq->n--;
-      have = true;
-    } else if (m->done_received && !m->complete_sent) {
-      finish = true;
-    } else if (done_at_switch_locked(m)) {
-      finish = true;
-    }
-    pthread_mutex_unlock(&m->lock);
-
-    if (have) {
-      bool dirty = id & FC_XFER_DIRTY_BIT;
-      oblock_t ob = to_oblock(id & ~FC_XFER_DIRTY_BIT);
-      int r = OPS(m)->in_install(&m->e, ob, data, dirty);
-
-      if (r < 0) {
-        fc_migr_fail(m, "cannot install block %llu: %s",
-                     (unsigned long long)ob.n, strerror(-r));
+    for (;;) {
+      if (m->stopping || m->state == FC_MS_FAILED || m->state == FC_MS_ABORTED ||
+          m->state == FC_MS_COMPLETED)
+        break;
+      /* Every block the source had is here (or was superseded). */
+      if ((m->done_received && !m->complete_sent && fc_migr_dest_installed_locked(m)) ||
+          done_at_switch_locked(m)) {
+        finish = true;
         break;
       }
-      pthread_mutex_lock(&m->lock);
-      m->blocks_done++;
-      if (dirty && r == 0) {
-        if (m->to_ack_n == m->to_ack_cap) {
-          uint32_t cap = m->to_ack_cap ? m->to_ack_cap * 2 : 256;
-          uint64_t *a = realloc(m->to_ack, cap * sizeof *a);
-          if (a) {
-            m->to_ack = a;
-            m->to_ack_cap = cap;
-          }
-        }
-        if (m->to_ack_n < m->to_ack_cap)
-          m->to_ack[m->to_ack_n++] = ob.n;
-      }
-      pthread_mutex_unlock(&m->lock);
-      if (++consumed >= 64) {
-        flush_acks(m, consumed);
-        consumed = 0;
-      }
-      continue;
+      pthread_cond_wait(&m->cond, &m->lock);
     }
-    if (consumed || idle) {
-      flush_acks(m, consumed);
-      consumed = 0;
-    }
+    pthread_mutex_unlock(&m->lock);
     if (!finish)
-      continue;
-    /* Every block the source had is here (or was superseded). */
+      break;
     switch (m->e.strategy) {
     case FC_STRAT_FIREPAN:
       if (!m->switch_received) {
@@ -408,27 +320,16 @@ dest_worker(void *arg)
     }
     break;
   }
-  free(data);
+  fc_migr_dest_installers_join(m);
   return NULL;
 }
 
 int
 fc_migr_dest_begin(struct fc_migration *m)
 {
-  struct dest_queue *q = calloc(1, sizeof *q);
+  int r = fc_migr_dest_queue_new(m);
 
-  if (!q)
-    return -ENOMEM;
-  q->data = malloc((size_t)CREDITS * m->bs);
-  q->ids = malloc(CREDITS * sizeof *q->ids);
-  if (!q->data || !q->ids) {
-    free(q->data);
-    free(q->ids);
-    free(q);
-    return -ENOMEM;
-  }
-  m->inq = q;
-  return OPS(m)->in_begin(&m->e);
+  return r ? r : OPS(m)->in_begin(&m->e);
 }
 
 int
@@ -439,7 +340,7 @@ fc_migr_dest_accept(struct fc_migration *m, struct fc_xfer_conn *c)
 
   fc_xfer_conn_move(&m->conn, c);
   OPS(m)->in_connected(&m->e);
-  snprintf(welcome, sizeof welcome, "{\"credits\": %u}", CREDITS);
+  snprintf(welcome, sizeof welcome, "{\"credits\": %u}", m->inq->credits);
   r = fc_xfer_send_json(&m->conn, FC_XFER_WELCOME, welcome);
   if (r) {
     fc_migr_fail(m, "cannot welcome the source: %s", strerror(-r));
@@ -475,10 +376,5 @@ fc_migr_join(struct fc_migration *m)
   m->rx_running = m->worker_running = false;
   if (m->conn.fd >= 0)
     fc_xfer_conn_destroy(&m->conn);
-  if (m->inq) {
-    free(m->inq->data);
-    free(m->inq->ids);
-    free(m->inq);
-    m->inq = NULL;
-  }
+  fc_migr_dest_queue_free(m);
 }

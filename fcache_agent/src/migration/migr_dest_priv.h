@@ -9,7 +9,16 @@
 
 #include "migration.h"
 
-#define CREDITS 256u           /* background blocks in flight per stream */
+/* Background data in flight per stream (credits, in blocks of the
+ * volume's size, at least one frame's worth): what bounds the memory a
+ * migration's destination holds for blocks not yet installed. */
+#define CREDIT_BYTES (8u << 20)
+/* Threads installing batches at once: the cache write of one batch
+ * overlaps the receive and the other's record and publish step. */
+#define INSTALLERS 2
+/* Full-size receive buffers kept for reuse rather than freed: a fresh
+ * megabyte costs 256 page faults. */
+#define FRAME_POOL (INSTALLERS + 2)
 #define FETCH_TIMEOUT_S 10
 /* A clean block is at the origin too: past this many fetches in flight,
  * or this long, the origin is the faster way. */
@@ -20,11 +29,47 @@
  * the moment between the hypervisor's switch and ours) waits on. */
 #define READ_TIMEOUT_S 30
 
-struct dest_queue {
-  uint8_t *data;               /* CREDITS blocks */
-  uint64_t *ids;               /* oblock | dirty bit */
-  uint32_t head, n;
+/* One BLOCK frame as it arrived: n entries of (id, data). */
+struct dest_batch {
+  struct dest_batch *next;
+  uint8_t *frame;
+  uint32_t n;
+  bool full;                   /* frame holds FC_XFER_MAX_PAYLOAD bytes */
 };
+
+/* Background blocks between the receiver and the installers; under
+ * m->lock (migr_dest_install.c). */
+struct dest_queue {
+  struct dest_batch *head, *tail;
+  uint32_t credits;            /* granted in WELCOME */
+  uint32_t outstanding;        /* received, credit not yet returned */
+  uint32_t busy;               /* installers inside a batch */
+  bool stopped;                /* installers take no more batches */
+  uint8_t *pool[FRAME_POOL];
+  unsigned npool;
+  pthread_t thr[INSTALLERS];
+  unsigned nthr;
+};
+
+/* migr_dest_install.c */
+int fc_migr_dest_queue_new(struct fc_migration *m);
+void fc_migr_dest_queue_free(struct fc_migration *m);
+/* Receiver: a background BLOCK frame of len bytes in *buf.  The frame is
+ * queued as it is and *buf replaced by a fresh buffer; -EPROTO if it is
+ * malformed or exceeds the credit. */
+int fc_migr_dest_queue_frame(struct fc_migration *m, uint8_t **buf, uint32_t len);
+int fc_migr_dest_installers_start(struct fc_migration *m);
+/* Installers take no more batches; returns once none is inside one. */
+void fc_migr_dest_installers_stop(struct fc_migration *m);
+void fc_migr_dest_installers_join(struct fc_migration *m);
+/* Under m->lock: every block received so far is installed and its credit
+ * returned. */
+bool fc_migr_dest_installed_locked(const struct fc_migration *m);
+/* Acknowledge the dirty blocks installed (once durable) and return
+ * credits. */
+void fc_migr_dest_flush_acks(struct fc_migration *m, uint32_t credits);
+/* migr_dest.c: stop relying on the source, and say why. */
+void fc_migr_dest_source_lost(struct fc_migration *m, const char *when, const char *why);
 
 struct fetch_wait {
   struct fetch_wait *next;

@@ -60,6 +60,7 @@ source_rx(void *arg)
   struct fc_xfer_header h;
   int r = buf ? 0 : -ENOMEM;
 
+  fc_migr_thread_setup("fc-migr-src-rx");
   while (!r) {
     r = fc_xfer_recv(&m->conn, &h, buf, FC_XFER_MAX_PAYLOAD);
     if (r)
@@ -211,28 +212,68 @@ record_sent_dirty_locked(struct fc_migration *m, uint64_t ob)
   return r < 0 ? r : 0;
 }
 
-/* Background blocks, several to a frame: each entry is the 8-byte id
- * (oblock | dirty bit) followed by the block's data.  Blocks the source no
- * longer holds (fetched, acked and forgotten) are left out and their
- * credit handed back. */
+/* Scratch for one batch, sized for the largest frame. */
+struct batch_buf {
+  uint32_t max;
+  uint64_t *obs;
+  uint8_t *frame;       /* max entries of (id, data) */
+  void **data;
+  bool *dirty;
+  int *res;
+};
+
+/* Read obs[0..n) into frame entries, in one pass when the engine can
+ * (runs of adjacent cache blocks, one preadv each), and pack them: blocks
+ * the source no longer holds (fetched, acked and forgotten) are left out.
+ * Returns how many entries the frame holds, or -errno. */
 static int
-send_batch(struct fc_migration *m, const uint64_t *obs, uint32_t n, uint8_t *buf)
+read_batch(struct fc_migration *m, struct batch_buf *b, uint32_t n)
 {
-  uint32_t stride = 8 + m->bs, k = 0, skipped = 0;
+  const struct fc_engine_migr_ops *ops = m->agent->host.ops->migr;
+  uint32_t stride = 8 + m->bs, k = 0;
   int r = 0;
 
-  for (uint32_t i = 0; i < n && !r; i++) {
-    bool dirty = false;
-    uint8_t *e = buf + (size_t)k * stride;
-
-    r = m->agent->host.ops->migr->out_read(&m->e, to_oblock(obs[i]), e + 8, &dirty);
-    if (r == -ENOENT) {
-      skipped++;
-      r = 0;
-      continue;
+  if (ops->out_read_many) {
+    for (uint32_t i = 0; i < n; i++)
+      b->data[i] = b->frame + (size_t)i * stride + 8;
+    r = ops->out_read_many(&m->e, b->obs, n, b->data, b->dirty, b->res);
+  } else {
+    for (uint32_t i = 0; i < n; i++) {
+      b->res[i] = ops->out_read(&m->e, to_oblock(b->obs[i]),
+                                b->frame + (size_t)i * stride + 8, &b->dirty[i]);
+      if (b->res[i] && b->res[i] != -ENOENT)
+        return b->res[i];
     }
-    fc_put_le64(e, obs[i] | (dirty ? FC_XFER_DIRTY_BIT : 0));
+  }
+  for (uint32_t i = 0; i < n && !r; i++) {
+    uint8_t *e = b->frame + (size_t)k * stride;
+
+    if (b->res[i] == -ENOENT)
+      continue;
+    if (b->res[i])
+      return b->res[i];
+    if (k != i)
+      memmove(e + 8, b->frame + (size_t)i * stride + 8, m->bs);
+    fc_put_le64(e, b->obs[i] | (b->dirty[i] ? FC_XFER_DIRTY_BIT : 0));
     k++;
+  }
+  return r ? r : (int)k;
+}
+
+/* Background blocks, a batch to a frame: each entry is the 8-byte id
+ * (oblock | dirty bit) followed by the block's data.  The credit of blocks
+ * left out is handed back. */
+static int
+send_batch(struct fc_migration *m, struct batch_buf *b, uint32_t n)
+{
+  uint32_t stride = 8 + m->bs, k = 0, skipped = 0;
+  uint8_t *buf = b->frame;
+  int r = read_batch(m, b, n);
+
+  if (r >= 0) {
+    k = (uint32_t)r;
+    skipped = n - k;
+    r = 0;
   }
   if (!r && k) {
     /* Recorded before the send: the ACK can come back before it returns. */
@@ -296,18 +337,23 @@ static void *
 source_tx(void *arg)
 {
   struct fc_migration *m = arg;
+  /* As many blocks as a frame holds (255 of 4 KiB): per-block frames cost
+   * a syscall and a wake-up on each side for every 4 KiB, and a full
+   * frame is a batch the destination installs with a few writes. */
   uint32_t batch_max = FC_XFER_MAX_PAYLOAD / (8 + m->bs);
+  struct batch_buf b = { .max = batch_max ? batch_max : 1 };
   uint64_t *batch;
   uint8_t *data, *readbuf = NULL;
   int r;
 
-  if (batch_max > 64)
-    batch_max = 64;
-  if (batch_max == 0)
-    batch_max = 1;
-  batch = malloc(batch_max * sizeof *batch);
-  data = malloc((size_t)batch_max * (8 + m->bs));
-  r = batch && data ? 0 : -ENOMEM;
+  fc_migr_thread_setup("fc-migr-src-tx");
+  batch_max = b.max;
+  b.obs = batch = malloc(batch_max * sizeof *batch);
+  b.frame = data = malloc((size_t)batch_max * (8 + m->bs));
+  b.data = malloc(batch_max * sizeof *b.data);
+  b.dirty = malloc(batch_max * sizeof *b.dirty);
+  b.res = malloc(batch_max * sizeof *b.res);
+  r = batch && data && b.data && b.dirty && b.res ? 0 : -ENOMEM;
   while (!r) {
     uint64_t ob = 0;
     uint32_t nbatch = 0;
@@ -332,9 +378,15 @@ source_tx(void *arg)
       }
       if (m->bg_started && m->bg_next < m->bg_n && m->credits) {
         /* A batch per frame: per-block frames cost a syscall and a
-         * wake-up on each side for every 4 KiB. */
+         * wake-up on each side for every 4 KiB.  Under a low rate limit,
+         * no more than one period's budget per frame, so the copy moves
+         * smoothly rather than in bursts a second apart. */
+        uint32_t most = batch_max;
+
+        if (m->rl.budget && m->rl.budget / (8 + m->bs) < most)
+          most = m->rl.budget / (8 + m->bs) ? (uint32_t)(m->rl.budget / (8 + m->bs)) : 1;
         nbatch = 0;
-        while (nbatch < batch_max && m->bg_next < m->bg_n && m->credits) {
+        while (nbatch < most && m->bg_next < m->bg_n && m->credits) {
           batch[nbatch++] = m->bg[m->bg_next++] & ~FC_XFER_DIRTY_BIT;
           m->credits--;
         }
@@ -359,12 +411,15 @@ source_tx(void *arg)
     } else if (what == 3) {
       r = fc_xfer_send(&m->conn, FC_XFER_DONE, 0, NULL, 0, NULL, 0);
     } else if (what == 2) {
-      r = send_batch(m, batch, nbatch, data);
+      r = send_batch(m, &b, nbatch);
     } else {
       r = send_reply(m, ob, data);
     }
   }
   free(readbuf);
+  free(b.res);
+  free(b.dirty);
+  free(b.data);
   free(data);
   free(batch);
   if (r && !m->stopping)

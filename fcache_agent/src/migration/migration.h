@@ -141,6 +141,12 @@ int fc_migration_settle(struct fc_agent *agent, json_t *args, json_t **result,
                         char *err, size_t errlen);
 
 /* Internal, shared by migration.c, migr_source.c and migr_dest.c. */
+/* The nice value of the threads that move blocks (sender, receivers,
+ * installers): what lets a rate-limited copy keep its rate on a busy host. */
+#define FC_MIGR_NICE (-5)
+/* Name the calling transfer thread (seen in perf and top) and give it
+ * FC_MIGR_NICE. */
+void fc_migr_thread_setup(const char *name);
 void fc_migr_fail(struct fc_migration *m, const char *fmt, ...)
   __attribute__((format(printf, 2, 3)));
 int fc_migr_source_connect(struct fc_migration *m, char *err, size_t errlen);

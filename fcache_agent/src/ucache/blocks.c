@@ -168,6 +168,39 @@ install(struct fc_ucache *uc, oblock_t ob, const void *data, bool dirty,
 }
 
 int
+uc_alloc_busy_locked(struct fc_ucache *uc, oblock_t ob, cblock_t *out)
+{
+  int r = get_block_locked(uc, out);
+
+  if (r)
+    return r;
+  uc->dev->table[out->n].oblock = ob.n;
+  /* Not yet in the map or LRU: invisible to lookups and to eviction. */
+  uc->dev->table[out->n].flags = FC_ENTRY_ALLOCATED | FC_ENTRY_BUSY;
+  return 0;
+}
+
+void
+uc_unalloc_locked(struct fc_ucache *uc, cblock_t cb)
+{
+  uc->dev->table[cb.n].flags = 0;
+  uc->used--;
+  fc_cachedev_free(uc->dev, cb);
+}
+
+void
+uc_publish_cold_locked(struct fc_ucache *uc, cblock_t cb, bool dirty)
+{
+  uc->dev->table[cb.n].flags = FC_ENTRY_ALLOCATED | FC_ENTRY_VALID |
+                               (dirty ? FC_ENTRY_DIRTY : 0);
+  fc_blockmap_insert(&uc->map, uc->dev->table, cb);
+  place(uc, cb, AT_TAIL);
+  if (dirty)
+    uc->nr_dirty++;
+  STAT_ADD(&uc->stats, promotions, 1);
+}
+
+int
 uc_drop_dirty(struct fc_ucache *uc, cblock_t cb)
 {
   /* Record first: a crash after it loses nothing the caller has not

@@ -194,6 +194,18 @@ fc_cachedev_write(struct fc_cachedev *dev, cblock_t cb, uint32_t off,
 }
 
 int
+fc_cachedev_readv(struct fc_cachedev *dev, cblock_t first, struct iovec *iov, int n)
+{
+  return fc_full_preadv(dev->fd, iov, n, (off_t)first.n * dev->block_size);
+}
+
+int
+fc_cachedev_writev(struct fc_cachedev *dev, cblock_t first, struct iovec *iov, int n)
+{
+  return fc_full_pwritev(dev->fd, iov, n, (off_t)first.n * dev->block_size);
+}
+
+int
 fc_cachedev_sync(struct fc_cachedev *dev)
 {
   return fdatasync(dev->fd) == -1 ? -errno : 0;

@@ -48,6 +48,12 @@ int fc_cachedev_read(struct fc_cachedev *dev, cblock_t cb, uint32_t off,
                      void *buf, uint32_t len);
 int fc_cachedev_write(struct fc_cachedev *dev, cblock_t cb, uint32_t off,
                       const void *buf, uint32_t len);
+/* Whole blocks first, first+1, ... scattered to / gathered from iov[0..n)
+ * (one buffer per block): one system call for a run of adjacent blocks.
+ * iov is consumed. */
+struct iovec;
+int fc_cachedev_readv(struct fc_cachedev *dev, cblock_t first, struct iovec *iov, int n);
+int fc_cachedev_writev(struct fc_cachedev *dev, cblock_t first, struct iovec *iov, int n);
 int fc_cachedev_sync(struct fc_cachedev *dev);
 
 uint32_t fc_cachedev_used(struct fc_cachedev *dev);

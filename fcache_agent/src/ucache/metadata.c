@@ -190,6 +190,45 @@ fc_md_set(struct fc_metadata *md, cblock_t cb, uint64_t oblock,
 }
 
 int
+fc_md_set_many(struct fc_metadata *md, const cblock_t *cbs, const uint64_t *oblocks,
+               uint32_t n, uint64_t volume_tag, uint32_t flags)
+{
+  struct fc_md_record *recs;
+  uint32_t i = 0;
+  int r = 0;
+
+  if (!n)
+    return 0;
+  recs = calloc(n, sizeof *recs);
+  if (!recs)
+    return -ENOMEM;
+  for (uint32_t k = 0; k < n; k++) {
+    if (cbs[k].n >= md->nr_blocks || (k && cbs[k].n <= cbs[k - 1].n)) {
+      r = -ERANGE;
+      goto out;
+    }
+    if (flags) {
+      recs[k].oblock = oblocks[k];
+      recs[k].volume_tag = volume_tag;
+      recs[k].flags = flags;
+      seal_record(&recs[k]);
+    }
+  }
+  while (i < n && !r) {
+    uint32_t j = i + 1;
+
+    while (j < n && cbs[j].n == cbs[j - 1].n + 1)
+      j++;
+    r = fc_full_pwrite(md->fd, recs + i, (size_t)(j - i) * sizeof *recs,
+                       record_offset(cbs[i].n));
+    i = j;
+  }
+out:
+  free(recs);
+  return r;
+}
+
+int
 fc_md_write_all(struct fc_metadata *md, struct fc_md_record *recs)
 {
   for (uint32_t i = 0; i < md->nr_blocks; i++)

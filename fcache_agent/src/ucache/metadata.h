@@ -66,6 +66,11 @@ bool fc_md_record_ok(const struct fc_md_record *rec);
  * for a process crash the page cache already has it). */
 int fc_md_set(struct fc_metadata *md, cblock_t cb, uint64_t oblock,
               uint64_t volume_tag, uint32_t flags);
+/* The same for n blocks at once (a batch of migrated blocks): cbs must
+ * ascend; each run of adjacent blocks is one write. */
+int fc_md_set_many(struct fc_metadata *md, const cblock_t *cbs,
+                   const uint64_t *oblocks, uint32_t n, uint64_t volume_tag,
+                   uint32_t flags);
 /* Write every record at once (clean shutdown). */
 int fc_md_write_all(struct fc_metadata *md, struct fc_md_record *recs);
 int fc_md_set_state(struct fc_metadata *md, uint32_t state);

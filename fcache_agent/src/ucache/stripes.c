@@ -7,6 +7,29 @@
 
 #include "ucache_priv.h"
 
+void
+uc_stripe_set_add(struct stripe_set *set, oblock_t ob)
+{
+  unsigned s = (unsigned)(ob.n & (FC_STRIPES - 1));
+
+  set->bits[s / 64] |= 1ull << (s % 64);
+}
+
+void
+uc_lock_stripe_set(struct fc_ucache *uc, const struct stripe_set *set, bool reader)
+{
+  /* Ascending order everywhere is what keeps two multi-block requests
+   * from deadlocking. */
+  for (unsigned w = 0; w < FC_STRIPES / 64; w++)
+    for (uint64_t bits = set->bits[w]; bits; bits &= bits - 1) {
+      unsigned s = w * 64 + (unsigned)__builtin_ctzll(bits);
+
+      pthread_mutex_lock(&uc->stripes[s]);
+      if (!reader)
+        uc->stripe_seq[s]++;
+    }
+}
+
 static void
 lock_stripes(struct fc_ucache *uc, uint64_t first, uint64_t last,
              struct stripe_set *set, bool reader)
@@ -15,19 +38,10 @@ lock_stripes(struct fc_ucache *uc, uint64_t first, uint64_t last,
   if (last - first + 1 >= FC_STRIPES) {
     memset(set, 0xff, sizeof *set);
   } else {
-    for (uint64_t b = first; b <= last; b++) {
-      unsigned s = (unsigned)(b & (FC_STRIPES - 1));
-      set->bits[s / 64] |= 1ull << (s % 64);
-    }
+    for (uint64_t b = first; b <= last; b++)
+      uc_stripe_set_add(set, to_oblock(b));
   }
-  /* Ascending order everywhere is what keeps two multi-block requests
-   * from deadlocking. */
-  for (unsigned s = 0; s < FC_STRIPES; s++)
-    if (set->bits[s / 64] & (1ull << (s % 64))) {
-      pthread_mutex_lock(&uc->stripes[s]);
-      if (!reader)
-        uc->stripe_seq[s]++;
-    }
+  uc_lock_stripe_set(uc, set, reader);
 }
 
 void
@@ -47,9 +61,9 @@ uc_lock_stripes_to_read(struct fc_ucache *uc, uint64_t first, uint64_t last,
 void
 uc_unlock_stripes(struct fc_ucache *uc, const struct stripe_set *set)
 {
-  for (unsigned s = FC_STRIPES; s-- > 0;)
-    if (set->bits[s / 64] & (1ull << (s % 64)))
-      pthread_mutex_unlock(&uc->stripes[s]);
+  for (unsigned w = 0; w < FC_STRIPES / 64; w++)
+    for (uint64_t bits = set->bits[w]; bits; bits &= bits - 1)
+      pthread_mutex_unlock(&uc->stripes[w * 64 + (unsigned)__builtin_ctzll(bits)]);
 }
 
 uint64_t

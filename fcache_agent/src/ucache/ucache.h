@@ -124,6 +124,11 @@ void fc_ucache_migr_shutdown(struct fc_ucache *uc);
  * holds it.  0 installed, 1 discarded, -errno. */
 int fc_ucache_migr_install_copy(struct fc_ucache *uc, oblock_t ob,
                                 const void *data, bool dirty);
+/* Destination: the same for a batch of copies, ids[i] = oblock |
+ * FC_BLOCK_DIRTY_BIT for a dirty one (ucache_migr_batch.c).  res[i] is 0
+ * or 1 as above; the call returns 0 or -errno for the batch. */
+int fc_ucache_migr_install_many(struct fc_ucache *uc, const uint64_t *ids,
+                                const void *const *data, uint32_t n, int *res);
 /* Destination (cachemior): read ob from origin and install it unless
  * already present.  0 installed, 1 skipped, -errno. */
 int fc_ucache_migr_preload(struct fc_ucache *uc, oblock_t ob);
@@ -158,6 +163,10 @@ int fc_ucache_migr_snapshot(struct fc_ucache *uc, uint64_t **list, uint32_t *n,
 /* Source: read a cached block's data. -ENOENT if not cached. */
 int fc_ucache_migr_read_block(struct fc_ucache *uc, oblock_t ob, void *data,
                               bool *dirty);
+/* Source: the same for a batch: res[i] 0 (data[i], dirty[i] filled) or
+ * -ENOENT; the call returns 0 or -errno for the batch. */
+int fc_ucache_migr_read_many(struct fc_ucache *uc, const uint64_t *obs, uint32_t n,
+                             void *const *data, bool *dirty, int *res);
 /* Source: forget a block the destination now holds (dirty included). */
 int fc_ucache_migr_forget(struct fc_ucache *uc, oblock_t ob);
 /* Source: forget every block (the destination holds all it needs). */

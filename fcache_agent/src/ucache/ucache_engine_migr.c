@@ -53,6 +53,13 @@ out_read(struct fc_engine_migr *m, oblock_t ob, void *data, bool *dirty)
 }
 
 static int
+out_read_many(struct fc_engine_migr *m, const uint64_t *obs, uint32_t n,
+              void *const *data, bool *dirty, int *res)
+{
+  return fc_ucache_migr_read_many(UC(m), obs, n, data, dirty, res);
+}
+
+static int
 out_peek(struct fc_engine_migr *m, void *buf, uint32_t count, uint64_t off)
 {
   return fc_ucache_peek(UC(m), buf, count, off);
@@ -113,6 +120,13 @@ static int
 in_install(struct fc_engine_migr *m, oblock_t ob, const void *data, bool dirty)
 {
   return fc_ucache_migr_install_copy(UC(m), ob, data, dirty);
+}
+
+static int
+in_install_many(struct fc_engine_migr *m, const uint64_t *ids, const void *const *data,
+                uint32_t n, int *res)
+{
+  return fc_ucache_migr_install_many(UC(m), ids, data, n, res);
 }
 
 static int
@@ -299,6 +313,7 @@ const struct fc_engine_migr_ops fc_ucache_migr_ops = {
   .out_thaw = out_thaw,
   .out_list = out_list,
   .out_read = out_read,
+  .out_read_many = out_read_many,
   .out_peek = out_peek,
   .out_forget = out_forget,
   .out_forget_all = out_forget_all,
@@ -307,6 +322,7 @@ const struct fc_engine_migr_ops fc_ucache_migr_ops = {
   .in_add_remote = in_add_remote,
   .in_switch = in_switch,
   .in_install = in_install,
+  .in_install_many = in_install_many,
   .in_preload = in_preload,
   .in_end = in_end,
   .in_preloaded = NULL,

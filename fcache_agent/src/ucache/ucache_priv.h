@@ -101,6 +101,11 @@ void uc_lock_stripes(struct fc_ucache *uc, uint64_t first, uint64_t last,
 void uc_lock_stripes_to_read(struct fc_ucache *uc, uint64_t first,
                              uint64_t last, struct stripe_set *set);
 void uc_unlock_stripes(struct fc_ucache *uc, const struct stripe_set *set);
+/* For a batch of scattered blocks (migration): add ob's stripe to a set
+ * (zeroed by the caller), then lock the set in the one ascending order;
+ * reader as in uc_lock_stripes_to_read.  uc_unlock_stripes releases it. */
+void uc_stripe_set_add(struct stripe_set *set, oblock_t ob);
+void uc_lock_stripe_set(struct fc_ucache *uc, const struct stripe_set *set, bool reader);
 
 /* Under the block's stripe: its stripe's sequence number now. */
 uint64_t uc_stripe_seq(const struct fc_ucache *uc, oblock_t ob);
@@ -128,6 +133,15 @@ int uc_install_cold(struct fc_ucache *uc, oblock_t ob, const void *data, bool di
  * the source's order above the VM's older blocks.  At the cold end the
  * VM's next misses would evict them before their first use. */
 int uc_install_chosen(struct fc_ucache *uc, oblock_t ob, const void *data);
+
+/* A batch install in three steps (ucache_migr_batch.c), all under
+ * uc->lock: take a block for ob as install() does, busy and out of the
+ * map (-ENOSPC as above); give it back unused; or, its data written (and
+ * a dirty block's record), map it at the cold end as uc_install_cold
+ * would. */
+int uc_alloc_busy_locked(struct fc_ucache *uc, oblock_t ob, cblock_t *out);
+void uc_unalloc_locked(struct fc_ucache *uc, cblock_t cb);
+void uc_publish_cold_locked(struct fc_ucache *uc, cblock_t cb, bool dirty);
 
 /* Clear a dirty block's record and drop it (caller holds its stripe). */
 int uc_drop_dirty(struct fc_ucache *uc, cblock_t cb);
