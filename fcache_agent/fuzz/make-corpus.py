@@ -147,6 +147,25 @@ def xfer():
           raw(bytes(too_big)))
 
 
+def xfer_source():
+    FETCH, CREDIT, ACK, COMPLETE, READ, ERROR = 7, 8, 9, 11, 12, 3
+    base = (frame(CREDIT, struct.pack('<I', 16)) +
+            frame(FETCH, struct.pack('<QQ', 1, 300)) +
+            frame(READ, struct.pack('<QQI', 1, 0, 4096)) +
+            frame(READ, struct.pack('<QQI', 2, (1 << 20) - 512, 4096)) +
+            frame(READ, struct.pack('<QQI', 3, 1 << 63, 1 << 21)))
+    for s, name in enumerate(['none', 'cachemior', 'firepan', 'firepan_if',
+                              'cloudcache', 'hybrid']):
+        write('xfer_source', name, bytes([s]) + base)
+        write('xfer_source', name + '-switched', bytes([0x80 | s]) + base +
+              frame(COMPLETE))
+    write('xfer_source', 'forged-ack', bytes([0x85]) +
+          frame(ACK, struct.pack('<QQ', 1, 2)) + frame(COMPLETE))
+    write('xfer_source', 'bad-frames', bytes([5]) + frame(CREDIT, b'\1') +
+          frame(READ, b'\0' * 19) + frame(ACK, b'\0' * 7) +
+          frame(ERROR, b'{"error": "no room"}'))
+
+
 # --- ucache metadata ------------------------------------------------------
 def metadata():
     tag = 0x0123456789abcdef
@@ -244,5 +263,6 @@ if __name__ == '__main__':
     nbd()
     control()
     xfer()
+    xfer_source()
     metadata()
     files()
