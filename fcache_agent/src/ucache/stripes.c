@@ -35,11 +35,16 @@ lock_stripes(struct fc_ucache *uc, uint64_t first, uint64_t last,
              struct stripe_set *set, bool reader)
 {
   memset(set, 0, sizeof *set);
-  if (last - first + 1 >= FC_STRIPES) {
+  /* Counted from first rather than "b <= last", which never ends when
+   * last is UINT64_MAX: a block number a migration peer chose (a FETCH of
+   * block 2^64-1 hung the source's sender; found by fuzz_xfer_source.c).
+   * "last - first + 1" wrapped to 0 for the whole range, into the same
+   * endless loop. */
+  if (last - first >= FC_STRIPES - 1) {
     memset(set, 0xff, sizeof *set);
   } else {
-    for (uint64_t b = first; b <= last; b++)
-      uc_stripe_set_add(set, to_oblock(b));
+    for (uint64_t i = 0; i <= last - first; i++)
+      uc_stripe_set_add(set, to_oblock(first + i));
   }
   uc_lock_stripe_set(uc, set, reader);
 }
