@@ -15,6 +15,7 @@
 #include "common/invfilter.h"
 #include "common/log.h"
 #include "migration.h"
+#include "migr_source_priv.h"
 #include "xfer_tls.h"
 #include "engine/engine.h"
 
@@ -193,113 +194,6 @@ send_reply(struct fc_migration *m, uint64_t ob, uint8_t *data)
   return r;
 }
 
-/* Under m->lock. */
-static int
-record_sent_dirty_locked(struct fc_migration *m, uint64_t ob)
-{
-  int r;
-
-  if (!m->sent_dirty) {
-    if (!(m->sent_dirty = calloc(1, sizeof *m->sent_dirty)))
-      return -ENOMEM;
-    if ((r = fc_invfilter_init(m->sent_dirty, 1024))) {
-      free(m->sent_dirty);
-      m->sent_dirty = NULL;
-      return r;
-    }
-  }
-  r = fc_invfilter_add(m->sent_dirty, to_oblock(ob));
-  return r < 0 ? r : 0;
-}
-
-/* Scratch for one batch, sized for the largest frame. */
-struct batch_buf {
-  uint32_t max;
-  uint64_t *obs;
-  uint8_t *frame;       /* max entries of (id, data) */
-  void **data;
-  bool *dirty;
-  int *res;
-};
-
-/* Read obs[0..n) into frame entries, in one pass when the engine can
- * (runs of adjacent cache blocks, one preadv each), and pack them: blocks
- * the source no longer holds (fetched, acked and forgotten) are left out.
- * Returns how many entries the frame holds, or -errno. */
-static int
-read_batch(struct fc_migration *m, struct batch_buf *b, uint32_t n)
-{
-  const struct fc_engine_migr_ops *ops = m->agent->host.ops->migr;
-  uint32_t stride = 8 + m->bs, k = 0;
-  int r = 0;
-
-  if (ops->out_read_many) {
-    for (uint32_t i = 0; i < n; i++)
-      b->data[i] = b->frame + (size_t)i * stride + 8;
-    r = ops->out_read_many(&m->e, b->obs, n, b->data, b->dirty, b->res);
-  } else {
-    for (uint32_t i = 0; i < n; i++) {
-      b->res[i] = ops->out_read(&m->e, to_oblock(b->obs[i]),
-                                b->frame + (size_t)i * stride + 8, &b->dirty[i]);
-      if (b->res[i] && b->res[i] != -ENOENT)
-        return b->res[i];
-    }
-  }
-  for (uint32_t i = 0; i < n && !r; i++) {
-    uint8_t *e = b->frame + (size_t)k * stride;
-
-    if (b->res[i] == -ENOENT)
-      continue;
-    if (b->res[i])
-      return b->res[i];
-    if (k != i)
-      memmove(e + 8, b->frame + (size_t)i * stride + 8, m->bs);
-    fc_put_le64(e, b->obs[i] | (b->dirty[i] ? FC_XFER_DIRTY_BIT : 0));
-    k++;
-  }
-  return r ? r : (int)k;
-}
-
-/* Background blocks, a batch to a frame: each entry is the 8-byte id
- * (oblock | dirty bit) followed by the block's data.  The credit of blocks
- * left out is handed back. */
-static int
-send_batch(struct fc_migration *m, struct batch_buf *b, uint32_t n)
-{
-  uint32_t stride = 8 + m->bs, k = 0, skipped = 0;
-  uint8_t *buf = b->frame;
-  int r = read_batch(m, b, n);
-
-  if (r >= 0) {
-    k = (uint32_t)r;
-    skipped = n - k;
-    r = 0;
-  }
-  if (!r && k) {
-    /* Recorded before the send: the ACK can come back before it returns. */
-    pthread_mutex_lock(&m->lock);
-    for (uint32_t i = 0; i < k && !r; i++) {
-      uint64_t id = fc_get_le64(buf + (size_t)i * stride);
-      if (id & FC_XFER_DIRTY_BIT)
-        r = record_sent_dirty_locked(m, id & ~FC_XFER_DIRTY_BIT);
-    }
-    pthread_mutex_unlock(&m->lock);
-  }
-  if (!r && k) {
-    fc_ratelimit_take(&m->rl, FC_XFER_HEADER_SIZE + (uint64_t)k * stride);
-    r = fc_xfer_send(&m->conn, FC_XFER_BLOCK, 0, buf, k * stride, NULL, 0);
-  }
-  pthread_mutex_lock(&m->lock);
-  if (!r) {
-    m->bytes_done += (uint64_t)k * m->bs;
-    m->blocks_done += k + skipped;
-  }
-  m->credits += skipped;
-  pthread_cond_broadcast(&m->cond);
-  pthread_mutex_unlock(&m->lock);
-  return r;
-}
-
 /* The answer to one READ: the bytes as the VM sees them here, or RETRY
  * once the switchover has begun (from then on the destination answers for
  * the volume, and its own read path serves the request after SWITCH).
@@ -337,23 +231,22 @@ static void *
 source_tx(void *arg)
 {
   struct fc_migration *m = arg;
-  /* As many blocks as a frame holds (255 of 4 KiB): per-block frames cost
-   * a syscall and a wake-up on each side for every 4 KiB, and a full
-   * frame is a batch the destination installs with a few writes. */
-  uint32_t batch_max = FC_XFER_MAX_PAYLOAD / (8 + m->bs);
-  struct batch_buf b = { .max = batch_max ? batch_max : 1 };
-  uint64_t *batch;
-  uint8_t *data, *readbuf = NULL;
+  struct fc_src_pipe *pipe = NULL;
+  uint32_t batch_max = 1;
+  uint64_t *batch = NULL;
+  uint8_t *data = malloc(m->bs), *readbuf = NULL;
   int r;
 
   fc_migr_thread_setup("fc-migr-src-tx");
-  batch_max = b.max;
-  b.obs = batch = malloc(batch_max * sizeof *batch);
-  b.frame = data = malloc((size_t)batch_max * (8 + m->bs));
-  b.data = malloc(batch_max * sizeof *b.data);
-  b.dirty = malloc(batch_max * sizeof *b.dirty);
-  b.res = malloc(batch_max * sizeof *b.res);
-  r = batch && data && b.data && b.dirty && b.res ? 0 : -ENOMEM;
+  r = data ? fc_src_pipe_start(m, &pipe) : -ENOMEM;
+  if (!r) {
+    /* As many blocks as a frame holds (255 of 4 KiB): per-block frames
+     * cost a syscall and a wake-up on each side for every 4 KiB, and a
+     * full frame is a batch the destination installs with a few writes. */
+    batch_max = fc_src_pipe_max(pipe);
+    if (!(batch = malloc(batch_max * sizeof *batch)))
+      r = -ENOMEM;
+  }
   while (!r) {
     uint64_t ob = 0;
     uint32_t nbatch = 0;
@@ -377,10 +270,9 @@ source_tx(void *arg)
         break;
       }
       if (m->bg_started && m->bg_next < m->bg_n && m->credits) {
-        /* A batch per frame: per-block frames cost a syscall and a
-         * wake-up on each side for every 4 KiB.  Under a low rate limit,
-         * no more than one period's budget per frame, so the copy moves
-         * smoothly rather than in bursts a second apart. */
+        /* Under a low rate limit, no more than one period's budget per
+         * frame, so the copy moves smoothly rather than in bursts a
+         * second apart. */
         uint32_t most = batch_max;
 
         if (m->rl.budget && m->rl.budget / (8 + m->bs) < most)
@@ -409,17 +301,19 @@ source_tx(void *arg)
       else
         r = serve_read(m, &rq, readbuf);
     } else if (what == 3) {
-      r = fc_xfer_send(&m->conn, FC_XFER_DONE, 0, NULL, 0, NULL, 0);
+      /* DONE follows every background frame. */
+      r = fc_src_pipe_drain(pipe);
+      if (!r)
+        r = fc_xfer_send(&m->conn, FC_XFER_DONE, 0, NULL, 0, NULL, 0);
     } else if (what == 2) {
-      r = send_batch(m, &b, nbatch);
+      /* Read while the previous frame is being sent. */
+      r = fc_src_pipe_push(pipe, batch, nbatch);
     } else {
       r = send_reply(m, ob, data);
     }
   }
+  fc_src_pipe_stop(pipe);
   free(readbuf);
-  free(b.res);
-  free(b.dirty);
-  free(b.data);
   free(data);
   free(batch);
   if (r && !m->stopping)
@@ -470,6 +364,8 @@ fc_migr_source_connect(struct fc_migration *m, char *err, size_t errlen)
   fc_xfer_conn_init(&m->conn, fd);
   setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
   r = start_tls(m, err, errlen);
+  if (!r && (r = fc_xfer_conn_read_ahead(&m->conn)))
+    snprintf(err, errlen, "cannot set up the stream to %s: %s", m->peer, strerror(-r));
   if (r) {
     fc_migr_fail(m, "%s", err);
     fc_xfer_conn_destroy(&m->conn);

@@ -1,0 +1,26 @@
+/* Inside the source side of a migration: migr_source.c (the receiver and
+ * sender threads) and migr_source_pipe.c (the background copy's pipeline).
+ * Not for other modules. */
+#ifndef FCACHE_MIGR_SOURCE_PRIV_H
+#define FCACHE_MIGR_SOURCE_PRIV_H
+
+#include <stdint.h>
+
+#include "migration.h"
+
+struct fc_src_pipe;
+
+/* The pipeline of m's background copy, its sending thread started. */
+int fc_src_pipe_start(struct fc_migration *m, struct fc_src_pipe **out);
+/* Blocks per frame. */
+uint32_t fc_src_pipe_max(const struct fc_src_pipe *p);
+/* Read obs[0..n) (n <= fc_src_pipe_max) into the next free frame,
+ * waiting for one, and queue it; their credit is taken already.  0, or
+ * -errno (the read failed, or an earlier send did). */
+int fc_src_pipe_push(struct fc_src_pipe *p, const uint64_t *obs, uint32_t n);
+/* Wait until every queued frame is sent: 0 or the send's -errno. */
+int fc_src_pipe_drain(struct fc_src_pipe *p);
+/* Stop the sending thread (queued frames are not sent) and free. */
+void fc_src_pipe_stop(struct fc_src_pipe *p);
+
+#endif
