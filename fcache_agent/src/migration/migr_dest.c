@@ -339,6 +339,11 @@ fc_migr_dest_accept(struct fc_migration *m, struct fc_xfer_conn *c)
   int r;
 
   fc_xfer_conn_move(&m->conn, c);
+  r = fc_xfer_conn_read_ahead(&m->conn);
+  if (r) {
+    fc_migr_fail(m, "cannot set up the stream: %s", strerror(-r));
+    return r;
+  }
   OPS(m)->in_connected(&m->e);
   snprintf(welcome, sizeof welcome, "{\"credits\": %u}", m->inq->credits);
   r = fc_xfer_send_json(&m->conn, FC_XFER_WELCOME, welcome);

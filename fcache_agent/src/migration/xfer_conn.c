@@ -7,7 +7,9 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
@@ -17,6 +19,15 @@
 #include "common/ratelimit.h"
 #include "xfer_conn.h"
 
+/* Bytes of TLS records read from the socket and not yet taken by GnuTLS. */
+#define READAHEAD (256u << 10)
+
+struct fc_xfer_readahead {
+  int fd;
+  size_t pos, len;
+  uint8_t buf[READAHEAD];
+};
+
 void
 fc_xfer_conn_init(struct fc_xfer_conn *c, int fd)
 {
@@ -25,6 +36,7 @@ fc_xfer_conn_init(struct fc_xfer_conn *c, int fd)
   c->fd = fd;
   c->tls = NULL;
   c->tls_psk = NULL;
+  c->ra = NULL;
   c->bytes_sent = c->bytes_received = 0;
   pthread_mutex_init(&c->send_lock, NULL);
   /* Fetch requests and replies are small and latency-bound. */
@@ -45,8 +57,59 @@ tls_free(struct fc_xfer_conn *c)
     gnutls_deinit(c->tls);
   if (c->tls_psk)
     gnutls_psk_free_client_credentials(c->tls_psk);
+  free(c->ra);
   c->tls = NULL;
   c->tls_psk = NULL;
+  c->ra = NULL;
+}
+
+static ssize_t
+ra_pull(gnutls_transport_ptr_t p, void *data, size_t len)
+{
+  struct fc_xfer_readahead *ra = p;
+
+  if (ra->pos == ra->len) {
+    ssize_t n = recv(ra->fd, ra->buf, sizeof ra->buf, 0);
+
+    if (n <= 0)
+      return n;        /* GnuTLS reads errno: EINTR, EAGAIN (SO_RCVTIMEO) */
+    ra->pos = 0;
+    ra->len = (size_t)n;
+  }
+  if (len > ra->len - ra->pos)
+    len = ra->len - ra->pos;
+  memcpy(data, ra->buf + ra->pos, len);
+  ra->pos += len;
+  return (ssize_t)len;
+}
+
+/* GnuTLS's wait for data under gnutls_record_set_timeout: what is read
+ * ahead counts. */
+static int
+ra_pull_timeout(gnutls_transport_ptr_t p, unsigned ms)
+{
+  struct fc_xfer_readahead *ra = p;
+  struct pollfd pfd = { ra->fd, POLLIN, 0 };
+
+  if (ra->pos < ra->len)
+    return 1;
+  return poll(&pfd, 1, ms == GNUTLS_INDEFINITE_TIMEOUT ? -1 : (int)ms);
+}
+
+int
+fc_xfer_conn_read_ahead(struct fc_xfer_conn *c)
+{
+  if (!c->tls || c->ra)
+    return 0;
+  if (!(c->ra = malloc(sizeof *c->ra)))
+    return -ENOMEM;
+  c->ra->fd = c->fd;
+  c->ra->pos = c->ra->len = 0;
+  /* Only the receiving side changes: sends still go to the fd. */
+  gnutls_transport_set_ptr2(c->tls, c->ra, (gnutls_transport_ptr_t)(intptr_t)c->fd);
+  gnutls_transport_set_pull_function(c->tls, ra_pull);
+  gnutls_transport_set_pull_timeout_function(c->tls, ra_pull_timeout);
+  return 0;
 }
 
 void
@@ -65,8 +128,10 @@ fc_xfer_conn_move(struct fc_xfer_conn *dst, struct fc_xfer_conn *src)
   fc_xfer_conn_init(dst, src->fd);
   dst->tls = src->tls;
   dst->tls_psk = src->tls_psk;
+  dst->ra = src->ra;
   src->tls = NULL;
   src->tls_psk = NULL;
+  src->ra = NULL;
   src->fd = -1;
 }
 

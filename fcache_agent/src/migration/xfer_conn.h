@@ -20,11 +20,18 @@ struct fc_xfer_conn {
    * receives, which GnuTLS allows on one session. */
   struct gnutls_session_int *tls;
   struct gnutls_psk_client_credentials_st *tls_psk;
+  /* TLS records read ahead from the socket (fc_xfer_conn_read_ahead). */
+  struct fc_xfer_readahead *ra;
   pthread_mutex_t send_lock;
   uint64_t bytes_sent, bytes_received;
 };
 
 void fc_xfer_conn_init(struct fc_xfer_conn *c, int fd);
+/* Once the TLS handshake is done and before a second thread uses the
+ * stream: GnuTLS reads each record with two recv calls (its header, then
+ * its body), 128 system calls per MiB; read the socket ahead in large
+ * chunks instead.  No-op without TLS. */
+int fc_xfer_conn_read_ahead(struct fc_xfer_conn *c);
 /* Hand an established stream (socket and TLS session) from one owner to
  * another: src is left empty. */
 void fc_xfer_conn_move(struct fc_xfer_conn *dst, struct fc_xfer_conn *src);
