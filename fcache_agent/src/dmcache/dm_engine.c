@@ -140,14 +140,12 @@ dm_attach(struct fc_host *host, const struct fc_attach_request *req,
   bool allocated = false;
   int r;
 
-  if (!fc_volume_id_valid(req->volume_id)) {
-    snprintf(err, errlen, "invalid volume id '%.80s': use 1-%d letters, digits, "
-             "'-', '_' or '.', not starting with '.'", req->volume_id, FC_VOLUME_ID_MAX);
-    return -EINVAL;
-  }
-  if (strlen(req->origin) >= FC_ORIGIN_MAX || req->origin[0] != '/') {
-    snprintf(err, errlen, "origin must be an absolute block device path shorter "
-             "than %d bytes for engine dmcache", FC_ORIGIN_MAX);
+  r = fc_attach_request_check(req, err, errlen);
+  if (r)
+    return r;
+  if (req->origin[0] != '/') {
+    snprintf(err, errlen, "origin must be an absolute block device path for "
+             "engine dmcache");
     return -EINVAL;
   }
   if (size == 0)
@@ -156,16 +154,11 @@ dm_attach(struct fc_host *host, const struct fc_attach_request *req,
   r = fc_host_attach_precheck_locked(host, req, size, out, err, errlen);
   if (r)
     return r > 0 ? 0 : r;
-  v = calloc(1, sizeof *v);
+  v = fc_volume_from_request(req, size);
   if (!v || !(v->priv = calloc(1, sizeof(struct fc_dmvol)))) {
     r = -ENOMEM;
     goto out;
   }
-  snprintf(v->p.id, sizeof v->p.id, "%s", req->volume_id);
-  snprintf(v->p.origin, sizeof v->p.origin, "%s", req->origin);
-  v->p.cache_size = size;
-  v->p.write_policy = req->write_policy;
-  v->p.admission = req->admission;
   fc_dmv_names(host, v->p.id, DV(v));
   r = checked_origin_size(host, v->p.origin, &obytes, &DV(v)->origin_dev, err,
                           errlen);

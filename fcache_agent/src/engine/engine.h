@@ -64,6 +64,16 @@ struct fc_attach_request {
   enum fc_admission admission;
 };
 
+/* What every engine checks of an attach request first: a volume id that
+ * may name files, an origin that fits its field.  0 or -errno with a
+ * message. */
+int fc_attach_request_check(const struct fc_attach_request *req, char *err,
+                            size_t errlen);
+/* A new volume for req with cache_size bytes of cache, not yet in the
+ * registry: its parameters filled in, no tag and no engine state yet. */
+struct fc_volume *fc_volume_from_request(const struct fc_attach_request *req,
+                                         uint64_t cache_size);
+
 /* The registry (host.c), under host->lock. */
 struct fc_volume *fc_host_find_locked(struct fc_host *host, const char *id);
 /* For an engine's attach, once it knows the cache size: 1 with *out set

@@ -10,6 +10,36 @@
 
 #include "engine.h"
 
+int
+fc_attach_request_check(const struct fc_attach_request *req, char *err, size_t errlen)
+{
+  if (!fc_volume_id_valid(req->volume_id)) {
+    snprintf(err, errlen, "invalid volume id '%.80s': use 1-%d letters, digits, "
+             "'-', '_' or '.', not starting with '.'", req->volume_id, FC_VOLUME_ID_MAX);
+    return -EINVAL;
+  }
+  if (strlen(req->origin) >= FC_ORIGIN_MAX) {
+    snprintf(err, errlen, "origin is longer than %d bytes", FC_ORIGIN_MAX - 1);
+    return -ENAMETOOLONG;
+  }
+  return 0;
+}
+
+struct fc_volume *
+fc_volume_from_request(const struct fc_attach_request *req, uint64_t cache_size)
+{
+  struct fc_volume *v = calloc(1, sizeof *v);
+
+  if (!v)
+    return NULL;
+  snprintf(v->p.id, sizeof v->p.id, "%s", req->volume_id);
+  snprintf(v->p.origin, sizeof v->p.origin, "%s", req->origin);
+  v->p.cache_size = cache_size;
+  v->p.write_policy = req->write_policy;
+  v->p.admission = req->admission;
+  return v;
+}
+
 struct fc_volume *
 fc_host_find_locked(struct fc_host *host, const char *id)
 {

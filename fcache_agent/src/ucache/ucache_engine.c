@@ -164,15 +164,9 @@ uc_attach(struct fc_host *host, const struct fc_attach_request *req,
   bool reserved = false;
   int r;
 
-  if (!fc_volume_id_valid(req->volume_id)) {
-    snprintf(err, errlen, "invalid volume id '%.80s': use 1-%d letters, digits, "
-             "'-', '_' or '.', not starting with '.'", req->volume_id, FC_VOLUME_ID_MAX);
-    return -EINVAL;
-  }
-  if (strlen(req->origin) >= FC_ORIGIN_MAX) {
-    snprintf(err, errlen, "origin is longer than %d bytes", FC_ORIGIN_MAX - 1);
-    return -ENAMETOOLONG;
-  }
+  r = fc_attach_request_check(req, err, errlen);
+  if (r)
+    return r;
   if (size == 0) {
     /* Default: a quarter of the device, the share a host with four
      * cached volumes would give each. */
@@ -191,17 +185,12 @@ uc_attach(struct fc_host *host, const struct fc_attach_request *req,
     return -ENOSPC;
   }
 
-  v = calloc(1, sizeof *v);
+  v = fc_volume_from_request(req, size);
   if (!v)
     return -ENOMEM;
   r = uc_volume_new(v);
   if (r)
     goto out;
-  snprintf(v->p.id, sizeof v->p.id, "%s", req->volume_id);
-  snprintf(v->p.origin, sizeof v->p.origin, "%s", req->origin);
-  v->p.cache_size = size;
-  v->p.write_policy = req->write_policy;
-  v->p.admission = req->admission;
   r = fc_volume_new_tag(&v->p.tag);
   if (r)
     goto out;
