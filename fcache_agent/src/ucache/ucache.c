@@ -43,6 +43,7 @@ fc_ucache_create(struct fc_cachedev *dev, struct fc_metadata *md,
   pthread_mutex_init(&uc->lock, NULL);
   pthread_cond_init(&uc->wb_cond, NULL);
   pthread_cond_init(&uc->m.gate_cond, NULL);
+  pthread_mutex_init(&uc->m.durable_lock, NULL);
   uc->m.chosen_cursor = CBLOCK_NONE;
   pthread_cond_init(&uc->around_cond, NULL);
   uc->m.superseded_fd = -1;
@@ -71,6 +72,7 @@ fc_ucache_destroy(struct fc_ucache *uc)
   if (uc->m.superseded_fd >= 0)
     close(uc->m.superseded_fd);
   pthread_cond_destroy(&uc->m.gate_cond);
+  pthread_mutex_destroy(&uc->m.durable_lock);
   pthread_cond_destroy(&uc->around_cond);
   fc_blockmap_destroy(&uc->map);
   fc_staging_destroy(&uc->staging);

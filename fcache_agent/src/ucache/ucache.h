@@ -129,6 +129,11 @@ int fc_ucache_migr_install_copy(struct fc_ucache *uc, oblock_t ob,
  * or 1 as above; the call returns 0 or -errno for the batch. */
 int fc_ucache_migr_install_many(struct fc_ucache *uc, const uint64_t *ids,
                                 const void *const *data, uint32_t n, int *res);
+/* Destination: make the dirty blocks that came from the source survive a
+ * crash of this host (cache file, then records): those since the last
+ * call, or (final, before COMPLETE) everything, if the source had any
+ * dirty block at all. */
+int fc_ucache_migr_durable(struct fc_ucache *uc, bool final);
 /* Destination (cachemior): read ob from origin and install it unless
  * already present.  0 installed, 1 skipped, -errno. */
 int fc_ucache_migr_preload(struct fc_ucache *uc, oblock_t ob);

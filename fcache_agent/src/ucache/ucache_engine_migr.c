@@ -144,9 +144,7 @@ in_end(struct fc_engine_migr *m)
 static int
 in_durable(struct fc_engine_migr *m, bool final)
 {
-  int r = fc_cachedev_sync(UCE(m->host)->dev);
-
-  return r ? r : fc_md_sync(UCE(m->host)->md);
+  return fc_ucache_migr_durable(UC(m), final);
 }
 
 static void

@@ -150,6 +150,7 @@ fc_ucache_migr_in_begin(struct fc_ucache *uc, enum fc_ucache_migr_mode mode,
   uc->m.read_source = read_source;
   uc->m.fetch_ctx = ctx;
   uc->m.chosen_cursor = CBLOCK_NONE;
+  uc->m.copied_dirty = uc->m.source_dirty = false;
   atomic_store(&uc->m.on, true);
   pthread_mutex_unlock(&uc->lock);
   return 0;
@@ -166,6 +167,7 @@ fc_ucache_migr_add_remote(struct fc_ucache *uc, oblock_t ob, bool dirty)
   r = fc_invfilter_add(dirty ? &uc->m.remote_dirty : &uc->m.remote_clean, ob);
   if (r >= 0 && dirty)
     r = fc_invfilter_add(&uc->m.pinned, ob);
+  uc->m.source_dirty |= dirty;
   pthread_mutex_unlock(&uc->lock);
   return r < 0 ? r : 0;
 }

@@ -246,6 +246,8 @@ fc_ucache_migr_install_many(struct fc_ucache *uc, const uint64_t *ids,
       uc_unalloc_locked(uc, to_cblock(x->cb));
     } else {
       uc_publish_cold_locked(uc, to_cblock(x->cb), x->dirty);
+      uc->m.copied_dirty |= x->dirty;
+      uc->m.source_dirty |= x->dirty;
       installed++;
     }
     res[i] = x->stale ? 1 : 0;

@@ -59,6 +59,11 @@ uc_migr_fetch_miss(struct fc_ucache *uc, oblock_t ob, void *data)
     /* Dirty data now lives only here: it must be installed, or written
      * to the origin if the cache has no room. */
     r = uc_install(uc, ob, data, src_dirty);
+    if (r == 0 && src_dirty) {
+      pthread_mutex_lock(&uc->lock);
+      uc->m.copied_dirty = uc->m.source_dirty = true;
+      pthread_mutex_unlock(&uc->lock);
+    }
     if (r < 0 && src_dirty && !(r = uc_migr_release_pinned(uc, ob.n)))
       r = fc_origin_pwrite(uc->origin, data, uc->bs, ob.n * uc->bs, true);
     return r < 0 ? r : 0;
@@ -161,9 +166,38 @@ fc_ucache_migr_install_copy(struct fc_ucache *uc, oblock_t ob, const void *data,
   if (r == 0) {
     pthread_mutex_lock(&uc->lock);
     uc->m.installed_copies++;
+    uc->m.copied_dirty |= dirty;
+    uc->m.source_dirty |= dirty;
     pthread_mutex_unlock(&uc->lock);
   }
   uc_unlock_stripes(uc, &set);
+  return r;
+}
+
+int
+fc_ucache_migr_durable(struct fc_ucache *uc, bool final)
+{
+  bool sync;
+  int r = 0;
+
+  /* Serialised: a caller that finds nothing to sync may be relying on
+   * blocks whose sync another caller has started and not finished. */
+  pthread_mutex_lock(&uc->m.durable_lock);
+  pthread_mutex_lock(&uc->lock);
+  sync = uc->m.copied_dirty || (final && uc->m.source_dirty);
+  uc->m.copied_dirty = false;
+  pthread_mutex_unlock(&uc->lock);
+  if (sync) {
+    r = fc_cachedev_sync(uc->dev);
+    if (!r)
+      r = fc_md_sync(uc->md);
+    if (r) {
+      pthread_mutex_lock(&uc->lock);
+      uc->m.copied_dirty = true;
+      pthread_mutex_unlock(&uc->lock);
+    }
+  }
+  pthread_mutex_unlock(&uc->m.durable_lock);
   return r;
 }
 

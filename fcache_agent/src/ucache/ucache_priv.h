@@ -76,6 +76,14 @@ struct fc_ucache {
     void *fetch_ctx;          /* for both */
     pthread_cond_t gate_cond;
     uint64_t fetched, fetch_fallbacks, discarded, installed_copies;
+    /* dest: a dirty block came from the source (copied or fetched) since
+     * the last fc_ucache_migr_durable, which must then sync; source_dirty:
+     * one came or was listed at all, so the final one syncs whatever the
+     * VM wrote over it too.  A migration with neither needs no sync: after
+     * a crash only dirty records are trusted, the origin holds what a clean
+     * block holds, and it is as current as the source's copy was. */
+    bool copied_dirty, source_dirty;
+    pthread_mutex_t durable_lock;     /* one fc_ucache_migr_durable at a time */
     /* dest: the last block uc_install_chosen placed, and its oblock (the
      * block may have been evicted and reused since). */
     uint32_t chosen_cursor;
