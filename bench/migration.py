@@ -3,9 +3,14 @@
 
   rate      a rate-limited background copy (firepan_if): achieved rate as a
             fraction of the limit (target >= 0.9)
-  stream    an unthrottled copy (firepan, measured as its downtime) against a
-            plain TCP stream of the same bytes on the same loopback
+  stream    an unthrottled copy (firepan, measured as its downtime) between
+            two agents with migration_tls = none against a plain TCP stream
+            of the same bytes on the same loopback
             (fcache_agent/build/tcp_blast): fraction of the plain stream
+            (target >= 0.6), and CPU seconds per GiB on each side
+  tls       the same copy between two agents with migration_tls = psk
+            (TLS 1.3, the default) against two with none, taking turns:
+            fraction of the plaintext copy (target >= 0.8)
   firepan   firepan downtime for several cache sizes: it must grow linearly
             (least-squares fit, r^2 and ms per MiB)
   downtime  downtime of firepan_if and hybrid against none (target: within
@@ -35,7 +40,8 @@ import nbd  # noqa: E402  (Debian's python3-libnbd)
 from nova_ext import agent as fc_agent  # noqa: E402
 from nova_ext import migration  # noqa: E402
 
-AGENT = os.path.join(ROOT, 'fcache_agent', 'build', 'fcache-agent')
+AGENT = os.environ.get('FCACHE_AGENT_BIN') or os.path.join(
+    ROOT, 'fcache_agent', 'build', 'fcache-agent')
 BLAST = os.path.join(ROOT, 'fcache_agent', 'build', 'tcp_blast')
 MiB = 1024 * 1024
 
@@ -58,7 +64,8 @@ def wait_for(pred, timeout, what):
 class Lab(object):
     """Shared storage (nbdkit) and two agents on loopback."""
 
-    def __init__(self, workdir, origin_size, cache_size):
+    def __init__(self, workdir, origin_size, cache_size,
+                 tls_modes=('none', 'none')):
         self.dir = workdir
         self.procs = []
         origin = os.path.join(workdir, 'origin.img')
@@ -73,9 +80,16 @@ class Lab(object):
              'file', origin], stderr=subprocess.DEVNULL))
         wait_for(lambda: os.path.exists(self.origin_sock), 10, 'nbdkit')
         self.origin_uri = 'nbd+unix:///?socket=%s' % self.origin_sock
-        self.agents = [self._agent(n, cache_size) for n in ('a', 'b')]
+        self.pids = []
+        self.agents = [self._agent(n, cache_size, tls) for n, tls in
+                       zip('abcdefgh', tls_modes)]
 
-    def _agent(self, name, cache_size):
+    def pair(self, tls):
+        """The (source, destination) agents of this TLS mode, with pids."""
+        i = 2 * (self.modes.index(tls) // 2)
+        return self.agents[i:i + 2], self.pids[i:i + 2]
+
+    def _agent(self, name, cache_size, tls):
         d = os.path.join(self.dir, name)
         os.makedirs(d)
         sock = os.path.join(d, 'ctl.sock')
@@ -84,10 +98,13 @@ class Lab(object):
             f.write('[agent]\ncontrol_socket = %s\nstate_dir = %s/state\n'
                     'export_dir = %s/exp\ncache_size = %d\n'
                     'migration_listen = 127.0.0.1:%d\nlog_level = warning\n'
-                    % (sock, d, d, cache_size, free_port()))
+                    'migration_tls = %s\n'
+                    % (sock, d, d, cache_size, free_port(), tls))
+        self.modes = getattr(self, 'modes', []) + [tls]
         log = open(os.path.join(d, 'agent.log'), 'w')
         self.procs.append(subprocess.Popen([AGENT, '--config', conf],
                                            stderr=log))
+        self.pids.append(self.procs[-1].pid)
         wait_for(lambda: os.path.exists(sock), 10, 'agent %s' % name)
         return fc_agent.AgentClient(sock, timeout=600)
 
@@ -101,6 +118,36 @@ class Lab(object):
                 p.kill()
 
 
+def cpu_s(pid):
+    """User + system CPU seconds of a process so far."""
+    with open('/proc/%d/stat' % pid) as f:
+        fields = f.read().rsplit(')', 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf('SC_CLK_TCK')
+
+
+PERF_DIR = []     # --perf: where each migration's profile goes
+
+
+def start_perf(pids, what):
+    """perf record of both agents from start to finish of one migration
+    (--perf DIR): where the copy spends its CPU, without the warm-up."""
+    if not PERF_DIR:
+        return None
+    out = os.path.join(PERF_DIR[0], '%s-%s.data' % (what, time.strftime(
+        '%H%M%S')))
+    p = subprocess.Popen(['perf', 'record', '-q', '-g', '-F', '4999', '-o',
+                          out, '-p', ','.join(str(x) for x in pids)],
+                         stderr=subprocess.DEVNULL)
+    time.sleep(0.3)       # perf attaches before the copy begins
+    return p
+
+
+def stop_perf(p):
+    if p:
+        p.send_signal(signal.SIGINT)
+        p.wait(30)
+
+
 def warm(client, vid, origin_uri, cache_bytes, policy='read_only'):
     res = client.attach_volume(vid, origin_uri, cache_size=cache_bytes,
                                write_policy=policy)
@@ -112,11 +159,14 @@ def warm(client, vid, origin_uri, cache_bytes, policy='read_only'):
     return client.show_volume(vid)['cached_blocks']
 
 
-def run_migration(lab, vid, strategy, rate_mbps=None):
-    """One migration, phase by phase; returns timings and the summary."""
-    src, dst = lab.agents
+def run_migration(lab, vid, strategy, rate_mbps=None, tls='none'):
+    """One migration, phase by phase; returns timings and the summary,
+    with the CPU seconds each agent spent from start to finish."""
+    (src, dst), pids = lab.pair(tls)
     p = migration.prepare(src, dst, vid, strategy, rate_mbps)
     mid = p['migration_id']
+    perf = start_perf(pids, '%s-%s' % (strategy, tls))
+    cpu0 = [cpu_s(x) for x in pids]
     migration.start(src, dst, mid)
     t_switch = time.monotonic()
     migration.switchover(src, dst, mid)
@@ -124,6 +174,8 @@ def run_migration(lab, vid, strategy, rate_mbps=None):
              ('completed', 'failed'), 600, 'completion')
     transfer_s = time.monotonic() - t_switch
     result = migration.finish(src, dst, mid)
+    result['cpu_s'] = [cpu_s(x) - c for x, c in zip(pids, cpu0)]
+    stop_perf(perf)
     result['transfer_s'] = transfer_s
     dst.detach_volume(vid)
     return result
@@ -132,8 +184,8 @@ def run_migration(lab, vid, strategy, rate_mbps=None):
 def bench_rate(lab, runs, cache, rate_mbps):
     ratios = []
     for i in range(runs):
-        vid = 'rate%d' % i
-        warm(lab.agents[0], vid, lab.origin_uri, cache)
+        vid = 'rate%d-%d' % (rate_mbps, i)
+        warm(lab.pair('none')[0][0], vid, lab.origin_uri, cache)
         r = run_migration(lab, vid, 'firepan_if', rate_mbps)
         achieved = r['bytes_transferred'] / r['transfer_s']
         ratios.append(achieved / (rate_mbps * 1e6))
@@ -154,21 +206,42 @@ def blast(nbytes):
     return nbytes / (time.monotonic() - t0), int(out[0])
 
 
+def copy(lab, vid, cache, tls):
+    """An unthrottled copy: firepan's downtime is the copy."""
+    warm(lab.pair(tls)[0][0], vid, lab.origin_uri, cache)
+    r = run_migration(lab, vid, 'firepan', tls=tls)
+    gib = r['bytes_transferred'] / float(1 << 30)
+    return {'bytes': r['bytes_transferred'],
+            'bytes_per_s': r['bytes_transferred'] / r['downtime_s'],
+            'src_cpu_s_per_gib': r['cpu_s'][0] / gib,
+            'dst_cpu_s_per_gib': r['cpu_s'][1] / gib}
+
+
 def bench_stream(lab, runs, cache):
-    ours, plain, ratios = [], [], []
+    rows = []
     for i in range(runs):
-        vid = 'stream%d' % i
-        warm(lab.agents[0], vid, lab.origin_uri, cache)
-        r = run_migration(lab, vid, 'firepan')
-        rate = r['bytes_transferred'] / r['downtime_s']
-        peer, got = blast(r['bytes_transferred'])
-        assert got == r['bytes_transferred']
-        ours.append(rate)
-        plain.append(peer)
-        ratios.append(rate / peer)
-    return {'cache_bytes': cache, 'fcache_bytes_per_s': ours,
-            'plain_tcp_bytes_per_s': plain, 'ratios': ratios,
-            'median': statistics.median(ratios)}
+        r = copy(lab, 'stream%d' % i, cache, 'none')
+        peer, got = blast(r['bytes'])
+        assert got == r['bytes']
+        r['plain_tcp_bytes_per_s'] = peer
+        r['ratio'] = r['bytes_per_s'] / peer
+        rows.append(r)
+    med = {k: statistics.median(x[k] for x in rows) for k in rows[0]}
+    return {'cache_bytes': cache, 'runs': rows, 'median': med}
+
+
+def bench_tls(lab, runs, cache):
+    rows = []
+    for i in range(runs):
+        # Take turns going first: the page cache and the load drift.
+        order = ('psk', 'none') if i % 2 == 0 else ('none', 'psk')
+        r = {m: copy(lab, 'tls-%s-%d' % (m, i), cache, m) for m in order}
+        r['ratio'] = r['psk']['bytes_per_s'] / r['none']['bytes_per_s']
+        rows.append(r)
+    med = {m: {k: statistics.median(x[m][k] for x in rows)
+               for k in rows[0][m]} for m in ('psk', 'none')}
+    return {'cache_bytes': cache, 'runs': rows, 'median': med,
+            'ratio': statistics.median(x['ratio'] for x in rows)}
 
 
 def linear_fit(xs, ys):
@@ -212,44 +285,96 @@ def bench_downtime(lab, runs, cache):
     return out
 
 
+SECTIONS = ('rate', 'stream', 'tls', 'firepan', 'downtime')
+
+
+def report(r, args):
+    print('migration benchmark (medians of %d runs; load %s -> %s)'
+          % (args.runs, r['load'][0], r['load'][1]))
+    for x in r.get('rate', []):
+        print('  rate limit %.0f MB/s: achieved %.3f x the limit'
+              % (x['rate_limit_mbps'], x['median']))
+    if 'stream' in r:
+        m = r['stream']['median']
+        print('  unthrottled copy of %d MiB (plaintext): %.3f x a plain TCP '
+              'stream (%.0f vs %.0f MB/s); CPU s/GiB source %.2f, '
+              'destination %.2f' % (
+                  r['stream']['cache_bytes'] // MiB, m['ratio'],
+                  m['bytes_per_s'] / 1e6, m['plain_tcp_bytes_per_s'] / 1e6,
+                  m['src_cpu_s_per_gib'], m['dst_cpu_s_per_gib']))
+    if 'tls' in r:
+        m = r['tls']['median']
+        print('  unthrottled copy of %d MiB, migration_tls = psk: %.3f x '
+              'none (%.0f vs %.0f MB/s); CPU s/GiB source %.2f vs %.2f, '
+              'destination %.2f vs %.2f' % (
+                  r['tls']['cache_bytes'] // MiB, r['tls']['ratio'],
+                  m['psk']['bytes_per_s'] / 1e6,
+                  m['none']['bytes_per_s'] / 1e6,
+                  m['psk']['src_cpu_s_per_gib'],
+                  m['none']['src_cpu_s_per_gib'],
+                  m['psk']['dst_cpu_s_per_gib'],
+                  m['none']['dst_cpu_s_per_gib']))
+    if 'firepan' in r:
+        print('  firepan downtime: %s s for %s MiB: %.2f ms/MiB, r^2 %.3f'
+              % (['%.3f' % x for x in r['firepan']['downtime_s']],
+                 r['firepan']['sizes_mib'], r['firepan']['ms_per_mib'],
+                 r['firepan']['r2']))
+    if 'downtime' in r:
+        print('  downtime vs none: firepan_if %+.1f ms, hybrid %+.1f ms'
+              % (r['downtime']['firepan_if_minus_none_ms'],
+                 r['downtime']['hybrid_minus_none_ms']))
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument('--runs', type=int, default=3)
-    ap.add_argument('--rate-mbps', type=float, default=20.0)
+    ap.add_argument('--rate-mbps', default='20',
+                    help='rate limits to check, comma-separated (MB/s)')
+    ap.add_argument('--only', default=','.join(SECTIONS),
+                    help='sections to run, comma-separated: %s'
+                    % ','.join(SECTIONS))
     ap.add_argument('--quick', action='store_true',
                     help='small sizes, for a smoke run')
+    ap.add_argument('--perf', metavar='DIR',
+                    help='perf record both agents during each migration '
+                    '(perf report -i DIR/<strategy>-<tls>-<time>.data)')
     args = ap.parse_args(argv)
+    if args.perf:
+        os.makedirs(args.perf, exist_ok=True)
+        PERF_DIR.append(os.path.abspath(args.perf))
+    only = args.only.split(',')
+    for s in only:
+        if s not in SECTIONS:
+            ap.error('unknown section %r' % s)
     sizes = [8 * MiB, 16 * MiB, 32 * MiB] if args.quick else \
         [16 * MiB, 32 * MiB, 64 * MiB, 128 * MiB]
     workdir = tempfile.mkdtemp(prefix='fcache-migbench-', dir='/var/tmp')
-    lab = Lab(workdir, origin_size=max(sizes) * 2, cache_size=max(sizes) * 2)
-    results = {'machine': {'nproc': os.cpu_count()}, 'runs': args.runs}
+    lab = Lab(workdir, origin_size=max(sizes) * 2, cache_size=max(sizes) * 2,
+              tls_modes=('none', 'none', 'psk', 'psk') if 'tls' in only
+              else ('none', 'none'))
+    results = {'machine': {'nproc': os.cpu_count(), 'uname': os.uname()[2]},
+               'runs': args.runs, 'load': ['%.2f' % os.getloadavg()[0]]}
     try:
-        results['rate'] = bench_rate(lab, args.runs, sizes[1],
-                                     args.rate_mbps)
-        results['stream'] = bench_stream(lab, args.runs, sizes[-1])
-        results['firepan'] = bench_firepan(lab, args.runs, sizes)
-        results['downtime'] = bench_downtime(lab, args.runs, sizes[1])
+        if 'rate' in only:
+            results['rate'] = [bench_rate(lab, args.runs, sizes[1], float(x))
+                               for x in args.rate_mbps.split(',')]
+        # The largest volume the lab holds: a 128 MiB copy lasts a tenth
+        # of a second, too short for a stable rate or CPU time (clock
+        # ticks) on a shared machine.
+        if 'stream' in only:
+            results['stream'] = bench_stream(lab, args.runs, 2 * sizes[-1])
+        if 'tls' in only:
+            results['tls'] = bench_tls(lab, args.runs, 2 * sizes[-1])
+        if 'firepan' in only:
+            results['firepan'] = bench_firepan(lab, args.runs, sizes)
+        if 'downtime' in only:
+            results['downtime'] = bench_downtime(lab, args.runs, sizes[1])
     finally:
         lab.close()
         shutil.rmtree(workdir, ignore_errors=True)
-    r = results
-    print('migration benchmark (medians of %d runs)' % args.runs)
-    print('  rate limit %.0f MB/s: achieved %.3f x the limit'
-          % (args.rate_mbps, r['rate']['median']))
-    print('  unthrottled copy of %d MiB: %.3f x a plain TCP stream '
-          '(%.0f vs %.0f MB/s)' % (
-              r['stream']['cache_bytes'] // MiB, r['stream']['median'],
-              statistics.median(r['stream']['fcache_bytes_per_s']) / 1e6,
-              statistics.median(r['stream']['plain_tcp_bytes_per_s']) / 1e6))
-    print('  firepan downtime: %s s for %s MiB: %.2f ms/MiB, r^2 %.3f'
-          % (['%.3f' % x for x in r['firepan']['downtime_s']],
-             r['firepan']['sizes_mib'], r['firepan']['ms_per_mib'],
-             r['firepan']['r2']))
-    print('  downtime vs none: firepan_if %+.1f ms, hybrid %+.1f ms'
-          % (r['downtime']['firepan_if_minus_none_ms'],
-             r['downtime']['hybrid_minus_none_ms']))
+    results['load'].append('%.2f' % os.getloadavg()[0])
+    report(results, args)
     os.makedirs(os.path.join(ROOT, 'results'), exist_ok=True)
     path = os.path.join(ROOT, 'results', 'migration-%s.json'
                         % time.strftime('%Y%m%d-%H%M%S'))
