@@ -20,7 +20,7 @@
 #include <pthread.h>
 
 #include "fuzz_agent.h"
-#include "migration/xfer_frame.h"
+#include "fuzz_frames.h"
 
 static struct fc_agent *agent;
 
@@ -41,26 +41,7 @@ static uint8_t *encode(const uint8_t *data, size_t size, size_t *out_len)
 
   if (!out)
     abort();
-  while (size >= 5) {
-    uint8_t type = data[0];
-    uint16_t flags = (uint16_t)(data[1] | data[2] << 8);
-    size_t len = (size_t)(data[3] | data[4] << 8);
-
-    data += 5;
-    size -= 5;
-    if (len > size)
-      len = size;
-    if (type & 0x80) {
-      memcpy(p, data, len);
-      p += len;
-    } else {
-      fc_xfer_encode_header(p, type, flags, data, (uint32_t)len);
-      memcpy(p + FC_XFER_HEADER_SIZE, data, len);
-      p += FC_XFER_HEADER_SIZE + len;
-    }
-    data += len;
-    size -= len;
-  }
+  p = fuzz_frames(p, data, size);
   *out_len = (size_t)(p - out);
   return out;
 }

@@ -9,6 +9,7 @@ run this again after changing a format:
 
     python3 fuzz/make-corpus.py
 """
+import json
 import os
 import struct
 
@@ -166,6 +167,27 @@ def xfer_source():
           frame(ERROR, b'{"error": "no room"}'))
 
 
+def hello():
+    HELLO, LIST, SWITCH, BLOCK, DONE = 1, 4, 5, 6, 10
+
+    def hi(**kw):
+        h = {'migration_id': 'm-1', 'volume_id': 'vol-1', 'token': TOKEN,
+             'block_size': 4096, 'strategy': 'hybrid', 'reads': True}
+        h.update(kw)
+        return frame(HELLO, json.dumps(h).encode())
+    rest = (frame(LIST, struct.pack('<QQ', 3, 4 | (1 << 63)), flags=1) +
+            frame(BLOCK, struct.pack('<Q', 3) + b'E' * 4096) +
+            frame(SWITCH, b'{}') + frame(DONE))
+    write('hello', 'accepted', hi() + rest)
+    write('hello', 'wrong-token', hi(token='f' * 64) + rest)
+    write('hello', 'other-volume', hi(volume_id='vol-2'))
+    write('hello', 'unknown-migration', hi(migration_id='m-2'))
+    write('hello', 'malformed', frame(HELLO, b'{"migration_id": 5}') +
+          frame(HELLO, b'not json'))
+    write('hello', 'not-hello-first', frame(LIST, b'\0' * 8) + hi())
+    write('hello', 'raw-garbage', raw(b'GET / HTTP/1.1\r\n\r\n'))
+
+
 # --- ucache metadata ------------------------------------------------------
 def metadata():
     tag = 0x0123456789abcdef
@@ -264,5 +286,6 @@ if __name__ == '__main__':
     control()
     xfer()
     xfer_source()
+    hello()
     metadata()
     files()
