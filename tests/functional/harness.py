@@ -103,7 +103,11 @@ class NbdkitOrigin(object):
     """An nbdkit server exporting a file over a unix socket."""
 
     def __init__(self, directory, name, path, filters=(), filter_args=(),
-                 readonly=False):
+                 readonly=False, options=(), scheme='nbd+unix'):
+        # options: nbdkit's own (--tls=require ...); scheme: nbds+unix for
+        # a server that requires TLS.
+        self.options = list(options)
+        self.scheme = scheme
         self.directory = directory
         self.name = name
         self.path = path
@@ -117,7 +121,7 @@ class NbdkitOrigin(object):
 
     @property
     def uri(self):
-        return 'nbd+unix:///?socket=%s' % self.socket
+        return '%s:///?socket=%s' % (self.scheme, self.socket)
 
     def start(self, timeout=10):
         for p in (self.socket, self.pidfile):
@@ -127,6 +131,7 @@ class NbdkitOrigin(object):
                '-P', self.pidfile]
         if self.readonly:
             cmd.append('-r')
+        cmd += self.options
         for f in self.filters:
             cmd.append('--filter=%s' % f)
         cmd += ['file', self.path] + self.filter_args

@@ -34,6 +34,7 @@
 enum key_type {
   K_STRING,       /* free text, only length-checked */
   K_PATH,         /* absolute path */
+  K_OPT_PATH,     /* absolute path, or "" for none */
   K_SOCKET,       /* absolute path short enough for sun_path */
   K_HOSTPORT,     /* host:port */
   K_ENGINE,
@@ -69,8 +70,8 @@ enum key_index {
   KEY_EXPORT_DIR, KEY_LOG_LEVEL, KEY_LOG_TARGET, KEY_NBD_THREADS,
   KEY_ORIGIN_CONNECTIONS, KEY_WRITEBACK_INTERVAL_MS, KEY_DIRTY_HIGH_PERCENT,
   KEY_DM_PREFIX, KEY_EXPORT_GROUP, KEY_MIGRATION_TLS, KEY_MIGRATION_TLS_DIR,
-  KEY_CONTROL_ADMIN_GROUP, KEY_ORIGIN_PREFIXES,
-  N_KEYS
+  KEY_CONTROL_ADMIN_GROUP, KEY_ORIGIN_PREFIXES, KEY_ORIGIN_TLS_DIR,
+  KEY_ORIGIN_TLS_PSK_FILE, N_KEYS
 };
 
 static const struct key_desc keys[N_KEYS] = {
@@ -96,6 +97,8 @@ static const struct key_desc keys[N_KEYS] = {
   [KEY_MIGRATION_TLS] = OTHER_KEY(migration_tls, K_TLS),
   [KEY_MIGRATION_TLS_DIR] = STR_KEY(migration_tls_dir, K_PATH),
   [KEY_ORIGIN_PREFIXES] = OTHER_KEY(origin_prefixes, K_PREFIXES),
+  [KEY_ORIGIN_TLS_DIR] = STR_KEY(origin_tls_dir, K_OPT_PATH),
+  [KEY_ORIGIN_TLS_PSK_FILE] = STR_KEY(origin_tls_psk_file, K_OPT_PATH),
 };
 
 struct parser {
@@ -314,7 +317,8 @@ static int set_string(struct parser *p, const struct key_desc *k,
     return fail(p, p->line, k->name,
                 "value is %zu bytes long; at most %zu allowed%s", len, max,
                 k->type == K_SOCKET ? " (unix socket path limit)" : "");
-  if ((k->type == K_PATH || k->type == K_SOCKET) && v[0] != '/')
+  if ((k->type == K_PATH || k->type == K_SOCKET ||
+       (k->type == K_OPT_PATH && v[0])) && v[0] != '/')
     return fail(p, p->line, k->name,
                 "'%s' is not an absolute path; use a path starting with '/'",
                 v);
@@ -341,6 +345,7 @@ static int set_value(struct parser *p, const struct key_desc *k,
   switch (k->type) {
   case K_STRING:
   case K_PATH:
+  case K_OPT_PATH:
   case K_SOCKET:
   case K_HOSTPORT:
   case K_ENGINE:

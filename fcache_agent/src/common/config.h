@@ -55,6 +55,10 @@ struct fc_config {
    * origins only). */
   char origin_prefixes[FC_ORIGIN_PREFIXES_MAX][FC_PATH_MAX];
   unsigned n_origin_prefixes;
+  /* nbds:// origins: the x509 files libnbd reads (its own default when
+   * ""), and a PSK file ("" = none); both the agent's, never the URI's. */
+  char origin_tls_dir[FC_PATH_MAX];
+  char origin_tls_psk_file[FC_PATH_MAX];
 };
 
 void fc_config_defaults(struct fc_config *cfg);

@@ -11,9 +11,10 @@ fc_origin_open(const char *uri, unsigned connections,
 {
   if (uri[0] == '/')
     return fc_origin_open_path(uri, pol, out, err, errlen);
-  if (!strncmp(uri, "nbd://", 6) || !strncmp(uri, "nbd+unix://", 11))
-    return fc_origin_open_nbd(uri, connections, out, err, errlen);
+  if (!strncmp(uri, "nbd://", 6) || !strncmp(uri, "nbd+unix://", 11) ||
+      !strncmp(uri, "nbds://", 7) || !strncmp(uri, "nbds+unix://", 12))
+    return fc_origin_open_nbd(uri, connections, pol, out, err, errlen);
   snprintf(err, errlen, "origin '%s' is neither an absolute path nor an "
-           "nbd:// or nbd+unix:// URI", uri);
+           "nbd://, nbd+unix://, nbds:// or nbds+unix:// URI", uri);
   return -EINVAL;
 }

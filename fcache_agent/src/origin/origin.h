@@ -29,9 +29,11 @@ struct fc_origin {
   bool can_trim;
 };
 
-/* uri: an absolute path, "nbd://host[:port]/export" or
- * "nbd+unix:///export?socket=/path".  `connections` is how many parallel
- * NBD connections to open (ignored for paths).  A path must pass `pol`
+/* uri: an absolute path, "nbd://host[:port]/export",
+ * "nbd+unix:///export?socket=/path", or the same with TLS required,
+ * "nbds://" / "nbds+unix://" (credentials from pol: origin_tls_dir,
+ * origin_tls_psk_file).  `connections` is how many parallel NBD
+ * connections to open (ignored for paths).  A path must pass `pol`
  * (origin_policy.h), and a block device is opened exclusively: one that
  * is mounted or held by someone else is refused. */
 int fc_origin_open(const char *uri, unsigned connections,
@@ -41,6 +43,7 @@ int fc_origin_open(const char *uri, unsigned connections,
 int fc_origin_open_path(const char *path, const struct fc_origin_policy *pol,
                         struct fc_origin **out, char *err, size_t errlen);
 int fc_origin_open_nbd(const char *uri, unsigned connections,
+                       const struct fc_origin_policy *pol,
                        struct fc_origin **out, char *err, size_t errlen);
 
 static inline int

@@ -67,6 +67,8 @@ nbdo_close(struct fc_origin *o)
   pthread_cond_destroy(&n->slot_cond);
   pthread_mutex_destroy(&n->slot_lock);
   free(n->uri);
+  free(n->tls_dir);
+  free(n->tls_psk_file);
   free(n);
 }
 
@@ -99,6 +101,7 @@ describe(struct nbd_origin *n, struct nbd_handle *h, char *err, size_t errlen)
 
 int
 fc_origin_open_nbd(const char *uri, unsigned connections,
+                   const struct fc_origin_policy *pol,
                    struct fc_origin **out, char *err, size_t errlen)
 {
   struct nbd_origin *n;
@@ -113,7 +116,13 @@ fc_origin_open_nbd(const char *uri, unsigned connections,
   if (!n)
     return -ENOMEM;
   n->uri = strdup(uri);
-  if (!n->uri) {
+  n->tls_dir = pol && pol->tls_dir ? strdup(pol->tls_dir) : NULL;
+  n->tls_psk_file = pol && pol->tls_psk_file ? strdup(pol->tls_psk_file) : NULL;
+  if (!n->uri || (pol && pol->tls_dir && !n->tls_dir) ||
+      (pol && pol->tls_psk_file && !n->tls_psk_file)) {
+    free(n->uri);
+    free(n->tls_dir);
+    free(n->tls_psk_file);
     free(n);
     return -ENOMEM;
   }

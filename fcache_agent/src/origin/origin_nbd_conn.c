@@ -219,17 +219,24 @@ out:
 /* ---- connecting -------------------------------------------------------- */
 
 struct nbd_handle *
-nbd_conn_create_handle(void)
+nbd_conn_create_handle(const struct nbd_origin *n)
 {
   struct nbd_handle *h = nbd_create();
 
   if (!h)
     return NULL;
   /* The URI comes from the control plane; never let it make libnbd read
-   * local files (tls-psk-file=...) or spawn anything. */
+   * local files (tls-psk-file=...) or spawn anything: TLS credentials are
+   * the agent's own (origin_tls_dir, origin_tls_psk_file).  An nbds://
+   * URI makes libnbd require TLS; nbd:// stays plaintext. */
   if (nbd_set_uri_allow_local_file(h, false) == -1 ||
       nbd_set_uri_allow_transports(h, LIBNBD_ALLOW_TRANSPORT_TCP |
-                                      LIBNBD_ALLOW_TRANSPORT_UNIX) == -1) {
+                                      LIBNBD_ALLOW_TRANSPORT_UNIX) == -1 ||
+      (n->tls_dir && nbd_set_tls_certificates(h, n->tls_dir) == -1) ||
+      (n->tls_psk_file && nbd_set_tls_psk_file(h, n->tls_psk_file) == -1) ||
+      /* libnbd's default PSK identity is the login name, which a daemon
+       * has none of; a URI's tls-username= still wins. */
+      (n->tls_psk_file && nbd_set_tls_username(h, "fcache") == -1)) {
     nbd_close(h);
     return NULL;
   }
@@ -242,7 +249,7 @@ int
 nbd_conn_connect(struct nbd_origin *n, struct nbd_handle **out,
                  char *err, size_t errlen)
 {
-  struct nbd_handle *h = nbd_conn_create_handle();
+  struct nbd_handle *h = nbd_conn_create_handle(n);
   int r;
 
   if (!h) {
@@ -289,7 +296,7 @@ static int
 reconnect(struct nbd_conn *c)
 {
   struct nbd_origin *n = c->origin;
-  struct nbd_handle *h = nbd_conn_create_handle();
+  struct nbd_handle *h = nbd_conn_create_handle(n);
   uint64_t deadline = now_ms() + NBD_CONN_CONNECT_MS;
   int r;
 

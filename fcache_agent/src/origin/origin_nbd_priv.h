@@ -77,6 +77,8 @@ struct nbd_conn {
 struct nbd_origin {
   struct fc_origin base;
   char *uri;
+  /* TLS credentials for nbds:// (NULL: libnbd's default, no PSK). */
+  char *tls_dir, *tls_psk_file;
   bool can_fua;
   bool can_flush;
   uint32_t max_request;
@@ -117,7 +119,7 @@ int nbdo_run(struct nbd_origin *n, enum nbd_cmd_op op, void *buf,
              uint64_t count, uint64_t off, uint32_t flags);
 
 /* origin_nbd_conn.c */
-struct nbd_handle *nbd_conn_create_handle(void);
+struct nbd_handle *nbd_conn_create_handle(const struct nbd_origin *n);
 int nbd_conn_connect(struct nbd_origin *n, struct nbd_handle **out,
                      char *err, size_t errlen);
 int nbd_conn_start(struct nbd_conn *c, struct nbd_origin *n, unsigned index,

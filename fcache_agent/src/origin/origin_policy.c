@@ -27,6 +27,8 @@ void fc_origin_policy_init(struct fc_origin_policy *pol,
   pol->n_prefixes = cfg->n_origin_prefixes;
   pol->state_dir = cfg->state_dir;
   pol->cache_path = cfg->cache_path;
+  pol->tls_dir = cfg->origin_tls_dir[0] ? cfg->origin_tls_dir : NULL;
+  pol->tls_psk_file = cfg->origin_tls_psk_file[0] ? cfg->origin_tls_psk_file : NULL;
 }
 
 static bool has_dot_component(const char *path)

@@ -18,6 +18,9 @@ struct fc_origin_policy {
   unsigned n_prefixes;
   const char *state_dir;                /* nothing under it */
   const char *cache_path;               /* never the cache, nor under it */
+  /* nbds:// origins: origin_tls_dir and origin_tls_psk_file, or NULL. */
+  const char *tls_dir;
+  const char *tls_psk_file;
 };
 
 void fc_origin_policy_init(struct fc_origin_policy *pol,
