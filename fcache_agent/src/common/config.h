@@ -71,6 +71,8 @@ int fc_config_load(const char *path, struct fc_config *cfg,
 /* Parse "4096", "64K", "10M", "2G", "1T" (binary units, optional "iB"/"B").
  * Returns 0 or -EINVAL / -ERANGE. */
 int fc_parse_size(const char *s, uint64_t *out);
+/* A decimal unsigned int without sign or spaces: 0, -EINVAL or -ERANGE. */
+int fc_parse_uint(const char *s, unsigned *out);
 
 /* Parse origin_prefixes: comma-separated absolute paths without "." or
  * ".." components, at most FC_ORIGIN_PREFIXES_MAX, each shorter than
