@@ -7,6 +7,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,14 +20,27 @@
 #include "common/ratelimit.h"
 #include "xfer_conn.h"
 
-/* Bytes of TLS records read from the socket and not yet taken by GnuTLS. */
+/* Bytes of TLS records read from the socket and not yet taken by GnuTLS;
+ * bytes of records GnuTLS made for the frame being sent, not yet sent. */
 #define READAHEAD (256u << 10)
+#define WRITEBEHIND (256u << 10)
 
 struct fc_xfer_readahead {
   int fd;
   size_t pos, len;
   uint8_t buf[READAHEAD];
+  /* GnuTLS pushes one 16 KiB record per call, a system call each; the
+   * records of one frame are gathered here and sent together.  Locked:
+   * the receiving thread's GnuTLS may write too (a TLS 1.3 KeyUpdate
+   * answer), and that is sent at once, in order. */
+  pthread_mutex_t wlock;
+  size_t wlen;
+  uint8_t wbuf[WRITEBEHIND];
 };
+
+/* This thread is inside fc_xfer_send: what GnuTLS pushes may wait for the
+ * end of the frame. */
+static _Thread_local bool sending_frame;
 
 void
 fc_xfer_conn_init(struct fc_xfer_conn *c, int fd)
@@ -57,6 +71,8 @@ tls_free(struct fc_xfer_conn *c)
     gnutls_deinit(c->tls);
   if (c->tls_psk)
     gnutls_psk_free_client_credentials(c->tls_psk);
+  if (c->ra)
+    pthread_mutex_destroy(&c->ra->wlock);
   free(c->ra);
   c->tls = NULL;
   c->tls_psk = NULL;
@@ -96,6 +112,64 @@ ra_pull_timeout(gnutls_transport_ptr_t p, unsigned ms)
   return poll(&pfd, 1, ms == GNUTLS_INDEFINITE_TIMEOUT ? -1 : (int)ms);
 }
 
+/* Under ra->wlock. */
+static int
+wflush_locked(struct fc_xfer_readahead *ra)
+{
+  size_t off = 0;
+
+  while (off < ra->wlen) {
+    ssize_t n = send(ra->fd, ra->wbuf + off, ra->wlen - off, MSG_NOSIGNAL);
+
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n < 0)
+      return -errno;
+    off += (size_t)n;
+  }
+  ra->wlen = 0;
+  return 0;
+}
+
+static ssize_t
+ra_push(gnutls_transport_ptr_t p, const giovec_t *iov, int cnt)
+{
+  struct fc_xfer_readahead *ra = p;
+  size_t total = 0;
+  int r = 0;
+
+  pthread_mutex_lock(&ra->wlock);
+  for (int i = 0; i < cnt && !r; i++) {
+    const uint8_t *b = iov[i].iov_base;
+    size_t len = iov[i].iov_len;
+
+    if (ra->wlen + len > sizeof ra->wbuf)
+      r = wflush_locked(ra);
+    while (!r && len > sizeof ra->wbuf) {       /* too big to gather */
+      ssize_t n = send(ra->fd, b, len, MSG_NOSIGNAL);
+      if (n < 0 && errno != EINTR)
+        r = -errno;
+      else if (n > 0) {
+        b += n;
+        len -= (size_t)n;
+      }
+    }
+    if (!r) {
+      memcpy(ra->wbuf + ra->wlen, b, len);
+      ra->wlen += len;
+    }
+    total += iov[i].iov_len;
+  }
+  if (!r && !sending_frame)
+    r = wflush_locked(ra);
+  pthread_mutex_unlock(&ra->wlock);
+  if (r) {
+    errno = -r;
+    return -1;
+  }
+  return (ssize_t)total;
+}
+
 int
 fc_xfer_conn_read_ahead(struct fc_xfer_conn *c)
 {
@@ -105,10 +179,12 @@ fc_xfer_conn_read_ahead(struct fc_xfer_conn *c)
     return -ENOMEM;
   c->ra->fd = c->fd;
   c->ra->pos = c->ra->len = 0;
-  /* Only the receiving side changes: sends still go to the fd. */
-  gnutls_transport_set_ptr2(c->tls, c->ra, (gnutls_transport_ptr_t)(intptr_t)c->fd);
+  c->ra->wlen = 0;
+  pthread_mutex_init(&c->ra->wlock, NULL);
+  gnutls_transport_set_ptr(c->tls, c->ra);
   gnutls_transport_set_pull_function(c->tls, ra_pull);
   gnutls_transport_set_pull_timeout_function(c->tls, ra_pull_timeout);
+  gnutls_transport_set_vec_push_function(c->tls, ra_push);
   return 0;
 }
 
@@ -156,10 +232,13 @@ tls_errno(ssize_t r)
 /* Header and payload into as few records as fit: one send per frame, not
  * one per piece, and full-size records for the encryption to work on. */
 static int
-tls_send_all(gnutls_session_t s, const struct iovec *iov, int n)
+tls_send_all(struct fc_xfer_conn *c, const struct iovec *iov, int n)
 {
+  gnutls_session_t s = c->tls;
   ssize_t w;
+  int r;
 
+  sending_frame = c->ra != NULL;
   gnutls_record_cork(s);
   for (int i = 0; i < n; i++) {
     const char *p = iov[i].iov_base;
@@ -171,6 +250,7 @@ tls_send_all(gnutls_session_t s, const struct iovec *iov, int n)
         continue;
       if (w < 0) {
         gnutls_record_uncork(s, 0);
+        sending_frame = false;
         return tls_errno(w);
       }
       p += w;
@@ -180,7 +260,17 @@ tls_send_all(gnutls_session_t s, const struct iovec *iov, int n)
   do {
     w = gnutls_record_uncork(s, GNUTLS_RECORD_WAIT);
   } while (w == GNUTLS_E_INTERRUPTED || w == GNUTLS_E_AGAIN);
-  return w < 0 ? tls_errno(w) : 0;
+  sending_frame = false;
+  r = w < 0 ? tls_errno(w) : 0;
+  if (c->ra) {
+    /* The frame's records, gathered by ra_push: out in one go. */
+    pthread_mutex_lock(&c->ra->wlock);
+    if (!r)
+      r = wflush_locked(c->ra);
+    c->ra->wlen = 0;
+    pthread_mutex_unlock(&c->ra->wlock);
+  }
+  return r;
 }
 
 static int
@@ -230,7 +320,7 @@ fc_xfer_send(struct fc_xfer_conn *c, uint8_t type, uint16_t flags,
   iov[1] = (struct iovec){ (void *)p1, l1 };
   iov[2] = (struct iovec){ (void *)p2, l2 };
   pthread_mutex_lock(&c->send_lock);
-  r = c->tls ? tls_send_all(c->tls, iov, 3) : send_all(c->fd, iov, 3);
+  r = c->tls ? tls_send_all(c, iov, 3) : send_all(c->fd, iov, 3);
   if (!r)
     c->bytes_sent += sizeof hdr + l1 + l2;
   pthread_mutex_unlock(&c->send_lock);
