@@ -127,8 +127,8 @@ def xfer():
     dblk = frame(BLOCK, struct.pack('<Q', 2 | dirty) + b'B' * 4096)
     for s, name in enumerate(['none', 'cachemior', 'firepan', 'firepan_if',
                               'cloudcache', 'hybrid']):
-        write('xfer', name, bytes([s]) + lst + blk + dblk + frame(SWITCH, b'{}')
-              + frame(DONE))
+        write('xfer', name, bytes([s]) + lst + blk + dblk +
+              frame(SWITCH, b'{}') + frame(DONE))
     write('xfer', 'fetch-reply', bytes([5]) + lst +
           frame(BLOCK, struct.pack('<Q', 2 | dirty) + b'C' * 4096, flags=2) +
           frame(BLOCK, struct.pack('<Q', 1), flags=6) +
@@ -255,8 +255,8 @@ origin_prefixes = /dev/disk/by-id/,/var/lib/nova/mnt/
     write('superseded', 'torn', struct.pack('<Q', 5) + b'\1\2\3')
     write('superseded', 'empty', b'')
 
-    write('dm_xml', 'cache-dump', b'\0' + b"""<superblock uuid="" block_size="128" \
-nr_cache_blocks="4" policy="smq" hint_width="4">
+    write('dm_xml', 'cache-dump', b'\0' + b"""<superblock uuid="" \
+block_size="128" nr_cache_blocks="4" policy="smq" hint_width="4">
   <mappings>
     <mapping cache_block="0" origin_block="3" dirty="true"/>
     <mapping cache_block="2" origin_block="9" dirty="false"/>
