@@ -394,11 +394,14 @@ def test_fake_source_ignoring_credit(make_agent, make_origin):
 # ---------------------------------------------------------------------------
 
 def migrate_until_copying(make_agent, make_origin, strategy, link=None,
-                          rate_mbps=2):
+                          rate_mbps=1):
     """A warmed write_back volume, migrating, the VM on the destination.
 
     Returns once the background copy has moved some blocks (and has many
-    left): (src, dst, origin, orc, vm, mid).
+    left): (src, dst, origin, orc, vm, mid).  At 1 MB/s the 8 MiB copy
+    lasts about 8 s, in frames of up to 1 MiB: long enough for the caller
+    to pause and check the VM and still fail the copy half-way on a busy
+    machine.
     """
     # A lazy write-back: dirty blocks all over the disk, most of them
     # outside the VM's working region and older than it in the LRU, so
