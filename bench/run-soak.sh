@@ -1,0 +1,7 @@
+#!/bin/bash
+# Install what is needed, then run the load and soak benchmark (64 volumes,
+# waves of 8 concurrent migrations, both agents under ASan/LSan).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+tools/setup.sh >/dev/null
+exec .venv/bin/python bench/soak.py "$@"
