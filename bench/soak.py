@@ -169,7 +169,8 @@ class Sampler(object):
 class Soak(object):
     def __init__(self, workdir, binary, volumes=64, concurrent=8,
                  seconds=180, volume_size=16 * MiB, volume_cache=4 * MiB,
-                 depth=4, rate_mbps=40, pause_s=1.0, log=print):
+                 depth=4, rate_mbps=40, pause_s=1.0, migrate=True,
+                 log=print):
         assert volumes % concurrent == 0, 'volumes: a multiple of concurrent'
         self.dir = workdir
         self.binary = binary
@@ -181,6 +182,7 @@ class Soak(object):
         self.depth = depth
         self.rate_mbps = rate_mbps
         self.pause_s = pause_s
+        self.migrate_volumes = migrate
         self.log = log
         self.vms = {}
         self.migrations = []
@@ -308,6 +310,10 @@ class Soak(object):
         waves = 0
         try:
             while time.monotonic() - t0 < self.seconds:
+                if not self.migrate_volumes:
+                    time.sleep(1)
+                    self._check_vms()
+                    continue
                 self.wave(waves)
                 waves += 1
                 time.sleep(self.pause_s)
@@ -503,6 +509,35 @@ def table(r):
     return '\n'.join('%-*s  %s' % (w, k, v) for k, v in lines)
 
 
+def release_memory(workdir, args):
+    """VmRSS per volume of the release build: the same volumes and I/O.
+
+    Without migrations, for ``--memory-seconds``: ASan's allocator keeps
+    freed memory in quarantine (256 MiB by default), so the sanitized
+    agent's VmRSS says little about what a volume costs.
+    """
+    binary = os.path.join(workdir, 'fcft-agent-release')
+    shutil.copy2(os.path.join(ROOT, 'fcache_agent', 'build', 'fcache-agent'),
+                 binary)
+    soak = Soak(workdir, binary, volumes=args.volumes,
+                concurrent=args.concurrent, seconds=args.memory_seconds,
+                volume_size=args.volume_mib * MiB,
+                volume_cache=args.cache_mib * MiB, depth=args.depth,
+                migrate=False)
+    try:
+        r = soak.run()
+    finally:
+        for a in (getattr(soak, 'a', None), getattr(soak, 'b', None)):
+            if a is not None:
+                a.kill()
+    return {'seconds': r['soak_s'], 'requests_done': r['requests']['done'],
+            'lost': r['requests']['lost'],
+            'mismatches': r['requests']['mismatches'],
+            'memory': dict((k, v) for k, v in r['memory'].items()
+                           if k != 'samples'),
+            'agent_memory': r['agent_memory']['a']}
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     ap.add_argument('--volumes', type=int, default=64)
@@ -512,6 +547,9 @@ def main(argv=None):
     ap.add_argument('--cache-mib', type=int, default=4)
     ap.add_argument('--depth', type=int, default=4)
     ap.add_argument('--rate-mbps', type=float, default=40)
+    ap.add_argument('--memory-seconds', type=float, default=30,
+                    help='then the release build, same volumes and I/O, no '
+                    'migrations, for its VmRSS per volume (0: skip)')
     ap.add_argument('--keep', action='store_true',
                     help='keep the run directory (logs, origins)')
     args = ap.parse_args(argv)
@@ -530,6 +568,20 @@ def main(argv=None):
             if a is not None:
                 a.kill()
     print(table(r))
+    if args.memory_seconds > 0:
+        print('soak: the release build, %d volumes, %.0f s of I/O, for its '
+              'memory' % (args.volumes, args.memory_seconds))
+        rel = os.path.join(workdir, 'release')
+        os.makedirs(rel)
+        r['release_memory'] = m = release_memory(rel, args)
+        print('release build VmRSS: idle %d KiB, end %d KiB with %d volumes:'
+              ' %.0f KiB per volume, %.0f KiB over idle; %d requests, %d '
+              'lost, %d mismatches' % (
+                  m['memory']['a_idle_kib'], m['memory']['a_end_kib'],
+                  m['memory']['a_end_volumes'],
+                  m['memory']['rss_per_volume_kib'],
+                  m['memory']['rss_growth_per_volume_kib'],
+                  m['requests_done'], m['lost'], m['mismatches']))
     os.makedirs(os.path.join(ROOT, 'results'), exist_ok=True)
     out = os.path.join(ROOT, 'results', 'soak-%s.json' %
                        time.strftime('%Y%m%d-%H%M%S'))
