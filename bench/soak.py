@@ -37,6 +37,8 @@ import threading
 import time
 import traceback
 
+import nbd
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 for _p in (ROOT, os.path.join(ROOT, 'tests')):
     if _p not in sys.path:
@@ -52,6 +54,62 @@ STRATEGIES = ('hybrid', 'firepan_if', 'cloudcache', 'none')
 POLICIES = ('write_back', 'write_through', 'read_only')
 # A leak report, or LSan unable to run (under ptrace, for one).
 LSAN = 'LeakSanitizer'
+
+
+class PooledHandle(object):
+    """A libnbd handle whose aio reads and writes use pooled buffers.
+
+    Debian 12's python3-libnbd (1.14) keeps a reference to the buffer of
+    every ``aio_pread`` and ``aio_pwrite`` for ever: a workload that
+    allocates one per request grows by the bytes it moves (about 100 MiB/s
+    here).  Buffers taken from a pool, one list per length, and returned at
+    completion, bound that to the pool's peak.  Everything else goes to the
+    real handle.
+    """
+
+    def __init__(self, h, pool):
+        self._h = h
+        self._pool = pool
+
+    def __getattr__(self, name):
+        return getattr(self._h, name)
+
+    def _take(self, n):
+        free = self._pool.get(n)
+        return free.pop() if free else bytearray(n)
+
+    def _give(self, ba):
+        self._pool.setdefault(len(ba), []).append(ba)
+
+    def aio_pread(self, buf, offset, completion=None, flags=0):
+        ba = self._take(len(buf))
+
+        def cb(err):
+            # What the workload reads back from ``buf`` afterwards.
+            buf._o = bytearray(ba)
+            buf._init = True
+            self._give(ba)
+            return completion(err) if completion else 1
+        try:
+            return self._h.aio_pread(nbd.Buffer.from_buffer(ba), offset,
+                                     completion=cb, flags=flags)
+        except nbd.Error:
+            self._give(ba)
+            raise
+
+    def aio_pwrite(self, buf, offset, completion=None, flags=0):
+        ba = self._take(len(buf))
+        ba[:] = buf.to_buffer()
+
+        def cb(err):
+            self._give(ba)
+            return completion(err) if completion else 1
+        try:
+            return self._h.aio_pwrite(nbd.Buffer.from_buffer(ba), offset,
+                                      completion=cb, flags=flags)
+        except nbd.Error:
+            self._give(ba)
+            raise
 
 
 class TimedWorkload(mu.CountingWorkload):
@@ -95,10 +153,17 @@ class SoakVm(mu.Vm):
     def __init__(self, uri, oracle, seed, name, agent, run_bound,
                  **workload_kw):
         super(SoakVm, self).__init__(uri, oracle, seed, name=name)
-        self.wl = TimedWorkload(self.h, oracle, seed=seed, **workload_kw)
+        self.pool = {}
+        self.wl = TimedWorkload(PooledHandle(self.h, self.pool), oracle,
+                                seed=seed, **workload_kw)
         self.agent = agent
         self.run_bound = run_bound
         self.migrating = False
+
+    def move(self, uri):
+        super(SoakVm, self).move(uri)
+        self.wl.h = PooledHandle(self.h, self.pool)
+        return self
 
     def _run(self):
         try:
@@ -170,8 +235,12 @@ class Soak(object):
     def __init__(self, workdir, binary, volumes=64, concurrent=8,
                  seconds=180, volume_size=16 * MiB, volume_cache=4 * MiB,
                  depth=4, rate_mbps=40, pause_s=1.0, migrate=True,
-                 log=print):
-        assert volumes % concurrent == 0, 'volumes: a multiple of concurrent'
+                 migrating=None, log=print):
+        # migrating: how many volumes (the first ones) take turns in the
+        # waves; all of them by default.
+        self.migrating = migrating or volumes
+        assert self.migrating % concurrent == 0 and \
+            self.migrating <= volumes, 'migrating: a multiple of concurrent'
         self.dir = workdir
         self.binary = binary
         self.nvol = volumes
@@ -285,7 +354,7 @@ class Soak(object):
         return rec
 
     def wave(self, n):
-        groups = self.nvol // self.concurrent
+        groups = self.migrating // self.concurrent
         g = (n // 2) % groups
         vids = ['vol%02d' % (g * self.concurrent + k)
                 for k in range(self.concurrent)]
@@ -370,7 +439,8 @@ class Soak(object):
         for vid, vm in sorted(self.vms.items()):
             try:
                 verify[vid] = [repr(m) for m in om.verify_all(
-                    vm.h, vm.oracle, what='final verify')]
+                    PooledHandle(vm.h, vm.pool), vm.oracle,
+                    what='final verify')]
             except Exception as exc:
                 verify[vid] = ['verify failed: %s' % exc]
             om.close(vm.h)
@@ -434,10 +504,16 @@ class Soak(object):
                 (s, sum(1 for m in ok if m['strategy'] == s))
                 for s in STRATEGIES),
             'failures': [m for m in self.migrations if not m['ok']][:10],
+            'failure_reasons': {},
             'duration_s_median': statistics.median(
                 [m['duration_s'] for m in ok]) if ok else None,
             'duration_s_max': max([m['duration_s'] for m in ok] or [None]),
         }
+        for f in self.migrations:
+            if not f['ok']:
+                why = f['error'][:100]
+                r['migrations']['failure_reasons'][why] = \
+                    r['migrations']['failure_reasons'].get(why, 0) + 1
         idle = r['rss_idle_kib']['a']
         end, nend = r['rss_end_kib'].get('a', (0, 1))
         peak = max((row['a'][0] for _, row in self.sampler.samples
@@ -453,11 +529,13 @@ class Soak(object):
                 (peak - idle) / float(self.nvol), 1),
             'samples': self.sampler.samples,
         }
+        r['client_rss_kib'] = rss_kib(os.getpid())
         r['leak_free'] = not any(r['agent_%s' % n]['leak_report'] or
                                  r['agent_%s' % n]['sanitizer_reports'] or
                                  r['agent_%s' % n]['exit_status'] != 0
                                  for n in ('a', 'b'))
         r['config'] = dict(volumes=self.nvol, concurrent=self.concurrent,
+                           migrating=self.migrating,
                            seconds=self.seconds,
                            volume_size=self.volume_size,
                            volume_cache=self.volume_cache, depth=self.depth,
@@ -472,9 +550,10 @@ def table(r):
     mem = r['memory']
     am = r['agent_memory']['a']
     lines = [
-        ('soak', '%s s, %d waves, %d volumes, %d concurrent migrations' % (
-            r['soak_s'], r['waves'], r['config']['volumes'],
-            r['config']['concurrent'])),
+        ('soak', '%s s, %d waves, %d volumes (%d migrating), %d concurrent '
+         'migrations' % (r['soak_s'], r['waves'], r['config']['volumes'],
+                         r['config']['migrating'],
+                         r['config']['concurrent'])),
         ('requests done', '%d (%.0f/s), %d MiB read, %d MiB written' % (
             q['done'], q['per_s'], q['read_bytes'] // MiB,
             q['write_bytes'] // MiB)),
@@ -491,6 +570,10 @@ def table(r):
         ('migrations', '%d completed, %d failed (%s)' % (
             m['completed'], m['failed'], ', '.join(
                 '%s %d' % kv for kv in sorted(m['by_strategy'].items())))),
+    ]
+    for why, n in sorted(m['failure_reasons'].items()):
+        lines.append(('  failed: %d' % n, why))
+    lines += [
         ('agent A VmRSS', 'idle %d KiB, peak %d, end %d with %d volumes' % (
             mem['a_idle_kib'], mem['a_peak_kib'], mem['a_end_kib'],
             mem['a_end_volumes'])),
@@ -546,6 +629,9 @@ def main(argv=None):
     ap.add_argument('--volume-mib', type=int, default=16)
     ap.add_argument('--cache-mib', type=int, default=4)
     ap.add_argument('--depth', type=int, default=4)
+    ap.add_argument('--migrating', type=int, default=None,
+                    help='how many of the volumes take turns in the waves '
+                    '(default: all)')
     ap.add_argument('--rate-mbps', type=float, default=40)
     ap.add_argument('--memory-seconds', type=float, default=30,
                     help='then the release build, same volumes and I/O, no '
@@ -560,7 +646,7 @@ def main(argv=None):
                 concurrent=args.concurrent, seconds=args.seconds,
                 volume_size=args.volume_mib * MiB,
                 volume_cache=args.cache_mib * MiB, depth=args.depth,
-                rate_mbps=args.rate_mbps)
+                rate_mbps=args.rate_mbps, migrating=args.migrating)
     try:
         r = soak.run()
     finally:
