@@ -235,7 +235,7 @@ class Soak(object):
     def __init__(self, workdir, binary, volumes=64, concurrent=8,
                  seconds=180, volume_size=16 * MiB, volume_cache=4 * MiB,
                  depth=4, rate_mbps=40, pause_s=1.0, migrate=True,
-                 migrating=None, log=print):
+                 migrating=None, prepare_together=False, log=print):
         # migrating: how many volumes (the first ones) take turns in the
         # waves; all of them by default.
         self.migrating = migrating or volumes
@@ -252,6 +252,7 @@ class Soak(object):
         self.rate_mbps = rate_mbps
         self.pause_s = pause_s
         self.migrate_volumes = migrate
+        self.prepare_together = prepare_together
         self.log = log
         self.vms = {}
         self.migrations = []
@@ -300,7 +301,7 @@ class Soak(object):
 
     # -- migrations -------------------------------------------------------
 
-    def migrate(self, vid, strategy):
+    def migrate(self, vid, strategy, prepared=None):
         vm = self.vms[vid]
         src = vm.agent
         dst = self.b if src is self.a else self.a
@@ -316,6 +317,9 @@ class Soak(object):
             p = migration.prepare(s, d, vid, strategy,
                                   rate_limit_mbps=self.rate_mbps)
             mid = p['migration_id']
+            if prepared is not None:
+                # Every migration of the wave prepared before any starts.
+                prepared.wait(120)
             migration.start(s, d, mid)
             # The VM stops on the source, drains, and continues on the
             # destination, whose gate holds its writes until the switch.
@@ -333,6 +337,8 @@ class Soak(object):
                 self.counts[rec['from']] -= 1
                 self.counts[rec['to']] += 1
         except Exception as exc:
+            if prepared is not None and mid is None:
+                prepared.abort()    # the others will not wait for this one
             rec['error'] = '%s: %s' % (type(exc).__name__, exc)
             rec['trace'] = traceback.format_exc()[-2000:]
             if mid and not switched:
@@ -360,9 +366,13 @@ class Soak(object):
                 for k in range(self.concurrent)]
         vids = [v for v in vids if self.vms[v].migrating is False]
         threads = []
+        barrier = None
+        if self.prepare_together:
+            barrier = threading.Barrier(len(vids))
         for k, vid in enumerate(vids):
             strategy = STRATEGIES[(n + k) % len(STRATEGIES)]
-            t = threading.Thread(target=self.migrate, args=(vid, strategy),
+            t = threading.Thread(target=self.migrate,
+                                 args=(vid, strategy, barrier),
                                  daemon=True, name='migr-%s' % vid)
             t.start()
             threads.append(t)
@@ -536,6 +546,7 @@ class Soak(object):
                                  for n in ('a', 'b'))
         r['config'] = dict(volumes=self.nvol, concurrent=self.concurrent,
                            migrating=self.migrating,
+                           prepare_together=self.prepare_together,
                            seconds=self.seconds,
                            volume_size=self.volume_size,
                            volume_cache=self.volume_cache, depth=self.depth,
@@ -636,6 +647,9 @@ def main(argv=None):
     ap.add_argument('--memory-seconds', type=float, default=30,
                     help='then the release build, same volumes and I/O, no '
                     'migrations, for its VmRSS per volume (0: skip)')
+    ap.add_argument('--prepare-together', action='store_true',
+                    help="each wave's migrations all prepared before any "
+                    'starts (as Nova prepares every volume of a VM first)')
     ap.add_argument('--keep', action='store_true',
                     help='keep the run directory (logs, origins)')
     args = ap.parse_args(argv)
@@ -646,7 +660,8 @@ def main(argv=None):
                 concurrent=args.concurrent, seconds=args.seconds,
                 volume_size=args.volume_mib * MiB,
                 volume_cache=args.cache_mib * MiB, depth=args.depth,
-                rate_mbps=args.rate_mbps, migrating=args.migrating)
+                rate_mbps=args.rate_mbps, migrating=args.migrating,
+                prepare_together=args.prepare_together)
     try:
         r = soak.run()
     finally:
