@@ -129,8 +129,10 @@ PERF_DIR = []     # --perf: where each migration's profile goes
 
 
 def start_perf(pids, what):
-    """perf record of both agents from start to finish of one migration
-    (--perf DIR): where the copy spends its CPU, without the warm-up."""
+    """Perf record of both agents from start to finish of one migration.
+
+    (--perf DIR): where the copy spends its CPU, without the warm-up.
+    """
     if not PERF_DIR:
         return None
     out = os.path.join(PERF_DIR[0], '%s-%s.data' % (what, time.strftime(
@@ -160,8 +162,10 @@ def warm(client, vid, origin_uri, cache_bytes, policy='read_only'):
 
 
 def run_migration(lab, vid, strategy, rate_mbps=None, tls='none'):
-    """One migration, phase by phase; returns timings and the summary,
-    with the CPU seconds each agent spent from start to finish."""
+    """One migration, phase by phase; returns timings and the summary.
+
+    With the CPU seconds each agent spent from start to finish.
+    """
     (src, dst), pids = lab.pair(tls)
     p = migration.prepare(src, dst, vid, strategy, rate_mbps)
     mid = p['migration_id']

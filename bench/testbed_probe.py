@@ -35,8 +35,10 @@ STRATEGIES = ('firepan_if', 'cloudcache', 'hybrid')
 
 
 def wait_completed(dst, mid, timeout=600):
-    """The moment the destination says the copy is done (polled at 20 ms:
-    finish() polls more coarsely than a short copy lasts)."""
+    """The moment the destination says the copy is done.
+
+    Polled at 20 ms: finish() polls more coarsely than a short copy lasts.
+    """
     end = time.monotonic() + timeout
     while time.monotonic() < end:
         st = migration.status(dst, mid)

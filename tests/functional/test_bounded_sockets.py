@@ -21,7 +21,7 @@ import pytest
 
 from . import harness
 from . import oracle as om
-from .test_bad_nbd_input import CMD_READ, RawClient, closed_by_peer
+from . import test_bad_nbd_input as bad_nbd
 
 MiB = 1 << 20
 INFLIGHT_CAP = 32 * MiB
@@ -68,10 +68,10 @@ def test_slow_reader_is_capped_then_dropped(served):
     time.sleep(0.5)
     base = rss(agent.pid)
 
-    slow = RawClient(export_path(uri), timeout=60).handshake()
+    slow = bad_nbd.RawClient(export_path(uri), timeout=60).handshake()
     slow.s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
     for i in range(24):
-        slow.request(CMD_READ, 0, 32 * MiB, cookie=i + 1)
+        slow.request(bad_nbd.CMD_READ, 0, 32 * MiB, cookie=i + 1)
     t0 = time.monotonic()
     peak = base
     dropped_at = None
@@ -90,7 +90,7 @@ def test_slow_reader_is_capped_then_dropped(served):
     assert dropped_at is not None, 'the slow reader was never dropped'
     assert SEND_TIMEOUT_S - 2 <= dropped_at <= SEND_TIMEOUT_S + 12, dropped_at
     # Dropped: what the socket still holds, then the end.
-    assert closed_by_peer(slow.s, timeout=10)
+    assert bad_nbd.closed_by_peer(slow.s, timeout=10)
     slow.close()
     check_vm(vm, origin)
     om.close(vm)
@@ -100,11 +100,11 @@ def test_slow_reader_is_capped_then_dropped(served):
 def test_connections_beyond_the_cap_are_refused(served):
     agent, origin, uri = served
     vm = om.connect(uri, strict=False)
-    others = [RawClient(export_path(uri)).handshake()
+    others = [bad_nbd.RawClient(export_path(uri)).handshake()
               for _ in range(MAX_CONNS - 1)]
-    extra = RawClient(export_path(uri))
+    extra = bad_nbd.RawClient(export_path(uri))
     # Accepted by the kernel, then closed by the agent before any greeting.
-    assert closed_by_peer(extra.s, timeout=10)
+    assert bad_nbd.closed_by_peer(extra.s, timeout=10)
     extra.close()
     assert 'refusing another' in agent.log()
     check_vm(vm, origin)
@@ -113,7 +113,7 @@ def test_connections_beyond_the_cap_are_refused(served):
 
     def reconnect():
         try:
-            others.append(RawClient(export_path(uri)).handshake())
+            others.append(bad_nbd.RawClient(export_path(uri)).handshake())
             return True
         except (EOFError, OSError):
             return False
@@ -127,7 +127,7 @@ def test_connections_beyond_the_cap_are_refused(served):
 def test_dripped_handshake_is_cut_at_its_deadline(served):
     agent, origin, uri = served
     vm = om.connect(uri, strict=False)
-    c = RawClient(export_path(uri), timeout=5)
+    c = bad_nbd.RawClient(export_path(uri), timeout=5)
     c.greeting()
     t0 = time.monotonic()
     # Client flags, then an option header, one byte a second: every recv
@@ -141,7 +141,7 @@ def test_dripped_handshake_is_cut_at_its_deadline(served):
         except (BrokenPipeError, ConnectionResetError):
             closed = True
             break
-        if closed_by_peer(c.s, timeout=1):
+        if bad_nbd.closed_by_peer(c.s, timeout=1):
             closed = True
             break
     elapsed = time.monotonic() - t0

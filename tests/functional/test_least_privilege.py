@@ -29,8 +29,10 @@ MiB = 1 << 20
 
 
 def agent_fds(agent):
-    """The files and devices the agent's descriptors point at (not its
-    sockets: the control connection of the request comes and goes)."""
+    """The files and devices the agent's descriptors point at.
+
+    Not its sockets: the control connection of the request comes and goes.
+    """
     d = '/proc/%d/fd' % agent.pid
     out = set()
     for fd in os.listdir(d):
@@ -44,8 +46,11 @@ def agent_fds(agent):
 
 
 def refused(agent, origin, *words):
-    """Attaching ``origin`` fails with EPERM (or ``words``' errno) and a
-    one-line message holding each of ``words``; nothing is opened."""
+    """Attaching ``origin`` fails, with a message holding ``words``.
+
+    EPERM (or ``words``' errno) and a one-line message holding each of
+    ``words``; nothing is opened.
+    """
     before = agent_fds(agent)
     with pytest.raises(exception.AgentError) as ei:
         agent.attach('intruder', origin, cache_size=MiB)
@@ -119,9 +124,11 @@ def loop_device(workdir):
 
 
 def test_mounted_block_device_is_refused(make_agent, workdir, loop_device):
-    """engine ucache opens a block device exclusively: one that holds a
-    mounted filesystem is refused with the reason, the same device
-    unmounted attaches."""
+    """Engine ucache opens a block device exclusively.
+
+    One that holds a mounted filesystem is refused with the reason, the
+    same device unmounted attaches.
+    """
     if not shutil.which('mkfs.ext4'):
         pytest.skip('needs mkfs.ext4')
     agent = make_agent(cache_size='8M', origin_prefixes='%s,/dev/loop' %
@@ -172,7 +179,8 @@ class Principal(object):
                   'sys.stdout.write(buf.decode())\n')
         req = json.dumps({'op': op, 'args': args})
         r = subprocess.run(['setpriv', '--reuid', self.name, '--regid',
-                            self.name_group, '--init-groups', '/usr/bin/python3',
+                            self.name_group, '--init-groups',
+                            '/usr/bin/python3',
                             '-c', script, sock, req],
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                            timeout=60)
@@ -272,4 +280,3 @@ def test_admin_group_needs_control_group(make_agent):
     assert rc != 0
     assert "key 'control_admin_group'" in out, out
     assert 'control_group is empty' in out, out
-
