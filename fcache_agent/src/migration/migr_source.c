@@ -183,7 +183,7 @@ send_reply(struct fc_migration *m, uint64_t ob, uint8_t *data)
   }
   if (r)
     return r;
-  fc_ratelimit_take(&m->rl, FC_XFER_HEADER_SIZE + 8 + m->bs);
+  fc_migr_src_pace(m, FC_XFER_HEADER_SIZE + 8 + m->bs);
   fc_put_le64(id, ob | (dirty ? FC_XFER_DIRTY_BIT : 0));
   r = fc_xfer_send(&m->conn, FC_XFER_BLOCK, flags, id, 8, data, m->bs);
   if (!r) {
@@ -223,7 +223,7 @@ serve_read(struct fc_migration *m, const struct peek_req *q, uint8_t *buf)
     fc_put_le32(e, (uint32_t)-r);
     return fc_xfer_send(&m->conn, FC_XFER_DATA, FC_XFER_F_ERROR, buf, 8, e, 4);
   }
-  fc_ratelimit_take(&m->rl, FC_XFER_HEADER_SIZE + 8 + (uint64_t)q->len);
+  fc_migr_src_pace(m, FC_XFER_HEADER_SIZE + 8 + (uint64_t)q->len);
   return fc_xfer_send(&m->conn, FC_XFER_DATA, 0, buf, 8 + q->len, NULL, 0);
 }
 

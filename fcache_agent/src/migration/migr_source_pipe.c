@@ -106,6 +106,21 @@ read_batch(struct fc_migration *m, struct slot *s)
   return 0;
 }
 
+void
+fc_migr_src_pace(struct fc_migration *m, uint64_t bytes)
+{
+  for (;;) {
+    uint64_t wait;
+
+    pthread_mutex_lock(&m->lock);
+    wait = fc_ratelimit_reserve(&m->rl, bytes);
+    pthread_mutex_unlock(&m->lock);
+    if (!wait)
+      return;
+    m->rl.sleep_ns(wait);
+  }
+}
+
 static void *
 sender(void *arg)
 {
@@ -128,7 +143,7 @@ sender(void *arg)
     }
     pthread_mutex_unlock(&p->lock);
     if (s->k) {
-      fc_ratelimit_take(&m->rl, FC_XFER_HEADER_SIZE + (uint64_t)s->k * stride);
+      fc_migr_src_pace(m, FC_XFER_HEADER_SIZE + (uint64_t)s->k * stride);
       r = fc_xfer_send(&m->conn, FC_XFER_BLOCK, 0, s->frame, s->k * stride, NULL, 0);
     }
     pthread_mutex_lock(&m->lock);

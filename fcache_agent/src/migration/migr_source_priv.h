@@ -23,4 +23,9 @@ int fc_src_pipe_drain(struct fc_src_pipe *p);
 /* Stop the sending thread (queued frames are not sent) and free. */
 void fc_src_pipe_stop(struct fc_src_pipe *p);
 
+/* Wait until the rate limit lets bytes go, and charge them: the pipe's
+ * sending thread and the sender (fetch replies, read answers) share one
+ * budget, taken under m->lock. */
+void fc_migr_src_pace(struct fc_migration *m, uint64_t bytes);
+
 #endif
