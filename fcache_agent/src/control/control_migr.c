@@ -61,7 +61,10 @@ status_result(struct fc_migration *m, json_t **result)
     if (!m)                                                                     \
       return -ENOENT;                                                           \
     r = call;                                                                   \
-    return r ? r : status_result(m, result);                                    \
+    if (!r)                                                                     \
+      r = status_result(m, result);                                             \
+    fc_migration_put(m);                                                        \
+    return r;                                                                   \
   }
 
 PHASE_OP(fc_op_migration_start, fc_migration_start(m, err, errlen))
@@ -79,6 +82,9 @@ fc_op_migration_finish(void *opaque, json_t *args, json_t **result, char *err, s
   if (!m)
     return -ENOENT;
   r = fc_migration_finish(m, (int)(t > 0 && t < 86400 ? t : 600) * 1000, err, errlen);
-  return r ? r : status_result(m, result);
+  if (!r)
+    r = status_result(m, result);
+  fc_migration_put(m);
+  return r;
 }
 

@@ -57,8 +57,10 @@ volume_json(struct fc_agent *agent, struct fc_volume *v)
   json_t *o = agent->host.ops->volume_json(&agent->host, v);
   struct fc_migration *m = o ? fc_migration_for_volume(agent, v) : NULL;
 
-  if (m)
+  if (m) {
     json_object_set_new(o, "migration", fc_migration_json(m));
+    fc_migration_put(m);
+  }
   return o;
 }
 

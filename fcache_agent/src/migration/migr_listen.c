@@ -74,12 +74,14 @@ psk_for(void *ctx, const char *identity, uint8_t key[FC_TLS_PSK_BYTES])
   char token[FC_TOKEN_HEX + 1];
   bool waiting;
 
-  if (!m || m->e.role != FC_MIGR_DEST)
+  if (!m)
     return -ENOENT;
   pthread_mutex_lock(&m->lock);
-  waiting = !m->token_used && m->state == FC_MS_PREPARED;
+  waiting = m->e.role == FC_MIGR_DEST && !m->token_used &&
+            m->state == FC_MS_PREPARED;
   memcpy(token, m->token, sizeof token);
   pthread_mutex_unlock(&m->lock);
+  fc_migration_put(m);
   if (!waiting)
     return -ENOENT;
   return fc_xfer_tls_psk(token, identity, key);
@@ -95,7 +97,7 @@ handle(struct fc_migr_listener *l, int fd, const char *peer)
   struct fc_xfer_conn c;
   uint8_t buf[FC_XFER_MAX_JSON + 1];
   const char *id, *vol, *token;
-  struct fc_migration *m;
+  struct fc_migration *m = NULL;
   json_t *hello = NULL;
   uint64_t now;
   int r;
@@ -163,9 +165,11 @@ handle(struct fc_migr_listener *l, int fd, const char *peer)
            fc_xfer_tls_mode_name(l->agent->tls));
   json_decref(hello);
   fc_migr_dest_accept(m, &c);
+  fc_migration_put(m);
   fc_xfer_conn_destroy(&c);
   return;
 out:
+  fc_migration_put(m);
   json_decref(hello);
   fc_xfer_conn_destroy(&c);
 }

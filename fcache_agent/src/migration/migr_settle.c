@@ -93,8 +93,10 @@ locate(struct fc_agent *agent, json_t *args, struct settle_ctx *c, char *err,
   if (r)
     return r;
   c->m = fc_migration_find(agent, c->mid);
-  if (c->m && c->m->e.vol != c->v)
+  if (c->m && c->m->e.vol != c->v) {
+    fc_migration_put(c->m);
     c->m = NULL;     /* released or aborted: only the volume's mark counts */
+  }
   if (c->m && (c->m->state == FC_MS_SWITCHED || c->m->state == FC_MS_CONNECTED ||
                c->m->state == FC_MS_PREPARED)) {
     snprintf(err, errlen, "migration %s is %s: it has not failed, so there is "
@@ -309,6 +311,9 @@ source_release(struct settle_ctx *c, json_t *args, json_t **result, char *err,
   return *result ? 0 : -ENOMEM;
 }
 
+static int settle_step(struct settle_ctx *c, const char *step, json_t *args,
+                       json_t **result, char *err, size_t errlen);
+
 int
 fc_migration_settle(struct fc_agent *agent, json_t *args, json_t **result,
                     char *err, size_t errlen)
@@ -323,27 +328,35 @@ fc_migration_settle(struct fc_agent *agent, json_t *args, json_t **result,
     return -EINVAL;
   }
   r = locate(agent, args, &c, err, errlen);
-  if (r)
-    return r;
+  if (!r)
+    r = settle_step(&c, step, args, result, err, errlen);
+  fc_migration_put(c.m);
+  return r;
+}
+
+static int
+settle_step(struct settle_ctx *c, const char *step, json_t *args,
+            json_t **result, char *err, size_t errlen)
+{
   if (!strcmp(step, "list") || !strcmp(step, "end")) {
-    if (c.source) {
+    if (c->source) {
       snprintf(err, errlen, "this agent is the source of migration %s; %s is a "
-               "destination step", c.mid, step);
+               "destination step", c->mid, step);
       return -EINVAL;
     }
-    return step[0] == 'l' ? dest_list(&c, args, result, err, errlen) :
-                            dest_end(&c, args, result, err, errlen);
+    return step[0] == 'l' ? dest_list(c, args, result, err, errlen) :
+                            dest_end(c, args, result, err, errlen);
   }
   if (!strcmp(step, "writeback") || !strcmp(step, "drop") ||
       !strcmp(step, "release")) {
-    if (!c.source) {
+    if (!c->source) {
       snprintf(err, errlen, "volume %s is not held by this agent as the source of "
-               "migration %s; %s is a source step", c.v->p.id, c.mid, step);
+               "migration %s; %s is a source step", c->v->p.id, c->mid, step);
       return -EINVAL;
     }
     if (!strcmp(step, "release"))
-      return source_release(&c, args, result, err, errlen);
-    return source_blocks(&c, args, step[0] == 'w', result, err, errlen);
+      return source_release(c, args, result, err, errlen);
+    return source_blocks(c, args, step[0] == 'w', result, err, errlen);
   }
   snprintf(err, errlen, "unknown settle step %.40s", step);
   return -EINVAL;

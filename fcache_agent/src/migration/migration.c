@@ -93,6 +93,8 @@ migration_id_valid(const char *id)
   return true;
 }
 
+static void migration_free(struct fc_migration *m);
+
 struct fc_migration *
 fc_migration_find(struct fc_agent *agent, const char *id)
 {
@@ -102,8 +104,34 @@ fc_migration_find(struct fc_agent *agent, const char *id)
   for (unsigned i = 0; i < agent->nr_migrations; i++)
     if (!strcmp(agent->migrations[i]->e.id, id))
       m = agent->migrations[i];
+  if (m)
+    m->refs++;
   pthread_mutex_unlock(&agent->migr_lock);
   return m;
+}
+
+/* Drop one reference, under migr_lock: true when it was the last, and the
+ * caller frees m once it has let go of the lock (migration_free joins). */
+static bool
+unref_locked(struct fc_migration *m)
+{
+  return --m->refs == 0;
+}
+
+void
+fc_migration_put(struct fc_migration *m)
+{
+  struct fc_agent *agent;
+  bool last;
+
+  if (!m)
+    return;
+  agent = m->agent;
+  pthread_mutex_lock(&agent->migr_lock);
+  last = unref_locked(m);
+  pthread_mutex_unlock(&agent->migr_lock);
+  if (last)
+    migration_free(m);
 }
 
 struct fc_migration *
@@ -119,6 +147,8 @@ fc_migration_for_volume(struct fc_agent *agent, const struct fc_volume *v)
         !(x->state == FC_MS_COMPLETED && x->e.role == FC_MIGR_DEST))
       m = x;
   }
+  if (m)
+    m->refs++;
   pthread_mutex_unlock(&agent->migr_lock);
   return m;
 }
@@ -154,7 +184,9 @@ migration_new(struct fc_agent *agent, json_t *args, enum fc_migr_role role,
   }
   if (agent->host.ops->migr->supports(s, err, errlen))
     return NULL;
-  if (fc_migration_find(agent, id)) {
+  m = fc_migration_find(agent, id);
+  if (m) {
+    fc_migration_put(m);
     snprintf(err, errlen, "migration %s already exists on this agent", id);
     return NULL;
   }
@@ -166,6 +198,7 @@ migration_new(struct fc_agent *agent, json_t *args, enum fc_migr_role role,
   snprintf(m->token, sizeof m->token, "%s", token);
   m->e.role = role;
   m->e.strategy = s;
+  m->refs = 1;                  /* the registry's, once it is added */
   m->agent = agent;
   m->e.host = &agent->host;
   m->e.read_source = fc_migr_dest_read;
@@ -184,6 +217,8 @@ migration_new(struct fc_agent *agent, json_t *args, enum fc_migr_role role,
 static void
 migration_free(struct fc_migration *m)
 {
+  if (!m)
+    return;
   fc_migr_join(m);
   free(m->bg);
   free(m->fetchq);
@@ -202,27 +237,33 @@ migration_free(struct fc_migration *m)
 static int
 registry_add(struct fc_agent *agent, struct fc_migration *m, char *err, size_t errlen)
 {
+  struct fc_migration *evicted = NULL;
   int r = 0;
 
   pthread_mutex_lock(&agent->migr_lock);
   if (agent->nr_migrations >= FC_MAX_MIGRATIONS) {
-    /* Forget the oldest finished one to make room. */
+    /* Forget a finished one to make room.  Whoever still holds a
+     * reference to it (a migration-finish in progress, a status) frees it
+     * when done; its threads are joined then. */
     for (unsigned i = 0; i < agent->nr_migrations; i++) {
       struct fc_migration *x = agent->migrations[i];
-      if (x->state >= FC_MS_COMPLETED && !x->rx_running && !x->worker_running) {
+      if (x->state >= FC_MS_COMPLETED) {
         agent->migrations[i] = agent->migrations[--agent->nr_migrations];
-        migration_free(x);
+        if (unref_locked(x))
+          evicted = x;
         break;
       }
     }
   }
   if (agent->nr_migrations >= FC_MAX_MIGRATIONS) {
-    snprintf(err, errlen, "too many migrations in progress on this agent");
+    snprintf(err, errlen, "too many migrations in progress on this agent "
+             "(%d, none of them finished)", FC_MAX_MIGRATIONS);
     r = -EBUSY;
   } else {
     agent->migrations[agent->nr_migrations++] = m;
   }
   pthread_mutex_unlock(&agent->migr_lock);
+  migration_free(evicted);
   return r;
 }
 
@@ -300,8 +341,18 @@ fc_migration_incoming(struct fc_agent *agent, json_t *args, json_t **result,
   if (r)
     goto out;
   r = registry_add(agent, m, err, errlen);
-  if (r)
+  if (r) {
+    /* Nothing arrived yet: forget the gated volume we attached for it. */
+    char derr[256];
+
+    pthread_mutex_lock(&agent->host.lock);
+    agent->host.ops->migr->in_forget_all(&m->e);
+    if (fc_agent_detach_locked(agent, m->e.volume_id, derr, sizeof derr))
+      log_error("migration %s: cannot detach volume %s again: %s", m->e.id,
+                m->e.volume_id, derr);
+    pthread_mutex_unlock(&agent->host.lock);
     goto out;
+  }
   fc_migr_mark_volume(m, "in");
   *result = json_pack("{s:s, s:s, s:s, s:s}", "migration_id", m->e.id,
                       "volume_id", m->e.volume_id, "export_uri", v->export_uri,
@@ -322,7 +373,7 @@ fc_migration_outgoing(struct fc_agent *agent, json_t *args, json_t **result,
 {
   const char *peer = json_string_value(json_object_get(args, "destination"));
   json_t *rate = json_object_get(args, "rate_limit_bps");
-  struct fc_migration *m;
+  struct fc_migration *m, *busy;
   struct fc_volume *v;
   char host[256], port[16];
   int r;
@@ -351,8 +402,9 @@ fc_migration_outgoing(struct fc_agent *agent, json_t *args, json_t **result,
     r = -ENOENT;
     goto out;
   }
-  if (fc_migration_for_volume(agent, v)) {
+  if ((busy = fc_migration_for_volume(agent, v))) {
     pthread_mutex_unlock(&agent->host.lock);
+    fc_migration_put(busy);
     snprintf(err, errlen, "volume %s is already migrating", m->e.volume_id);
     r = -EBUSY;
     goto out;
@@ -533,7 +585,10 @@ fc_migration_detach_locked(struct fc_agent *agent, const char *id, char *err,
 {
   struct fc_volume *v = fc_agent_find_locked(agent, id);
 
-  if (v && fc_migration_for_volume(agent, v) && !v->releasing) {
+  struct fc_migration *m = v && !v->releasing ? fc_migration_for_volume(agent, v) : NULL;
+
+  if (m) {
+    fc_migration_put(m);
     snprintf(err, errlen, "volume %s is migrating; finish or abort the migration first",
              id);
     return -EBUSY;
@@ -581,6 +636,8 @@ fc_migrations_start(struct fc_agent *agent, char *err, size_t errlen)
   return 0;
 }
 
+/* At exit, once the control socket and the listener are closed: nobody
+ * else holds a reference any more. */
 static void
 stop_all(struct fc_agent *agent)
 {
@@ -589,7 +646,10 @@ stop_all(struct fc_agent *agent)
     struct fc_migration *m = agent->migrations[i];
     if (m->e.vol && m->e.role == FC_MIGR_DEST)
       agent->host.ops->migr->in_shutdown(&m->e);
-    migration_free(m);
+    if (unref_locked(m))
+      migration_free(m);
+    else
+      log_error("migration %s: still referenced at exit; not freed", m->e.id);
   }
   agent->nr_migrations = 0;
   pthread_mutex_unlock(&agent->migr_lock);

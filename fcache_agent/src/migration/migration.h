@@ -42,6 +42,10 @@ struct fc_migration {
   struct fc_engine_migr e;
   char token[FC_TOKEN_HEX + 1];
   bool token_used;
+  /* References (under agent->migr_lock): the registry's, and one per
+   * caller of fc_migration_find / fc_migration_for_volume until its
+   * fc_migration_put.  The last put joins the threads and frees. */
+  unsigned refs;
   char peer[160];                /* source: destination's migration_listen */
   struct fc_agent *agent;
   uint32_t bs;
@@ -116,10 +120,14 @@ void fc_migr_listener_stop(struct fc_migr_listener *l);
 int fc_migrations_start(struct fc_agent *agent, char *err, size_t errlen);
 void fc_migrations_stop(struct fc_agent *agent);
 
-/* Registry (agent->migr_lock). */
+/* Registry (agent->migr_lock).  Both return a reference, or NULL: give it
+ * back with fc_migration_put.  A finished migration stays listed for
+ * migration-status until a new one needs its slot. */
 struct fc_migration *fc_migration_find(struct fc_agent *agent, const char *id);
+/* The migration that holds v now (not one that ended), or NULL. */
 struct fc_migration *fc_migration_for_volume(struct fc_agent *agent,
                                              const struct fc_volume *v);
+void fc_migration_put(struct fc_migration *m);
 /* volume-detach under agent->host.lock: refused while a live migration
  * holds the volume (unless that migration is releasing it); afterwards no
  * migration points at the volume. */
