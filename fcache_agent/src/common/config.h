@@ -8,6 +8,7 @@
 #ifndef FCACHE_CONFIG_H
 #define FCACHE_CONFIG_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <stddef.h>
 #include "log.h"
@@ -71,6 +72,9 @@ int fc_config_load(const char *path, struct fc_config *cfg,
 /* Parse "4096", "64K", "10M", "2G", "1T" (binary units, optional "iB"/"B").
  * Returns 0 or -EINVAL / -ERANGE. */
 int fc_parse_size(const char *s, uint64_t *out);
+/* True if `path` has a "." or ".." component: such a path would not mean
+ * what it says once the kernel resolves it. */
+bool fc_path_has_dot_component(const char *path);
 /* A decimal unsigned int without sign or spaces: 0, -EINVAL or -ERANGE. */
 int fc_parse_uint(const char *s, unsigned *out);
 

@@ -13,9 +13,8 @@
 
 #include "config.h"
 
-/* True if `path` has an empty, "." or ".." component: such a prefix
- * would not mean what it says once the kernel resolves it. */
-static bool has_dot_component(const char *path)
+bool
+fc_path_has_dot_component(const char *path)
 {
   for (const char *c = path; *c; ) {
     size_t n;
@@ -63,7 +62,7 @@ int fc_parse_prefixes(const char *value,
       return -EINVAL;
     }
     memcpy(list[n], p, len);
-    if (list[n][0] != '/' || has_dot_component(list[n])) {
+    if (list[n][0] != '/' || fc_path_has_dot_component(list[n])) {
       snprintf(err, errlen, "'%s' is not an absolute path without '.' or "
                "'..' components", list[n]);
       return -EINVAL;

@@ -31,21 +31,6 @@ void fc_origin_policy_init(struct fc_origin_policy *pol,
   pol->tls_psk_file = cfg->origin_tls_psk_file[0] ? cfg->origin_tls_psk_file : NULL;
 }
 
-static bool has_dot_component(const char *path)
-{
-  for (const char *c = path; *c; ) {
-    size_t n;
-
-    while (*c == '/')
-      c++;
-    n = strcspn(c, "/");
-    if ((n == 1 && c[0] == '.') || (n == 2 && c[0] == '.' && c[1] == '.'))
-      return true;
-    c += n;
-  }
-  return false;
-}
-
 static bool under_dev(const char *prefix)
 {
   return strncmp(prefix, "/dev/", 5) == 0;
@@ -130,7 +115,7 @@ static int check_not_ours(const struct fc_origin_policy *pol, const char *path,
 static int check_name(const struct fc_origin_policy *pol, const char *path,
                       const char **prefix, char *err, size_t errlen)
 {
-  if (path[0] != '/' || has_dot_component(path) ||
+  if (path[0] != '/' || fc_path_has_dot_component(path) ||
       strlen(path) >= FC_PATH_MAX) {
     snprintf(err, errlen, "origin '%.200s' is not an absolute path without "
              "'.' or '..' components, shorter than %d bytes", path,
