@@ -42,9 +42,8 @@ fc_full_pwrite(int fd, const void *buf, size_t len, off_t off)
   return 0;
 }
 
-/* Skip n bytes of the vector: a short transfer resumes where it stopped. */
-static void
-advance(struct iovec **iov, int *cnt, size_t n)
+void
+fc_iov_advance(struct iovec **iov, int *cnt, size_t n)
 {
   while (*cnt > 0 && n >= (*iov)->iov_len) {
     n -= (*iov)->iov_len;
@@ -71,7 +70,7 @@ full_v(int fd, struct iovec *iov, int cnt, off_t off, bool writing)
     }
     if (n == 0 && !writing)
       return -EIO;
-    advance(&iov, &cnt, (size_t)n);
+    fc_iov_advance(&iov, &cnt, (size_t)n);
     off += n;
   }
   return 0;

@@ -14,5 +14,8 @@ struct iovec;
  * entries are advanced past what was transferred). */
 int fc_full_preadv(int fd, struct iovec *iov, int n, off_t off);
 int fc_full_pwritev(int fd, struct iovec *iov, int n, off_t off);
+/* Skip n bytes of the vector *iov[0..*cnt): a short transfer resumes where
+ * it stopped. */
+void fc_iov_advance(struct iovec **iov, int *cnt, size_t n);
 
 #endif

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "common/crc32c.h"
+#include "common/fdio.h"
 #include "common/ratelimit.h"
 #include "xfer_conn.h"
 
@@ -285,15 +286,7 @@ send_all(int fd, struct iovec *iov, int n)
         continue;
       return -errno;
     }
-    while (n > 0 && (size_t)w >= iov->iov_len) {
-      w -= (ssize_t)iov->iov_len;
-      iov++;
-      n--;
-    }
-    if (n > 0) {
-      iov->iov_base = (char *)iov->iov_base + w;
-      iov->iov_len -= (size_t)w;
-    }
+    fc_iov_advance(&iov, &n, (size_t)w);
   }
   return 0;
 }

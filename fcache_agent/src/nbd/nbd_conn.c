@@ -26,6 +26,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "common/fdio.h"
 #include "common/log.h"
 #include "nbd_conn.h"
 #include "nbd_handshake.h"
@@ -160,15 +161,7 @@ static int send_all(int fd, struct iovec *iov, int iovcnt)
         return -errno;
       continue;                 /* writable, or an error sendmsg reports */
     }
-    while (iovcnt > 0 && (size_t)n >= iov->iov_len) {
-      n -= (ssize_t)iov->iov_len;
-      iov++;
-      iovcnt--;
-    }
-    if (iovcnt > 0) {
-      iov->iov_base = (uint8_t *)iov->iov_base + n;
-      iov->iov_len -= (size_t)n;
-    }
+    fc_iov_advance(&iov, &iovcnt, (size_t)n);
   }
   return 0;
 }

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
+#include "common/fdio.h"
 #include "common/log.h"
 #include "nbd_proto.h"
 #include "nbd_request.h"
@@ -54,15 +55,7 @@ int nbd_send_full(int fd, struct iovec *iov, int iovcnt)
       return -errno;
     }
     /* Partial send: skip what went out and resume mid-iovec. */
-    while (iovcnt > 0 && (size_t)n >= iov->iov_len) {
-      n -= (ssize_t)iov->iov_len;
-      iov++;
-      iovcnt--;
-    }
-    if (iovcnt > 0) {
-      iov->iov_base = (uint8_t *)iov->iov_base + n;
-      iov->iov_len -= (size_t)n;
-    }
+    fc_iov_advance(&iov, &iovcnt, (size_t)n);
   }
   return 0;
 }
