@@ -254,8 +254,13 @@ def test_source_ends_stream_on_too_many_reads(make_agent, make_origin):
 
 
 def switched_to_fake(make_agent, make_origin):
-    """A write_back source switched over to a scripted destination."""
-    src = make_agent(name='src').start()
+    """A write_back source switched over to a scripted destination.
+
+    Its write-back is put off for the test's length, so that its 64 dirty
+    blocks are still dirty at the switchover however busy the machine.
+    """
+    src = make_agent(name='src', writeback_interval_ms=600000,
+                     dirty_high_percent=95).start()
     origin = make_origin(4 * MiB)
     res = src.attach('vol1', origin.uri, cache_size=MiB,
                      write_policy='write_back')
