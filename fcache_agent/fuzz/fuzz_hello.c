@@ -116,6 +116,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
   if (waited) {
     while (!over())
       usleep(1000);
+    /* The harness's reference (fc_migration_find) goes before the agent. */
+    fc_migration_put(mig);
     agent = fuzz_agent_reset(agent);
     start();
   }

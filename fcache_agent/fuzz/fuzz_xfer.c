@@ -84,6 +84,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     pthread_cond_wait(&m->cond, &m->lock);
   pthread_mutex_unlock(&m->lock);
   close(peer);
+  fc_migration_put(m);              /* fc_migration_find's reference */
   agent = fuzz_agent_reset(agent);
   return 0;
 }

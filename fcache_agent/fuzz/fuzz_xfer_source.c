@@ -154,6 +154,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
   if (!settled(m))
     abort();
   pthread_mutex_unlock(&m->lock);
+  fc_migration_put(m);              /* fc_migration_find's reference */
   agent = fuzz_agent_reset(agent);   /* closes the source's end */
   pthread_join(t, NULL);
   free(p.stream);
