@@ -93,6 +93,25 @@ test_dm_xml_smaller_second_superblock(void **state)
   assert_non_null(strstr(err, "line 4"));
 }
 
+/* fuzz_dm_xml: a superblock claiming 3,170,187,183 cache blocks made the
+ * parser allocate a map of that many entries before reading one mapping:
+ * libFuzzer's out-of-memory.  Refused now, with the reason. */
+static void
+test_dm_xml_huge_superblock(void **state)
+{
+  static const char text[] =
+    "<superblock uuid=\"\" block_size=\"64\" nr_cache_blocks=\"3170187183\" "
+    "policy=\"smq\" hint_width=\"4\">\n"
+    "<mapping cache_block=\"0\" origin_block=\"3\" dirty=\"true\"/>\n"
+    "</superblock>\n";
+  struct fc_dmc_dump d;
+  char err[256];
+
+  assert_int_equal(fc_dmc_xml_read(file_with("huge.xml", text, strlen(text)),
+                                   &d, err, sizeof err), -E2BIG);
+  assert_non_null(strstr(err, "nr_cache_blocks 3170187183"));
+}
+
 /* fuzz_xfer_source: a destination's FETCH of block 0xffffffffffffffff
  * (the input's second frame; the first gave credit).  The source's sender
  * read the block, and taking its stripe lock looped forever in
@@ -145,6 +164,7 @@ main(void)
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_dm_xml_two_superblocks),
     cmocka_unit_test(test_dm_xml_smaller_second_superblock),
+    cmocka_unit_test(test_dm_xml_huge_superblock),
     cmocka_unit_test(test_ucache_block_2_64_minus_1),
   };
   int failed;

@@ -129,6 +129,17 @@ fc_dmc_xml_read(const char *path, struct fc_dmc_dump *out, char *err, size_t err
         r = -EINVAL;
         break;
       }
+      /* The map is indexed by cache block: a dump claiming billions of
+       * them would have us allocate gigabytes before reading one mapping
+       * (found by fuzz/fuzz_dm_xml.c).  2^26 blocks is a 2 TiB cache at
+       * dm-cache's smallest block, 64 TiB at 1 MiB. */
+      if (nr > FC_DMC_XML_MAX_CACHE_BLOCKS) {
+        snprintf(err, errlen, "%s: nr_cache_blocks %llu is more than the %u this "
+                 "agent handles; use a larger block_size", path,
+                 (unsigned long long)nr, FC_DMC_XML_MAX_CACHE_BLOCKS);
+        r = -E2BIG;
+        break;
+      }
       out->block_sectors = bs;
       out->nr_cache_blocks = nr;
       snprintf(out->policy, sizeof out->policy, "%.*s",
@@ -167,8 +178,9 @@ fc_dmc_xml_read(const char *path, struct fc_dmc_dump *out, char *err, size_t err
   if (!r && !have_sb)
     r = -EINVAL;
   if (r) {
-    snprintf(err, errlen, "%s is not cache metadata XML as cache_dump writes it "
-             "(line %u)", path, lineno);
+    if (r != -E2BIG)
+      snprintf(err, errlen, "%s is not cache metadata XML as cache_dump writes it "
+               "(line %u)", path, lineno);
     fc_dmc_dump_free(out);
   }
   free(line);

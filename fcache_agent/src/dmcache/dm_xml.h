@@ -34,8 +34,11 @@ struct fc_dmc_dump {
   uint32_t n;
 };
 
+/* The most cache blocks a dump may describe (its map is indexed by them). */
+#define FC_DMC_XML_MAX_CACHE_BLOCKS (1u << 26)
+
 /* Parse a cache_dump file.  -EINVAL with a message for a file that is
- * not one. */
+ * not one, -E2BIG for one of more than FC_DMC_XML_MAX_CACHE_BLOCKS. */
 int fc_dmc_xml_read(const char *path, struct fc_dmc_dump *out, char *err, size_t errlen);
 void fc_dmc_dump_free(struct fc_dmc_dump *d);
 
