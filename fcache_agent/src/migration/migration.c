@@ -12,10 +12,8 @@
 #include <unistd.h>
 
 #include "agent/agent.h"
-#include "common/invfilter.h"
 #include "common/log.h"
 #include "migration.h"
-#include "xfer_tls.h"
 #include "engine/engine.h"
 #include "engine/volume.h"
 
@@ -93,65 +91,6 @@ migration_id_valid(const char *id)
   return true;
 }
 
-static void migration_free(struct fc_migration *m);
-
-struct fc_migration *
-fc_migration_find(struct fc_agent *agent, const char *id)
-{
-  struct fc_migration *m = NULL;
-
-  pthread_mutex_lock(&agent->migr_lock);
-  for (unsigned i = 0; i < agent->nr_migrations; i++)
-    if (!strcmp(agent->migrations[i]->e.id, id))
-      m = agent->migrations[i];
-  if (m)
-    m->refs++;
-  pthread_mutex_unlock(&agent->migr_lock);
-  return m;
-}
-
-/* Drop one reference, under migr_lock: true when it was the last, and the
- * caller frees m once it has let go of the lock (migration_free joins). */
-static bool
-unref_locked(struct fc_migration *m)
-{
-  return --m->refs == 0;
-}
-
-void
-fc_migration_put(struct fc_migration *m)
-{
-  struct fc_agent *agent;
-  bool last;
-
-  if (!m)
-    return;
-  agent = m->agent;
-  pthread_mutex_lock(&agent->migr_lock);
-  last = unref_locked(m);
-  pthread_mutex_unlock(&agent->migr_lock);
-  if (last)
-    migration_free(m);
-}
-
-struct fc_migration *
-fc_migration_for_volume(struct fc_agent *agent, const struct fc_volume *v)
-{
-  struct fc_migration *m = NULL;
-
-  pthread_mutex_lock(&agent->migr_lock);
-  for (unsigned i = 0; i < agent->nr_migrations; i++) {
-    struct fc_migration *x = agent->migrations[i];
-    if (x->e.vol == v && x->state != FC_MS_ABORTED && x->state != FC_MS_FAILED &&
-        x->state != FC_MS_SETTLED &&
-        !(x->state == FC_MS_COMPLETED && x->e.role == FC_MIGR_DEST))
-      m = x;
-  }
-  if (m)
-    m->refs++;
-  pthread_mutex_unlock(&agent->migr_lock);
-  return m;
-}
 
 static struct fc_migration *
 migration_new(struct fc_agent *agent, json_t *args, enum fc_migr_role role,
@@ -213,59 +152,6 @@ migration_new(struct fc_agent *agent, json_t *args, enum fc_migr_role role,
   return m;
 }
 
-/* Its threads joined, everything it owns freed. */
-static void
-migration_free(struct fc_migration *m)
-{
-  if (!m)
-    return;
-  fc_migr_join(m);
-  free(m->bg);
-  free(m->fetchq);
-  free(m->readq);
-  free(m->hot);
-  free(m->to_ack);
-  if (m->sent_dirty) {
-    fc_invfilter_destroy(m->sent_dirty);
-    free(m->sent_dirty);
-  }
-  pthread_mutex_destroy(&m->lock);
-  pthread_cond_destroy(&m->cond);
-  free(m);
-}
-
-static int
-registry_add(struct fc_agent *agent, struct fc_migration *m, char *err, size_t errlen)
-{
-  struct fc_migration *evicted = NULL;
-  int r = 0;
-
-  pthread_mutex_lock(&agent->migr_lock);
-  if (agent->nr_migrations >= FC_MAX_MIGRATIONS) {
-    /* Forget a finished one to make room.  Whoever still holds a
-     * reference to it (a migration-finish in progress, a status) frees it
-     * when done; its threads are joined then. */
-    for (unsigned i = 0; i < agent->nr_migrations; i++) {
-      struct fc_migration *x = agent->migrations[i];
-      if (x->state >= FC_MS_COMPLETED) {
-        agent->migrations[i] = agent->migrations[--agent->nr_migrations];
-        if (unref_locked(x))
-          evicted = x;
-        break;
-      }
-    }
-  }
-  if (agent->nr_migrations >= FC_MAX_MIGRATIONS) {
-    snprintf(err, errlen, "too many migrations in progress on this agent "
-             "(%d, none of them finished)", FC_MAX_MIGRATIONS);
-    r = -EBUSY;
-  } else {
-    agent->migrations[agent->nr_migrations++] = m;
-  }
-  pthread_mutex_unlock(&agent->migr_lock);
-  migration_free(evicted);
-  return r;
-}
 
 /* Persist (or clear, with tag NULL) the volume's unfinished migration. */
 int
@@ -340,7 +226,7 @@ fc_migration_incoming(struct fc_agent *agent, json_t *args, json_t **result,
   pthread_mutex_unlock(&agent->host.lock);
   if (r)
     goto out;
-  r = registry_add(agent, m, err, errlen);
+  r = fc_migr_registry_add(agent, m, err, errlen);
   if (r) {
     /* Nothing arrived yet: forget the gated volume we attached for it. */
     char derr[256];
@@ -411,7 +297,7 @@ fc_migration_outgoing(struct fc_agent *agent, json_t *args, json_t **result,
   }
   m->e.vol = v;
   pthread_mutex_unlock(&agent->host.lock);
-  r = registry_add(agent, m, err, errlen);
+  r = fc_migr_registry_add(agent, m, err, errlen);
   if (r)
     goto out;
   *result = json_pack("{s:s, s:s}", "migration_id", m->e.id, "volume_id", m->e.volume_id);
@@ -577,92 +463,4 @@ fc_migration_json(struct fc_migration *m)
     m->agent->host.ops->migr->stats_json(&m->e, o);
   pthread_mutex_unlock(&m->lock);
   return o;
-}
-
-int
-fc_migration_detach_locked(struct fc_agent *agent, const char *id, char *err,
-                           size_t errlen)
-{
-  struct fc_volume *v = fc_agent_find_locked(agent, id);
-
-  struct fc_migration *m = v && !v->releasing ? fc_migration_for_volume(agent, v) : NULL;
-
-  if (m) {
-    fc_migration_put(m);
-    snprintf(err, errlen, "volume %s is migrating; finish or abort the migration first",
-             id);
-    return -EBUSY;
-  }
-  return fc_agent_detach_locked(agent, id, err, errlen);
-}
-
-/* The host's forgetting hook (engine.h): the volume is going away, so no
- * migration may keep pointing at it. */
-static void
-drop_volume(struct fc_host *host, struct fc_volume *v)
-{
-  struct fc_agent *agent = host->forgetting_ctx;
-
-  pthread_mutex_lock(&agent->migr_lock);
-  for (unsigned i = 0; i < agent->nr_migrations; i++) {
-    struct fc_migration *m = agent->migrations[i];
-    if (m->e.vol != v)
-      continue;
-    /* Its threads may still be finishing with the volume. */
-    fc_migr_join(m);
-    pthread_mutex_lock(&m->lock);
-    m->e.vol = NULL;
-    pthread_mutex_unlock(&m->lock);
-  }
-  pthread_mutex_unlock(&agent->migr_lock);
-}
-
-int
-fc_migrations_start(struct fc_agent *agent, char *err, size_t errlen)
-{
-  int r = fc_xfer_tls_new(&agent->host.cfg, &agent->tls, err, errlen);
-
-  if (r)
-    return r;
-  agent->host.forgetting = drop_volume;
-  agent->host.forgetting_ctx = agent;
-  agent->listener = fc_migr_listen(agent, agent->host.cfg.migration_listen, err, errlen);
-  if (!agent->listener) {
-    fc_xfer_tls_free(agent->tls);
-    agent->tls = NULL;
-    return -EADDRNOTAVAIL;
-  }
-  log_info("migration streams: TLS %s", fc_xfer_tls_mode_name(agent->tls));
-  return 0;
-}
-
-/* At exit, once the control socket and the listener are closed: nobody
- * else holds a reference any more. */
-static void
-stop_all(struct fc_agent *agent)
-{
-  pthread_mutex_lock(&agent->migr_lock);
-  for (unsigned i = 0; i < agent->nr_migrations; i++) {
-    struct fc_migration *m = agent->migrations[i];
-    if (m->e.vol && m->e.role == FC_MIGR_DEST)
-      agent->host.ops->migr->in_shutdown(&m->e);
-    if (unref_locked(m))
-      migration_free(m);
-    else
-      log_error("migration %s: still referenced at exit; not freed", m->e.id);
-  }
-  agent->nr_migrations = 0;
-  pthread_mutex_unlock(&agent->migr_lock);
-}
-
-void
-fc_migrations_stop(struct fc_agent *agent)
-{
-  /* No stream may arrive and no migration thread may run while the
-   * engine saves its state. */
-  fc_migr_listener_stop(agent->listener);
-  agent->listener = NULL;
-  stop_all(agent);
-  fc_xfer_tls_free(agent->tls);
-  agent->tls = NULL;
 }

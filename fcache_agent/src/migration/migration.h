@@ -148,7 +148,13 @@ json_t *fc_migration_json(struct fc_migration *m);
 int fc_migration_settle(struct fc_agent *agent, json_t *args, json_t **result,
                         char *err, size_t errlen);
 
-/* Internal, shared by migration.c, migr_source.c and migr_dest.c. */
+/* Internal, shared by the files of migration/. */
+/* Add a new migration to the registry (its one reference becomes the
+ * registry's), evicting a finished one if full; -EBUSY with a message. */
+int fc_migr_registry_add(struct fc_agent *agent, struct fc_migration *m, char *err,
+                         size_t errlen);
+/* Its threads joined, everything it owns freed (the last reference). */
+void fc_migr_free(struct fc_migration *m);
 /* The nice value of the threads that move blocks (sender, receivers,
  * installers): what lets a rate-limited copy keep its rate on a busy host. */
 #define FC_MIGR_NICE (-5)
