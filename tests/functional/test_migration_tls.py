@@ -108,6 +108,20 @@ def migrate_through(src, dst, destination, strategy='hybrid', token=None):
     return p, res
 
 
+def migrate_captured(src, dst):
+    """A whole hybrid migration through a proxy that records the link.
+
+    Returns (prepared migration, finish result, bytes seen on the link).
+    """
+    proxy = mu.TcpProxy(dst.settings['migration_listen'])
+    try:
+        p, res = migrate_through(src, dst, proxy.address)
+    finally:
+        proxy.close()
+    assert res['state'] == 'completed', res
+    return p, res, bytes(proxy.captured)
+
+
 def check_destination(dst, orc):
     h = om.connect(dst.show('vol1')['export_uri'], name='after')
     try:
@@ -128,15 +142,8 @@ def check_source_kept_everything(src, h, orc, dirty_before):
 def test_psk_stream_shows_neither_token_nor_blocks(make_agent, make_origin):
     src, dst, origin, orc, h = source_with_secrets(make_agent, make_origin)
     om.close(h)
-    listen = dst.settings['migration_listen']
-    proxy = mu.TcpProxy(listen)
-    try:
-        p, res = migrate_through(src, dst, proxy.address)
-    finally:
-        proxy.close()
-    assert res['state'] == 'completed', res
+    p, res, captured = migrate_captured(src, dst)
     assert res['bytes_transferred'] >= SECRET_BLOCKS * BS, res
-    captured = bytes(proxy.captured)
     assert len(captured) >= SECRET_BLOCKS * BS, len(captured)
     assert p['token'].encode() not in captured
     assert MARKER not in captured
@@ -151,14 +158,9 @@ def test_plaintext_only_when_asked_and_then_loudly(make_agent, make_origin):
     src, dst, origin, orc, h = source_with_secrets(
         make_agent, make_origin, src_extra=plain, dst_extra=plain)
     om.close(h)
-    proxy = mu.TcpProxy(dst.settings['migration_listen'])
-    try:
-        p, res = migrate_through(src, dst, proxy.address)
-    finally:
-        proxy.close()
-    assert res['state'] == 'completed', res
+    p, res, captured = migrate_captured(src, dst)
     # The check of the test above can fail: here the blocks are visible.
-    assert MARKER in bytes(proxy.captured)
+    assert MARKER in captured
     check_destination(dst, orc)
     for agent in (src, dst):
         assert 'migration_tls = none' in agent.log()
@@ -282,13 +284,8 @@ def test_x509_host_certificates(make_agent, make_origin, workdir):
     src, dst, origin, orc, h = source_with_secrets(
         make_agent, make_origin, src_extra=tls, dst_extra=tls)
     om.close(h)
-    proxy = mu.TcpProxy(dst.settings['migration_listen'])
-    try:
-        p, res = migrate_through(src, dst, proxy.address)
-    finally:
-        proxy.close()
-    assert res['state'] == 'completed', res
-    assert MARKER not in bytes(proxy.captured)
+    p, res, captured = migrate_captured(src, dst)
+    assert MARKER not in captured
     check_destination(dst, orc)
     assert 'authenticated (TLS x509)' in dst.log()
 
