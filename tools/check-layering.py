@@ -23,13 +23,15 @@ import sys
 # together and so may use every one of them.
 ALLOWED = {
     '.': {'control', 'migration', 'agent', 'engine', 'ucache', 'dmcache',
-          'common'},
+          'replay', 'alloc', 'common'},
     'control': {'migration', 'agent', 'engine', 'common'},
     'migration': {'agent', 'engine', 'common'},
     'agent': {'engine', 'common'},
-    'ucache': {'engine', 'nbd', 'origin', 'common'},
+    'ucache': {'engine', 'alloc', 'nbd', 'origin', 'common'},
     'dmcache': {'engine', 'origin', 'common'},
+    'replay': {'alloc', 'common'},
     'engine': {'common'},
+    'alloc': {'common'},
     'nbd': {'common'},
     'origin': {'common'},
     'common': set(),
@@ -45,6 +47,8 @@ PUBLIC = {
     'engine': {'engine.h', 'volume.h'},
     'ucache': {'ucache_engine.h'},
     'dmcache': {'dm_engine.h'},
+    'replay': {'replay.h', 'trace.h'},
+    'alloc': {'rws.h', 'predict.h', 'knee.h', 'share.h', 'staging.h'},
     'nbd': {'nbd_server.h', 'io_ops.h'},
     'origin': {'origin.h', 'origin_policy.h'},
 }
