@@ -25,9 +25,12 @@ BUILTIN_STRATEGIES = ('none', 'cachemior', 'firepan', 'firepan_if',
 STRATEGY_NAMESPACE = 'fcache.strategies'
 WRITE_POLICIES = ('read_only', 'write_through', 'write_back')
 ADMISSIONS = ('all', 'rws')
+STAGINGS = ('address', 'data', 'hybrid')
 STORAGE_MIGRATIONS = ('dbt', 'mirror', 'lr', 'slr', 'aio', 'auto')
 
-RWS_N_MAX = 1024
+# The agent counts reuses up to RWS_7; CloudCache finds 1 or 2 the best
+# trade-off between hit ratio, cache use and flash wear.
+RWS_N_MAX = 7
 # 1 TB/s: anything above is a typo, not a rate limit.
 RATE_LIMIT_MAX_MBPS = 1000 * 1000
 
@@ -134,8 +137,16 @@ VALIDATORS = {v.key: v for v in (
     Validator('rws_n',
               'With admission rws: a block enters the cache once reused '
               'this many times within the window (CloudCache RWS_N).',
-              'an integer from 1 to %d' % RWS_N_MAX,
+              'an integer from 1 to %d (the agent tracks reuses up to '
+              'RWS_%d; 1 or 2 are the usual choices)' % (RWS_N_MAX,
+                                                         RWS_N_MAX),
               _int_range(1, RWS_N_MAX)),
+    Validator('staging',
+              'With admission rws: what the in-memory staging area keeps of '
+              'a block not yet admitted: its address only, its address and '
+              'read data (reads served from memory), or both in separate '
+              'partitions (hybrid).',
+              _choices(STAGINGS)),
     Validator('rate_limit',
               'Bandwidth cap of the cache transfer during a live migration, '
               'in MB/s (10^6 bytes per second); 0 means no limit.',

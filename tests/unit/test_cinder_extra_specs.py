@@ -14,7 +14,12 @@ from cinder_ext import policy
     ('fcache:cache_size', '64KiB', 64 << 10),
     ('fcache:write_policy', 'write_back', 'write_back'),
     ('fcache:admission', 'rws', 'rws'),
+    ('fcache:rws_n', '1', 1),
     ('fcache:rws_n', '3', 3),
+    ('fcache:rws_n', ' 7 ', 7),
+    ('fcache:staging', 'address', 'address'),
+    ('fcache:staging', 'data', 'data'),
+    ('fcache:staging', 'hybrid', 'hybrid'),
     ('fcache:rate_limit', '0', 0.0),
     ('fcache:rate_limit', '250.5', 250.5),
     ('fcache:storage_migration', 'slr', 'slr'),
@@ -31,8 +36,14 @@ def test_valid_values_are_typed(key, value, expected):
     ('fcache:cache_size', '10 parsecs', 'positive size'),
     ('fcache:write_policy', 'write_around', 'write_through'),
     ('fcache:admission', 'some', 'one of all, rws'),
-    ('fcache:rws_n', '0', 'from 1 to 1024'),
-    ('fcache:rws_n', '2.5', 'from 1 to 1024'),
+    ('fcache:rws_n', '0', 'from 1 to 7'),
+    ('fcache:rws_n', '8', 'from 1 to 7'),
+    ('fcache:rws_n', '1024', 'from 1 to 7'),
+    ('fcache:rws_n', '2.5', 'from 1 to 7'),
+    ('fcache:rws_n', '-1', 'from 1 to 7'),
+    ('fcache:staging', 'lru', 'one of address, data, hybrid'),
+    ('fcache:staging', 'Hybrid', 'one of address, data, hybrid'),
+    ('fcache:staging', '', 'one of address, data, hybrid'),
     ('fcache:rate_limit', '-1', 'from 0 to'),
     ('fcache:rate_limit', 'fast', 'from 0 to'),
     ('fcache:storage_migration', 'teleport', 'dbt'),
@@ -59,7 +70,8 @@ def test_every_issue_key_is_declared():
     assert set(extra_specs.VALIDATORS) == {
         'fcache:strategy', 'fcache:cache_size', 'fcache:write_policy',
         'fcache:admission', 'fcache:rws_n', 'fcache:rate_limit',
-        'fcache:storage_migration', 'fcache:wear_weight'}
+        'fcache:storage_migration', 'fcache:wear_weight',
+        'fcache:staging'}
     for validator in extra_specs.VALIDATORS.values():
         assert validator.description.endswith('.')
 
@@ -69,6 +81,23 @@ def test_strategies_include_installed_plugins():
     # setup.cfg; the validator accepts what is installed.
     names = extra_specs.strategy_names()
     assert names[:7] == extra_specs.BUILTIN_STRATEGIES
+
+
+def test_rws_n_out_of_range_says_why():
+    with pytest.raises(exception.InvalidExtraSpec) as err:
+        extra_specs.validate('fcache:rws_n', '8')
+    msg = str(err.value)
+    assert 'out of range' in msg
+    assert 'RWS_7' in msg
+
+
+def test_rws_policy_reaches_the_connection_data():
+    data = {'cacheable': True}
+    policy.add_to_connection_data(data, {'fcache:admission': 'rws',
+                                         'fcache:rws_n': '2',
+                                         'fcache:staging': 'address'})
+    assert data['fcache'] == {'admission': 'rws', 'rws_n': 2,
+                              'staging': 'address'}
 
 
 def test_validate_specs_ignores_other_namespaces():
