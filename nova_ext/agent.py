@@ -37,6 +37,11 @@ MAX_RESPONSE_BYTES = 16 * units.Mi
 
 WRITE_POLICIES = ('read_only', 'write_through', 'write_back')
 ADMISSION_POLICIES = ('all', 'rws')
+# What the staging area of admission rws keeps of a block not yet admitted.
+STAGING_KINDS = ('address', 'data', 'hybrid')
+# The agent counts reuses up to RWS_7.
+RWS_N_MIN = 1
+RWS_N_MAX = 7
 
 _RECV_CHUNK = 256 * units.Ki
 
@@ -71,12 +76,26 @@ class AgentClient(object):
     def status(self):
         """Return what the agent is and holds.
 
-        ``{"version", "engine", "capacity_bytes", "used_bytes", "volumes"}``
+        ``{"version", "engine", "capacity_bytes", "used_bytes", "volumes",
+        "allocation"}``; ``allocation`` is what :meth:`allocation` returns.
         """
         return self.call('agent-status')
 
+    def allocation(self):
+        """Return the on-demand cache allocation of the agent.
+
+        ``{"mode": "fixed"|"rwss", "spare": "proportional"|"idle",
+        "window_s", "headroom", "capacity_bytes", "volumes": [...]}``; each
+        volume is ``{"id", "share_bytes", "used_bytes", "limit_bytes",
+        "rwss_observed_bytes", "rwss_predicted_bytes", "prediction_error",
+        "window_s", "rws_n", "staging": {...}}`` (the ``rwss_*`` figures and
+        ``prediction_error`` are None until the first window closes).
+        """
+        return self.call('allocation')
+
     def attach_volume(self, volume_id, origin, cache_size=None,
-                      write_policy=None, admission=None):
+                      write_policy=None, admission=None, rws_n=None,
+                      staging=None):
         """Put a cache in front of ``origin`` and export it over NBD.
 
         :param volume_id: the Cinder volume id (any non-empty string).
@@ -86,6 +105,12 @@ class AgentClient(object):
             for the agent's default.
         :param write_policy: one of :data:`WRITE_POLICIES` or None.
         :param admission: one of :data:`ADMISSION_POLICIES` or None.
+        :param rws_n: with admission ``rws``, the reuses (within the
+            window) after which a block is admitted: an int from
+            :data:`RWS_N_MIN` to :data:`RWS_N_MAX`, or None.
+        :param staging: with admission ``rws``, what the staging area keeps
+            of a block not yet admitted: one of :data:`STAGING_KINDS` or
+            None.
         :returns: ``{"volume_id", "export_uri"}``; ``export_uri`` is an NBD
             URI such as ``nbd+unix:///?socket=/run/fcache/exports/ID.sock``.
         """
@@ -105,6 +130,10 @@ class AgentClient(object):
         if admission is not None:
             args['admission'] = _choice('admission', admission,
                                         ADMISSION_POLICIES)
+        if rws_n is not None:
+            args['rws_n'] = check_rws_n(rws_n)
+        if staging is not None:
+            args['staging'] = _choice('staging', staging, STAGING_KINDS)
         return self.call('volume-attach', **args)
 
     def show_volume(self, volume_id):
@@ -112,7 +141,8 @@ class AgentClient(object):
 
         At least ``reads, writes, read_hits, read_misses, hit_ratio,
         cached_blocks, dirty_blocks, origin_read_bytes, origin_write_bytes,
-        cache_write_bytes, block_size``.
+        cache_write_bytes, block_size``, and ``allocation`` (the volume's
+        entry of :meth:`allocation` without its ``id``).
         """
         return self.call('volume-show', volume_id=_volume_id(volume_id))
 
@@ -256,6 +286,17 @@ def _non_empty(name, value):
 
 def _volume_id(volume_id):
     return _non_empty('volume_id', volume_id)
+
+
+def check_rws_n(value, name='rws_n'):
+    """Return ``value`` if it is an RWS_N the agent tracks, else raise."""
+    if (isinstance(value, bool) or not isinstance(value, int) or
+            not RWS_N_MIN <= value <= RWS_N_MAX):
+        raise exception.InvalidArgument(
+            name=name, value=value,
+            reason='must be an integer from %d to %d' % (RWS_N_MIN,
+                                                         RWS_N_MAX))
+    return value
 
 
 def _choice(name, value, choices):

@@ -51,6 +51,16 @@ ADMISSION_CHOICES = (
     ('rws', 'Admit only blocks of the reuse working set (reused blocks).'),
 )
 
+STAGING_CHOICES = (
+    ('address', 'Stage only the addresses of candidate blocks: the longest '
+                'reuse history for the memory.'),
+    ('data', 'Stage addresses and the data read: a read reused before '
+             'admission is served from memory, but fewer blocks are '
+             'tracked.'),
+    ('hybrid', 'Split the staging area into an address and a data '
+               'partition, each managed LRU (CloudCache\'s choice).'),
+)
+
 FCACHE_OPTS = [
     cfg.StrOpt('agent_socket',
                default=agent.DEFAULT_SOCKET,
@@ -76,6 +86,21 @@ FCACHE_OPTS = [
                choices=ADMISSION_CHOICES,
                help='Admission policy of a volume cache when the volume type '
                     'does not set fcache:admission.'),
+    cfg.IntOpt('default_rws_n',
+               default=1,
+               min=agent.RWS_N_MIN,
+               max=agent.RWS_N_MAX,
+               help='With admission rws: the number of reuses within the '
+                    'window after which a block is admitted (CloudCache '
+                    'RWS_N), when the volume type does not set '
+                    'fcache:rws_n. 1 or 2 trade the least hit ratio for '
+                    'the most saved cache and flash writes.'),
+    cfg.StrOpt('default_staging',
+               default='hybrid',
+               choices=STAGING_CHOICES,
+               help='With admission rws: what the in-memory staging area '
+                    'keeps of a block not yet admitted, when the volume '
+                    'type does not set fcache:staging.'),
     cfg.StrOpt('default_cache_size',
                regex=r'^[0-9]+\s*([KMGTP](i?B)?|B)?$',
                ignore_case=True,

@@ -25,7 +25,8 @@ class Strategy(metaclass=abc.ABCMeta):
 
         :param policy: the volume's resolved policy
             (:func:`nova_ext.virt.policy.resolve`): ``strategy``,
-            ``cache_size``, ``write_policy``, ``admission``, ``rate_limit``.
+            ``cache_size``, ``write_policy``, ``admission``, ``rws_n``,
+            ``staging``, ``rate_limit``.
         :param source_volume: the source agent's ``volume-show`` result
             (``cached_blocks``, ``dirty_blocks``, ``block_size``, ...).
         :returns: one of :data:`AGENT_STRATEGIES`.

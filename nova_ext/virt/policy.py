@@ -45,6 +45,8 @@ def resolve(connection_info, conf):
         'write_policy': given.get('write_policy') or
         conf.default_write_policy,
         'admission': given.get('admission') or conf.default_admission,
+        'rws_n': given.get('rws_n') or conf.default_rws_n,
+        'staging': given.get('staging') or conf.default_staging,
         'rate_limit': given.get('rate_limit', conf.default_rate_limit),
     }
 

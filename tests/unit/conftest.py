@@ -41,12 +41,14 @@ class FakeAgent(object):
         self.requests = []
         self.raw_reply = None
         self.volumes = {}
+        self.params = {}
         self.handlers = {
             'agent-status': self._status,
             'volume-attach': self._attach,
             'volume-show': self._show,
             'volume-detach': self._detach,
             'volume-list': self._list,
+            'allocation': self._allocation,
         }
         self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self._listener.bind(self.socket_path)
@@ -116,7 +118,27 @@ class FakeAgent(object):
                 'capacity_bytes': 1 << 30,
                 'used_bytes': sum(v['cache_size']
                                   for v in self.volumes.values()),
-                'volumes': sorted(self.volumes)}
+                'volumes': sorted(self.volumes),
+                'allocation': self._allocation(args)}
+
+    def _volume_allocation(self, volume_id):
+        """A volume's ``allocation`` before its first window closes."""
+        size = self.volumes[volume_id].get('cache_size', 64 << 20)
+        params = self.params.get(volume_id, {})
+        return {'share_bytes': size, 'used_bytes': 0, 'limit_bytes': size,
+                'rwss_observed_bytes': None, 'rwss_predicted_bytes': None,
+                'prediction_error': None, 'window_s': 3600,
+                'rws_n': params.get('rws_n', 1),
+                'staging': {'kind': params.get('staging', 'hybrid'),
+                            'area_bytes': 1 << 20, 'used_bytes': 0,
+                            'addresses': 0, 'data_blocks': 0,
+                            'admitted': 0, 'data_hits': 0, 'evicted': 0}}
+
+    def _allocation(self, args):
+        return {'mode': 'rwss', 'spare': 'proportional', 'window_s': 3600,
+                'headroom': 0.1, 'capacity_bytes': 1 << 30,
+                'volumes': [dict(self._volume_allocation(vid), id=vid)
+                            for vid in sorted(self.volumes)]}
 
     def _attach(self, args):
         volume_id = args['volume_id']
@@ -132,6 +154,10 @@ class FakeAgent(object):
             'export_uri': 'nbd+unix:///?socket=/run/fcache/exports/%s.sock'
                           % volume_id,
         }
+        # Like the agent: RWS_N and the staging kind are reported in the
+        # volume's allocation only.
+        self.params[volume_id] = {'rws_n': args.get('rws_n', 1),
+                                  'staging': args.get('staging', 'hybrid')}
         return {'volume_id': volume_id,
                 'export_uri': self.volumes[volume_id]['export_uri']}
 
@@ -141,12 +167,14 @@ class FakeAgent(object):
                       hit_ratio=0.8, cached_blocks=120, dirty_blocks=0,
                       origin_read_bytes=20 * 4096,
                       origin_write_bytes=25 * 4096,
-                      cache_write_bytes=45 * 4096, block_size=4096)
+                      cache_write_bytes=45 * 4096, block_size=4096,
+                      allocation=self._volume_allocation(args['volume_id']))
         return volume
 
     def _detach(self, args):
         self._volume(args)
         del self.volumes[args['volume_id']]
+        self.params.pop(args['volume_id'], None)
         return {'volume_id': args['volume_id']}
 
     def _list(self, args):

@@ -40,11 +40,31 @@ def test_attach_sends_only_given_arguments(client, fake_agent):
 def test_attach_all_arguments(client, fake_agent):
     client.attach_volume('v1', 'nbd+unix:///?socket=/tmp/o.sock',
                          cache_size=10 << 20, write_policy='write_back',
-                         admission='rws')
+                         admission='rws', rws_n=2, staging='address')
     assert fake_agent.requests[-1]['args'] == {
         'volume_id': 'v1', 'origin': 'nbd+unix:///?socket=/tmp/o.sock',
         'cache_size': 10 << 20, 'write_policy': 'write_back',
-        'admission': 'rws'}
+        'admission': 'rws', 'rws_n': 2, 'staging': 'address'}
+
+
+@pytest.mark.parametrize('rws_n', [1, 7])
+@pytest.mark.parametrize('staging', ['address', 'data', 'hybrid'])
+def test_attach_rws_bounds_and_staging_kinds(client, fake_agent, rws_n,
+                                             staging):
+    client.attach_volume('v1', '/dev/sdb', admission='rws', rws_n=rws_n,
+                         staging=staging)
+    args = fake_agent.requests[-1]['args']
+    assert (args['rws_n'], args['staging']) == (rws_n, staging)
+
+
+def test_allocation(client, fake_agent):
+    client.attach_volume('v1', '/dev/sdb', admission='rws', rws_n=2)
+    result = client.allocation()
+    assert fake_agent.requests[-1] == {'op': 'allocation', 'args': {}}
+    assert result['mode'] == 'rwss'
+    [vol] = result['volumes']
+    assert vol['id'] == 'v1'
+    assert vol['rws_n'] == 2
 
 
 @pytest.mark.parametrize('kwargs', [
@@ -56,6 +76,13 @@ def test_attach_all_arguments(client, fake_agent):
     {'cache_size': True},
     {'write_policy': 'write_around'},
     {'admission': 'some'},
+    {'rws_n': 0},
+    {'rws_n': 8},
+    {'rws_n': '2'},
+    {'rws_n': 2.0},
+    {'rws_n': True},
+    {'staging': 'lru'},
+    {'staging': ''},
 ])
 def test_attach_invalid_arguments_send_nothing(client, fake_agent, kwargs):
     call = {'volume_id': 'v1', 'origin': '/dev/sdb'}

@@ -37,7 +37,36 @@ def test_defaults_fill_what_the_type_does_not_set(conf):
                          conf.conf.fcache)
     assert pol == {'strategy': 'hybrid', 'cache_size': 1 << 30,
                    'write_policy': 'write_back', 'admission': 'all',
-                   'rate_limit': 50.0}
+                   'rws_n': 1, 'staging': 'hybrid', 'rate_limit': 50.0}
+
+
+def test_rws_defaults_come_from_nova_conf(conf):
+    conf.config(default_admission='rws', default_rws_n=2,
+                default_staging='address', group='fcache')
+    pol = policy.resolve(_info({'cacheable': True}), conf.conf.fcache)
+    assert (pol['admission'], pol['rws_n'], pol['staging']) == (
+        'rws', 2, 'address')
+
+
+def test_type_rws_specs_override_nova_conf(conf):
+    conf.config(default_rws_n=2, default_staging='address', group='fcache')
+    pol = policy.resolve(_info({'cacheable': True, 'fcache': {
+        'admission': 'rws', 'rws_n': 3, 'staging': 'data'}}),
+        conf.conf.fcache)
+    assert (pol['admission'], pol['rws_n'], pol['staging']) == (
+        'rws', 3, 'data')
+
+
+def test_rws_specs_through_the_cinder_bridge(conf):
+    # What Cinder puts in connection_info is what nova-compute resolves.
+    from cinder_ext import policy as cinder_policy
+    data = cinder_policy.add_to_connection_data(
+        {'cacheable': True}, {'fcache:admission': 'rws',
+                              'fcache:rws_n': '2',
+                              'fcache:staging': 'data'})
+    pol = policy.resolve(_info(data), conf.conf.fcache)
+    assert (pol['admission'], pol['rws_n'], pol['staging']) == (
+        'rws', 2, 'data')
 
 
 def test_type_overrides_defaults(conf):

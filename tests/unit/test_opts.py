@@ -13,6 +13,8 @@ def test_list_opts():
     assert {o.name for o in options} == {
         'agent_socket', 'agent_timeout', 'default_strategy',
         'default_write_policy', 'default_admission', 'default_cache_size',
+        # CloudCache's on-demand allocation: RWS_N and the staging area.
+        'default_rws_n', 'default_staging',
         # The live-migration options of nova_ext.virt (issue 5).
         'default_rate_limit', 'peer_agent_socket', 'migration_timeout',
         'link_mbps', 'origin_mbps',
@@ -42,6 +44,8 @@ def test_defaults(conf):
     assert conf.fcache.default_strategy == 'auto'
     assert conf.fcache.default_write_policy == 'write_through'
     assert conf.fcache.default_admission == 'all'
+    assert conf.fcache.default_rws_n == 1
+    assert conf.fcache.default_staging == 'hybrid'
     assert conf.fcache.default_cache_size is None
     # No remote control channel unless the operator sets one up.
     assert conf.fcache.peer_agent_socket is None
@@ -59,6 +63,9 @@ def test_strategy_choices():
     ('default_strategy', 'warp'),
     ('default_write_policy', 'write_around'),
     ('default_cache_size', '1.5G'),
+    ('default_rws_n', 0),
+    ('default_rws_n', 8),
+    ('default_staging', 'lru'),
     ('agent_timeout', 0),
     ('migration_address', '10.0.0.5'),
     ('migration_address', 'cmp2:port'),
@@ -67,6 +74,18 @@ def test_strategy_choices():
 def test_invalid_values_refused(conf, name, value):
     with pytest.raises(ValueError):
         conf.set_override(name, value, group='fcache')
+
+
+def test_staging_choices():
+    by_name = {o.name: o for o in opts.FCACHE_OPTS}
+    choices = [c for c, _ in by_name['default_staging'].type.choices.items()]
+    assert choices == ['address', 'data', 'hybrid']
+
+
+@pytest.mark.parametrize('value', [1, 2, 7])
+def test_rws_n_accepts_what_the_agent_tracks(conf, value):
+    conf.set_override('default_rws_n', value, group='fcache')
+    assert conf.fcache.default_rws_n == value
 
 
 def test_cache_size_accepts_units(conf):
