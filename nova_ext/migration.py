@@ -49,6 +49,10 @@ PHASES = ('prepare', 'start', 'switchover', 'finish', 'abort', 'settle')
 POLL_INTERVAL_S = 0.1
 # Blocks per settle message: the agent accepts at most 4096.
 SETTLE_CHUNK = 4096
+# What an agent that does not report them admits with (its defaults).
+DEFAULT_ADMISSION = 'all'
+DEFAULT_RWS_N = 1
+DEFAULT_STAGING = 'hybrid'
 
 
 def _mbps_to_bps(mbps):
@@ -78,14 +82,39 @@ def choose_strategy(volume, strategy, rate_limit_mbps=None, link_mbps=None,
     return strategy, reason
 
 
+def admission_params(volume):
+    """The admission parameters of a volume, from its ``volume-show``.
+
+    The agent reports ``admission`` at the top level and RWS_N and the
+    staging kind in the volume's ``allocation`` (``rws_n``,
+    ``staging.kind``).  What an older agent does not report is what it
+    runs: admission ``all``, RWS_1, hybrid staging.
+
+    :returns: dict with ``admission``, ``rws_n`` and ``staging``, the
+        arguments of ``volume-attach`` and ``migration-incoming`` that the
+        destination must attach the volume with.
+    """
+    alloc = volume.get('allocation') or {}
+    staging = volume.get('staging', alloc.get('staging'))
+    if isinstance(staging, dict):
+        staging = staging.get('kind')
+    return {'admission': volume.get('admission') or DEFAULT_ADMISSION,
+            'rws_n': volume.get('rws_n', alloc.get('rws_n')) or
+            DEFAULT_RWS_N,
+            'staging': staging or DEFAULT_STAGING}
+
+
 def prepare_destination(dst, volume_id, strategy, origin, cache_size,
-                        write_policy, admission, migration_id=None):
+                        write_policy, admission, migration_id=None,
+                        rws_n=None, staging=None):
     """Register the incoming side on the destination agent alone.
 
     The destination attaches the volume gated and learns a fresh one-time
     token; the source needs the returned ``migration_id``, ``token`` and
     ``destination`` (the agent's migration address) for
-    :func:`prepare_source`.
+    :func:`prepare_source`.  ``rws_n`` and ``staging`` (see
+    :func:`admission_params`) are sent when given: None leaves them to the
+    destination agent's defaults.
 
     :returns: dict with ``migration_id``, ``volume_id``, ``strategy``,
         ``token``, ``export_uri`` (what the destination VM opens) and
@@ -93,10 +122,16 @@ def prepare_destination(dst, volume_id, strategy, origin, cache_size,
     """
     migration_id = migration_id or str(uuid.uuid4())
     token = secrets.token_hex(32)
+    params = {}
+    if rws_n is not None:
+        params['rws_n'] = rws_n
+    if staging is not None:
+        params['staging'] = staging
     incoming = dst.call('migration-incoming', migration_id=migration_id,
                         volume_id=volume_id, token=token, strategy=strategy,
                         origin=origin, cache_size=cache_size,
-                        write_policy=write_policy, admission=admission)
+                        write_policy=write_policy, admission=admission,
+                        **params)
     return {'migration_id': migration_id, 'volume_id': volume_id,
             'strategy': strategy, 'token': token,
             'export_uri': incoming['export_uri'],
@@ -129,9 +164,11 @@ def prepare(src, dst, volume_id, strategy, rate_limit_mbps=None,
     vol = src.show_volume(volume_id)
     strategy, reason = choose_strategy(vol, strategy, rate_limit_mbps,
                                        link_mbps, origin_mbps)
+    params = admission_params(vol)
     prepared = prepare_destination(
         dst, volume_id, strategy, vol['origin'], vol['cache_size'],
-        vol['write_policy'], vol.get('admission', 'all'), migration_id)
+        vol['write_policy'], params['admission'], migration_id,
+        rws_n=params['rws_n'], staging=params['staging'])
     try:
         prepare_source(src, prepared, rate_limit_mbps)
     except exception.FcacheException:

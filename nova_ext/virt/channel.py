@@ -9,7 +9,8 @@ both hosts read and that survives Nova's conductor (unknown fields of
 ``fcache_source`` (:data:`policy.SOURCE_KEY`), source to destination
     Set by the source in ``check_can_live_migrate_source``: whether the
     volume is cached there, the agent strategy it resolved from its own
-    cache figures, and the cache geometry the destination must attach.  It
+    cache figures, and the cache geometry and admission (``admission``,
+    ``rws_n``, ``staging``) the destination must attach with.  It
     rides in the ``migrate_data.bdms`` the source returns (one
     ``LibvirtLiveMigrateBDMInfo`` per cached volume, whose connection_info
     holds only this); Nova hands that migrate_data to the destination's

@@ -113,7 +113,8 @@ class FcacheLibvirtDriver(incoming.IncomingMixin, outgoing.OutgoingMixin,
                 export_uri = self._local_agent().attach_volume(
                     volume_id, origin, cache_size=pol['cache_size'],
                     write_policy=pol['write_policy'],
-                    admission=pol['admission'])['export_uri']
+                    admission=pol['admission'], rws_n=pol['rws_n'],
+                    staging=pol['staging'])['export_uri']
                 data.pop(policy.MIGRATION_KEY, None)
         except Exception:
             with excutils.save_and_reraise_exception():

@@ -68,10 +68,13 @@ class IncomingMixin(object):
                         "here", volume_id, incoming.source_host,
                         instance=instance)
             return None
+        # rws_n and staging are absent when the source runs an fcache
+        # from before on-demand allocation: the agent here uses its own.
         prepared = migration.prepare_destination(
             self._local_agent(), volume_id, source['strategy'], origin,
             source['cache_size'], source['write_policy'],
-            source['admission'])
+            source['admission'], rws_n=source.get('rws_n'),
+            staging=source.get('staging'))
         prepared['destination'] = self._fcache_advertised(
             prepared['destination'])
         prepared.update(source_host=incoming.source_host,

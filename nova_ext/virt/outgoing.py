@@ -119,11 +119,13 @@ class OutgoingMixin(object):
         strategy, reason = migration.choose_strategy(
             vol, plugin.agent_strategy(pol, vol), rate_limit_mbps=rate,
             link_mbps=conf.link_mbps, origin_mbps=conf.origin_mbps)
-        return {'cached': True, 'plugin': pol['strategy'],
-                'strategy': strategy, 'reason': reason,
-                'rate_limit_mbps': rate, 'cache_size': vol['cache_size'],
-                'write_policy': vol['write_policy'],
-                'admission': vol.get('admission', 'all')}
+        source = {'cached': True, 'plugin': pol['strategy'],
+                  'strategy': strategy, 'reason': reason,
+                  'rate_limit_mbps': rate, 'cache_size': vol['cache_size'],
+                  'write_policy': vol['write_policy']}
+        # admission, rws_n, staging: the destination admits as here.
+        source.update(migration.admission_params(vol))
+        return source
 
     def live_migration(self, context, instance, dest, post_method,
                        recover_method, block_migration=False,

@@ -46,6 +46,71 @@ def test_destination_makes_the_token_and_only_the_destination_is_asked():
     assert prepared['export_uri'] == 'nbd+unix:///?socket=/e.sock'
 
 
+def test_destination_attaches_with_the_source_admission():
+    dst = RecordingAgent({'migration-incoming': {
+        'export_uri': 'nbd+unix:///?socket=/e.sock', 'listen': '0:7440'}})
+    migration.prepare_destination(
+        dst, 'vol1', 'hybrid', '/dev/sdb', 1 << 30, 'write_back', 'rws',
+        rws_n=2, staging='address')
+    [(_, args)] = dst.calls
+    assert (args['admission'], args['rws_n'], args['staging']) == (
+        'rws', 2, 'address')
+
+
+def test_destination_without_rws_params_leaves_them_to_its_agent():
+    # A source host running an fcache from before on-demand allocation
+    # describes no rws_n/staging: nothing is sent, nothing is null.
+    dst = RecordingAgent({'migration-incoming': {
+        'export_uri': 'nbd+unix:///?socket=/e.sock', 'listen': '0:7440'}})
+    migration.prepare_destination(
+        dst, 'vol1', 'hybrid', '/dev/sdb', 1 << 30, 'write_back', 'all')
+    [(_, args)] = dst.calls
+    assert 'rws_n' not in args
+    assert 'staging' not in args
+    assert args['admission'] == 'all'
+
+
+# volume-show of the agent (the allocation object of the control protocol).
+SHOWN_RWS = {
+    'volume_id': 'vol1', 'origin': '/dev/sdb', 'cache_size': 4096,
+    'write_policy': 'write_back', 'admission': 'rws', 'cached_blocks': 1,
+    'dirty_blocks': 0, 'block_size': 4096,
+    'allocation': {
+        'share_bytes': 4096, 'used_bytes': 4096, 'limit_bytes': 4096,
+        'rwss_observed_bytes': None, 'rwss_predicted_bytes': None,
+        'prediction_error': None, 'window_s': 3600, 'rws_n': 3,
+        'staging': {'kind': 'data', 'area_bytes': 1 << 20,
+                    'used_bytes': 0, 'addresses': 0, 'data_blocks': 0,
+                    'admitted': 0, 'data_hits': 0, 'evicted': 0}}}
+
+
+@pytest.mark.parametrize('shown, expected', [
+    (SHOWN_RWS, {'admission': 'rws', 'rws_n': 3, 'staging': 'data'}),
+    # An agent from before on-demand allocation: what it runs.
+    ({'write_policy': 'write_back'},
+     {'admission': 'all', 'rws_n': 1, 'staging': 'hybrid'}),
+    ({'admission': 'rws', 'allocation': {'rws_n': 2, 'staging': None}},
+     {'admission': 'rws', 'rws_n': 2, 'staging': 'hybrid'}),
+])
+def test_admission_params_of_a_volume(shown, expected):
+    assert migration.admission_params(shown) == expected
+
+
+def test_prepare_both_sides_carries_admission_rws_n_and_staging():
+    src = RecordingAgent({'volume-show': SHOWN_RWS})
+    dst = RecordingAgent({'migration-incoming': {
+        'export_uri': 'nbd+unix:///?socket=/e.sock', 'listen': 'h:1'}})
+    src.show_volume = lambda vol: src.call('volume-show', volume_id=vol)
+    migration.prepare(src, dst, 'vol1', 'firepan')
+    [(op, args)] = dst.calls
+    assert op == 'migration-incoming'
+    assert {k: args[k] for k in ('origin', 'cache_size', 'write_policy',
+                                 'admission', 'rws_n', 'staging')} == {
+        'origin': '/dev/sdb', 'cache_size': 4096,
+        'write_policy': 'write_back', 'admission': 'rws', 'rws_n': 3,
+        'staging': 'data'}
+
+
 def test_source_registers_with_the_destination_address_and_token():
     src = RecordingAgent()
     prepared = {'migration_id': 'm-1', 'volume_id': 'vol1',
