@@ -19,11 +19,13 @@ add a group (``migrate``), write its module and list it in
 """
 
 from nova_ext.commands import agent_status
+from nova_ext.commands import allocation
 from nova_ext.commands import migrate
 from nova_ext.commands import volume
 
 COMMAND_MODULES = (
     agent_status,
+    allocation,
     volume,
     migrate,
 )

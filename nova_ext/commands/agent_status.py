@@ -8,7 +8,9 @@ def register(subparsers, parents):
         'agent-status', parents=parents,
         help='show the agent version, engine, cache capacity and volumes',
         description='Show the agent version, engine, cache capacity and use, '
-                    'and the attached volumes.')
+                    'the attached volumes, and the allocation summary '
+                    '(allocation.*: mode, spare capacity, window, headroom; '
+                    '"fcache allocation" shows each volume\'s share).')
     parser.set_defaults(run=run, render=render)
 
 

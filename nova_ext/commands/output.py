@@ -72,9 +72,28 @@ def format_columns(rows, first=()):
                 columns.append(key)
     cells = [[format_value(key, row.get(key)) for key in columns]
              for row in rows]
-    widths = [max([len(key)] + [len(line[i]) for line in cells])
-              for i, key in enumerate(columns)]
-    lines = [columns] + cells
+    return format_grid(columns, cells)
+
+
+def format_grid(header, cells):
+    """Return a header and rows of strings as left-aligned columns."""
+    lines = [list(header)] + [list(line) for line in cells]
+    widths = [max(len(line[i]) for line in lines)
+              for i in range(len(header))]
     return ''.join('  '.join('%-*s' % (w, text)
                              for w, text in zip(widths, line)).rstrip() + '\n'
                    for line in lines)
+
+
+def format_bytes(value):
+    """A byte count as a short size (``1.5 GiB``); None as ``-``."""
+    if value is None or isinstance(value, bool):
+        return '-'
+    return units.format_size(value)
+
+
+def format_ratio(value):
+    """A fraction as a percentage (``12.5%``); None as ``-``."""
+    if value is None or isinstance(value, bool):
+        return '-'
+    return '%.1f%%' % (value * 100.0)

@@ -4,6 +4,7 @@ import argparse
 
 from nova_ext import agent
 from nova_ext.commands import output
+from nova_ext import exception
 from nova_ext import units
 
 # Columns shown first by volume-list, when the agent reports them.
@@ -18,6 +19,16 @@ def size_arg(text):
         return units.parse_size(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError('invalid size %r: %s' % (text, exc))
+
+
+def rws_n_arg(text):
+    """argparse type for RWS_N: an integer the agent tracks (1..7)."""
+    try:
+        return agent.check_rws_n(int(text, 10))
+    except (ValueError, exception.InvalidArgument):
+        raise argparse.ArgumentTypeError(
+            'invalid RWS_N %r: must be an integer from %d to %d' % (
+                text, agent.RWS_N_MIN, agent.RWS_N_MAX))
 
 
 def register(subparsers, parents):
@@ -39,12 +50,25 @@ def register(subparsers, parents):
     parser.add_argument('--admission', choices=agent.ADMISSION_POLICIES,
                         help='which missed blocks enter the cache: all, or '
                              "the reuse working set (default: the agent's)")
+    parser.add_argument('--rws-n', type=rws_n_arg, metavar='N',
+                        help='with --admission rws: a block enters the cache '
+                             'once reused N times within the window, N from '
+                             '%d to %d (default: the agent\'s, 1)' % (
+                                 agent.RWS_N_MIN, agent.RWS_N_MAX))
+    parser.add_argument('--staging', choices=agent.STAGING_KINDS,
+                        help='with --admission rws: what the in-memory '
+                             'staging area keeps of a block not yet '
+                             'admitted: its address, its address and read '
+                             "data, or both in two partitions (default: the "
+                             "agent's, hybrid)")
     parser.set_defaults(run=run_attach, render=render_table)
 
     parser = subparsers.add_parser(
         'volume-show', parents=parents,
-        help="show a volume cache's settings and statistics",
-        description="Show a volume cache's settings and statistics.")
+        help="show a volume cache's settings, statistics and allocation",
+        description="Show a volume cache's settings and statistics, and its "
+                    "on-demand allocation (allocation.*: share, use and "
+                    "limit, observed and predicted RWSS, staging area).")
     parser.add_argument('volume_id', metavar='ID', help='volume id')
     parser.set_defaults(run=run_show, render=render_table)
 
@@ -66,7 +90,8 @@ def run_attach(client, args):
     return client.attach_volume(args.volume_id, args.origin,
                                 cache_size=args.cache_size,
                                 write_policy=args.write_policy,
-                                admission=args.admission)
+                                admission=args.admission,
+                                rws_n=args.rws_n, staging=args.staging)
 
 
 def run_show(client, args):

@@ -14,6 +14,7 @@ import sys
 import pytest
 
 from nova_ext import cli
+from nova_ext.commands import allocation
 from nova_ext.commands import volume
 from nova_ext import units
 
@@ -54,7 +55,12 @@ def test_agent_status_json(capsys, sock):
     assert (status, err) == (0, '')
     assert json.loads(out) == {'version': '0.1.0', 'engine': 'ucache',
                                'capacity_bytes': 1 << 30, 'used_bytes': 0,
-                               'volumes': []}
+                               'volumes': [],
+                               'allocation': {
+                                   'mode': 'rwss', 'spare': 'proportional',
+                                   'window_s': 3600, 'headroom': 0.1,
+                                   'capacity_bytes': 1 << 30,
+                                   'volumes': []}}
 
 
 def test_agent_status_human(capsys, sock, fake_agent):
@@ -65,7 +71,15 @@ def test_agent_status_human(capsys, sock, fake_agent):
     assert rows == {'version': '0.1.0', 'engine': 'ucache',
                     'capacity_bytes': '1073741824 (1.0 GiB)',
                     'used_bytes': '1048576 (1.0 MiB)',
-                    'volumes': 'v1'}
+                    'volumes': 'v1',
+                    # The allocation summary; the shares are in
+                    # "fcache allocation".
+                    'allocation.mode': 'rwss',
+                    'allocation.spare': 'proportional',
+                    'allocation.window_s': '3600',
+                    'allocation.headroom': '0.1',
+                    'allocation.capacity_bytes': '1073741824 (1.0 GiB)',
+                    'allocation.volumes': 'v1'}
     # Values are aligned in one column.
     columns = {line.index(value) for line, value in
                zip(out.splitlines(), rows.values())}
@@ -124,6 +138,26 @@ def test_volume_attach_json(capsys, sock, fake_agent):
                  'admission': 'rws'}}
 
 
+def test_volume_attach_rws_n_and_staging(capsys, sock, fake_agent):
+    status, out, err = run(capsys, '--socket', sock, 'volume-attach', 'v1',
+                           '--origin', '/dev/sdb', '--admission', 'rws',
+                           '--rws-n', '2', '--staging', 'address', '--json')
+    assert (status, err) == (0, '')
+    assert fake_agent.requests[-1]['args'] == {
+        'volume_id': 'v1', 'origin': '/dev/sdb', 'admission': 'rws',
+        'rws_n': 2, 'staging': 'address'}
+
+
+@pytest.mark.parametrize('staging', ['address', 'data', 'hybrid'])
+def test_volume_attach_staging_kinds(capsys, sock, fake_agent, staging):
+    status, _, _ = run(capsys, '--socket', sock, 'volume-attach', 'v1',
+                       '--origin', '/d', '--staging', staging,
+                       '--rws-n', '7')
+    assert status == 0
+    args = fake_agent.requests[-1]['args']
+    assert (args['staging'], args['rws_n']) == (staging, 7)
+
+
 def test_volume_attach_human(capsys, sock):
     status, out, err = run(capsys, '--socket', sock, 'volume-attach', 'v1',
                            '--origin', 'nbd://storage/v1')
@@ -149,7 +183,33 @@ def test_volume_show_json_and_human(capsys, sock):
     assert rows['hit_ratio'] == '0.8'
     assert rows['block_size'] == '4096 (4.0 KiB)'
     assert rows['origin_read_bytes'] == '81920 (80.0 KiB)'
-    assert set(rows) == set(shown)
+    # The allocation object is flattened into dotted rows.
+    flat = set(shown) - {'allocation'}
+    flat |= {'allocation.' + k for k in shown['allocation']
+             if k != 'staging'}
+    flat |= {'allocation.staging.' + k
+             for k in shown['allocation']['staging']}
+    assert set(rows) == flat
+
+
+def test_volume_show_allocation_rows(capsys, sock):
+    run(capsys, '--socket', sock, 'volume-attach', 'v1', '--origin', '/d',
+        '--cache-size', '1M', '--admission', 'rws', '--rws-n', '2',
+        '--staging', 'data')
+    status, out, err = run(capsys, '--socket', sock, 'volume-show', 'v1')
+    assert (status, err) == (0, '')
+    rows = table(out)
+    assert rows['allocation.share_bytes'] == '1048576 (1.0 MiB)'
+    assert rows['allocation.limit_bytes'] == '1048576 (1.0 MiB)'
+    assert rows['allocation.used_bytes'] == '0'
+    # No window has closed yet: no RWSS, no prediction.
+    assert rows['allocation.rwss_observed_bytes'] == '-'
+    assert rows['allocation.rwss_predicted_bytes'] == '-'
+    assert rows['allocation.prediction_error'] == '-'
+    assert rows['allocation.rws_n'] == '2'
+    assert rows['allocation.staging.kind'] == 'data'
+    assert rows['allocation.staging.area_bytes'] == '1048576 (1.0 MiB)'
+    assert rows['allocation.staging.data_hits'] == '0'
 
 
 def test_volume_list_json_and_human(capsys, sock):
@@ -191,6 +251,93 @@ def test_volume_detach(capsys, sock, fake_agent):
     status, out, _ = run(capsys, '--socket', sock, '--json',
                          'volume-detach', 'v1')
     assert (status, json.loads(out)) == (0, {'volume_id': 'v1'})
+
+
+# -- allocation -------------------------------------------------------------
+
+# The agent's "allocation" result: one volume past its first window, one
+# attached since (RWSS figures null), one without staging figures.
+ALLOCATION = {
+    'mode': 'rwss', 'spare': 'idle', 'window_s': 86400, 'headroom': 0.1,
+    'capacity_bytes': 8 * units.Gi,
+    'volumes': [
+        {'id': 'vol-web', 'share_bytes': 2 * units.Gi,
+         'used_bytes': 1536 * units.Mi, 'limit_bytes': 3 * units.Gi,
+         'rwss_observed_bytes': 1800 * units.Mi,
+         'rwss_predicted_bytes': 1900 * units.Mi,
+         'prediction_error': 0.0556, 'window_s': 86400, 'rws_n': 1,
+         'staging': {'kind': 'hybrid', 'area_bytes': 64 * units.Mi,
+                     'used_bytes': 40 * units.Mi, 'addresses': 81920,
+                     'data_blocks': 8960, 'admitted': 12000,
+                     'data_hits': 4321, 'evicted': 700}},
+        {'id': 'vol-new', 'share_bytes': 512 * units.Mi, 'used_bytes': 0,
+         'limit_bytes': 512 * units.Mi, 'rwss_observed_bytes': None,
+         'rwss_predicted_bytes': None, 'prediction_error': None,
+         'window_s': 86400, 'rws_n': 2,
+         'staging': {'kind': 'address', 'area_bytes': 16 * units.Mi,
+                     'used_bytes': 0, 'addresses': 0, 'data_blocks': 0,
+                     'admitted': 0, 'data_hits': 0, 'evicted': 0}},
+        {'id': 'vol-all', 'share_bytes': 4 * units.Gi,
+         'used_bytes': 4 * units.Gi, 'limit_bytes': 4 * units.Gi,
+         'rwss_observed_bytes': 0, 'rwss_predicted_bytes': 0,
+         'prediction_error': 0.0, 'window_s': 86400, 'rws_n': 1,
+         'staging': {}},
+    ]}
+
+ALLOCATION_TABLE = ''.join(line + '\n' for line in (
+    'mode            rwss',
+    'spare           idle',
+    'window_s        86400',
+    'headroom        0.1',
+    'capacity_bytes  8589934592 (8.0 GiB)',
+    '',
+    'volume   share      used     limit      rwss_observed  rwss_predicted'
+    '  error  staging_used/area  staging_hits',
+    'vol-web  2.0 GiB    1.5 GiB  3.0 GiB    1.8 GiB        1.9 GiB       '
+    '  5.6%   40.0 MiB/64.0 MiB  4321',
+    'vol-new  512.0 MiB  0 B      512.0 MiB  -              -             '
+    '  -      0 B/16.0 MiB       0',
+    'vol-all  4.0 GiB    4.0 GiB  4.0 GiB    0 B            0 B           '
+    '  0.0%   -                  -',
+))
+
+
+def test_allocation_table():
+    assert allocation.render(ALLOCATION, None) == ALLOCATION_TABLE
+
+
+def test_allocation_json_and_human(capsys, sock, fake_agent):
+    fake_agent.handlers['allocation'] = lambda args: ALLOCATION
+    status, out, err = run(capsys, '--socket', sock, 'allocation', '--json')
+    assert (status, err) == (0, '')
+    assert json.loads(out) == ALLOCATION
+    assert fake_agent.requests[-1] == {'op': 'allocation', 'args': {}}
+
+    status, out, err = run(capsys, '--socket', sock, 'allocation')
+    assert (status, out, err) == (0, ALLOCATION_TABLE, '')
+
+
+def test_allocation_of_the_fake_agent(capsys, sock):
+    status, out, _ = run(capsys, '--socket', sock, 'allocation')
+    assert status == 0
+    assert out.endswith('no volumes\n')
+    assert table(out)['mode'] == 'rwss'
+
+    run(capsys, '--socket', sock, 'volume-attach', 'v1', '--origin', '/d',
+        '--cache-size', '64M')
+    status, out, _ = run(capsys, '--socket', sock, 'allocation')
+    assert status == 0
+    header, row = out.split('\n\n')[1].splitlines()
+    assert header.split()[:4] == ['volume', 'share', 'used', 'limit']
+    assert row.split() == ['v1', '64.0', 'MiB', '0', 'B', '64.0', 'MiB',
+                           '-', '-', '-', '0', 'B/1.0', 'MiB', '0']
+
+
+def test_allocation_unknown_to_an_older_agent(capsys, sock, fake_agent):
+    del fake_agent.handlers['allocation']
+    status, out, err = run(capsys, '--socket', sock, 'allocation')
+    assert (status, out) == (cli.EXIT_FAILED, '')
+    assert_one_line_error(err, "unknown operation 'allocation'")
 
 
 # -- failures ---------------------------------------------------------------
@@ -248,6 +395,17 @@ def test_protocol_error(capsys, sock, fake_agent):
      'invalid choice'),
     (['volume-attach', 'v1', '--origin', '/d', '--admission', 'bogus'],
      'invalid choice'),
+    (['volume-attach', 'v1', '--origin', '/d', '--rws-n', '0'],
+     "invalid RWS_N '0': must be an integer from 1 to 7"),
+    (['volume-attach', 'v1', '--origin', '/d', '--rws-n', '8'],
+     "invalid RWS_N '8'"),
+    (['volume-attach', 'v1', '--origin', '/d', '--rws-n', 'two'],
+     "invalid RWS_N 'two'"),
+    (['volume-attach', 'v1', '--origin', '/d', '--rws-n', '1.5'],
+     "invalid RWS_N '1.5'"),
+    (['volume-attach', 'v1', '--origin', '/d', '--staging', 'lru'],
+     'invalid choice'),
+    (['allocation', 'v1'], 'unrecognized arguments: v1'),
     (['volume-show'], 'volume-show: the following arguments are required'),
     (['volume-list', 'extra'], 'unrecognized arguments: extra'),
     (['--bogus', 'agent-status'], 'unrecognized arguments: --bogus'),
@@ -269,12 +427,13 @@ def test_empty_volume_id_is_refused_before_sending(capsys, sock, fake_agent):
 def test_help_exits_zero(capsys):
     status, out, err = run(capsys, '--help')
     assert (status, err) == (0, '')
-    for command in ('agent-status', 'volume-attach', 'volume-show',
-                    'volume-detach', 'volume-list'):
+    for command in ('agent-status', 'allocation', 'volume-attach',
+                    'volume-show', 'volume-detach', 'volume-list'):
         assert command in out
     status, out, _ = run(capsys, 'volume-attach', '--help')
     assert status == 0
-    assert '--cache-size' in out
+    for option in ('--cache-size', '--admission', '--rws-n', '--staging'):
+        assert option in out
 
 
 def test_console_script_process(sock, fake_agent, short_tmpdir):
