@@ -386,6 +386,43 @@ class FcacheLiveMigrationTest(_Base):
             time.sleep(0.05)
 
 
+class FcacheAdmissionTest(_Base):
+    """A type's admission, rws_n and staging reach both agents."""
+
+    specs = dict(_specs('firepan', write_policy='write_through'),
+                 **{'fcache:admission': 'rws', 'fcache:rws_n': '2',
+                    'fcache:staging': 'address'})
+
+    def setUp(self):
+        super().setUp()
+        # What each driver asks its agent: (control socket, op, args).
+        self.agent_calls = []
+        call = agent_mod.AgentClient.call
+
+        def record(client, op, **args):
+            self.agent_calls.append((client.socket_path, op, args))
+            return call(client, op, **args)
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova_ext.agent.AgentClient.call', record))
+
+    def _sent(self, host, op):
+        return [args for path, name, args in self.agent_calls
+                if path == self.agents[host].control_socket and name == op]
+
+    def test_attach_sends_the_type_admission(self):
+        self._boot_from_volume()
+        data = self._connection_data()
+        self.assertEqual({'admission': 'rws', 'rws_n': 2,
+                          'staging': 'address'},
+                         {k: data['fcache'][k]
+                          for k in ('admission', 'rws_n', 'staging')})
+        attach, = self._sent('src', 'volume-attach')
+        self.assertEqual(('rws', 2, 'address'), (
+            attach['admission'], attach['rws_n'], attach['staging']))
+        vol = self.agents['src'].show(VOLUME)
+        self.assertEqual('rws', vol['admission'])
+
+
 class FcacheStrategyTest(testscenarios.WithScenarios, _Base):
     """Every strategy through Nova: the cache moves, nothing is lost.
 
