@@ -118,10 +118,25 @@ class CinderApiExtensionTest(cinder_test.TestCase):
             'POST', '/types',
             {'volume_type': {'name': 'good',
                              'extra_specs': {'fcache:admission': 'rws',
-                                             'fcache:rws_n': '3'}}})
+                                             'fcache:rws_n': '3',
+                                             'fcache:staging': 'data'}}})
         self.assertEqual(HTTPStatus.OK, res.status_int, body)
         self.assertEqual('rws', body['volume_type']['extra_specs'][
             'fcache:admission'])
+        self.assertEqual('data', body['volume_type']['extra_specs'][
+            'fcache:staging'])
+
+    def test_type_create_with_rws_n_beyond_the_agent_is_refused(self):
+        res, body = self._request(
+            'POST', '/types',
+            {'volume_type': {'name': 'rws8',
+                             'extra_specs': {'fcache:admission': 'rws',
+                                             'fcache:rws_n': '8'}}})
+        self.assertEqual(HTTPStatus.BAD_REQUEST, res.status_int)
+        self.assertIn('fcache:rws_n', body['badRequest']['message'])
+        self.assertIn('from 1 to 7', body['badRequest']['message'])
+        self.assertRaises(cinder_exception.VolumeTypeNotFoundByName,
+                          db.volume_type_get_by_name, self.ctxt, 'rws8')
 
     # -- the bridge: policy in connection_info --------------------------------
 
