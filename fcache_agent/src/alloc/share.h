@@ -30,7 +30,9 @@ struct fc_share_demand {
  *     never exceeds capacity; rounding leftovers go to the largest wants);
  *  3. otherwise share = want, plus, with FC_SPARE_PROPORTIONAL, the spare
  *     split in proportion to want and capped at limit (repeated until the
- *     spare is gone or every volume is at its limit).
+ *     spare is gone or every volume is at its limit; the last few blocks
+ *     go one each to the largest wants).  A volume that wants 0 (predicted
+ *     no reuse) gets no spare, so with no wants at all the spare idles.
  * headroom >= 0 (the agent uses 0.10).  -EINVAL on bad input. */
 int fc_share_compute(const struct fc_share_demand *d, size_t n, uint64_t capacity,
                      double headroom, enum fc_spare_mode spare, uint64_t *share);
