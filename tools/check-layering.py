@@ -30,7 +30,7 @@ ALLOWED = {
     'ucache': {'engine', 'alloc', 'nbd', 'origin', 'common'},
     'dmcache': {'engine', 'origin', 'common'},
     'replay': {'alloc', 'common'},
-    'engine': {'common'},
+    'engine': {'alloc', 'common'},
     'alloc': {'common'},
     'nbd': {'common'},
     'origin': {'common'},

@@ -360,11 +360,11 @@ class Agent(object):
         return agent_mod.AgentClient(self.control_socket, timeout=timeout)
 
     def attach(self, volume_id, origin, cache_size=None, write_policy=None,
-               admission=None):
+               admission=None, **policy):
         return self.client().attach_volume(volume_id, origin,
                                            cache_size=cache_size,
                                            write_policy=write_policy,
-                                           admission=admission)
+                                           admission=admission, **policy)
 
     def show(self, volume_id):
         return self.client().show_volume(volume_id)

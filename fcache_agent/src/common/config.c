@@ -45,7 +45,15 @@ enum key_type {
   K_TARGET,
   K_TLS,          /* psk | x509 | none */
   K_PREFIXES,     /* comma-separated absolute paths */
+  K_CHOICE,       /* one of the '|'-separated names in choices */
+  K_FRACTION,     /* a decimal fraction, STAGING_FRACTION_MIN..MAX */
 };
+
+/* CloudCache sizes the staging area at 0.1 % to 1 % of the flash cache
+ * (§4.4.2): below, it forgets reuses before they come; above, it holds
+ * memory for no gain. */
+#define STAGING_FRACTION_MIN 0.001
+#define STAGING_FRACTION_MAX 0.01
 
 struct key_desc {
   const char *name;
@@ -53,16 +61,20 @@ struct key_desc {
   size_t offset;
   size_t size;        /* field size, for strings */
   unsigned min, max;  /* for K_UINT */
+  const char *choices;  /* for K_CHOICE */
 };
 
 #define STR_KEY(field, type) \
   { #field, type, offsetof(struct fc_config, field), \
-    sizeof(((struct fc_config *)0)->field), 0, 0 }
+    sizeof(((struct fc_config *)0)->field), 0, 0, NULL }
 #define UINT_KEY(field, lo, hi) \
   { #field, K_UINT, offsetof(struct fc_config, field), \
-    sizeof(unsigned), lo, hi }
+    sizeof(unsigned), lo, hi, NULL }
 #define OTHER_KEY(field, type) \
-  { #field, type, offsetof(struct fc_config, field), 0, 0, 0 }
+  { #field, type, offsetof(struct fc_config, field), 0, 0, 0, NULL }
+#define CHOICE_KEY(field, list) \
+  { #field, K_CHOICE, offsetof(struct fc_config, field), \
+    sizeof(((struct fc_config *)0)->field), 0, 0, list }
 
 enum key_index {
   KEY_CONTROL_SOCKET, KEY_CONTROL_GROUP, KEY_STATE_DIR, KEY_ENGINE,
@@ -71,7 +83,9 @@ enum key_index {
   KEY_ORIGIN_CONNECTIONS, KEY_WRITEBACK_INTERVAL_MS, KEY_DIRTY_HIGH_PERCENT,
   KEY_DM_PREFIX, KEY_EXPORT_GROUP, KEY_MIGRATION_TLS, KEY_MIGRATION_TLS_DIR,
   KEY_CONTROL_ADMIN_GROUP, KEY_ORIGIN_PREFIXES, KEY_ORIGIN_TLS_DIR,
-  KEY_ORIGIN_TLS_PSK_FILE, N_KEYS
+  KEY_ORIGIN_TLS_PSK_FILE, KEY_ALLOCATION, KEY_ALLOCATION_WINDOW,
+  KEY_ALLOCATION_SPARE, KEY_ALLOCATION_HEADROOM_PERCENT, KEY_STAGING_FRACTION,
+  KEY_RWS_PREDICTOR, KEY_RWS_TRACKER, N_KEYS
 };
 
 static const struct key_desc keys[N_KEYS] = {
@@ -99,6 +113,14 @@ static const struct key_desc keys[N_KEYS] = {
   [KEY_ORIGIN_PREFIXES] = OTHER_KEY(origin_prefixes, K_PREFIXES),
   [KEY_ORIGIN_TLS_DIR] = STR_KEY(origin_tls_dir, K_OPT_PATH),
   [KEY_ORIGIN_TLS_PSK_FILE] = STR_KEY(origin_tls_psk_file, K_OPT_PATH),
+  [KEY_ALLOCATION] = CHOICE_KEY(allocation, "rwss|fixed"),
+  /* Up to 30 days: the paper's windows are 12 to 48 hours. */
+  [KEY_ALLOCATION_WINDOW] = UINT_KEY(allocation_window, 1, 2592000),
+  [KEY_ALLOCATION_SPARE] = CHOICE_KEY(allocation_spare, "proportional|idle"),
+  [KEY_ALLOCATION_HEADROOM_PERCENT] = UINT_KEY(allocation_headroom_percent, 0, 100),
+  [KEY_STAGING_FRACTION] = OTHER_KEY(staging_fraction, K_FRACTION),
+  [KEY_RWS_PREDICTOR] = CHOICE_KEY(rws_predictor, "exp_self|exp|dexp|dexp_self|last"),
+  [KEY_RWS_TRACKER] = CHOICE_KEY(rws_tracker, "sampled|exact"),
 };
 
 struct parser {
@@ -131,6 +153,13 @@ void fc_config_defaults(struct fc_config *cfg)
   cfg->writeback_interval_ms = 1000;
   cfg->dirty_high_percent = 50;
   strcpy(cfg->dm_prefix, "fcache");
+  strcpy(cfg->allocation, "rwss");
+  cfg->allocation_window = 3600;
+  strcpy(cfg->allocation_spare, "proportional");
+  cfg->allocation_headroom_percent = 10;
+  cfg->staging_fraction = 0.01;
+  strcpy(cfg->rws_predictor, "exp_self");
+  strcpy(cfg->rws_tracker, "sampled");
   (void)fc_parse_prefixes(FC_ORIGIN_PREFIXES_DEFAULT, cfg->origin_prefixes,
                           &cfg->n_origin_prefixes, NULL, 0);
 }
@@ -198,6 +227,22 @@ static int set_string(struct parser *p, const struct key_desc *k,
   return 0;
 }
 
+/* Is v one of the '|'-separated names of list? */
+static bool in_choices(const char *list, const char *v)
+{
+  size_t len = strlen(v);
+
+  for (const char *c = list; *c;) {
+    const char *bar = strchr(c, '|');
+    size_t n = bar ? (size_t)(bar - c) : strlen(c);
+
+    if (n == len && !strncmp(c, v, n))
+      return true;
+    c += n + (bar ? 1 : 0);
+  }
+  return false;
+}
+
 static int set_value(struct parser *p, const struct key_desc *k,
                      const char *v)
 {
@@ -261,6 +306,27 @@ static int set_value(struct parser *p, const struct key_desc *k,
       return fail(p, p->line, k->name,
                   "%s; use comma-separated absolute paths (a directory "
                   "ends with '/'), e.g. %s", why, FC_ORIGIN_PREFIXES_DEFAULT);
+    return 0;
+  }
+  case K_CHOICE:
+    if (!in_choices(k->choices, v) || strlen(v) >= k->size)
+      return fail(p, p->line, k->name, "unknown value '%s'; allowed: %s", v,
+                  k->choices);
+    memcpy(field, v, strlen(v) + 1);
+    return 0;
+  case K_FRACTION: {
+    char *end;
+    double d;
+
+    errno = 0;
+    d = strtod(v, &end);
+    if (errno || end == v || *end || !(d >= STAGING_FRACTION_MIN) ||
+        !(d <= STAGING_FRACTION_MAX))
+      return fail(p, p->line, k->name,
+                  "'%s' is not allowed; use a fraction from %g to %g "
+                  "(0.1 %% to 1 %% of a volume's cache share)", v,
+                  STAGING_FRACTION_MIN, STAGING_FRACTION_MAX);
+    *(double *)field = d;
     return 0;
   }
   case K_TLS:

@@ -60,6 +60,16 @@ struct fc_config {
    * ""), and a PSK file ("" = none); both the agent's, never the URI's. */
   char origin_tls_dir[FC_PATH_MAX];
   char origin_tls_psk_file[FC_PATH_MAX];
+  /* On-demand allocation (ucache; doc/allocation.rst).  The choices are
+   * kept as their names, checked here against their lists, and turned
+   * into the allocator's enums by the engine, which owns them. */
+  char allocation[16];                /* rwss (default) | fixed */
+  unsigned allocation_window;         /* seconds; default 3600 */
+  char allocation_spare[16];          /* proportional (default) | idle */
+  unsigned allocation_headroom_percent;  /* default 10 */
+  double staging_fraction;            /* of a volume's share; 0.001..0.01 */
+  char rws_predictor[16];             /* exp_self (default) | exp | dexp | dexp_self | last */
+  char rws_tracker[16];               /* sampled (default) | exact */
 };
 
 void fc_config_defaults(struct fc_config *cfg);

@@ -83,25 +83,14 @@ op_attach(void *opaque, json_t *args, json_t **result, char *err, size_t errlen)
 {
   struct fc_agent *agent = opaque;
   struct fc_attach_request req = { 0 };
-  const char *policy, *admission;
   struct fc_volume *v;
   int r;
 
   if ((r = arg_string(args, "volume_id", true, &req.volume_id, err, errlen)) ||
       (r = arg_string(args, "origin", true, &req.origin, err, errlen)) ||
-      (r = arg_string(args, "write_policy", false, &policy, err, errlen)) ||
-      (r = arg_string(args, "admission", false, &admission, err, errlen)) ||
-      (r = arg_size(args, "cache_size", &req.cache_size, err, errlen)))
+      (r = arg_size(args, "cache_size", &req.cache_size, err, errlen)) ||
+      (r = fc_attach_request_policy_from_json(args, &req, err, errlen)))
     return r;
-  if (policy && fc_write_policy_parse(policy, &req.write_policy)) {
-    snprintf(err, errlen, "write_policy '%.40s' is not one of read_only, "
-             "write_through, write_back", policy);
-    return -EINVAL;
-  }
-  if (admission && fc_admission_parse(admission, &req.admission)) {
-    snprintf(err, errlen, "admission '%.40s' is not one of all, rws", admission);
-    return -EINVAL;
-  }
   pthread_mutex_lock(&agent->host.lock);
   r = fc_agent_attach_locked(agent, &req, &v, err, errlen);
   if (r == 0)
@@ -163,8 +152,33 @@ op_detach(void *opaque, json_t *args, json_t **result, char *err, size_t errlen)
   return r;
 }
 
+/* The host's cache shares: agent-status's "allocation", alone. */
+static int
+op_allocation(void *opaque, json_t *args, json_t **result, char *err, size_t errlen)
+{
+  struct fc_agent *agent = opaque;
+  json_t *status, *alloc = NULL;
+
+  pthread_mutex_lock(&agent->host.lock);
+  status = agent->host.ops->status_json(&agent->host);
+  pthread_mutex_unlock(&agent->host.lock);
+  if (!status)
+    return -ENOMEM;
+  alloc = json_object_get(status, "allocation");
+  if (!alloc) {
+    snprintf(err, errlen, "engine %s does not share its cache on demand; "
+             "see doc/allocation.rst", agent->host.cfg.engine);
+    json_decref(status);
+    return -EOPNOTSUPP;
+  }
+  *result = json_incref(alloc);
+  json_decref(status);
+  return 0;
+}
+
 const struct fc_control_op fc_agent_control_ops[] = {
   { "agent-status", op_status, FC_CONTROL_READ },
+  { "allocation", op_allocation, FC_CONTROL_READ },
   { "volume-attach", op_attach, FC_CONTROL_ADMIN },
   { "volume-show", op_show, FC_CONTROL_READ },
   { "volume-list", op_list, FC_CONTROL_READ },

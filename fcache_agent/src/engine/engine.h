@@ -28,6 +28,7 @@
 #include <pthread.h>
 
 #include "common/config.h"
+#include "alloc/staging.h"
 #include "common/types.h"
 #include "volume.h"
 
@@ -62,7 +63,20 @@ struct fc_attach_request {
   uint64_t cache_size;            /* 0 = default */
   enum fc_write_policy write_policy;
   enum fc_admission admission;
+  unsigned rws_n;                 /* 0 = 1: reuses before admission (rws) */
+  enum fc_staging_kind staging;   /* with rws; FC_STAGING_ADDRESS is 0 */
+  bool staging_set;               /* false: the default, hybrid */
+  unsigned rws_window_s;          /* 0 = the agent's allocation_window */
 };
+
+/* The policy arguments of an attach as JSON carries them (the control
+ * socket's volume-attach, a migration's incoming): write_policy,
+ * admission, rws_n, staging, rws_window_s; each optional, each checked
+ * for type and range.  0 or -EINVAL with a message naming the argument. */
+int fc_attach_request_policy_from_json(json_t *args, struct fc_attach_request *req,
+                                       char *err, size_t errlen);
+/* The same arguments for a volume, as a migration hands them on. */
+int fc_volume_policy_to_json(const struct fc_volume_params *p, json_t *o);
 
 /* What every engine checks of an attach request first: a volume id that
  * may name files, an origin that fits its field.  0 or -errno with a

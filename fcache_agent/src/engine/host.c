@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "alloc/rws.h"
 #include "engine.h"
 
 int
@@ -37,7 +38,97 @@ fc_volume_from_request(const struct fc_attach_request *req, uint64_t cache_size)
   v->p.cache_size = cache_size;
   v->p.write_policy = req->write_policy;
   v->p.admission = req->admission;
+  v->p.rws_n = req->rws_n ? req->rws_n : 1;
+  v->p.staging = req->staging_set ? req->staging : FC_STAGING_HYBRID;
+  v->p.rws_window_s = req->rws_window_s;
   return v;
+}
+
+/* A window longer than this is a unit mistake, not a workload: the paper's
+ * longest is 48 hours. */
+#define RWS_WINDOW_MAX_S (30u * 24 * 3600)
+
+static int
+json_opt_string(json_t *args, const char *key, const char **out, char *err,
+                size_t errlen)
+{
+  json_t *j = json_object_get(args, key);
+
+  *out = NULL;
+  if (!j || json_is_null(j))
+    return 0;
+  if (!json_is_string(j)) {
+    snprintf(err, errlen, "argument '%s' must be a string", key);
+    return -EINVAL;
+  }
+  *out = json_string_value(j);
+  return 0;
+}
+
+static int
+json_opt_uint(json_t *args, const char *key, unsigned lo, unsigned hi,
+              unsigned *out, char *err, size_t errlen)
+{
+  json_t *j = json_object_get(args, key);
+
+  if (!j || json_is_null(j))
+    return 0;
+  if (!json_is_integer(j) || json_integer_value(j) < lo ||
+      json_integer_value(j) > hi) {
+    snprintf(err, errlen, "argument '%s' must be an integer from %u to %u",
+             key, lo, hi);
+    return -EINVAL;
+  }
+  *out = (unsigned)json_integer_value(j);
+  return 0;
+}
+
+int
+fc_attach_request_policy_from_json(json_t *args, struct fc_attach_request *req,
+                                   char *err, size_t errlen)
+{
+  const char *policy, *admission, *staging;
+  int r;
+
+  if ((r = json_opt_string(args, "write_policy", &policy, err, errlen)) ||
+      (r = json_opt_string(args, "admission", &admission, err, errlen)) ||
+      (r = json_opt_string(args, "staging", &staging, err, errlen)) ||
+      (r = json_opt_uint(args, "rws_n", 1, FC_RWS_MAX_N, &req->rws_n, err, errlen)) ||
+      (r = json_opt_uint(args, "rws_window_s", 1, RWS_WINDOW_MAX_S,
+                         &req->rws_window_s, err, errlen)))
+    return r;
+  if (policy && fc_write_policy_parse(policy, &req->write_policy)) {
+    snprintf(err, errlen, "write_policy '%.40s' is not one of read_only, "
+             "write_through, write_back", policy);
+    return -EINVAL;
+  }
+  if (admission && fc_admission_parse(admission, &req->admission)) {
+    snprintf(err, errlen, "admission '%.40s' is not one of all, rws", admission);
+    return -EINVAL;
+  }
+  if (staging) {
+    if (fc_staging_kind_parse(staging, &req->staging)) {
+      snprintf(err, errlen, "staging '%.40s' is not one of address, data, hybrid",
+               staging);
+      return -EINVAL;
+    }
+    req->staging_set = true;
+  }
+  return 0;
+}
+
+int
+fc_volume_policy_to_json(const struct fc_volume_params *p, json_t *o)
+{
+  if (json_object_set_new(o, "write_policy", json_string(fc_write_policy_name(p->write_policy))) ||
+      json_object_set_new(o, "admission", json_string(fc_admission_name(p->admission))) ||
+      json_object_set_new(o, "rws_n", json_integer(p->rws_n)) ||
+      json_object_set_new(o, "staging", json_string(fc_staging_kind_name(p->staging))))
+    return -ENOMEM;
+  if (p->rws_window_s &&
+      json_object_set_new(o, "rws_window_s", json_integer(p->rws_window_s)))
+    return -ENOMEM;
+  return 0;
 }
 
 struct fc_volume *
@@ -61,6 +152,9 @@ fc_host_attach_precheck_locked(struct fc_host *host,
     if (!strcmp(old->p.origin, req->origin) &&
         old->p.write_policy == req->write_policy &&
         old->p.admission == req->admission && old->p.cache_size == cache_size &&
+        old->p.rws_n == (req->rws_n ? req->rws_n : 1) &&
+        old->p.staging == (req->staging_set ? req->staging : FC_STAGING_HYBRID) &&
+        old->p.rws_window_s == req->rws_window_s &&
         host->ops->serving(old)) {
       *out = old;
       return 1;

@@ -7,6 +7,7 @@
 #include <sys/random.h>
 #include <unistd.h>
 
+#include "engine.h"
 #include "volume.h"
 
 bool
@@ -89,12 +90,15 @@ fc_volume_params_save(const char *dir, const struct fc_volume_params *p,
   snprintf(path, sizeof path, "%s/%s.json", dir, p->id);
   snprintf(tmp, sizeof tmp, "%s.tmp", path);
   snprintf(tag, sizeof tag, "%016llx", (unsigned long long)p->tag);
-  o = json_pack("{s:s, s:s, s:I, s:s, s:s, s:s}", "volume_id", p->id,
+  o = json_pack("{s:s, s:s, s:I, s:s}", "volume_id", p->id,
                 "origin", p->origin, "cache_size", (json_int_t)p->cache_size,
-                "write_policy", fc_write_policy_name(p->write_policy),
-                "admission", fc_admission_name(p->admission), "tag", tag);
+                "tag", tag);
   if (!o)
     return -ENOMEM;
+  if (fc_volume_policy_to_json(p, o)) {
+    json_decref(o);
+    return -ENOMEM;
+  }
   if (p->migration[0])
     json_object_set_new(o, "migration", json_string(p->migration));
   text = json_dumps(o, JSON_INDENT(2) | JSON_SORT_KEYS);
@@ -161,6 +165,20 @@ fc_volume_params_load(const char *path, struct fc_volume_params *p,
       snprintf(p->migration, sizeof p->migration, "%s", mig);
   }
   p->cache_size = (uint64_t)size;
+  /* Files written before allocation existed have none of these: the
+   * defaults a new attach gets. */
+  {
+    struct fc_attach_request req = { 0 };
+
+    if (fc_attach_request_policy_from_json(o, &req, err, errlen)) {
+      size_t len = strlen(err);
+      snprintf(err + len, errlen - len, " (in %s)", path);
+      goto out;
+    }
+    p->rws_n = req.rws_n ? req.rws_n : 1;
+    p->staging = req.staging_set ? req.staging : FC_STAGING_HYBRID;
+    p->rws_window_s = req.rws_window_s;
+  }
   r = 0;
 out:
   json_decref(o);

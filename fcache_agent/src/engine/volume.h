@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include <sys/un.h>
 
+#include "alloc/staging.h"
 #include "common/types.h"
 
 #define FC_VOLUME_ID_MAX 64
@@ -20,6 +21,9 @@ struct fc_volume_params {
   uint64_t cache_size;              /* bytes, a multiple of the block size */
   enum fc_write_policy write_policy;
   enum fc_admission admission;
+  unsigned rws_n;                   /* RWS_N's N for admission rws: 1..7 */
+  enum fc_staging_kind staging;     /* admission rws: where misses wait */
+  unsigned rws_window_s;            /* RWSS window; 0 = the agent's default */
   uint64_t tag;                     /* names this attachment's metadata records */
   /* A live migration that moved the volume's ownership and has not
    * completed: "out:<id>" on a source past its switchover, "in:<id>" on a

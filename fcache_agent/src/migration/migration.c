@@ -182,7 +182,6 @@ fc_migration_incoming(struct fc_agent *agent, json_t *args, json_t **result,
                       char *err, size_t errlen)
 {
   struct fc_attach_request req = { 0 };
-  const char *policy, *admission;
   struct fc_migration *m;
   struct fc_volume *v;
   json_int_t size;
@@ -193,17 +192,16 @@ fc_migration_incoming(struct fc_agent *agent, json_t *args, json_t **result,
     return -EINVAL;
   req.volume_id = m->e.volume_id;
   req.origin = json_string_value(json_object_get(args, "origin"));
-  policy = json_string_value(json_object_get(args, "write_policy"));
-  admission = json_string_value(json_object_get(args, "admission"));
   size = json_integer_value(json_object_get(args, "cache_size"));
   req.cache_size = size > 0 ? (uint64_t)size : 0;
-  if (!req.origin || (policy && fc_write_policy_parse(policy, &req.write_policy)) ||
-      (admission && fc_admission_parse(admission, &req.admission))) {
-    snprintf(err, errlen, "origin, write_policy and admission of the volume are "
-             "required and must be valid");
+  if (!req.origin) {
+    snprintf(err, errlen, "the volume's origin is required");
     r = -EINVAL;
     goto out;
   }
+  r = fc_attach_request_policy_from_json(args, &req, err, errlen);
+  if (r)
+    goto out;
   pthread_mutex_lock(&agent->host.lock);
   if (fc_agent_find_locked(agent, m->e.volume_id)) {
     pthread_mutex_unlock(&agent->host.lock);

@@ -30,22 +30,12 @@ uc_drop_locked(struct fc_ucache *uc, cblock_t cb)
   fc_cachedev_free(uc->dev, cb);
 }
 
-/* Under uc->lock: a block to fill, either fresh within the quota or the
- * least recently used clean block nobody is using. */
-static int
-get_block_locked(struct fc_ucache *uc, cblock_t *out)
+int
+uc_evict_clean_locked(struct fc_ucache *uc, cblock_t *out)
 {
   struct fc_entry *table = uc->dev->table;
   uint32_t i = uc->lru.tail;
-  int r;
 
-  if (uc->used < uc->p.quota_blocks) {
-    r = fc_cachedev_alloc(uc->dev, out);
-    if (r == 0) {
-      uc->used++;
-      return 0;
-    }
-  }
   for (unsigned scanned = 0; i != CBLOCK_NONE && scanned < FC_EVICT_SCAN;
        scanned++, i = table[i].lru_prev) {
     if (table[i].flags & (FC_ENTRY_BUSY | FC_ENTRY_DIRTY))
@@ -53,8 +43,38 @@ get_block_locked(struct fc_ucache *uc, cblock_t *out)
     fc_blockmap_remove(&uc->map, table, to_cblock(i));
     fc_lru_remove(&uc->lru, table, to_cblock(i));
     table[i].flags = FC_ENTRY_ALLOCATED;
+    /* The block may go to another volume: cachemior's cursor must not
+     * follow it into that volume's LRU. */
+    if (uc->m.chosen_cursor == i)
+      uc->m.chosen_cursor = CBLOCK_NONE;
+    uc->used--;
     STAT_ADD(&uc->stats, evictions, 1);
     *out = to_cblock(i);
+    return 0;
+  }
+  return -ENOSPC;
+}
+
+/* Under uc->lock: a block to fill.  Below its share a volume takes a free
+ * block of the device, or, the device full, one from a volume above its
+ * share; at or above its share (or with nothing to take) it replaces its
+ * own least recently used clean block. */
+static int
+get_block_locked(struct fc_ucache *uc, cblock_t *out)
+{
+  if (uc->used < uc->share) {
+    if (fc_cachedev_alloc(uc->dev, out) == 0) {
+      uc->used++;
+      return 0;
+    }
+    if (uc_take_from_pool_locked(uc, out) == 0) {
+      uc->used++;
+      uc->taken++;
+      return 0;
+    }
+  }
+  if (uc_evict_clean_locked(uc, out) == 0) {
+    uc->used++;
     return 0;
   }
   /* Everything evictable is dirty or in use: ask for write-back (we hold
@@ -70,27 +90,37 @@ enum placement {
   BELOW_CHOSEN,       /* see uc_install_chosen */
 };
 
-/* admit: a clean block must pass the admission policy (a miss; copies and
- * preloads were chosen by the source). */
+/* admit: the block must pass the admission policy (a miss of the VM;
+ * copies and preloads were chosen by the source).  is_write: it counts as
+ * a write miss (only its address is staged). */
 static int install(struct fc_ucache *uc, oblock_t ob, const void *data, bool dirty,
-                   bool admit, enum placement where);
+                   bool admit, bool is_write, enum placement where);
 
 int
-uc_install(struct fc_ucache *uc, oblock_t ob, const void *data, bool dirty)
+uc_install(struct fc_ucache *uc, oblock_t ob, const void *data, bool dirty,
+           enum uc_install_why why)
 {
-  return install(uc, ob, data, dirty, !dirty, AT_HEAD);
+  bool admit = why != UC_FETCHED || !dirty;
+
+  return install(uc, ob, data, dirty, admit, why == UC_WRITE_MISS, AT_HEAD);
+}
+
+int
+uc_install_admitted(struct fc_ucache *uc, oblock_t ob, const void *data)
+{
+  return install(uc, ob, data, false, false, false, AT_HEAD);
 }
 
 int
 uc_install_cold(struct fc_ucache *uc, oblock_t ob, const void *data, bool dirty)
 {
-  return install(uc, ob, data, dirty, false, AT_TAIL);
+  return install(uc, ob, data, dirty, false, false, AT_TAIL);
 }
 
 int
 uc_install_chosen(struct fc_ucache *uc, oblock_t ob, const void *data)
 {
-  return install(uc, ob, data, false, false, BELOW_CHOSEN);
+  return install(uc, ob, data, false, false, false, BELOW_CHOSEN);
 }
 
 /* Under uc->lock. */
@@ -118,15 +148,19 @@ place(struct fc_ucache *uc, cblock_t cb, enum placement where)
 
 static int
 install(struct fc_ucache *uc, oblock_t ob, const void *data, bool dirty,
-        bool admit, enum placement where)
+        bool admit, bool is_write, enum placement where)
 {
   struct fc_entry *e;
   cblock_t cb;
   int r;
 
   pthread_mutex_lock(&uc->lock);
-  if (admit && uc->p.admission == FC_ADMIT_RWS &&
-      !fc_staging_miss(&uc->staging, ob)) {
+  if (admit && uc->stage && !fc_staging_access(uc->stage, ob.n, is_write)) {
+    /* Not reused enough yet.  A read miss leaves its data staged, so a
+     * re-read before admission is served from memory; never during a
+     * migration, whose installs the staged copies would not see. */
+    if (!is_write && !dirty && !atomic_load(&uc->m.on))
+      fc_staging_put_data(uc->stage, ob.n, data);
     pthread_mutex_unlock(&uc->lock);
     return 1;
   }

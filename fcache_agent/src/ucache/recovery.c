@@ -190,7 +190,8 @@ uc_recover(struct fc_host *host, bool was_clean, char *err, size_t errlen)
   fc_cachedev_rebuild_free(UCE(host)->dev);
   for (unsigned i = 0; i < host->nr_volumes; i++) {
     struct fc_volume *v = host->volumes[i];
-    r = fc_cachedev_reserve(UCE(host)->dev, (uint32_t)(v->p.cache_size / bs));
+    r = uc_allocator_reserves(UCE(host)->alloc) ?
+        fc_cachedev_reserve(UCE(host)->dev, (uint32_t)(v->p.cache_size / bs)) : 0;
     if (r) {
       snprintf(err, errlen, "the attached volumes' cache sizes add up to more than "
                "cache_size (%llu bytes); raise cache_size",

@@ -27,6 +27,7 @@ struct fc_stats {
   atomic_uint_fast64_t invalidations;
   atomic_uint_fast64_t writebacks;     /* dirty blocks cleaned */
   atomic_uint_fast64_t io_errors;
+  atomic_uint_fast64_t staging_hits;   /* read blocks served from staged data */
 };
 
 #define STAT_ADD(s, field, v) \

@@ -28,6 +28,12 @@ uc_lock_stripe_set(struct fc_ucache *uc, const struct stripe_set *set, bool read
       if (!reader)
         uc->stripe_seq[s]++;
     }
+  /* A scattered writer (a migration's batch) may change any block. */
+  if (!reader && uc->stage) {
+    pthread_mutex_lock(&uc->lock);
+    uc_stage_forget_locked(uc, 0, UINT64_MAX);
+    pthread_mutex_unlock(&uc->lock);
+  }
 }
 
 static void
@@ -46,7 +52,23 @@ lock_stripes(struct fc_ucache *uc, uint64_t first, uint64_t last,
     for (uint64_t i = 0; i <= last - first; i++)
       uc_stripe_set_add(set, to_oblock(first + i));
   }
-  uc_lock_stripe_set(uc, set, reader);
+  for (unsigned w = 0; w < FC_STRIPES / 64; w++)
+    for (uint64_t bits = set->bits[w]; bits; bits &= bits - 1) {
+      unsigned s = w * 64 + (unsigned)__builtin_ctzll(bits);
+
+      pthread_mutex_lock(&uc->stripes[s]);
+      if (!reader)
+        uc->stripe_seq[s]++;
+    }
+  /* Every holder that may change data drops the staged copies of its
+   * range, under the same hold that bumps the stripes: a read miss that
+   * read the origin before it cannot stage what it read (its fill is no
+   * longer allowed), and one after it reads the new data. */
+  if (!reader && uc->stage) {
+    pthread_mutex_lock(&uc->lock);
+    uc_stage_forget_locked(uc, first, last - first + 1 ? last - first + 1 : UINT64_MAX);
+    pthread_mutex_unlock(&uc->lock);
+  }
 }
 
 void

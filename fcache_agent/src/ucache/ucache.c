@@ -18,7 +18,7 @@ fc_ucache_create(struct fc_cachedev *dev, struct fc_metadata *md,
   struct fc_ucache *uc;
   int r;
 
-  if (params->quota_blocks == 0)
+  if (params->quota_blocks == 0 || params->share_blocks > params->quota_blocks)
     return -EINVAL;
   uc = calloc(1, sizeof *uc);
   if (!uc)
@@ -29,14 +29,17 @@ fc_ucache_create(struct fc_cachedev *dev, struct fc_metadata *md,
   uc->p = *params;
   uc->bs = dev->block_size;
   uc->nr_oblocks = origin->size / uc->bs;
+  uc->share = params->share_blocks ? params->share_blocks : params->quota_blocks;
   fc_lru_init(&uc->lru);
   r = fc_blockmap_init(&uc->map, params->quota_blocks);
   if (r)
     goto out;
+  r = fc_rws_new(params->rws_mode, UC_RWS_MAX_BYTES, &uc->rws);
+  if (r)
+    goto out;
   if (params->admission == FC_ADMIT_RWS) {
-    /* Remember as many recent misses as the cache holds blocks: a block
-     * must come back before a cache-full of other misses went by. */
-    r = fc_staging_init(&uc->staging, params->quota_blocks);
+    r = fc_staging_new(params->staging, uc_staging_area(uc, uc->share), uc->bs,
+                       params->rws_n ? params->rws_n : 1, &uc->stage);
     if (r)
       goto out;
   }
@@ -49,12 +52,18 @@ fc_ucache_create(struct fc_cachedev *dev, struct fc_metadata *md,
   uc->m.superseded_fd = -1;
   for (unsigned i = 0; i < FC_STRIPES; i++)
     pthread_mutex_init(&uc->stripes[i], NULL);
+  if (params->pool && (r = fc_ucache_pool_add(params->pool, uc))) {
+    uc->p.pool = NULL;
+    fc_ucache_destroy(uc);
+    return r;
+  }
   *out = uc;
   return 0;
 
 out:
   fc_blockmap_destroy(&uc->map);
-  fc_staging_destroy(&uc->staging);
+  fc_staging_free(uc->stage);
+  fc_rws_free(uc->rws);
   free(uc);
   return r;
 }
@@ -64,6 +73,9 @@ fc_ucache_destroy(struct fc_ucache *uc)
 {
   if (!uc)
     return;
+  /* Out of the pool first: nobody may take a block from it from now on. */
+  if (uc->p.pool)
+    fc_ucache_pool_remove(uc->p.pool, uc);
   fc_ucache_stop(uc);
   fc_invfilter_destroy(&uc->m.written);
   fc_invfilter_destroy(&uc->m.remote_dirty);
@@ -75,7 +87,8 @@ fc_ucache_destroy(struct fc_ucache *uc)
   pthread_mutex_destroy(&uc->m.durable_lock);
   pthread_cond_destroy(&uc->around_cond);
   fc_blockmap_destroy(&uc->map);
-  fc_staging_destroy(&uc->staging);
+  fc_staging_free(uc->stage);
+  fc_rws_free(uc->rws);
   for (unsigned i = 0; i < FC_STRIPES; i++)
     pthread_mutex_destroy(&uc->stripes[i]);
   pthread_cond_destroy(&uc->wb_cond);
@@ -159,8 +172,13 @@ fc_ucache_info(struct fc_ucache *uc, struct fc_ucache_info *info)
   info->quota_blocks = uc->p.quota_blocks;
   info->cached_blocks = uc->map.count;
   info->dirty_blocks = uc->nr_dirty;
-  info->memory_bytes = sizeof *uc + fc_blockmap_memory(&uc->map) +
-    (uc->staging.slots ? ((size_t)uc->staging.mask + 1) * 8 + (uc->staging.mask + 1) / 2 : 0);
+  info->memory_bytes = sizeof *uc + fc_blockmap_memory(&uc->map) + fc_rws_memory(uc->rws);
+  if (uc->stage) {
+    struct fc_staging_stats st;
+
+    fc_staging_get_stats(uc->stage, &st);
+    info->memory_bytes += st.area_bytes;
+  }
   pthread_mutex_unlock(&uc->lock);
 }
 

@@ -24,6 +24,8 @@
 #include "metadata.h"
 #include "origin/origin.h"
 #include "stats.h"
+#include "alloc/rws.h"
+#include "alloc/staging.h"
 #include "common/types.h"
 
 struct fc_ucache;
@@ -42,10 +44,20 @@ typedef int (*fc_ucache_fetch_fn)(void *ctx, oblock_t ob, void *data, bool *dirt
  * it cannot forward reads): the read then waits for the switch. */
 typedef int (*fc_ucache_read_fn)(void *ctx, void *buf, uint32_t count, uint64_t off);
 
+struct fc_ucache_pool;
+
 struct fc_ucache_params {
-  uint32_t quota_blocks;
+  uint32_t quota_blocks;        /* the volume's cache_size: its upper bound */
+  uint32_t share_blocks;        /* its share now (<= quota); 0 = quota */
   enum fc_write_policy write_policy;
   enum fc_admission admission;
+  unsigned rws_n;               /* admission rws: reuses before admission */
+  enum fc_staging_kind staging; /* admission rws: the staging kind */
+  double staging_fraction;      /* the staging area, of the share */
+  enum fc_rws_mode rws_mode;    /* how the reuse working set is measured */
+  /* The host's volumes that may take blocks from each other (shares
+   * enforced at replacement time); NULL for a cache of its own. */
+  struct fc_ucache_pool *pool;
   uint64_t volume_tag;
   unsigned writeback_interval_ms;
   unsigned dirty_high_percent;
@@ -185,5 +197,38 @@ void fc_ucache_migr_stats(struct fc_ucache *uc, struct fc_ucache_migr_stats *st)
 
 /* Frees memory only: blocks still owned stay claimed on the device. */
 void fc_ucache_destroy(struct fc_ucache *uc);
+
+/* ---- on-demand allocation (ucache_share.c) ---- */
+
+/* The caches of one host's volumes that share its cache device.  A cache
+ * below its share whose device is full takes a clean block from a member
+ * above its share (CloudCache's replacement-time enforcement).  Lock
+ * order: a cache's lock, then the pool's; a cache's lock is only ever
+ * tried, never waited for, under the pool's. */
+struct fc_ucache_pool *fc_ucache_pool_new(void);
+void fc_ucache_pool_free(struct fc_ucache_pool *pool);
+/* Join or leave (before fc_ucache_destroy); at most FC_UCACHE_POOL_MAX. */
+#define FC_UCACHE_POOL_MAX 256
+int fc_ucache_pool_add(struct fc_ucache_pool *pool, struct fc_ucache *uc);
+void fc_ucache_pool_remove(struct fc_ucache_pool *pool, struct fc_ucache *uc);
+
+/* Close the volume's demand window: the sizes of its reuse working sets. */
+void fc_ucache_close_window(struct fc_ucache *uc, struct fc_rws_sizes *out);
+/* A new share (blocks, at most the quota) and with it the staging area.
+ * Blocks above the share stay until a cache under its share needs them. */
+void fc_ucache_set_share(struct fc_ucache *uc, uint32_t share_blocks);
+
+struct fc_ucache_alloc_info {
+  uint32_t share_blocks;
+  uint32_t used_blocks;
+  uint32_t quota_blocks;
+  bool staging;                     /* admission rws */
+  struct fc_staging_stats st;       /* when staging */
+  uint64_t staging_hits;            /* reads served from staged data */
+  uint64_t taken, given;            /* blocks taken from / given to others */
+  size_t rws_memory;
+  double rws_sample_rate;
+};
+void fc_ucache_alloc_info(struct fc_ucache *uc, struct fc_ucache_alloc_info *info);
 
 #endif

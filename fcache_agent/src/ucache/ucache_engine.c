@@ -51,6 +51,14 @@ uc_open(struct fc_host *host, char *err, size_t errlen)
   host->engine = calloc(1, sizeof(struct uc_engine));
   if (!host->engine)
     return -ENOMEM;
+  UCE(host)->pool = fc_ucache_pool_new();
+  if (!UCE(host)->pool) {
+    r = -ENOMEM;
+    goto out;
+  }
+  r = uc_allocator_new(host, &UCE(host)->alloc, err, errlen);
+  if (r)
+    goto out;
   snprintf(md_path, sizeof md_path, "%s/cache.meta", cfg->state_dir);
   r = fc_cachedev_open(cfg->cache_path, cfg->cache_size, cfg->block_size,
                        &UCE(host)->dev, err, errlen);
@@ -95,9 +103,17 @@ uc_open(struct fc_host *host, char *err, size_t errlen)
       log_info("volume %s: serving %s", v->p.id, v->export_uri);
     }
   }
+  uc_allocator_rebalance_locked(UCE(host)->alloc);
+  r = uc_allocator_start(UCE(host)->alloc);
+  if (r) {
+    snprintf(err, errlen, "cannot start the allocator thread: %s", strerror(-r));
+    goto out;
+  }
   return 0;
 out:
+  uc_allocator_free(UCE(host)->alloc);
   fc_host_free_volumes(host);
+  fc_ucache_pool_free(UCE(host)->pool);
   fc_md_close(UCE(host)->md);
   fc_cachedev_close(UCE(host)->dev);
   free(host->engine);
@@ -113,6 +129,9 @@ uc_close(struct fc_host *host)
   struct fc_md_record *recs;
   int r;
 
+  /* The allocator last saved each volume's state at its last window. */
+  uc_allocator_free(UCE(host)->alloc);
+  UCE(host)->alloc = NULL;
   /* No request may run while the map is written out. */
   for (unsigned i = 0; i < host->nr_volumes; i++) {
     struct fc_volume *v = host->volumes[i];
@@ -147,6 +166,7 @@ out:
     log_info("cache map saved; %u volume(s) will be re-attached at next start",
              host->nr_volumes);
   fc_host_free_volumes(host);
+  fc_ucache_pool_free(UCE(host)->pool);
   fc_md_close(UCE(host)->md);
   fc_cachedev_close(UCE(host)->dev);
   free(host->engine);
@@ -194,7 +214,10 @@ uc_attach(struct fc_host *host, const struct fc_attach_request *req,
   r = fc_volume_new_tag(&v->p.tag);
   if (r)
     goto out;
-  r = fc_cachedev_reserve(UCE(host)->dev, (uint32_t)(size / bs));
+  /* allocation = rwss: cache_size is an upper bound, nothing is set
+   * aside; the volumes of a host may ask for more than its flash. */
+  r = uc_allocator_reserves(UCE(host)->alloc) ?
+      fc_cachedev_reserve(UCE(host)->dev, (uint32_t)(size / bs)) : 0;
   if (r) {
     uint64_t free_b = (uint64_t)(UCE(host)->dev->nr_blocks - UCE(host)->dev->reserved) * bs;
     snprintf(err, errlen, "cache device full: volume %s asks for %llu bytes, "
@@ -218,6 +241,7 @@ uc_attach(struct fc_host *host, const struct fc_attach_request *req,
     goto out;
   }
   host->volumes[host->nr_volumes++] = v;
+  uc_allocator_rebalance_locked(UCE(host)->alloc);
   log_info("volume %s attached: origin %s, %llu bytes of cache, %s, admission %s, "
            "export %s", v->p.id, v->p.origin, (unsigned long long)size,
            fc_write_policy_name(v->p.write_policy), fc_admission_name(v->p.admission),
@@ -226,7 +250,7 @@ uc_attach(struct fc_host *host, const struct fc_attach_request *req,
   return 0;
 
 out:
-  if (reserved)
+  if (reserved && uc_allocator_reserves(UCE(host)->alloc))
     fc_cachedev_unreserve(UCE(host)->dev, (uint32_t)(size / bs));
   fc_host_volume_free(host, v);
   return r;
@@ -280,11 +304,15 @@ uc_detach(struct fc_host *host, const char *id, char *err, size_t errlen)
       fc_cachedev_free(UCE(host)->dev, to_cblock(UV(v)->held_cb[i]));
     UV(v)->nr_held = 0;
   }
-  fc_cachedev_unreserve(UCE(host)->dev, (uint32_t)(v->p.cache_size / host->cfg.block_size));
+  if (uc_allocator_reserves(UCE(host)->alloc))
+    fc_cachedev_unreserve(UCE(host)->dev,
+                          (uint32_t)(v->p.cache_size / host->cfg.block_size));
   r = fc_volume_params_remove(host->volumes_dir, id);
   if (r)
     log_warning("volume %s: cannot remove its state file: %s", id, strerror(-r));
+  uc_allocator_volume_forget(UCE(host)->alloc, v);
   fc_host_forget_locked(host, v);
+  uc_allocator_rebalance_locked(UCE(host)->alloc);
   log_info("volume %s detached", id);
   return 0;
 }
@@ -329,8 +357,11 @@ uc_volume_json(struct fc_host *host, struct fc_volume *v)
     S(reads); S(writes); S(read_bytes); S(write_bytes); S(read_hits); S(read_misses);
     S(write_hits); S(write_misses); S(trims); S(flushes); S(origin_read_bytes);
     S(origin_write_bytes); S(cache_read_bytes); S(cache_write_bytes); S(promotions);
-    S(evictions); S(invalidations); S(writebacks); S(io_errors);
+    S(evictions); S(invalidations); S(writebacks); S(io_errors); S(staging_hits);
 #undef S
+    json_object_set_new(o, "rws_n", json_integer(v->p.rws_n));
+    json_object_set_new(o, "staging", json_string(fc_staging_kind_name(v->p.staging)));
+    json_object_set_new(o, "allocation", uc_allocator_volume_json(UCE(host)->alloc, v));
   } else {
     json_object_set_new(o, "cached_blocks", json_integer(UV(v)->nr_held));
     json_object_set_new(o, "dirty_blocks", json_integer(UV(v)->nr_held_dirty));
@@ -402,6 +433,7 @@ uc_status_json(struct fc_host *host)
   if (o) {
     json_object_set_new(o, "cache_path", json_string(host->cfg.cache_path));
     json_object_set_new(o, "totals", host_totals(host));
+    json_object_set_new(o, "allocation", uc_allocator_json(UCE(host)->alloc));
   }
   return o;
 }

@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <sys/un.h>
 
+#include "allocator.h"
 #include "cachedev.h"
 #include "engine/engine.h"
 #include "metadata.h"
@@ -20,6 +21,8 @@
 struct uc_engine {
   struct fc_cachedev *dev;
   struct fc_metadata *md;
+  struct fc_ucache_pool *pool;      /* every volume's cache */
+  struct uc_allocator *alloc;
 };
 
 /* v->priv */
@@ -35,6 +38,7 @@ struct uc_vol {
   uint32_t *held_cb;
   uint32_t nr_held;
   uint32_t nr_held_dirty;
+  struct uc_vol_alloc alloc;        /* its demand, under host->lock */
 };
 
 #define UCE(host) ((struct uc_engine *)(host)->engine)

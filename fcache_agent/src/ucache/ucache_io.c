@@ -11,6 +11,10 @@ uc_lookup_and_pin(struct fc_ucache *uc, uint64_t first, uint32_t n, uint32_t *cb
                   bool touch)
 {
   pthread_mutex_lock(&uc->lock);
+  /* touch: the VM's own reads and writes, the demand the allocator sizes
+   * the volume's share by. */
+  if (touch)
+    uc_track_access_locked(uc, first, n);
   for (uint32_t i = 0; i < n; i++) {
     uint64_t b = first + i;
     cblock_t cb = { CBLOCK_NONE };

@@ -152,6 +152,8 @@ fc_ucache_migr_in_begin(struct fc_ucache *uc, enum fc_ucache_migr_mode mode,
   uc->m.chosen_cursor = CBLOCK_NONE;
   uc->m.copied_dirty = uc->m.source_dirty = false;
   atomic_store(&uc->m.on, true);
+  /* What this host staged before holds nothing of what the source wrote. */
+  uc_stage_forget_locked(uc, 0, UINT64_MAX);
   pthread_mutex_unlock(&uc->lock);
   return 0;
 }

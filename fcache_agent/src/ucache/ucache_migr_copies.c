@@ -58,7 +58,7 @@ uc_migr_fetch_miss(struct fc_ucache *uc, oblock_t ob, void *data)
     pthread_mutex_unlock(&uc->lock);
     /* Dirty data now lives only here: it must be installed, or written
      * to the origin if the cache has no room. */
-    r = uc_install(uc, ob, data, src_dirty);
+    r = uc_install(uc, ob, data, src_dirty, UC_FETCHED);
     if (r == 0 && src_dirty) {
       pthread_mutex_lock(&uc->lock);
       uc->m.copied_dirty = uc->m.source_dirty = true;

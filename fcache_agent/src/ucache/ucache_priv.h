@@ -12,7 +12,6 @@
 #include "common/blockmap.h"
 #include "common/invfilter.h"
 #include "common/lru.h"
-#include "staging.h"
 #include "ucache.h"
 
 #define FC_STRIPES 256u
@@ -21,6 +20,8 @@
 #define FC_ENTRY_WB_PENDING (1u << 4)
 /* How far from the LRU tail eviction looks for a clean, idle victim. */
 #define FC_EVICT_SCAN 128u
+/* The sampled demand tracker's bound per volume. */
+#define UC_RWS_MAX_BYTES (1u << 20)
 
 struct fc_ucache {
   struct fc_cachedev *dev;
@@ -30,12 +31,15 @@ struct fc_ucache {
   uint32_t bs;
   uint64_t nr_oblocks;          /* whole blocks of the origin: the cacheable part */
 
-  pthread_mutex_t lock;         /* map, lru, staging, counters below, entry flags */
+  pthread_mutex_t lock;         /* map, lru, stage, rws, counters below, entry flags */
   struct fc_blockmap map;
   struct fc_lru lru;
-  struct fc_staging staging;
+  struct fc_staging *stage;     /* admission rws; NULL for all */
+  struct fc_rws *rws;           /* every block the VM touches */
   uint32_t used;                /* blocks owned, including installs in flight */
+  uint32_t share;               /* blocks this volume may grow to now */
   uint32_t nr_dirty;
+  uint64_t taken, given;        /* blocks moved from / to others by their shares */
 
   pthread_mutex_t stripes[FC_STRIPES];
   /* Bumped, under its stripe, by every holder that may change the data of
@@ -126,13 +130,44 @@ bool uc_fill_allowed(struct fc_ucache *uc, oblock_t ob, uint64_t seq);
 cblock_t uc_lookup_locked(struct fc_ucache *uc, oblock_t ob);
 /* Under uc->lock: unmap and free a clean block. */
 void uc_drop_locked(struct fc_ucache *uc, cblock_t cb);
+/* Under uc->lock: unmap the least recently used clean block nobody is
+ * using and hand it over (still allocated on the device, uc->used one
+ * less); -ENOSPC when the tail holds none. */
+int uc_evict_clean_locked(struct fc_ucache *uc, cblock_t *out);
+/* Under uc->lock, for a cache under its share on a full device: a clean
+ * block taken from a pool member above its share (ucache_share.c). */
+int uc_take_from_pool_locked(struct fc_ucache *uc, cblock_t *out);
 
-/* Install a block's data (caller holds its stripe).  Clean installs obey
- * the admission policy; dirty ones always try.  Returns 0 when installed,
- * 1 when not admitted, -ENOSPC when no clean block could be evicted,
- * other -errno on I/O failure. */
-int uc_install(struct fc_ucache *uc, oblock_t ob, const void *data, bool dirty);
-/* The same, but the block enters at the cold end of the LRU: copies that
+/* The staging area for a share of share_blocks (ucache_share.c). */
+size_t uc_staging_area(const struct fc_ucache *uc, uint32_t share_blocks);
+/* Under uc->lock: the VM touched [first, first+n) (demand tracking). */
+void uc_track_access_locked(struct fc_ucache *uc, uint64_t first, uint32_t n);
+/* Under uc->lock: the data of [first, first+n) changes; staged copies of
+ * it are stale.  n = UINT64_MAX: all of them. */
+void uc_stage_forget_locked(struct fc_ucache *uc, uint64_t first, uint64_t n);
+/* Under the block's reader stripe, for a miss: serve it from the staging
+ * area's data if it is there (admitting it when this access makes it
+ * reused enough).  True when data holds the block. */
+bool uc_stage_read(struct fc_ucache *uc, oblock_t ob, void *data);
+
+/* Why a block is installed at the hot end: the admission policy counts
+ * the VM's misses, reads and writes alike (CloudCache §4.3), and lets a
+ * block fetched from a migration source in unless it is clean. */
+enum uc_install_why {
+  UC_READ_MISS,       /* what the origin holds; may be staged with its data */
+  UC_WRITE_MISS,      /* a whole block the VM wrote */
+  UC_FETCHED,         /* from a migration source: a dirty one is the only copy */
+};
+
+/* Install a block's data (caller holds its stripe).  Returns 0 when
+ * installed, 1 when not admitted, -ENOSPC when no clean block could be
+ * evicted, other -errno on I/O failure. */
+int uc_install(struct fc_ucache *uc, oblock_t ob, const void *data, bool dirty,
+               enum uc_install_why why);
+/* A clean block the staging area has just admitted, with the data it
+ * staged: no second admission test. */
+int uc_install_admitted(struct fc_ucache *uc, oblock_t ob, const void *data);
+/* The same as uc_install, but the block enters at the cold end of the LRU: copies that
  * arrive hottest first then keep the source's order. */
 int uc_install_cold(struct fc_ucache *uc, oblock_t ob, const void *data, bool dirty);
 /* A clean block the source chose (cachemior's preload, hottest first),

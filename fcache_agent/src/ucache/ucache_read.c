@@ -43,7 +43,8 @@ fill_run(struct fc_ucache *uc, char *buf, uint32_t count, uint64_t off,
       memcpy(buf + s.in_buf, tmp + (size_t)i * uc->bs + s.in_block, s.len);
     /* A failed install only costs a future miss: the read succeeded. */
     if (uc_fill_allowed(uc, to_oblock(b + i), seq[i]))
-      uc_install(uc, to_oblock(b + i), tmp + (size_t)i * uc->bs, false);
+      uc_install(uc, to_oblock(b + i), tmp + (size_t)i * uc->bs, false,
+                 UC_READ_MISS);
   }
   uc_unlock_stripes(uc, &set);
 out:
@@ -115,6 +116,15 @@ read_cached(struct fc_ucache *uc, char *buf, uint32_t count, uint64_t off,
         if (r < 0)
           break;
         r = 0;
+      } else if (uc->stage) {
+        if (!blk && !(blk = malloc(uc->bs))) {
+          r = -ENOMEM;
+          break;
+        }
+        if (uc_stage_read(uc, to_oblock(b), blk)) {
+          memcpy(buf + s.in_buf, blk + s.in_block, s.len);
+          continue;
+        }
       }
       seq[i] = uc_stripe_seq(uc, to_oblock(b));
     }

@@ -23,10 +23,17 @@ uc_volume_new(struct fc_volume *v)
 int
 uc_volume_prepare(struct fc_host *host, struct fc_volume *v, char *err, size_t errlen)
 {
+  uint32_t quota = (uint32_t)(v->p.cache_size / host->cfg.block_size);
   struct fc_ucache_params up = {
-    .quota_blocks = (uint32_t)(v->p.cache_size / host->cfg.block_size),
+    .quota_blocks = quota,
+    .share_blocks = uc_allocator_volume_init(UCE(host)->alloc, v, quota),
     .write_policy = v->p.write_policy,
     .admission = v->p.admission,
+    .rws_n = v->p.rws_n,
+    .staging = v->p.staging,
+    .staging_fraction = host->cfg.staging_fraction,
+    .rws_mode = strcmp(host->cfg.rws_tracker, "exact") ? FC_RWS_SAMPLED : FC_RWS_EXACT,
+    .pool = UCE(host)->pool,
     .volume_tag = v->p.tag,
     .writeback_interval_ms = host->cfg.writeback_interval_ms,
     .dirty_high_percent = host->cfg.dirty_high_percent,

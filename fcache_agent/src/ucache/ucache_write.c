@@ -35,7 +35,7 @@ write_through(struct fc_ucache *uc, const char *buf, uint32_t count,
     } else if (b < uc->nr_oblocks) {
       STAT_ADD(&uc->stats, write_misses, 1);
       if (s.len == uc->bs)
-        uc_install(uc, to_oblock(b), buf + s.in_buf, false);
+        uc_install(uc, to_oblock(b), buf + s.in_buf, false, UC_WRITE_MISS);
     }
   }
   return 0;
@@ -88,7 +88,7 @@ write_back(struct fc_ucache *uc, const char *buf, uint32_t count,
     if (b < uc->nr_oblocks)
       STAT_ADD(&uc->stats, write_misses, 1);
     if (b < uc->nr_oblocks && s.len == uc->bs) {
-      r = uc_install(uc, to_oblock(b), buf + s.in_buf, true);
+      r = uc_install(uc, to_oblock(b), buf + s.in_buf, true, UC_WRITE_MISS);
       if (r == 0) {
         wrote_cache = true;
         continue;
