@@ -313,9 +313,9 @@ compare_trace(const struct trace *tr, unsigned windows, size_t max_bytes,
 static void
 test_sampled_error_bound(void **state)
 {
-  /* The quick sizes (working sets of 0.6M-1M blocks) keep the test to a
+  /* The quick sizes (working sets of 0.7M-0.9M blocks) keep the test to a
    * few seconds under ASan while staying far above what 1 MiB holds (~87k
-   * blocks); the bench's are 2.5M-3.5M. */
+   * blocks); the bench's are 2.3M-3.3M. */
   const struct trace quick[] = {
     { "zipf", TRACE_ZIPF, 4000000, 2000000 },
     { "scan", TRACE_SCAN, 1000000, 1600000 },
