@@ -65,7 +65,10 @@ class Bystander(object):
 
 @pytest.fixture
 def bystander(make_agent, make_origin):
-    agent = make_agent(cache_size='16M').start()
+    # Fixed partitions: test_cache_size_too_big checks that a full device
+    # refuses an attach (with allocation = rwss, cache_size is only a
+    # bound; test_allocation.py).
+    agent = make_agent(cache_size='16M', allocation='fixed').start()
     return Bystander(agent, make_origin(4 * MiB))
 
 

@@ -73,7 +73,8 @@ def test_export_path_too_long(make_agent, make_origin, workdir):
 
 def test_racing_attaches(make_agent, make_origin):
     """Many clients attach the same id at once: one volume, one answer."""
-    agent = make_agent(cache_size='8M').start()
+    # Fixed partitions, so the reservation shows that one volume won.
+    agent = make_agent(cache_size='8M', allocation='fixed').start()
     origin = make_origin(MiB, nbd=False)
     other = make_origin(MiB, nbd=False)
     results = []
