@@ -3,8 +3,9 @@
  * ratio, cache usage, flash writes and RWSS prediction per volume.
  * doc/replay.rst is its manual; --help lists the options.
  *
- * Exit status: 0 done; 2 bad arguments or a malformed trace (one line on
- * stderr naming the file and line); 1 anything else (memory, I/O). */
+ * Exit status: 0 done; 2 bad arguments, a trace that cannot be opened or
+ * a malformed one (one line on stderr naming the file and line); 1
+ * anything else (memory, a read error). */
 #include <errno.h>
 #include <getopt.h>
 #include <math.h>
@@ -320,7 +321,7 @@ main(int argc, char **argv)
   r = open_trace(&o, &t);
   if (r) {
     fprintf(stderr, "fcache-replay: %s: %s\n", o.path, strerror(-r));
-    return r == -EINVAL ? 2 : 1;
+    return r == -ENOMEM ? 1 : 2;
   }
   if (o.nr_profile) {
     struct fc_replay_profile p;

@@ -1,7 +1,7 @@
 /* Window profiling (CloudCache §4.1, Figure 3): replay the trace with the
- * rws policy once per candidate window, and propose the window at the
- * knee of hit ratio against window size, where a longer window stops
- * paying for the cache it takes (alloc/knee). */
+ * rws policy (spare left idle) once per candidate window, and propose the
+ * window at the knee of hit ratio against window size, where a longer
+ * window stops paying for the cache it takes (alloc/knee). */
 #include <errno.h>
 #include <jansson.h>
 #include <stdlib.h>
@@ -53,6 +53,9 @@ fc_replay_profile(const struct fc_replay_config *c, const double *windows,
   }
   out->n = n;
   pc.policy = FC_REPLAY_RWS;
+  /* The curve is of the hit ratio an allocation of the window's RWSS
+   * buys (§4.1): spare capacity handed out would hide it. */
+  pc.spare = FC_SPARE_IDLE;
   for (size_t i = 0; i < n; i++) {
     struct fc_replay_result *res;
     struct fc_trace *t;
