@@ -35,15 +35,20 @@ VOLUME_KEYS = ('requests', 'block_accesses', 'hits', 'staging_hits',
 
 @pytest.fixture(scope='module')
 def replay_bin(tmp_path_factory):
-    r = subprocess.run(['make', '-s', '-C', harness.AGENT_DIR,
-                        'build/fcache-replay'],
-                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                       timeout=600)
-    if r.returncode != 0 and not os.path.exists(REPLAY):
-        raise AssertionError('cannot build fcache-replay:\n%s' %
-                             r.stdout.decode(errors='replace')[-4000:])
+    """A private copy of fcache-replay; FCACHE_REPLAY_BIN names another
+    build to test (a sanitizer build, say) instead of building one."""
+    src = os.environ.get('FCACHE_REPLAY_BIN')
+    if not src:
+        src = REPLAY
+        r = subprocess.run(['make', '-s', '-C', harness.AGENT_DIR,
+                            'build/fcache-replay'],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                           timeout=600)
+        if r.returncode != 0 and not os.path.exists(REPLAY):
+            raise AssertionError('cannot build fcache-replay:\n%s' %
+                                 r.stdout.decode(errors='replace')[-4000:])
     dest = str(tmp_path_factory.mktemp('replay') / 'fcache-replay')
-    shutil.copy2(REPLAY, dest)
+    shutil.copy2(src, dest)
     return dest
 
 
