@@ -1,7 +1,8 @@
 /* Inside the replayer (replay.h): the simulated host.  One file per
  * concept: cache.c (blocks, replacement, enforcement), volumes.c (the
- * volume table), hec.c (HEC's admission), window.c (windows, prediction,
- * shares), sim.c (the request loop), report.c, profile.c. */
+ * volume table), hec.c and u64set.c (HEC's admission), window.c (windows,
+ * prediction, shares), series.c, sim.c (the request loop), config.c,
+ * report.c, profile.c. */
 #ifndef FCACHE_REPLAY_PRIV_H
 #define FCACHE_REPLAY_PRIV_H
 
