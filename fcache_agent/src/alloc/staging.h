@@ -53,7 +53,9 @@ void fc_staging_free(struct fc_staging *st);
 bool fc_staging_access(struct fc_staging *st, uint64_t block, bool is_write);
 
 /* A read miss that was not admitted: keep its data (data and hybrid kinds;
- * a no-op for address staging or a block no longer staged). */
+ * a no-op for address staging or a block no longer staged).  data NULL
+ * accounts for the block without storing it (the trace replayer has no
+ * data); fc_staging_read_data then zero-fills. */
 void fc_staging_put_data(struct fc_staging *st, uint64_t block, const void *data);
 
 /* Copy the staged data of block into buf: true if there was some (a
