@@ -6,6 +6,9 @@ import shutil
 import subprocess
 import sys
 
+from nova_ext import agent as agent_mod
+from nova_ext import exception
+
 from . import oracle as om
 
 MiB = 1 << 20
@@ -141,3 +144,59 @@ def test_cli_errors(make_agent, make_origin, workdir):
            '--json'], 3, 'nobody.sock')
     agent.stop()
     fails(['--socket', sock, 'agent-status'], 3, sock)
+
+
+def test_cli_allocation(make_agent, make_origin):
+    """rws_n and staging reach the agent; its allocation is shown."""
+    agent = make_agent(cache_size='8M').start()
+    sock = agent.control_socket
+    origin = make_origin(4 * MiB)
+
+    ok_json(['--socket', sock, 'volume-attach', 'alloc-vol', '--origin',
+             origin.uri, '--cache-size', '2M', '--admission', 'rws',
+             '--rws-n', '2', '--staging', 'address', '--json'])
+    show = ok_json(['--socket', sock, 'volume-show', 'alloc-vol', '--json'])
+    alloc = show['allocation']
+    for k in ('share_bytes', 'used_bytes', 'limit_bytes',
+              'rwss_observed_bytes', 'rwss_predicted_bytes',
+              'prediction_error', 'window_s', 'rws_n', 'staging'):
+        assert k in alloc, (k, alloc)
+    assert alloc['rws_n'] == 2
+    assert alloc['staging']['kind'] == 'address'
+    for k in ('area_bytes', 'used_bytes', 'addresses', 'data_blocks',
+              'admitted', 'data_hits', 'evicted'):
+        assert k in alloc['staging'], (k, alloc)
+    rc, out, err = run(['--socket', sock, 'volume-show', 'alloc-vol'])
+    assert rc == 0 and err == ''
+    assert 'allocation.staging.kind' in out and 'address' in out
+
+    whole = ok_json(['--socket', sock, 'allocation', '--json'])
+    assert whole['mode'] in ('fixed', 'rwss'), whole
+    assert whole['spare'] in ('proportional', 'idle'), whole
+    assert whole['capacity_bytes'] == 8 * MiB
+    [vol] = whole['volumes']
+    assert vol['id'] == 'alloc-vol' and vol['rws_n'] == 2, vol
+    st = ok_json(['--socket', sock, 'agent-status', '--json'])
+    assert st['allocation']['mode'] == whole['mode']
+
+    rc, out, err = run(['--socket', sock, 'allocation'])
+    assert rc == 0 and err == '', (out, err)
+    lines = out.splitlines()
+    header = [line for line in lines if line.startswith('volume ')]
+    assert header and 'rwss_predicted' in header[0], out
+    assert lines[-1].split()[0] == 'alloc-vol', out
+
+    # Bad values: refused by the command line (2) or by the agent (1).
+    fails(['--socket', sock, 'volume-attach', 'v2', '--origin', origin.uri,
+           '--admission', 'rws', '--rws-n', '8'], 2, 'RWS_N')
+    fails(['--socket', sock, 'volume-attach', 'v2', '--origin', origin.uri,
+           '--staging', 'lru'], 2, 'staging')
+    client = agent_mod.AgentClient(sock)
+    for bad in ({'rws_n': 0}, {'rws_n': 8}, {'staging': 'lru'}):
+        try:
+            client.call('volume-attach', volume_id='v2', origin=origin.uri,
+                        admission='rws', **bad)
+        except exception.AgentError as exc:
+            assert list(bad)[0] in exc.error, (bad, exc.error)
+        else:
+            raise AssertionError('the agent accepted %r' % bad)

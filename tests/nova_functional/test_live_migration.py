@@ -422,6 +422,23 @@ class FcacheAdmissionTest(_Base):
         vol = self.agents['src'].show(VOLUME)
         self.assertEqual('rws', vol['admission'])
 
+    def test_live_migration_carries_the_admission(self):
+        self._boot_from_volume()
+        self._warm_source_cache()
+        self._live_migrate(self.server)
+        server = self.api.get_server(self.server['id'])
+        self.assertEqual('dest', server['OS-EXT-SRV-ATTR:host'])
+        # The source read them back from its agent; the destination
+        # attached with them.
+        incoming, = self._sent('dest', 'migration-incoming')
+        self.assertEqual(('rws', 2, 'address'), (
+            incoming['admission'], incoming['rws_n'], incoming['staging']))
+        vol = self.agents['dest'].show(VOLUME)
+        self.assertEqual('rws', vol['admission'])
+        self.assertEqual(2, vol['allocation']['rws_n'])
+        self.assertEqual('address', vol['allocation']['staging']['kind'])
+        self._check_origin_after_delete()
+
 
 class FcacheStrategyTest(testscenarios.WithScenarios, _Base):
     """Every strategy through Nova: the cache moves, nothing is lost.
