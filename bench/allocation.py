@@ -192,6 +192,7 @@ def steady_allocation(res):
 def fig8_row(res):
     return {
         'hit_ratio': res['hit_ratio'],
+        'hit_ratio_incl_staging': hit_incl_staging(res),
         'mean_allocation_blocks': res['mean_allocation_blocks'],
         'steady_allocation_blocks': steady_allocation(res),
         'mean_cached_blocks': res['mean_cached_blocks'],
@@ -204,8 +205,10 @@ def check_claim(rows):
     """RWSS_1 against WSS on one trace: the figures and a verdict.
 
     "Holds" means RWSS_1 uses less cache and writes less to flash than WSS
-    for a hit ratio at most CLAIM_HIT_DROP points lower; whether the cuts
-    reach the paper's 76 % and 37 % is reported beside it.
+    for a hit ratio at most CLAIM_HIT_DROP points lower, counting reads
+    served from the staging area as hits (the VM sees them as hits; the
+    drop without them is reported too); whether the cuts reach the
+    paper's 76 % and 37 % is reported beside it.
     """
     w, r = rows['WSS'], rows['RWSS_1']
 
@@ -215,12 +218,14 @@ def check_claim(rows):
     usage = cut(w['steady_allocation_blocks'],
                 r['steady_allocation_blocks'])
     writes = cut(w['flash_write_ratio'], r['flash_write_ratio'])
-    drop = _pct(w['hit_ratio'] - r['hit_ratio'])
+    drop = _pct(w['hit_ratio_incl_staging'] - r['hit_ratio_incl_staging'])
+    drop_flash_only = _pct(w['hit_ratio'] - r['hit_ratio'])
     rel_drop = (100.0 * drop / _pct(w['hit_ratio'])
                 if w['hit_ratio'] > 0 else 0.0)
     holds = usage > 0 and writes > 0 and drop <= CLAIM_HIT_DROP
     return {'usage_cut_pct': usage, 'flash_write_cut_pct': writes,
             'hit_drop_points': drop, 'hit_drop_relative_pct': rel_drop,
+            'hit_drop_flash_only_points': drop_flash_only,
             'holds': holds,
             'usage_cut_reaches_76': usage >= CLAIM_USAGE_CUT,
             'write_cut_reaches_37': writes >= CLAIM_WRITE_CUT}
@@ -423,6 +428,7 @@ def render(out):
                          name, tr['requests'], tr['block_accesses'],
                          ','.join(tr['volumes']), out['window_s']))
         rows = [(m, '%.2f' % _pct(r['hit_ratio']),
+                 '%.2f' % _pct(r['hit_ratio_incl_staging']),
                  '%.0f' % r['steady_allocation_blocks'],
                  '%.1f' % (r['steady_allocation_blocks'] * BS / 2.0 ** 20),
                  '%.0f' % r['mean_allocation_blocks'],
@@ -432,17 +438,18 @@ def render(out):
                 for m, r in tr['fig8'].items()]
         parts.append(_table('Figure 8 (predictor %s, strict enforcement, '
                             'spare idle)' % out['predictor'],
-                            ['method', 'hit%', 'alloc_blk', 'alloc_MiB',
+                            ['method', 'hit%', 'hit%_stg', 'alloc_blk',
+                             'alloc_MiB',
                              'alloc_all_w', 'cached_blk', 'flash_wr%',
                              'req/s'], rows))
         c = tr['claim']
         parts.append(
             'claim RWSS_1 vs WSS: usage -%.1f%% (paper up to 76%%), flash '
             'writes -%.1f%% (paper up to 37%%), hit ratio -%.2f points '
-            '(paper <= 4): %s' % (c['usage_cut_pct'],
-                                  c['flash_write_cut_pct'],
-                                  c['hit_drop_points'],
-                                  'HOLDS' if c['holds'] else 'DOES NOT HOLD'))
+            'counting staging hits, -%.2f without (paper <= 4): %s' % (
+                c['usage_cut_pct'], c['flash_write_cut_pct'],
+                c['hit_drop_points'], c['hit_drop_flash_only_points'],
+                'HOLDS' if c['holds'] else 'DOES NOT HOLD'))
         rows = [(k, '%.2f' % _pct(r['hit_ratio']), r['staging_hits'],
                  '%.2f' % _pct(r['hit_ratio_incl_staging']),
                  '%.2f' % _pct(r['flash_write_ratio']),
