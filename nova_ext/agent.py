@@ -37,6 +37,8 @@ MAX_RESPONSE_BYTES = 16 * units.Mi
 
 WRITE_POLICIES = ('read_only', 'write_through', 'write_back')
 ADMISSION_POLICIES = ('all', 'rws')
+# The longest demand window the agent accepts (engine/host.c).
+RWS_WINDOW_MAX_S = 30 * 24 * 3600
 # What the staging area of admission rws keeps of a block not yet admitted.
 STAGING_KINDS = ('address', 'data', 'hybrid')
 # The agent counts reuses up to RWS_7.
@@ -95,7 +97,7 @@ class AgentClient(object):
 
     def attach_volume(self, volume_id, origin, cache_size=None,
                       write_policy=None, admission=None, rws_n=None,
-                      staging=None):
+                      staging=None, rws_window_s=None):
         """Put a cache in front of ``origin`` and export it over NBD.
 
         :param volume_id: the Cinder volume id (any non-empty string).
@@ -108,6 +110,9 @@ class AgentClient(object):
         :param rws_n: with admission ``rws``, the reuses (within the
             window) after which a block is admitted: an int from
             :data:`RWS_N_MIN` to :data:`RWS_N_MAX`, or None.
+        :param rws_window_s: the volume's own demand window in seconds
+            (1 to :data:`RWS_WINDOW_MAX_S`), or None for the agent's
+            ``allocation_window``.
         :param staging: with admission ``rws``, what the staging area keeps
             of a block not yet admitted: one of :data:`STAGING_KINDS` or
             None.
@@ -134,6 +139,8 @@ class AgentClient(object):
             args['rws_n'] = check_rws_n(rws_n)
         if staging is not None:
             args['staging'] = _choice('staging', staging, STAGING_KINDS)
+        if rws_window_s is not None:
+            args['rws_window_s'] = check_rws_window(rws_window_s)
         return self.call('volume-attach', **args)
 
     def show_volume(self, volume_id):
@@ -286,6 +293,17 @@ def _non_empty(name, value):
 
 def _volume_id(volume_id):
     return _non_empty('volume_id', volume_id)
+
+
+def check_rws_window(value, name='rws_window_s'):
+    """Return ``value`` if it is a demand window the agent accepts."""
+    if (isinstance(value, bool) or not isinstance(value, int) or
+            not 1 <= value <= RWS_WINDOW_MAX_S):
+        raise exception.InvalidArgument(
+            name=name, value=value,
+            reason='must be a number of seconds from 1 to %d (30 days)' %
+            RWS_WINDOW_MAX_S)
+    return value
 
 
 def check_rws_n(value, name='rws_n'):

@@ -31,6 +31,16 @@ def rws_n_arg(text):
                 text, agent.RWS_N_MIN, agent.RWS_N_MAX))
 
 
+def window_arg(text):
+    """argparse type for a demand window in seconds."""
+    try:
+        return agent.check_rws_window(int(text, 10))
+    except (ValueError, exception.InvalidArgument):
+        raise argparse.ArgumentTypeError(
+            'invalid window %r: must be a number of seconds from 1 to %d'
+            % (text, agent.RWS_WINDOW_MAX_S))
+
+
 def register(subparsers, parents):
     parser = subparsers.add_parser(
         'volume-attach', parents=parents,
@@ -61,6 +71,10 @@ def register(subparsers, parents):
                              'admitted: its address, its address and read '
                              "data, or both in two partitions (default: the "
                              "agent's, hybrid)")
+    parser.add_argument('--rws-window', type=window_arg, metavar='SECONDS',
+                        help="this volume's demand window, in seconds "
+                             "(default: the agent's allocation_window; "
+                             "fcache-replay --profile-windows proposes one)")
     parser.set_defaults(run=run_attach, render=render_table)
 
     parser = subparsers.add_parser(
@@ -91,7 +105,8 @@ def run_attach(client, args):
                                 cache_size=args.cache_size,
                                 write_policy=args.write_policy,
                                 admission=args.admission,
-                                rws_n=args.rws_n, staging=args.staging)
+                                rws_n=args.rws_n, staging=args.staging,
+                                rws_window_s=args.rws_window)
 
 
 def run_show(client, args):

@@ -154,14 +154,15 @@ def test_cli_allocation(make_agent, make_origin):
 
     ok_json(['--socket', sock, 'volume-attach', 'alloc-vol', '--origin',
              origin.uri, '--cache-size', '2M', '--admission', 'rws',
-             '--rws-n', '2', '--staging', 'address', '--json'])
+             '--rws-n', '2', '--staging', 'address', '--rws-window', '600',
+             '--json'])
     show = ok_json(['--socket', sock, 'volume-show', 'alloc-vol', '--json'])
     alloc = show['allocation']
     for k in ('share_bytes', 'used_bytes', 'limit_bytes',
               'rwss_observed_bytes', 'rwss_predicted_bytes',
               'prediction_error', 'window_s', 'rws_n', 'staging'):
         assert k in alloc, (k, alloc)
-    assert alloc['rws_n'] == 2
+    assert alloc['rws_n'] == 2 and alloc['window_s'] == 600
     assert alloc['staging']['kind'] == 'address'
     for k in ('area_bytes', 'used_bytes', 'addresses', 'data_blocks',
               'admitted', 'data_hits', 'evicted'):
@@ -191,6 +192,8 @@ def test_cli_allocation(make_agent, make_origin):
            '--admission', 'rws', '--rws-n', '8'], 2, 'RWS_N')
     fails(['--socket', sock, 'volume-attach', 'v2', '--origin', origin.uri,
            '--staging', 'lru'], 2, 'staging')
+    fails(['--socket', sock, 'volume-attach', 'v2', '--origin', origin.uri,
+           '--rws-window', '0'], 2, 'window')
     client = agent_mod.AgentClient(sock)
     for bad in ({'rws_n': 0}, {'rws_n': 8}, {'staging': 'lru'}):
         try:
