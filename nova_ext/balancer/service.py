@@ -1,0 +1,256 @@
+"""``fcache-balancer``: live-migrate VMs to balance the hosts' caches.
+
+Each observation (by default once per agent allocation window) reads the
+hosts' cache capacity and predicted demand from a source plugin
+(:mod:`nova_ext.balancer.sources`), maps them to Nova's servers through
+the Nova API, and hands the picture to
+:class:`nova_ext.balancer.decision.Balancer`.  A decision is logged and
+notified (``fcache.balancer.decision``), then, unless ``dry_run``, carried
+out with ``os-migrateLive`` to the chosen host: Nova's live migration
+runs as for any operator's request, and the volume type's
+``fcache:strategy`` moves the cache.
+
+Nothing stops the balancer but a signal: an agent that does not answer
+leaves its host out of that observation; a Nova API error, a migration
+Nova refuses or one that fails is logged, notified
+(``fcache.balancer.error``) and the balancer goes on (the VM stays in its
+cool-down, so a VM that cannot move is not retried at once).
+"""
+
+import logging
+import os
+import sys
+import threading
+import time
+
+from oslo_config import cfg
+from oslo_log import log as oslo_log
+import oslo_messaging
+from oslo_service import service as oslo_service
+
+from nova_ext.balancer import decision as decision_mod
+from nova_ext.balancer import inventory
+from nova_ext.balancer import nova as nova_mod
+from nova_ext.balancer import opts
+from nova_ext.balancer import sources
+from nova_ext import exception
+from nova_ext import notifications
+
+LOG = logging.getLogger(__name__)
+
+DECISION = 'fcache.balancer.decision'
+ERROR = 'fcache.balancer.error'
+PUBLISHER_ID = 'fcache.balancer'
+DEFAULT_INTERVAL_S = 60.0
+
+
+class BalancerNotifier(object):
+    """Emits the balancer's events; a failure to notify is only logged."""
+
+    def __init__(self, notifier):
+        self._notifier = notifier
+
+    def decision(self, data):
+        self._emit('info', DECISION, data)
+
+    def error(self, data):
+        self._emit('error', ERROR, data)
+
+    def _emit(self, priority, event_type, data):
+        if self._notifier is None:
+            return
+        try:
+            getattr(self._notifier, priority)({}, event_type,
+                                              notifications.payload(data))
+        except Exception:
+            LOG.exception('could not send the %s notification', event_type)
+
+
+class Observation(object):
+    """What one observation saw and did (returned for tests and logs)."""
+
+    def __init__(self, window):
+        self.window = window
+        self.decisions = []
+        self.started = []        # server ids whose migration Nova accepted
+        self.errors = []         # operator-readable messages
+        self.completed = []      # (server id, host) seen arrived
+        self.failed = []         # (server id, message)
+        self.hosts = []
+        self.unreachable = {}
+
+
+class BalancerLoop(object):
+    """The observation logic, free of any service machinery."""
+
+    def __init__(self, conf, source, nova, notifier, balancer=None):
+        group = conf.fcache_balancer
+        self.conf = conf
+        self.source = source
+        self.nova = nova
+        self.notifier = notifier
+        self.dry_run = group.dry_run
+        self.max_moves = group.max_moves_per_window
+        self.balancer = balancer or decision_mod.Balancer(
+            threshold=group.threshold, windows=group.windows,
+            cooldown_windows=group.cooldown_windows)
+        self.window = 0
+        self.window_s = None
+        self.pending = {}        # server id -> Decision in flight
+
+    def _error(self, obs, message, **data):
+        LOG.error('%s', message)
+        obs.errors.append(message)
+        data.update({'window': obs.window, 'error': message})
+        self.notifier.error(data)
+
+    def _follow(self, obs, servers):
+        """Check the migrations started in earlier observations."""
+        by_id = {s.id: s for s in servers}
+        for sid, dec in sorted(self.pending.items()):
+            server = by_id.get(sid)
+            if server is None:
+                del self.pending[sid]       # deleted meanwhile
+                continue
+            if server.migrating:
+                continue
+            del self.pending[sid]
+            if server.host == dec.destination:
+                LOG.info('server %s is now on %s', sid, dec.destination)
+                obs.completed.append((sid, dec.destination))
+                continue
+            status = None
+            try:
+                status = self.nova.last_migration(sid)
+            except nova_mod.NovaError as exc:
+                LOG.warning('%s', exc)
+            message = (
+                'the live migration of server %s from %s to %s failed: it '
+                'is still on %s (Nova migration %s); see "openstack server '
+                'migration list --server %s" and the nova-compute logs of '
+                'both hosts' % (
+                    sid, dec.source, dec.destination, server.host,
+                    '%(id)s %(status)s' % status if status else 'unknown',
+                    sid))
+            obs.failed.append((sid, message))
+            self._error(obs, message, vm=sid, source=dec.source,
+                        destination=dec.destination, phase='migration')
+
+    def observe(self):
+        """One observation: read, decide, act.  Returns an Observation."""
+        window = self.window
+        self.window += 1
+        obs = Observation(window)
+        loads, obs.unreachable = self.source.loads()
+        for host, why in sorted(obs.unreachable.items()):
+            self._error(obs, why, host=host, phase='source')
+        windows = [lo.window_s for lo in loads.values() if lo.window_s]
+        self.window_s = min(windows) if windows else self.window_s
+        try:
+            servers = self.nova.servers()
+            enabled = self.nova.compute_hosts()
+        except nova_mod.NovaError as exc:
+            self._error(obs, '%s; observation %d skipped (the run of '
+                        'over-threshold windows restarts)' % (exc, window),
+                        phase='nova')
+            return obs
+        self._follow(obs, servers)
+        hosts, vms = inventory.build(loads, servers, enabled=enabled)
+        obs.hosts = hosts
+        for vm in vms:
+            if vm.id in self.pending:
+                vm.migrating = True
+        obs.decisions = self.balancer.observe_many(
+            window, hosts, vms, max_moves=self.max_moves)
+        for host, why in self.balancer.skipped:
+            LOG.info('%s is over the threshold but nothing moves: %s',
+                     host, why)
+        for dec in obs.decisions:
+            data = dec.as_dict()
+            data['dry_run'] = self.dry_run
+            LOG.info('%s%s', 'dry run, not migrating: ' if self.dry_run
+                     else '', dec.reason)
+            self.notifier.decision(data)
+            if self.dry_run:
+                continue
+            try:
+                self.nova.live_migrate(dec.vm.id, dec.destination)
+            except nova_mod.NovaError as exc:
+                self._error(obs, '%s; the balancer goes on without this '
+                            'move' % exc, vm=dec.vm.id, source=dec.source,
+                            destination=dec.destination, phase='api')
+                continue
+            obs.started.append(dec.vm.id)
+            self.pending[dec.vm.id] = dec
+        return obs
+
+    def interval(self):
+        configured = self.conf.fcache_balancer.interval
+        if configured:
+            return configured
+        return self.window_s or DEFAULT_INTERVAL_S
+
+
+class BalancerService(oslo_service.ServiceBase):
+    """Runs :class:`BalancerLoop` in a thread until stopped."""
+
+    def __init__(self, loop):
+        self.loop = loop
+        self._stop = threading.Event()
+        self._thread = None
+
+    def _run(self):
+        while not self._stop.is_set():
+            began = time.monotonic()
+            try:
+                self.loop.observe()
+            except Exception:
+                # A bug or an unforeseen failure: log it, keep balancing.
+                LOG.exception('observation %d failed', self.loop.window - 1)
+            self._stop.wait(max(0.0, self.loop.interval() -
+                                (time.monotonic() - began)))
+
+    def start(self):
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._run,
+                                        name='fcache-balancer', daemon=True)
+        self._thread.start()
+
+    def stop(self):
+        self._stop.set()
+
+    def wait(self):
+        if self._thread is not None:
+            self._thread.join()
+
+    def reset(self):
+        pass
+
+
+def make_notifier(conf):
+    """An oslo.messaging notifier from ``[oslo_messaging_notifications]``."""
+    transport = oslo_messaging.get_notification_transport(conf)
+    return BalancerNotifier(oslo_messaging.Notifier(
+        transport, publisher_id=PUBLISHER_ID))
+
+
+def main(argv=None):
+    """The ``fcache-balancer`` console script."""
+    conf = cfg.ConfigOpts()
+    oslo_log.register_options(conf)
+    opts.register_opts(conf)
+    default = [f for f in (opts.DEFAULT_CONFIG_FILE,) if os.path.exists(f)]
+    conf(sys.argv[1:] if argv is None else argv, project='fcache',
+         prog='fcache-balancer', default_config_files=default)
+    oslo_log.setup(conf, 'fcache-balancer')
+    try:
+        source = sources.load_source(conf)
+        nova = nova_mod.NovaView.from_conf(conf)
+    except exception.FcacheException as exc:
+        LOG.error('fcache-balancer cannot start: %s', exc)
+        return 1
+    loop = BalancerLoop(conf, source, nova, make_notifier(conf))
+    launcher = oslo_service.launch(conf, BalancerService(loop),
+                                   restart_method='mutate')
+    launcher.wait()
+    return 0
