@@ -121,7 +121,9 @@ def main(argv=None):
         text = args.render(result, args)
     sys.stdout.write(text)
     sys.stdout.flush()
-    return EXIT_OK
+    # A command whose result can be a partial failure says so (evacuate).
+    status = getattr(args, 'status', None)
+    return status(result) if status else EXIT_OK
 
 
 if __name__ == '__main__':

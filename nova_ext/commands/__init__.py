@@ -20,6 +20,7 @@ add a group (``migrate``), write its module and list it in
 
 from nova_ext.commands import agent_status
 from nova_ext.commands import allocation
+from nova_ext.commands import evacuate
 from nova_ext.commands import migrate
 from nova_ext.commands import volume
 
@@ -28,4 +29,5 @@ COMMAND_MODULES = (
     allocation,
     volume,
     migrate,
+    evacuate,
 )
