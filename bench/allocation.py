@@ -522,6 +522,8 @@ def plot(out, directory):
         ax.set_xticks([i + 0.4 - width / 2 for i in range(len(names))])
         ax.set_xticklabels(names)
         ax.set_ylabel(label)
+    # No Allocation holds the whole cache: the others need a log scale.
+    axes[1].set_yscale('log')
     handles, labels = axes[0].get_legend_handles_labels()
     fig.legend(handles, labels, loc='lower center', ncol=len(methods),
                fontsize='small')
