@@ -101,6 +101,9 @@ struct rp_sim {
   double window_end;
   uint64_t windows;
   double sum_alloc, sum_cached;
+  /* The trace ended inside this window: its demand is a fraction of a
+   * window's, so it does not count in the prediction error. */
+  bool closing_partial;
   char *err;
   size_t err_len;
 };

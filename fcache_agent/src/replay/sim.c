@@ -200,7 +200,9 @@ replay(struct rp_sim *s, struct fc_trace *t)
     snprintf(s->err, s->err_len, "%s", fc_trace_error(t));
     return r;
   }
-  /* The last window, however short, is part of the replay. */
+  /* The last window, however short, is part of the replay (its hits,
+   * allocation and observation), but not of the prediction error. */
+  s->closing_partial = true;
   return s->started ? rp_window_close(s) : 0;
 }
 

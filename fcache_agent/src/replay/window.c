@@ -70,8 +70,9 @@ observe(struct rp_sim *s, struct rp_vol *v)
   if (r)
     return r;
   /* The paper's error: |predicted - observed| / observed; a window that
-   * saw no demand has no relative error. */
-  if (v->predicted && obs > 0) {
+   * saw no demand has no relative error, the trace's last, cut short,
+   * none either. */
+  if (v->predicted && obs > 0 && !s->closing_partial) {
     v->sum_err += fabs(v->next_pred - obs) / obs;
     v->nr_err++;
   }
