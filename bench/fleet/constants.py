@@ -153,10 +153,11 @@ DIURNAL_PEAK_H = 14.0
 DIURNAL_PHASE_SIGMA_H = 3.0
 DAILY_RATE_SIGMA = 0.25
 
-# ASSUMPTION: every host has the same cache, sized so that the fleet's
-# mean utilisation at the start is this (the balancer's threshold is
-# 0.9): a cloud provisioned with 30 % headroom.
-TARGET_UTILISATION = 0.7
+# ASSUMPTION: every host has the same cache, sized so that over the first
+# day the fleet's mean utilisation peaks at this (the balancer's threshold
+# is 0.9): the cloud as a whole has room at its busiest hour, single hosts
+# do not.
+PEAK_UTILISATION = 0.85
 
 # ASSUMPTION: the evacuation counts shared-storage reads over this long
 # from its start (none's refill of a big cache takes longer still, so

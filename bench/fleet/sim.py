@@ -30,16 +30,16 @@ def vm_id(i):
     return 'vm%06d' % i
 
 
-def capacity_for(fleet, target_utilisation=K.TARGET_UTILISATION):
+def capacity_for(fleet, peak_utilisation=K.PEAK_UTILISATION):
     """One cache size for every host, rounded to a GiB.
 
-    The fleet's mean load over the first day (every hour) over the target
-    utilisation.
+    The fleet's mean load at its busiest hour of the first day over the
+    peak utilisation wanted.
     """
     per_hour = max(1, int(round(3600.0 / fleet.window_s)))
     ws = range(0, min(fleet.windows, 24 * per_hour), per_hour)
-    mean = np.mean([fleet.demand_bytes(w).sum() for w in ws]) / fleet.hosts
-    return int(max(1, round(mean / target_utilisation / K.GIB))) * K.GIB
+    peak = max(fleet.demand_bytes(w).sum() for w in ws) / fleet.hosts
+    return int(max(1, round(peak / peak_utilisation / K.GIB))) * K.GIB
 
 
 def cached_bytes(demand, host_of, capacity, hosts):
