@@ -183,6 +183,7 @@ def run_week(fleet, capacity=None, balance=True, one_move_per_round=False,
         'decision_s': ds,
         'strategies': strategies, 'moved_bytes': moved_bytes,
         'downtime_s_total': total_downtime,
-        'host_of': host_of, 'snapshot': snapshot,
+        'host_of': host_of, 'vms': vms, 'hosts': hosts,
+        'snapshot': snapshot,
         'first_decisions': log,
     }

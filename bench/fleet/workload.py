@@ -143,18 +143,21 @@ def scan_extra(n, volume_blocks, cold, scanned_blocks):
     return scanned_blocks * (1.0 - np.exp(-n * cold / volume_blocks))
 
 
-def demand_table(arch, params, grid):
-    """RWSS_1 / hot blocks against n / hot blocks for an archetype.
+def demand_table(arch, params, grid, sizes):
+    """RWSS_1 / hot blocks against (hot blocks, n / hot blocks).
 
-    The archetype's hot set is taken at the fleet's median size; the
-    zipf mass per rank *fraction* hardly depends on the size (checked in
-    tests/unit/test_fleet.py), so one table per archetype serves every
-    VM of it, scaled by the VM's hot set.
+    One row per hot-set size in ``sizes`` (the zipf mass per rank
+    *fraction* depends on the size: for db's alpha of 1.2 the RWSS_1 per
+    hot block falls by a quarter for every 4x), one column per ``grid``
+    value of n / H; the fleet interpolates in both logarithms.
     """
     p = params[arch]
-    hot = int(K.WEB_HOT_BYTES_MEDIAN * p['hot_rel'] // K.BLOCK_SIZE)
-    rb = RankBins(hot, hot * p['vol_over_hot'], p['alpha'], p['cold'])
-    return rb.rwss(grid * hot) / hot
+    rows = []
+    for hot in sizes:
+        hot = int(hot)
+        rb = RankBins(hot, hot * p['vol_over_hot'], p['alpha'], p['cold'])
+        rows.append(rb.rwss(grid * hot) / hot)
+    return np.array(rows)
 
 
 class Fleet(object):
@@ -205,9 +208,15 @@ class Fleet(object):
                                for a in ARCHETYPES])[self.arch]
         grid = np.geomspace(1e-4, 1e4, 321)
         self._lgrid = np.log(grid)
-        self._tables = [demand_table(a, self.params, grid)
-                        for a in ARCHETYPES]
-        self._tab = np.stack(self._tables)
+        lo, hi = self.hot_blocks.min(), self.hot_blocks.max()
+        sizes = np.geomspace(max(1.0, lo / 1.01), hi * 1.01 + 1, 13)
+        self._lsize = np.log(sizes)
+        self._tab = np.stack([demand_table(a, self.params, grid, sizes)
+                              for a in ARCHETYPES])
+        pos = ((np.log(self.hot_blocks) - self._lsize[0])
+               / (self._lsize[1] - self._lsize[0]))
+        self._s0 = np.clip(pos.astype(np.int64), 0, len(sizes) - 2)
+        self._sw = np.clip(pos - self._s0, 0.0, 1.0)
 
     def rate_factor(self, t):
         """Each VM's request rate at time t over its mean rate."""
@@ -232,8 +241,11 @@ class Fleet(object):
         pos = (x - self._lgrid[0]) / (self._lgrid[1] - self._lgrid[0])
         i0 = np.clip(pos.astype(np.int64), 0, len(self._lgrid) - 2)
         w = pos - i0
-        rel = ((1 - w) * self._tab[self.arch, i0]
-               + w * self._tab[self.arch, i0 + 1])
+        a, s0, sw = self.arch, self._s0, self._sw
+        rel = ((1 - sw) * ((1 - w) * self._tab[a, s0, i0]
+                           + w * self._tab[a, s0, i0 + 1])
+               + sw * ((1 - w) * self._tab[a, s0 + 1, i0]
+                       + w * self._tab[a, s0 + 1, i0 + 1]))
         blocks = rel * self.hot_blocks
         return blocks + self._scan_blocks(t_end, n_rel)
 
