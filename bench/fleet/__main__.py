@@ -65,6 +65,16 @@ def build_parser():
     p.add_argument('--evacuate-window', type=int, default=None,
                    help='window whose state is evacuated (default: the '
                         'busiest window of the last day)')
+    p.add_argument('--dmcache-fraction', type=float, default=0.0,
+                   help='share of the VMs whose volume is on the dmcache '
+                        'engine (the cost model then takes firepan_if '
+                        'where it would take hybrid)')
+    p.add_argument('--kappa', type=float, default=K.KAPPA_MISS_OVER_HIT,
+                   help='cost of a storage miss over a hit (measured)')
+    p.add_argument('--source-fetch', type=float,
+                   default=K.SOURCE_FETCH_OVER_HIT,
+                   help='cost of a fetch from the source over a hit '
+                        '(assumed)')
     p.add_argument('--json', help='write every figure here')
     p.add_argument('--plots', help='write PNG plots into this directory')
     return p
@@ -153,11 +163,13 @@ def print_evacuation(ev):
     print()
     print('evacuation of %s (%s host by cache load: %.1f GiB of %.0f GiB, '
           'window %d), max_concurrent %d, per_destination %d, link %.2f '
-          'GB/s, storage %.0f MB/s per VM; reads counted over %.0f s'
+          'GB/s, storage %.0f MB/s per VM, %.0f %% of volumes on dmcache; '
+          'reads counted over %.0f s'
           % (ev['host'], ev['which'], ev['load_bytes'] / GIB,
              ev['capacity_bytes'] / GIB, ev['window'], ev['max_concurrent'],
              ev['per_destination'], ev['link_bps'] / 1e9,
-             ev['origin_bps'] / 1e6, ev['horizon_s']))
+             ev['origin_bps'] / 1e6, 100 * ev['dmcache_fraction'],
+             ev['horizon_s']))
     print('  %-11s %-22s %12s %9s %12s %12s %12s %12s' % (
         'mix', 'strategies', 'extra rd GiB', 'vs none', 'recovery max',
         'recovery med', 'all back s', 'last switch'))
@@ -205,6 +217,8 @@ def main(argv=None):
     args = build_parser().parse_args(argv)
     if args.quick:
         args.hosts, args.days = 50, 1.0
+    K.KAPPA_MISS_OVER_HIT = args.kappa
+    K.SOURCE_FETCH_OVER_HIT = args.source_fetch
     t0 = time.monotonic()
     fleet = workload.Fleet(args.hosts, args.vms_per_host, args.days,
                            args.window_s, args.seed)
@@ -230,7 +244,9 @@ def main(argv=None):
                        snap['window'], which=('median', 'heaviest'),
                        max_concurrent=args.max_concurrent,
                        per_destination=args.per_destination,
-                       link_bps=link, origin_bps=origin)
+                       link_bps=link, origin_bps=origin,
+                       dmcache_fraction=args.dmcache_fraction,
+                       seed=args.seed)
     for ev in evs:
         print_evacuation(ev)
     elapsed = time.monotonic() - t0

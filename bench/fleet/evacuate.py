@@ -25,7 +25,7 @@ from nova_ext.balancer import model
 MIXES = ('none', 'hybrid', 'firepan_if', 'plan')
 
 
-def build_cloud(fleet, host_of, demand, capacity):
+def build_cloud(fleet, host_of, demand, capacity, engines=None):
     """Model objects of the whole cloud at one window."""
     hosts = [model.Host(sim.host_name(i), capacity)
              for i in range(fleet.hosts)]
@@ -34,7 +34,9 @@ def build_cloud(fleet, host_of, demand, capacity):
     for i in range(fleet.n):
         vol = model.Volume('vol%06d' % i, demand_bytes=int(demand[i]),
                            cached_bytes=int(cached[i]), dirty_bytes=0,
-                           block_size=K.BLOCK_SIZE)
+                           block_size=K.BLOCK_SIZE,
+                           engine='ucache' if engines is None
+                           else engines[i])
         vms.append(model.Vm(sim.vm_id(i), sim.host_name(host_of[i]),
                             volumes=[vol], name=str(i)))
     return hosts, vms
@@ -140,9 +142,16 @@ def run(fleet, host_of, demand, capacity, window, which=('median',),
         max_concurrent=evacuation.DEFAULT_MAX_CONCURRENT,
         per_destination=evacuation.DEFAULT_PER_DESTINATION,
         link_bps=K.LINK_BPS, origin_bps=K.ORIGIN_BPS,
-        horizon_s=K.EVACUATION_HORIZON_S):
-    """Evacuate the chosen hosts under every mix; return a list of dicts."""
-    hosts, vms = build_cloud(fleet, host_of, demand, capacity)
+        horizon_s=K.EVACUATION_HORIZON_S, dmcache_fraction=0.0, seed=1):
+    """Evacuate the chosen hosts under every mix; return a list of dicts.
+
+    ``dmcache_fraction`` of the VMs (drawn with ``seed``) have their
+    volume on the dmcache engine.
+    """
+    rng = np.random.Generator(np.random.PCG64([seed, 17]))
+    engines = np.where(rng.random(fleet.n) < dmcache_fraction, 'dmcache',
+                       'ucache')
+    hosts, vms = build_cloud(fleet, host_of, demand, capacity, engines)
     sources = choose_sources(fleet, host_of, demand)
     t = (window + 1) * fleet.window_s
     out = []
@@ -163,6 +172,7 @@ def run(fleet, host_of, demand, capacity, window, which=('median',),
                     'capacity_bytes': capacity,
                     'max_concurrent': max_concurrent,
                     'per_destination': per_destination,
+                    'dmcache_fraction': dmcache_fraction,
                     'link_bps': link_bps, 'origin_bps': origin_bps,
                     'horizon_s': horizon_s, 'mixes': results})
     return out

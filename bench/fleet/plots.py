@@ -75,12 +75,16 @@ def evacuation_plot(ev, path):
     for mix in evacuate.MIXES:
         r = ev['mixes'][mix]
         ax.plot(r['curve_t'], r['curve_mean_rel'], color=COLOURS[mix],
-                lw=1.2, label=mix)
+                lw=2.2 if mix == 'hybrid' else 1.0,
+                ls='--' if mix == 'plan' else '-',
+                label='plan (%s)' % ', '.join(
+                    '%s %d' % kv for kv in sorted(r['strategies'].items()))
+                if mix == 'plan' else mix)
     ax.axhline(0.9, color='grey', ls=':', lw=0.8)
     ax.set_xlabel('seconds from the start of the evacuation')
     ax.set_ylabel('mean bandwidth of the 20 VMs\nover before the migration')
     ax.set_ylim(0, 1.05)
-    ax.legend(loc='lower right')
+    ax.legend(loc='lower right', fontsize=8)
     ax.set_title('%s (%s host)' % (ev['host'], ev['which']))
     ax = axes[1]
     mixes = list(evacuate.MIXES)
