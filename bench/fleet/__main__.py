@@ -209,7 +209,7 @@ def jsonable(obj):
         return int(obj)
     if isinstance(obj, (np.floating, float)):
         v = float(obj)
-        return v if np.isfinite(v) else None
+        return float('%.6g' % v) if np.isfinite(v) else None
     return obj
 
 
