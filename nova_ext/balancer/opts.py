@@ -91,10 +91,15 @@ def _nova_opts():
 
 
 def register_opts(conf):
-    """Register both groups on ``conf`` (a ``ConfigOpts``)."""
-    conf.register_group(balancer_group)
-    conf.register_opts(BALANCER_OPTS, group=balancer_group)
-    conf.register_group(nova_group)
+    """Register both groups on ``conf`` (a ``ConfigOpts``).
+
+    Fresh group objects each time: ``register_group`` copies a group
+    shallowly, so sharing one would share its options' overrides between
+    every ``ConfigOpts`` it was registered on.
+    """
+    conf.register_group(copy.deepcopy(balancer_group))
+    conf.register_opts(copy.deepcopy(BALANCER_OPTS), group=GROUP_NAME)
+    conf.register_group(copy.deepcopy(nova_group))
     ks_loading.register_session_conf_options(conf, NOVA_GROUP_NAME)
     ks_loading.register_auth_conf_options(conf, NOVA_GROUP_NAME)
     ks_loading.register_adapter_conf_options(conf, NOVA_GROUP_NAME,
