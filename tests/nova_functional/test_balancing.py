@@ -487,17 +487,18 @@ class BalancerTest(_Base):
         error, = self.notifications(service.ERROR)
         self.assertEqual('migration',
                          error['payload']['nova_object.data']['phase'])
-        # 2. Nova's API refuses the next move (its pre-checks fail).
+        # 2. Nova's API refuses the next move (409: the server is locked,
+        # which an admin's request would override: injected).
         with mock.patch(
                 'nova.compute.api.API.live_migrate',
-                side_effect=nova_exception.MigrationPreCheckError(
-                    reason='injected API refusal')):
+                side_effect=nova_exception.InstanceIsLocked(
+                    instance_uuid='injected-refusal')):
             seen = self.observe_until(loop, lambda o: o.decisions)
         obs = seen[-1]
         self.assertEqual([], obs.started)
         self.assertEqual(1, len(obs.errors))
-        self.assertIn('HTTP 400', obs.errors[0])
-        self.assertIn('injected API refusal', obs.errors[0])
+        self.assertIn('HTTP 409', obs.errors[0])
+        self.assertIn('injected-refusal is locked', obs.errors[0])
         self.assertIn('the balancer goes on', obs.errors[0])
         api_errors = [n for n in self.notifications(service.ERROR)
                       if n['payload']['nova_object.data']['phase'] == 'api']
