@@ -34,6 +34,8 @@ Failures are injected where they happen in real life: a destination's
 
 import nova.monkey_patch  # noqa: F401  (Nova: first, before anything else)
 
+import io
+import json
 import os
 import re
 import subprocess
@@ -65,6 +67,7 @@ from nova_ext.balancer import nova as nova_mod
 from nova_ext.balancer import opts as balancer_opts
 from nova_ext.balancer import service
 from nova_ext.balancer import sources
+from nova_ext import cli
 from nova_ext import opts
 from tests.functional import harness
 
@@ -511,3 +514,130 @@ class BalancerTest(_Base):
         self._wait_for_migration_status({'id': moved}, ['completed'])
         self.wait_settled(moved)
         self.assertEqual('h3', self.host_of(moved))
+
+
+class EvacuateTest(_Base):
+    """``fcache evacuate h1`` empties h1, caches warm, data intact."""
+
+    strategy = 'auto'
+
+    def test_evacuate_empties_the_host(self):
+        # h1: a hot guest (wrote 1 MiB, read 4), a warm one (read 1 MiB)
+        # and a cold one (nothing); h2 already runs a guest.
+        vms = {}
+        for name, host, commands, written in (
+                ('hot', 'h1', ['write -P %d 0 %d' % (PATTERN, MiB),
+                               'read 0 %d' % (4 * MiB)], MiB),
+                ('warm', 'h1', ['read 0 %d' % MiB], 0),
+                ('cold', 'h1', [], 0),
+                ('other', 'h2', ['read 0 %d' % (2 * MiB)], 0)):
+            server, vol = self.boot(name, host)
+            if commands:
+                self.guest_io(vol, server['id'], *commands)
+            vms[name] = (server, vol, written)
+        conf_path = os.path.join(self.workdir, 'fcache-balancer.conf')
+        with open(conf_path, 'w') as f:
+            f.write('[fcache_balancer]\nagent_sockets = %s\n'
+                    'poll_interval = 0.2\nmigration_timeout = 120\n'
+                    'link_mbps = 1000\norigin_mbps = 200\n' % ','.join(
+                        '%s:%s' % (h, a.control_socket)
+                        for h, a in sorted(self.agents.items())))
+
+        def connect(conf):
+            # Stand-in for the [nova] credentials only (see the module
+            # docstring): the real novaclient against Nova's API.
+            return (nova_mod.NovaView(self.novaclient()),
+                    sources.SocketsSource(conf))
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova_ext.commands.evacuate.connect', connect))
+
+        status, out, _ = self.run_cli(['evacuate', 'h1', '--dry-run',
+                                       '--json', '--config-file', conf_path])
+        self.assertEqual(0, status)
+        planned = json.loads(out)
+        self.assertEqual({'planned'}, {s['state'] for s in planned['steps']})
+        self.assertEqual(3, len(planned['steps']))
+        for name in ('hot', 'warm', 'cold'):
+            self.assertEqual('h1', self.host_of(vms[name][0]['id']))
+
+        status, out, err = self.run_cli(
+            ['evacuate', 'h1', '--json', '--max-concurrent', '2',
+             '--config-file', conf_path])
+        self.assertEqual(0, status, err)
+        result = json.loads(out)
+        self.assertEqual((3, 0), (result['done'], result['failed']))
+        # Progress: JSON lines on stderr, one per start and per end.
+        events = [json.loads(line) for line in err.splitlines()]
+        self.assertEqual(6, len(events))
+        self.assertEqual({'start': 3, 'done': 3}, {
+            e: sum(1 for x in events if x['event'] == e)
+            for e in ('start', 'done')})
+        self.assertLessEqual(max(e['running'] for e in events), 2)
+        steps = {s['vm']: s for s in result['steps']}
+        by_vol = {}
+        for name in ('hot', 'warm', 'cold'):
+            server, vol, written = vms[name]
+            step = steps[server['id']]
+            self.assertEqual('done', step['state'])
+            host = self.host_of(server['id'])
+            self.assertEqual(step['destination'], host)
+            self.assertNotEqual('h1', host)
+            self.assertIn(vol, self.volumes_on(host))
+            by_vol[vol] = step['volumes'][0]['strategy']
+        # The plan: the hot cache is copied (it fits in the downtime
+        # budget: firepan), the cold one moves nothing.
+        self.assertEqual('firepan', by_vol[vms['hot'][1]])
+        self.assertEqual('none', by_vol[vms['cold'][1]])
+        # What ran is what was planned (the computes' [fcache] link and
+        # origin figures are the plan's; the type's strategy is auto).
+        ran = {n['payload']['nova_object.data']['volume_id']:
+               n['payload']['nova_object.data']['strategy']
+               for n in self._nova_versioned('fcache.migration.end')}
+        self.assertEqual(by_vol, ran)
+        self.assertEqual(set(), self.volumes_on('h1'))
+        self.assertEqual(0, self.client('h1').status()['used_bytes'])
+        # The hot guest's cache arrived warm and its data is intact.
+        hot, hot_vol, _ = vms['hot']
+        dest = steps[hot['id']]['destination']
+        self.assertGreaterEqual(
+            self.agents[dest].show(hot_vol)['cached_blocks'] *
+            self.agents[dest].show(hot_vol)['block_size'], 4 * MiB)
+        for name, (server, vol, written) in vms.items():
+            if written:
+                self.guest_io(vol, server['id'],
+                              'read -P %d 0 %d' % (PATTERN, written))
+            self.check_after_delete(server, vol, written)
+
+    def test_a_refused_migration_is_reported(self):
+        server, vol = self.boot('only', 'h1')
+        conf_path = os.path.join(self.workdir, 'fcache-balancer.conf')
+        with open(conf_path, 'w') as f:
+            f.write('[fcache_balancer]\nagent_sockets = %s\n'
+                    'poll_interval = 0.2\n' % ','.join(
+                        '%s:%s' % (h, a.control_socket)
+                        for h, a in sorted(self.agents.items())))
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova_ext.commands.evacuate.connect',
+            lambda conf: (nova_mod.NovaView(self.novaclient()),
+                          sources.SocketsSource(conf))))
+        with mock.patch.object(
+                self.computes['h2'].driver, '_pre_live_migration_plug_vifs',
+                side_effect=RuntimeError('injected destination failure')), \
+                mock.patch.object(
+                    self.computes['h3'].driver,
+                    '_pre_live_migration_plug_vifs',
+                    side_effect=RuntimeError('injected destination failure')):
+            status, out, err = self.run_cli(
+                ['evacuate', 'h1', '--config-file', conf_path])
+        self.assertEqual(1, status)
+        self.assertIn('failed', out)
+        self.assertIn('did not happen, the server is still on h1', out)
+        self.assertEqual('h1', self.host_of(server['id']))
+        # The guest's disk still works on h1.
+        self.guest_io(vol, server['id'], 'read 0 %d' % MiB)
+
+    def run_cli(self, argv):
+        out, err = io.StringIO(), io.StringIO()
+        with mock.patch('sys.stdout', out), mock.patch('sys.stderr', err):
+            status = cli.main(argv)
+        return status, out.getvalue(), err.getvalue()
