@@ -45,6 +45,10 @@ def build_parser():
                    help='Balancer.observe (one move per window for the '
                         'whole cloud) instead of observe_many (one per '
                         'over-threshold host)')
+    p.add_argument('--max-moves', type=int, default=0,
+                   help='observe_many\'s max_moves (the service\'s '
+                        'max_moves_per_window, default 1 there); 0: no '
+                        'limit, one move per over-threshold host')
     p.add_argument('--threshold', type=float,
                    default=decision.DEFAULT_THRESHOLD)
     p.add_argument('--windows', type=int, default=decision.DEFAULT_WINDOWS)
@@ -234,6 +238,7 @@ def main(argv=None):
     week = sim.run_week(
         fleet, capacity=capacity,
         one_move_per_round=args.one_move_per_round,
+        max_moves=args.max_moves or None,
         threshold=args.threshold, windows=args.windows,
         cooldown_windows=args.cooldown_windows, link_bps=link,
         origin_bps=origin, snapshot_window=args.evacuate_window)

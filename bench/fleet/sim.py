@@ -69,6 +69,7 @@ def migration_seconds(strategy, cached, link_bps, memory=K.VM_MEMORY_BYTES):
 
 
 def run_week(fleet, capacity=None, balance=True, one_move_per_round=False,
+             max_moves=None,
              threshold=decision.DEFAULT_THRESHOLD,
              windows=decision.DEFAULT_WINDOWS,
              cooldown_windows=decision.DEFAULT_COOLDOWN_WINDOWS,
@@ -128,7 +129,8 @@ def run_week(fleet, capacity=None, balance=True, one_move_per_round=False,
                 one = balancer.observe(w, hosts, vms)
                 decided = [one] if one is not None else []
             else:
-                decided = balancer.observe_many(w, hosts, vms)
+                decided = balancer.observe_many(w, hosts, vms,
+                                                max_moves=max_moves)
             decide_s.append(time.perf_counter() - t0)
             if decided:
                 cached = cached_bytes(demand, host_of, capacity, n_hosts)
@@ -173,6 +175,7 @@ def run_week(fleet, capacity=None, balance=True, one_move_per_round=False,
         'capacity_bytes': capacity, 'windows': nw,
         'window_s': fleet.window_s, 'elapsed_s': elapsed,
         'balance': balance, 'one_move_per_round': one_move_per_round,
+        'max_moves': max_moves,
         'variance': {'balanced': var_b, 'static': var_s},
         'max_utilisation': {'balanced': max_b, 'static': max_s},
         'hosts_over_threshold': {'balanced': over_b, 'static': over_s},
