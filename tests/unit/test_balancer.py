@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 
+from oslo_config import cfg
 import pytest
 
 from nova_ext.balancer import decision
@@ -19,6 +20,8 @@ from nova_ext.balancer import evacuation
 from nova_ext.balancer.model import Host
 from nova_ext.balancer.model import Vm
 from nova_ext.balancer.model import Volume
+from nova_ext.balancer import opts
+from nova_ext.balancer import sources
 
 G = 1 << 30
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
@@ -333,3 +336,43 @@ def test_balancer_sample_config_is_generated_from_the_code(tmp_path):
             'etc/fcache/fcache-balancer.conf.sample is stale: regenerate it '
             'with oslo-config-generator --config-file '
             'etc/fcache/fcache-balancer-config-generator.conf')
+
+
+# -- the sockets source (the unit tests' in-process fake agent; the real
+# agents are read in tests/nova_functional/test_balancing.py) -------------
+
+def test_sockets_source_through_its_entry_point(fake_agent):
+    fake_agent.handlers['allocation'] = lambda args: {
+        'capacity_bytes': 8 << 20, 'window_s': 2, 'volumes': [
+            {'id': 'v1', 'rwss_predicted_bytes': 3 << 20,
+             'rwss_observed_bytes': 1, 'used_bytes': 2},
+            {'id': 'v2', 'rwss_predicted_bytes': None,
+             'rwss_observed_bytes': 1 << 20, 'used_bytes': 2}]}
+    fake_agent.handlers['volume-show'] = lambda args: {
+        'v1': {'cached_blocks': 10, 'dirty_blocks': 2, 'block_size': 4096,
+               'engine': 'ucache'},
+        'v2': {'cached_blocks': 0, 'dirty_blocks': 0, 'block_size': 4096,
+               'engine': 'dmcache'}}[args['volume_id']]
+    conf = cfg.ConfigOpts()
+    opts.register_opts(conf)
+    conf([], default_config_files=[])
+    conf.set_override('agent_sockets', {'cmp1': fake_agent.socket_path,
+                                        'cmp2': '/nonexistent/ctl.sock'},
+                      'fcache_balancer')
+    source = sources.load_source(conf)
+    assert isinstance(source, sources.SocketsSource)
+    loads, errors = source.loads()
+    assert set(loads) == {'cmp1'}
+    assert 'cmp2' in errors['cmp2'] and 'nonexistent' in errors['cmp2']
+    load = loads['cmp1']
+    assert (load.capacity_bytes, load.window_s) == (8 << 20, 2)
+    # Predicted demand, else observed (before the first prediction).
+    assert load.volumes['v1'].demand_bytes == 3 << 20
+    assert load.volumes['v2'].demand_bytes == 1 << 20
+    assert load.volumes['v1'].cached_bytes == 10 * 4096
+    assert load.volumes['v1'].dirty_bytes == 2 * 4096
+    assert load.volumes['v2'].engine == 'dmcache'
+
+    conf.set_override('source', 'nope', 'fcache_balancer')
+    with pytest.raises(Exception, match='no such plugin'):
+        sources.load_source(conf)
