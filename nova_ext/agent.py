@@ -37,6 +37,9 @@ MAX_RESPONSE_BYTES = 16 * units.Mi
 
 WRITE_POLICIES = ('read_only', 'write_through', 'write_back')
 ADMISSION_POLICIES = ('all', 'rws')
+# The strategies the agents run, which a hint may name (not ``auto``).
+HINT_STRATEGIES = ('none', 'cachemior', 'firepan', 'firepan_if',
+                   'cloudcache', 'hybrid')
 # The longest demand window the agent accepts (engine/host.c).
 RWS_WINDOW_MAX_S = 30 * 24 * 3600
 # What the staging area of admission rws keeps of a block not yet admitted.
@@ -152,6 +155,27 @@ class AgentClient(object):
         entry of :meth:`allocation` without its ``id``).
         """
         return self.call('volume-show', volume_id=_volume_id(volume_id))
+
+    def set_strategy_hint(self, volume_id, strategy, ttl_s=600):
+        """Steer the volume's next live migration to ``strategy``.
+
+        For ``ttl_s`` seconds (1 to 86400) the source's Nova driver uses
+        ``strategy`` (one of :data:`HINT_STRATEGIES`) for this volume
+        instead of what its volume type says; ``''`` clears it.
+        ``volume-show`` reports it as ``strategy_hint``.
+        """
+        if strategy not in HINT_STRATEGIES + ('',):
+            raise exception.InvalidArgument(
+                name='strategy', value=strategy,
+                reason='must be one of %s, or empty to clear the hint'
+                % ', '.join(HINT_STRATEGIES))
+        if (isinstance(ttl_s, bool) or not isinstance(ttl_s, int) or
+                not 1 <= ttl_s <= 86400):
+            raise exception.InvalidArgument(
+                name='ttl_s', value=ttl_s,
+                reason='must be a number of seconds from 1 to 86400')
+        return self.call('volume-hint', volume_id=_volume_id(volume_id),
+                         strategy=strategy, ttl_s=ttl_s)
 
     def detach_volume(self, volume_id):
         """Flush and remove the volume's cache and NBD export."""

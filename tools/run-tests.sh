@@ -37,6 +37,7 @@ echo "== Nova and Cinder in process (.venv-nova): the driver, live migrations, t
 # global oslo.config object.
 .venv-nova/bin/python -m testtools.run tests.nova_functional.test_cinder_api
 .venv-nova/bin/python -m testtools.run tests.nova_functional.test_live_migration
+.venv-nova/bin/python -m testtools.run tests.nova_functional.test_balancing
 .venv-nova/bin/python -m testtools.run tests.nova_functional.test_tempest_plugin
 
 echo "== Python unit and functional tests, and live migration under real libvirt"

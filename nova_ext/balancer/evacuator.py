@@ -14,6 +14,7 @@ import logging
 import time
 
 from nova_ext.balancer import nova as nova_mod
+from nova_ext import exception  # noqa: H306
 
 LOG = logging.getLogger(__name__)
 
@@ -50,9 +51,14 @@ class Evacuator(object):
     """
 
     def __init__(self, nova, plan, poll_interval=2.0, timeout=3600.0,
-                 on_event=None, clock=time.monotonic, sleep=time.sleep):
+                 on_event=None, clock=time.monotonic, sleep=time.sleep,
+                 source_agent=None):
         self.nova = nova
         self.plan = plan
+        # The source host's agent: each volume's planned strategy goes to
+        # it just before the VM's migration (volume-hint), since Nova's
+        # API carries none.  None: the volume types decide.
+        self.source_agent = source_agent
         self.poll_interval = poll_interval
         self.timeout = timeout
         self.on_event = on_event or (lambda *a: None)
@@ -85,6 +91,7 @@ class Evacuator(object):
             if busy.get(dest, 0) >= self.plan.per_destination:
                 continue
             r.started_s = self.clock()
+            self._hint(r)
             try:
                 self.nova.live_migrate(r.step.vm.id, dest)
             except nova_mod.NovaError as exc:
@@ -94,6 +101,24 @@ class Evacuator(object):
             running.append(r)
             busy[dest] = busy.get(dest, 0) + 1
             self._event('start', r)
+
+    def _hint(self, result):
+        if self.source_agent is None:
+            return
+        # Long enough for the migration to start, short enough not to
+        # steer a later one if this one never does.
+        ttl = int(min(max(self.timeout, 60), 86400))
+        for vol_id, strategy in sorted(result.step.strategies.items()):
+            try:
+                self.source_agent.set_strategy_hint(vol_id, strategy,
+                                                    ttl_s=ttl)
+            except exception.FcacheException as exc:
+                # The migration still goes, with the type's strategy.
+                LOG.warning('server %s: cannot hand strategy %s for volume '
+                            '%s to the source agent: %s; its volume type '
+                            'decides', result.step.vm.id, strategy, vol_id,
+                            exc)
+                result.message = 'hint not set for volume %s' % vol_id
 
     def _check(self, running):
         for r in list(running):

@@ -74,6 +74,14 @@ class HostLoadSource(metaclass=abc.ABCMeta):
             balancer leaves the host out of this window and goes on).
         """
 
+    def agent(self, host):
+        """Return an agent client for ``host``, or None if unreachable.
+
+        ``fcache evacuate`` hands each volume's planned strategy to the
+        source host's agent through it (``volume-hint``).
+        """
+        return None
+
     def loads(self):
         """Return ``({host: HostLoad}, {host: error message})``."""
         loads, errors = {}, {}
@@ -155,9 +163,13 @@ class SocketsSource(HostLoadSource):
     def hosts(self):
         return sorted(self.sockets)
 
+    def agent(self, host):
+        if host not in self.sockets:
+            return None
+        return agent.AgentClient(self.sockets[host], timeout=self.timeout)
+
     def load(self, host):
-        return load_from_agent(host, agent.AgentClient(self.sockets[host],
-                                                       timeout=self.timeout))
+        return load_from_agent(host, self.agent(host))
 
 
 def load_source(conf):

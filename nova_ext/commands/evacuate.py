@@ -174,7 +174,8 @@ def run(client, args):
     runner = evacuator.Evacuator(
         nova, plan, poll_interval=group.poll_interval,
         timeout=group.migration_timeout,
-        on_event=Progress(sys.stderr, args.json, len(plan.steps)))
+        on_event=Progress(sys.stderr, args.json, len(plan.steps)),
+        source_agent=source.agent(args.host))
     results = runner.run()
     result['steps'] = [r.as_dict() for r in results]
     result['duration_s'] = round(time.monotonic() - began, 3)

@@ -116,9 +116,18 @@ class OutgoingMixin(object):
         conf = self._fcache_conf
         plugin = strategies.load(pol['strategy'])
         rate = plugin.rate_limit_mbps(pol)
-        strategy, reason = migration.choose_strategy(
-            vol, plugin.agent_strategy(pol, vol), rate_limit_mbps=rate,
-            link_mbps=conf.link_mbps, origin_mbps=conf.origin_mbps)
+        hint = (vol.get('strategy_hint') or {}).get('strategy')
+        if hint:
+            # An operator's tool planned this migration (fcache evacuate):
+            # its choice for the volume wins over the volume type's.
+            strategy, reason = migration.choose_strategy(
+                vol, hint, rate_limit_mbps=rate, link_mbps=conf.link_mbps,
+                origin_mbps=conf.origin_mbps)
+            reason = 'planned for this migration (strategy_hint)'
+        else:
+            strategy, reason = migration.choose_strategy(
+                vol, plugin.agent_strategy(pol, vol), rate_limit_mbps=rate,
+                link_mbps=conf.link_mbps, origin_mbps=conf.origin_mbps)
         source = {'cached': True, 'plugin': pol['strategy'],
                   'strategy': strategy, 'reason': reason,
                   'rate_limit_mbps': rate, 'cache_size': vol['cache_size'],

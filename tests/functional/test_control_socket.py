@@ -408,3 +408,31 @@ def test_export_group_unknown_fails_the_attach(make_agent, make_origin):
     assert "group 'no-such-group-fcache' (export_group): no such group" in \
         err, err
     assert agent.status()['volumes'] == [], agent.status()
+
+
+def test_strategy_hint(bystander):
+    """volume-hint: checked, shown by volume-show, cleared, expiring."""
+    for args, expect_errno, words in (
+            (dict(volume_id='bystander', strategy='fastest'), errno.EINVAL,
+             "strategy 'fastest' is not one of"),
+            (dict(volume_id='bystander', strategy='hybrid', ttl_s=0),
+             errno.EINVAL, "'ttl_s' must be an integer from 1 to 86400"),
+            (dict(volume_id='bystander', strategy='hybrid', ttl_s='9'),
+             errno.EINVAL, "'ttl_s'"),
+            (dict(volume_id='nobody', strategy='hybrid'), errno.ENOENT,
+             'not attached')):
+        err = agent_error(bystander, 'volume-hint', expect_errno, **args)
+        assert words in err.error, err.error
+    client = bystander.agent.client()
+    assert 'strategy_hint' not in client.show_volume('bystander')
+    client.set_strategy_hint('bystander', 'firepan_if', ttl_s=600)
+    hint = client.show_volume('bystander')['strategy_hint']
+    assert hint['strategy'] == 'firepan_if'
+    assert 590 <= hint['expires_in_s'] <= 600, hint
+    client.set_strategy_hint('bystander', '')
+    assert 'strategy_hint' not in client.show_volume('bystander')
+    client.set_strategy_hint('bystander', 'none', ttl_s=1)
+    harness.wait_for(
+        lambda: 'strategy_hint' not in client.show_volume('bystander'),
+        5, 'the hint to expire')
+    bystander.check()

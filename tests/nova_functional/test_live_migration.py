@@ -440,6 +440,34 @@ class FcacheAdmissionTest(_Base):
         self._check_origin_after_delete()
 
 
+class FcacheStrategyHintTest(_Base):
+    """A strategy handed to the source agent wins over the volume type's.
+
+    ``fcache evacuate`` plans a strategy per volume and, since Nova's
+    os-migrateLive carries none, sets it on the source's agent
+    (``volume-hint``) just before the migration.
+    """
+
+    specs = _specs('firepan', write_policy='write_through')
+
+    def test_hint_overrides_the_type(self):
+        self._boot_from_volume()
+        self._warm_source_cache()
+        self._client('src').set_strategy_hint(VOLUME, 'hybrid', ttl_s=300)
+        shown = self._client('src').show_volume(VOLUME)
+        self.assertEqual('hybrid', shown['strategy_hint']['strategy'])
+        self._live_migrate(self.server)
+        server = self.api.get_server(self.server['id'])
+        self.assertEqual('dest', server['OS-EXT-SRV-ATTR:host'])
+        end, = self._versioned('fcache.migration.end')
+        self.assertEqual('hybrid', end['payload']['nova_object.data'][
+            'strategy'])
+        # The type said firepan, which pauses the guest for the copy.
+        self.assertEqual(fakelibvirt.VIR_DOMAIN_RUNNING,
+                         self.migrations[0]['source_state'])
+        self._check_origin_after_delete()
+
+
 class FcacheStrategyTest(testscenarios.WithScenarios, _Base):
     """Every strategy through Nova: the cache moves, nothing is lost.
 

@@ -286,7 +286,9 @@ def test_evacuation_over_a_slow_link_reads_from_storage():
 
 def test_evacuation_concurrency_shares_the_link_in_the_model():
     # 1.5 GB/s for one transfer is faster than storage, for four of them
-    # (375 MB/s each) still; at 8 (187 MB/s) slower: the model says so.
+    # (375 MB/s each) still; at 8 (187 MB/s) slower: the model says so,
+    # and would rebuild the caches from storage (cachemior), which an
+    # evacuation spares: it copies them over the link anyway.
     hosts = [Host('src', 100 * G)] + [Host('h%d' % i, 100 * G)
                                       for i in range(8)]
     vms = [vm_with('v%d' % i, 'src', G, G) for i in range(8)]
@@ -295,7 +297,20 @@ def test_evacuation_concurrency_shares_the_link_in_the_model():
     many = evacuation.plan_evacuation('src', hosts, vms, max_concurrent=8,
                                       link_bps=1.5e9)
     assert {s.volumes[0].strategy for s in few.steps} == {'hybrid'}
-    assert {s.volumes[0].strategy for s in many.steps} == {'cachemior'}
+    assert {s.volumes[0].strategy for s in many.steps} == {'hybrid'}
+    assert all('cachemior would rebuild' in s.volumes[0].reason
+               for s in many.steps)
+    assert all(s.volumes[0].storage_bytes == 0 for s in many.steps)
+
+
+def test_evacuation_on_dmcache_copies_with_firepan_if():
+    hosts = [Host('src', 100 * G)] + [Host('h%d' % i, 100 * G)
+                                      for i in range(8)]
+    vms = [vm_with('v%d' % i, 'src', G, G, engine='dmcache')
+           for i in range(8)]
+    plan = evacuation.plan_evacuation('src', hosts, vms, max_concurrent=8,
+                                      link_bps=1.5e9)
+    assert {s.volumes[0].strategy for s in plan.steps} == {'firepan_if'}
 
 
 def test_evacuation_when_nothing_fits():

@@ -2,6 +2,7 @@
 #include <jansson.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "agent/agent.h"
 #include "common/config.h"
@@ -51,11 +52,29 @@ arg_size(json_t *args, const char *key, uint64_t *out, char *err, size_t errlen)
   return -EINVAL;
 }
 
+/* A hint longer than this outlives the evacuation that set it. */
+#define HINT_TTL_MAX_S 86400u
+
+static uint64_t
+monotonic_ms(void)
+{
+  struct timespec ts;
+
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
 static json_t *
 volume_json(struct fc_agent *agent, struct fc_volume *v)
 {
   json_t *o = agent->host.ops->volume_json(&agent->host, v);
   struct fc_migration *m = o ? fc_migration_for_volume(agent, v) : NULL;
+  uint64_t now = monotonic_ms();
+
+  if (o && v->strategy_hint[0] && now < v->hint_expires_ms)
+    json_object_set_new(o, "strategy_hint", json_pack(
+        "{s:s, s:I}", "strategy", v->strategy_hint,
+        "expires_in_s", (json_int_t)((v->hint_expires_ms - now + 999) / 1000)));
 
   if (m) {
     json_object_set_new(o, "migration", fc_migration_json(m));
@@ -152,6 +171,55 @@ op_detach(void *opaque, json_t *args, json_t **result, char *err, size_t errlen)
   return r;
 }
 
+/* The strategy the next live migration of a volume should use, whatever
+ * its volume type says (fcache evacuate plans one per volume; Nova's API
+ * has no room for it).  The source's Nova driver reads it from
+ * volume-show.  ttl_s bounds how long it holds: a plan not carried out
+ * must not steer a migration days later.  strategy "" clears it. */
+static int
+op_hint(void *opaque, json_t *args, json_t **result, char *err, size_t errlen)
+{
+  struct fc_agent *agent = opaque;
+  const char *id, *name;
+  enum fc_strategy s;
+  json_t *ttl = json_object_get(args, "ttl_s");
+  unsigned ttl_s = 600;
+  struct fc_volume *v;
+  int r;
+
+  if ((r = arg_string(args, "volume_id", true, &id, err, errlen)) ||
+      (r = arg_string(args, "strategy", true, &name, err, errlen)))
+    return r;
+  if (name[0] && fc_strategy_parse(name, &s)) {
+    snprintf(err, errlen, "strategy '%.40s' is not one of none, cachemior, "
+             "firepan, firepan_if, cloudcache, hybrid", name);
+    return -EINVAL;
+  }
+  if (ttl && !json_is_null(ttl)) {
+    if (!json_is_integer(ttl) || json_integer_value(ttl) < 1 ||
+        json_integer_value(ttl) > HINT_TTL_MAX_S) {
+      snprintf(err, errlen, "argument 'ttl_s' must be an integer from 1 to %u",
+               HINT_TTL_MAX_S);
+      return -EINVAL;
+    }
+    ttl_s = (unsigned)json_integer_value(ttl);
+  }
+  pthread_mutex_lock(&agent->host.lock);
+  v = fc_agent_find_locked(agent, id);
+  if (v) {
+    snprintf(v->strategy_hint, sizeof v->strategy_hint, "%s", name);
+    v->hint_expires_ms = monotonic_ms() + (uint64_t)ttl_s * 1000;
+  }
+  pthread_mutex_unlock(&agent->host.lock);
+  if (!v) {
+    snprintf(err, errlen, "volume %.80s is not attached to this agent", id);
+    return -ENOENT;
+  }
+  *result = json_pack("{s:s, s:s, s:i}", "volume_id", id, "strategy", name,
+                      "ttl_s", (int)ttl_s);
+  return *result ? 0 : -ENOMEM;
+}
+
 /* The host's cache shares: agent-status's "allocation", alone. */
 static int
 op_allocation(void *opaque, json_t *args, json_t **result, char *err, size_t errlen)
@@ -181,6 +249,7 @@ const struct fc_control_op fc_agent_control_ops[] = {
   { "allocation", op_allocation, FC_CONTROL_READ },
   { "volume-attach", op_attach, FC_CONTROL_ADMIN },
   { "volume-show", op_show, FC_CONTROL_READ },
+  { "volume-hint", op_hint, FC_CONTROL_ADMIN },
   { "volume-list", op_list, FC_CONTROL_READ },
   { "volume-detach", op_detach, FC_CONTROL_ADMIN },
   { "migration-incoming", fc_op_migration_incoming, FC_CONTROL_ADMIN },

@@ -38,6 +38,11 @@ struct fc_volume {
   char export_uri[sizeof(((struct sockaddr_un *)0)->sun_path) + 32];
   char error[512];                  /* why the volume is unavailable, or "" */
   bool releasing;                   /* a finished migration is detaching it */
+  /* The strategy an operator's tool (fcache evacuate) chose for this
+   * volume's next live migration, until hint_expires_ms (CLOCK_MONOTONIC);
+   * "" for none.  Not persisted: a restart forgets it. */
+  char strategy_hint[16];
+  uint64_t hint_expires_ms;
   void *priv;                       /* the engine's state for this volume */
 };
 
