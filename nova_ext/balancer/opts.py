@@ -59,9 +59,11 @@ BALANCER_OPTS = [
                min=0,
                help='A VM moved in one observation is not moved again in '
                     'the next cooldown_windows observations.'),
-    cfg.IntOpt('max_moves_per_window', default=1, min=1,
+    cfg.IntOpt('max_moves_per_window', default=0, min=0,
                help='Live migrations started per observation, at most one '
-                    'per over-threshold host.'),
+                    'per over-threshold host; 0: no other limit (at 1,000 '
+                    'hosts a limit of 1 leaves the cloud almost as '
+                    'unbalanced as no balancer: doc/fleet.rst).'),
     cfg.BoolOpt('dry_run', default=False,
                 help='Only log and notify the decisions; migrate nothing.'),
     cfg.StrOpt('nova_api_version', default='2.60',

@@ -90,7 +90,7 @@ class BalancerLoop(object):
         self.nova = nova
         self.notifier = notifier
         self.dry_run = group.dry_run
-        self.max_moves = group.max_moves_per_window
+        self.max_moves = group.max_moves_per_window or None
         self.balancer = balancer or decision_mod.Balancer(
             threshold=group.threshold, windows=group.windows,
             cooldown_windows=group.cooldown_windows)
