@@ -22,8 +22,10 @@ CONCURRENT = 4
 SECONDS = 40
 
 # The agent's own accounting (volume-show memory_bytes) of a volume with
-# a 4 MiB cache of 4 KiB blocks: about 21 KiB measured; 64 KiB allowed.
-MAX_ACCOUNTED_PER_VOLUME = 64 * 1024
+# a 4 MiB cache of 4 KiB blocks: about 21 KiB for its map, plus its demand
+# tracker (doc/allocation.rst), which grows with the window's working set
+# up to 1 MiB: 67 KiB in all measured with this workload; 128 KiB allowed.
+MAX_ACCOUNTED_PER_VOLUME = 128 * 1024
 # VmRSS of the ASan build, whose allocator keeps up to 256 MiB of freed
 # memory in quarantine: the peak measured with 16 volumes was 420-460
 # MiB; 900 MiB allowed.

@@ -15,17 +15,18 @@ int
 fc_rws_new(enum fc_rws_mode mode, size_t max_bytes, struct fc_rws **out)
 {
   struct fc_rws *t;
-  uint32_t slots;
+  uint32_t cap;
   int r;
 
   switch (mode) {
   case FC_RWS_EXACT:
-    slots = RWS_EXACT_MIN_SLOTS;
+    /* The home slot takes 32 bits of the key: 2^31 slots is the end. */
+    cap = 1u << 31;
     break;
   case FC_RWS_SAMPLED:
     if (max_bytes < SAMPLED_MIN_BYTES)
       return -EINVAL;
-    slots = rws_sampled_slots(max_bytes);
+    cap = rws_sampled_slots(max_bytes);
     break;
   default:
     return -EINVAL;
@@ -33,12 +34,13 @@ fc_rws_new(enum fc_rws_mode mode, size_t max_bytes, struct fc_rws **out)
   t = calloc(1, sizeof *t);
   if (!t)
     return -ENOMEM;
-  r = rws_table_init(&t->table, slots);
+  r = rws_table_init(&t->table, cap < RWS_EXACT_MIN_SLOTS ? cap : RWS_EXACT_MIN_SLOTS);
   if (r < 0)
     goto out;
   t->mode = mode;
   t->limit = UINT64_MAX;
-  t->max_used = rws_max_used(slots);
+  t->cap_slots = cap;
+  t->max_used = rws_max_used(t->table.slots);
   *out = t;
   return 0;
 out:
@@ -55,14 +57,15 @@ fc_rws_free(struct fc_rws *t)
   free(t);
 }
 
-/* The exact tracker grows; when it cannot (no memory, or 2^31 slots) it
+/* The table grows until its cap; then, or when it cannot (no memory), it
  * samples in the table it has for the rest of the window rather than stop
  * counting new blocks: the sizes stay unbiased, and fc_rws_sample_rate
- * tells the caller. */
+ * tells the caller.  (The exact tracker samples only when out of memory
+ * or at 2^31 slots.) */
 static void
 make_room(struct fc_rws *t)
 {
-  if (t->mode == FC_RWS_EXACT && t->limit == UINT64_MAX && rws_exact_grow(t))
+  if (t->limit == UINT64_MAX && rws_exact_grow(t))
     return;
   rws_sampled_evict(t);
 }
@@ -128,8 +131,7 @@ fc_rws_close_window(struct fc_rws *t, struct fc_rws_sizes *out)
   t->accesses = 0;
   t->limit = UINT64_MAX;
   rws_table_clear(&t->table);
-  if (t->mode == FC_RWS_EXACT)
-    rws_exact_shrink(t, used);
+  rws_exact_shrink(t, used);
 }
 
 size_t

@@ -12,11 +12,12 @@ bool
 rws_exact_grow(struct fc_rws *t)
 {
   struct rws_table bigger;
+  uint32_t want;
 
-  /* The home slot takes 32 bits of the key: 2^31 slots is the end. */
-  if (t->table.slots >= (1u << 31))
+  if (t->table.slots >= t->cap_slots)
     return false;
-  if (rws_table_init(&bigger, t->table.slots * 2) < 0)
+  want = t->table.slots > t->cap_slots / 2 ? t->cap_slots : t->table.slots * 2;
+  if (rws_table_init(&bigger, want) < 0)
     return false;
   rws_table_move(&bigger, &t->table);
   t->table = bigger;

@@ -2,10 +2,12 @@
  * linear-probing table of (key, access count) for the blocks whose key is
  * at most `limit`.  The key is a bijective 64-bit mix of the block number,
  * so it identifies the block and doubles as the uniform hash that sampling
- * needs.  The exact tracker keeps limit at its top and grows the table;
- * the sampled one has a table of fixed size and lowers the limit when the
- * table is full (SHARDS, fixed-size variant), so it follows the fraction
- * (limit + 1) / 2^64 of the blocks. */
+ * needs.  Both grow the table as blocks come, up to their cap: the
+ * exact tracker's is 2^31 slots, the sampled one's what its memory bound
+ * affords.  At the cap the limit is lowered (SHARDS, fixed-size variant),
+ * so the tracker follows the fraction (limit + 1) / 2^64 of the blocks.
+ * Growing rather than allocating the cap at once keeps a quiet volume's
+ * tracker at a few KiB: a host has hundreds of volumes. */
 #ifndef FCACHE_ALLOC_RWS_PRIV_H
 #define FCACHE_ALLOC_RWS_PRIV_H
 
@@ -29,6 +31,7 @@ struct fc_rws {
   uint64_t accesses;      /* all accesses of the window, sampled or not */
   uint64_t limit;         /* blocks whose key is above it are not tracked */
   uint32_t max_used;      /* the table takes no entry beyond this */
+  uint32_t cap_slots;     /* the table grows no bigger */
   struct rws_table table;
 };
 
@@ -67,7 +70,8 @@ void rws_table_move(struct rws_table *to, struct rws_table *from);
 /* rws_exact.c: the load the exact table grows at (and the sampled table's
  * entries bound, for the same probe lengths). */
 uint32_t rws_max_used(uint32_t slots);
-/* Make room for one more entry by growing the table; false when no memory. */
+/* Make room for one more entry by growing the table (doubling, up to
+ * cap_slots); false at the cap or when no memory. */
 bool rws_exact_grow(struct fc_rws *t);
 /* After a window of last_used blocks, emptied: give memory back when the
  * table is far above what such a window needs. */
