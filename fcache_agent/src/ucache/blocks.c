@@ -21,6 +21,9 @@ uc_drop_locked(struct fc_ucache *uc, cblock_t cb)
 {
   struct fc_entry *e = &uc->dev->table[cb.n];
 
+  /* Before the block can be reused or the origin change under it (a
+   * failure disarms the warm restart: metadata.h). */
+  (void)fc_md_forget(uc->md, cb);
   fc_blockmap_remove(&uc->map, uc->dev->table, cb);
   fc_lru_remove(&uc->lru, uc->dev->table, cb);
   if (e->flags & FC_ENTRY_DIRTY)
@@ -39,6 +42,10 @@ uc_evict_clean_locked(struct fc_ucache *uc, cblock_t *out)
   for (unsigned scanned = 0; i != CBLOCK_NONE && scanned < FC_EVICT_SCAN;
        scanned++, i = table[i].lru_prev) {
     if (table[i].flags & (FC_ENTRY_BUSY | FC_ENTRY_DIRTY))
+      continue;
+    /* The record goes before the block leaves the map: no block ever
+     * holds other data than its record names (metadata.h). */
+    if (fc_md_forget(uc->md, to_cblock(i)))
       continue;
     fc_blockmap_remove(&uc->map, table, to_cblock(i));
     fc_lru_remove(&uc->lru, table, to_cblock(i));
@@ -184,7 +191,11 @@ install(struct fc_ucache *uc, oblock_t ob, const void *data, bool dirty,
   }
 
   pthread_mutex_lock(&uc->lock);
+  /* A failed clean record leaves the block served but not restored. */
+  if (r == 0 && !dirty)
+    (void)uc_record_clean_locked(uc, cb, ob);
   if (r) {
+    (void)fc_md_forget(uc->md, cb);
     e->flags = 0;
     uc->used--;
     fc_cachedev_free(uc->dev, cb);
@@ -232,6 +243,17 @@ uc_publish_cold_locked(struct fc_ucache *uc, cblock_t cb, bool dirty)
   if (dirty)
     uc->nr_dirty++;
   STAT_ADD(&uc->stats, promotions, 1);
+}
+
+int
+uc_record_clean_locked(struct fc_ucache *uc, cblock_t cb, oblock_t ob)
+{
+  /* A write going around the cache may change the origin under this
+   * block before its second hold drops it: the block stays unrecorded
+   * (served, but not restored after a crash). */
+  if (uc->stripe_around[ob.n & (FC_STRIPES - 1)])
+    return 0;
+  return fc_md_set(uc->md, cb, ob.n, uc->p.volume_tag, FC_MD_VALID);
 }
 
 int

@@ -8,6 +8,7 @@
 
 #include "common/crc32c.h"
 #include "common/fdio.h"
+#include "common/log.h"
 #include "metadata.h"
 
 struct md_header {
@@ -187,6 +188,19 @@ fc_md_set(struct fc_metadata *md, cblock_t cb, uint64_t oblock,
     seal_record(&rec);
   }
   return fc_full_pwrite(md->fd, &rec, sizeof rec, record_offset(cb.n));
+}
+
+int
+fc_md_forget(struct fc_metadata *md, cblock_t cb)
+{
+  int r = fc_md_set(md, cb, 0, 0, 0);
+
+  if (r && md->warm_marker[0] && unlink(md->warm_marker) == 0) {
+    log_error("cannot clear the metadata record of cache block %u (%s): the "
+              "next start drops every clean block", cb.n, strerror(-r));
+    md->warm_marker[0] = '\0';
+  }
+  return r;
 }
 
 int

@@ -10,10 +10,18 @@
  *     and before the write is acknowledged;
  *   - a record stops being DIRTY only after the data reached the origin
  *     and the origin was flushed;
- *   - clean records are written in bulk at clean shutdown only.  While the
- *     agent runs the header says RUNNING; an agent that finds RUNNING at
- *     start knows the clean records may be stale and drops them, keeping
- *     only the dirty ones (which are always current).
+ *   - a record is VALID only while its block is in its volume's map: it is
+ *     cleared (fc_md_forget) before the block is evicted, dropped or
+ *     reused, so a block never holds other data than its record names;
+ *   - a clean record is written only when the block's data equals the
+ *     origin's, and cleared before anything (a write through the cache, a
+ *     trim) changes the origin under it;
+ *   - at clean shutdown every record is written at once (with LRU ranks).
+ *     While the agent runs the header says RUNNING.  An agent that finds
+ *     RUNNING at start trusts the clean records only if the machine did not
+ *     reboot since (the page cache, which holds every record and block
+ *     written before a process crash, survived: warm.h); otherwise it keeps
+ *     only the dirty ones, which are always current.
  */
 #ifndef FCACHE_METADATA_H
 #define FCACHE_METADATA_H
@@ -43,6 +51,8 @@ struct fc_metadata {
   int fd;
   uint32_t block_size;
   uint32_t nr_blocks;
+  /* The warm-restart marker (warm.h); "" when none is armed. */
+  char warm_marker[4352];
 };
 
 /* Open or create the metadata file for a cache of this geometry.
@@ -66,6 +76,10 @@ bool fc_md_record_ok(const struct fc_md_record *rec);
  * for a process crash the page cache already has it). */
 int fc_md_set(struct fc_metadata *md, cblock_t cb, uint64_t oblock,
               uint64_t volume_tag, uint32_t flags);
+/* Clear one record: its block no longer holds what the record names.  A
+ * failure disarms the warm-restart marker, so that the next start, not
+ * knowing which clean record is stale, trusts none. */
+int fc_md_forget(struct fc_metadata *md, cblock_t cb);
 /* The same for n blocks at once (a batch of migrated blocks): cbs must
  * ascend; each run of adjacent blocks is one write. */
 int fc_md_set_many(struct fc_metadata *md, const cblock_t *cbs,

@@ -77,9 +77,11 @@ by_tag(struct fc_host *host, uint64_t tag)
   return NULL;
 }
 
+/* was_clean: a clean shutdown wrote every record; same_boot: a process
+ * crash with no reboot since left every record current (warm.h). */
 static int
-scan_records(struct fc_host *host, bool was_clean, struct found_list *lists,
-             char *err, size_t errlen)
+scan_records(struct fc_host *host, bool was_clean, bool same_boot,
+             struct found_list *lists, char *err, size_t errlen)
 {
   struct fc_md_record *buf = malloc(CHUNK * sizeof *buf);
   uint32_t nr = UCE(host)->md->nr_blocks, dropped = 0;
@@ -115,7 +117,15 @@ scan_records(struct fc_host *host, bool was_clean, struct found_list *lists,
                  (unsigned long long)rec->volume_tag, host->volumes_dir);
         break;
       }
-      if (!v || (!was_clean && !dirty)) {
+      /* After a crash, a volume caught in a live migration may have had
+       * its origin written from the other host since: its clean blocks
+       * are not kept (after a clean shutdown settling sorts them out). */
+      if (!v || (!dirty && !was_clean && (!same_boot || v->p.migration[0]))) {
+        /* Cleared, so that a free block never carries a record. */
+        r = fc_md_forget(UCE(host)->md, to_cblock(first + i));
+        if (r)
+          snprintf(err, errlen, "cannot clear the metadata record of cache "
+                   "block %u: %s", first + i, strerror(-r));
         dropped++;
         continue;
       }
@@ -130,7 +140,10 @@ scan_records(struct fc_host *host, bool was_clean, struct found_list *lists,
   free(buf);
   if (!r && dropped)
     log_info("recovery: dropped %u clean cache blocks (%s)", dropped,
-             was_clean ? "no volume owns them" : "the agent did not stop cleanly");
+             was_clean || same_boot ? "no volume owns them, or a live "
+             "migration of theirs did not complete" :
+             "the machine rebooted since the agent last ran, or the agent "
+             "could not keep its records current");
   return r;
 }
 
@@ -160,7 +173,16 @@ give_back(struct fc_host *host, struct fc_volume *v, struct found_list *l,
     int r = fc_ucache_adopt(UV(v)->uc, to_cblock(f->cb), to_oblock(f->rec.oblock), dirty);
     if (r == 0) {
       fc_cachedev_claim(UCE(host)->dev, to_cblock(f->cb));
-    } else if (dirty) {
+    } else if (!dirty) {
+      /* Not taken (past the quota, or a second record of the same
+       * block): its record goes, the block is free. */
+      r = fc_md_forget(UCE(host)->md, to_cblock(f->cb));
+      if (r) {
+        snprintf(err, errlen, "cannot clear the metadata record of cache block "
+                 "%u: %s", f->cb, strerror(-r));
+        return r;
+      }
+    } else {
       snprintf(err, errlen, "cannot recover unwritten block %llu of volume %s from "
                "cache block %u: %s; refusing to start rather than lose it",
                (unsigned long long)f->rec.oblock, v->p.id, f->cb, strerror(-r));
@@ -171,7 +193,8 @@ give_back(struct fc_host *host, struct fc_volume *v, struct found_list *l,
 }
 
 int
-uc_recover(struct fc_host *host, bool was_clean, char *err, size_t errlen)
+uc_recover(struct fc_host *host, bool was_clean, bool same_boot, char *err,
+           size_t errlen)
 {
   struct found_list lists[FC_MAX_VOLUMES] = { 0 };
   uint32_t bs = host->cfg.block_size;
@@ -180,7 +203,7 @@ uc_recover(struct fc_host *host, bool was_clean, char *err, size_t errlen)
   r = fc_host_load_volumes(host, prepare_ucache, err, errlen);
   if (r)
     goto out;
-  r = scan_records(host, was_clean, lists, err, errlen);
+  r = scan_records(host, was_clean, same_boot, lists, err, errlen);
   if (r)
     goto out;
   for (unsigned i = 0; i < host->nr_volumes && !r; i++)

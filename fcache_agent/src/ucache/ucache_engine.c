@@ -11,6 +11,7 @@
 #include "origin/origin.h"
 #include "ucache_engine.h"
 #include "ucache_engine_priv.h"
+#include "warm.h"
 
 static int
 reconcile_geometry(struct fc_host *host, const char *md_path, char *err, size_t errlen)
@@ -44,8 +45,8 @@ static int
 uc_open(struct fc_host *host, char *err, size_t errlen)
 {
   const struct fc_config *cfg = &host->cfg;
-  char md_path[FC_PATH_MAX + 32];
-  bool was_clean = true;
+  char md_path[FC_PATH_MAX + 32], marker[FC_PATH_MAX + 32];
+  bool was_clean = true, same_boot;
   int r;
 
   host->engine = calloc(1, sizeof(struct uc_engine));
@@ -72,9 +73,20 @@ uc_open(struct fc_host *host, char *err, size_t errlen)
   }
   if (r)
     goto out;
-  r = uc_recover(host, was_clean, err, errlen);
+  uc_warm_marker_path(cfg->state_dir, marker, sizeof marker);
+  same_boot = uc_warm_same_boot(marker);
+  if (!was_clean && same_boot)
+    log_info("the agent stopped uncleanly with no reboot since: its clean "
+             "cache blocks are current and kept");
+  r = uc_recover(host, was_clean, same_boot, err, errlen);
   if (r)
     goto out;
+  /* From here every record follows metadata.h's rules again. */
+  if (uc_warm_arm(marker) == 0)
+    snprintf(UCE(host)->md->warm_marker, sizeof UCE(host)->md->warm_marker,
+             "%s", marker);
+  else
+    log_warning("cannot write %s: after a crash the cache restarts cold", marker);
   /* From here on the clean records on disk may go stale. */
   r = fc_md_set_state(UCE(host)->md, FC_MD_STATE_RUNNING);
   if (r) {

@@ -56,8 +56,11 @@ int uc_volume_start(struct fc_host *host, struct fc_volume *v, char *err,
                     size_t errlen);
 /* engine.h's volume_free. */
 void uc_volume_free(struct fc_volume *v);
-/* Re-attach the persisted volumes and give each its cache blocks back. */
-int uc_recover(struct fc_host *host, bool was_clean, char *err, size_t errlen);
+/* Re-attach the persisted volumes and give each its cache blocks back:
+ * dirty blocks always, clean ones after a clean shutdown or, if same_boot,
+ * a process crash (metadata.h, warm.h). */
+int uc_recover(struct fc_host *host, bool was_clean, bool same_boot, char *err,
+               size_t errlen);
 /* Where the destination records pinned blocks that reached the origin. */
 void uc_superseded_path(struct fc_host *host, const char *volume_id, char *buf,
                         size_t len);

@@ -53,6 +53,9 @@ struct fc_ucache {
    * two holds; they are counted, under uc->lock, so that a source freezing
    * for the switch can wait for them. */
   uint32_t writes_around;
+  /* The same per stripe: a block of a stripe with one in flight is not
+   * recorded clean (uc_record_clean_locked). */
+  uint32_t stripe_around[FC_STRIPES];
   pthread_cond_t around_cond;
   struct fc_stats stats;
 
@@ -185,6 +188,12 @@ int uc_install_chosen(struct fc_ucache *uc, oblock_t ob, const void *data);
 int uc_alloc_busy_locked(struct fc_ucache *uc, oblock_t ob, cblock_t *out);
 void uc_unalloc_locked(struct fc_ucache *uc, cblock_t cb);
 void uc_publish_cold_locked(struct fc_ucache *uc, cblock_t cb, bool dirty);
+
+/* Under uc->lock, the block's data equal to the origin's and its record
+ * clear: record it clean, so a restart after a process crash serves it
+ * warm (warm.h) -- unless a write around the cache is in flight.  On
+ * failure the block may stay, unrecorded. */
+int uc_record_clean_locked(struct fc_ucache *uc, cblock_t cb, oblock_t ob);
 
 /* Clear a dirty block's record and drop it (caller holds its stripe). */
 int uc_drop_dirty(struct fc_ucache *uc, cblock_t cb);

@@ -15,8 +15,15 @@ static int
 write_through(struct fc_ucache *uc, const char *buf, uint32_t count,
               uint64_t off, uint64_t first, uint32_t n, uint32_t *cbs, bool fua)
 {
-  int r = uc_origin_write(uc, buf, count, off, fua);
+  int r;
 
+  /* Between the origin write and the cache's, a cached block is older
+   * than the origin: its clean record goes first and comes back after
+   * (metadata.h), or a crash in between would restart it stale. */
+  for (uint32_t i = 0; i < n; i++)
+    if (cbs[i] != CBLOCK_NONE && fc_md_forget(uc->md, to_cblock(cbs[i])))
+      uc_invalidate(uc, &cbs[i], 1);
+  r = uc_origin_write(uc, buf, count, off, fua);
   if (r) {
     uc_invalidate(uc, cbs, n);
     return r;
@@ -28,10 +35,15 @@ write_through(struct fc_ucache *uc, const char *buf, uint32_t count,
     if (cbs[i] != CBLOCK_NONE) {
       STAT_ADD(&uc->stats, write_hits, 1);
       if (fc_cachedev_write(uc->dev, to_cblock(cbs[i]), s.in_block,
-                            buf + s.in_buf, s.len) == 0)
+                            buf + s.in_buf, s.len) == 0) {
         STAT_ADD(&uc->stats, cache_write_bytes, s.len);
-      else
+        /* A failed record leaves the block served but not restored. */
+        pthread_mutex_lock(&uc->lock);
+        (void)uc_record_clean_locked(uc, to_cblock(cbs[i]), to_oblock(b));
+        pthread_mutex_unlock(&uc->lock);
+      } else {
         uc_invalidate(uc, &cbs[i], 1);
+      }
     } else if (b < uc->nr_oblocks) {
       STAT_ADD(&uc->stats, write_misses, 1);
       if (s.len == uc->bs)
@@ -57,6 +69,18 @@ write_back(struct fc_ucache *uc, const char *buf, uint32_t count,
 
     if (cbs[i] != CBLOCK_NONE) {
       STAT_ADD(&uc->stats, write_hits, 1);
+      /* A clean block is about to differ from the origin: its clean
+       * record goes before its data changes, its dirty one comes after
+       * (metadata.h).  A dirty record is current either way. */
+      if (!(uc->dev->table[cbs[i]].flags & FC_ENTRY_DIRTY) &&
+          fc_md_forget(uc->md, to_cblock(cbs[i]))) {
+        STAT_ADD(&uc->stats, io_errors, 1);
+        uc_invalidate(uc, &cbs[i], 1);
+        r = uc_migr_release_pinned(uc, b);
+        if (!r)
+          r = uc_origin_write(uc, buf + s.in_buf, s.len, s.start, fua);
+        continue;
+      }
       r = fc_cachedev_write(uc->dev, to_cblock(cbs[i]), s.in_block,
                             buf + s.in_buf, s.len);
       if (r == 0) {
@@ -132,6 +156,16 @@ drop_clean(struct fc_ucache *uc, uint64_t first, uint32_t n, bool count_hits)
   pthread_mutex_unlock(&uc->lock);
 }
 
+/* Under uc->lock: count a write around the cache in or out of the
+ * stripes it covers. */
+static void
+around_count(struct fc_ucache *uc, const struct stripe_set *set, int d)
+{
+  for (unsigned w = 0; w < FC_STRIPES / 64; w++)
+    for (uint64_t bits = set->bits[w]; bits; bits &= bits - 1)
+      uc->stripe_around[w * 64 + (unsigned)__builtin_ctzll(bits)] += (uint32_t)d;
+}
+
 /* A write that leaves the cache out (read_only, or a firepan_if copy in
  * progress), called with its stripes held and its cached copies dropped.
  * The origin write, the slow part, runs with no stripe held so that the
@@ -147,8 +181,11 @@ write_around(struct fc_ucache *uc, const char *buf, uint32_t count,
 {
   int r;
 
+  struct stripe_set held = *set;
+
   pthread_mutex_lock(&uc->lock);
   uc->writes_around++;
+  around_count(uc, &held, 1);
   pthread_mutex_unlock(&uc->lock);
   uc_unlock_stripes(uc, set);
   r = uc_origin_write(uc, buf, count, off, fua);
@@ -156,6 +193,7 @@ write_around(struct fc_ucache *uc, const char *buf, uint32_t count,
   drop_clean(uc, first, n, false);
   uc_unlock_stripes(uc, set);
   pthread_mutex_lock(&uc->lock);
+  around_count(uc, &held, -1);
   if (--uc->writes_around == 0)
     pthread_cond_broadcast(&uc->around_cond);
   pthread_mutex_unlock(&uc->lock);
@@ -306,7 +344,10 @@ uc_trim(void *handle, uint32_t count, uint64_t off, bool fua)
       uc_unlock_stripes(uc, &set);
       return r;
     }
-  /* Origin first: if it fails, the cache still holds what it held. */
+  /* Clean copies go before the origin changes under them (their records
+   * with them: metadata.h); dirty ones after, as below. */
+  drop_clean(uc, first, (uint32_t)(last - first + 1), false);
+  /* Origin first: if it fails, the cache still holds its dirty data. */
   r = fc_origin_trim(uc->origin, count, off);
   if (r == -EOPNOTSUPP)
     r = 0;

@@ -116,8 +116,14 @@ uc_writeback_pass(struct fc_ucache *uc, uint32_t max_blocks, uint32_t *done)
                (uc->dev->table[items[i].cb].flags & FC_ENTRY_WB_PENDING);
     pthread_mutex_unlock(&uc->lock);
     if (clean_it) {
-      mr = fc_md_set(uc->md, to_cblock(items[i].cb), items[i].ob,
+      /* Clean now, recorded clean unless a write around the cache may
+       * change the origin under it (then unrecorded: ucache_priv.h). */
+      pthread_mutex_lock(&uc->lock);
+      mr = uc->stripe_around[items[i].ob & (FC_STRIPES - 1)] ?
+           fc_md_forget(uc->md, to_cblock(items[i].cb)) :
+           fc_md_set(uc->md, to_cblock(items[i].cb), items[i].ob,
                      uc->p.volume_tag, FC_MD_VALID);
+      pthread_mutex_unlock(&uc->lock);
       if (mr == 0) {
         pthread_mutex_lock(&uc->lock);
         uc->dev->table[items[i].cb].flags &= ~(FC_ENTRY_DIRTY | FC_ENTRY_WB_PENDING);
