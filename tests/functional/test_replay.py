@@ -35,8 +35,11 @@ VOLUME_KEYS = ('requests', 'block_accesses', 'hits', 'staging_hits',
 
 @pytest.fixture(scope='module')
 def replay_bin(tmp_path_factory):
-    """A private copy of fcache-replay; FCACHE_REPLAY_BIN names another
-    build to test (a sanitizer build, say) instead of building one."""
+    """A private copy of fcache-replay.
+
+    FCACHE_REPLAY_BIN names another build to test (a sanitizer build, say)
+    instead of building one.
+    """
     src = os.environ.get('FCACHE_REPLAY_BIN')
     if not src:
         src = REPLAY
@@ -79,8 +82,9 @@ def run_json(binary, trace, *args):
 
 
 def counts(doc):
-    return dict((k, doc[k]) for k in ('requests', 'block_accesses', 'hits',
-                                       'staging_hits', 'flash_writes'))
+    keys = ('requests', 'block_accesses', 'hits', 'staging_hits',
+            'flash_writes')
+    return dict((k, doc[k]) for k in keys)
 
 
 # One volume, reads of blocks 0, 1, 0, a write of 2-3, then 1 and 0.
