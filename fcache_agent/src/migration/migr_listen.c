@@ -23,10 +23,14 @@
 /* Handshakes in progress at once.  Each ends within HELLO_TIMEOUT_S, so a
  * peer that drips bytes holds a slot for that long and no longer, and a
  * flood of connections costs at most this many threads. */
-#define MAX_HANDSHAKES 32
+#define MAX_HANDSHAKES 64
 /* Of which from any one address: a host that floods or drips cannot keep
- * the others' sources out. */
-#define MAX_HANDSHAKES_PER_PEER 4
+ * the others' sources out.  A VM with several volumes opens a stream per
+ * volume at once, and Nova may migrate more than one VM between two hosts:
+ * 4 made 8 concurrent migrations between the same two agents fail about
+ * one in 30 (the soak); 16 holds two such VMs of eight volumes and still
+ * leaves 48 slots to every other host. */
+#define MAX_HANDSHAKES_PER_PEER 16
 
 struct fc_migr_listener {
   struct fc_agent *agent;
