@@ -54,7 +54,7 @@ static int check(const struct fc_export *e, uint16_t type, uint16_t flags,
 {
   struct nbd_request r = { .flags = flags, .type = type, .cookie = 1,
                            .offset = offset, .count = count };
-  return nbd_request_validate(&r, e);
+  return nbd_request_validate(&r, e, NULL);
 }
 
 static void test_decode_good(void **state)

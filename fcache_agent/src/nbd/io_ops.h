@@ -11,6 +11,16 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+/* One extent of a block-status answer (NBD's "base:allocation"). */
+struct fc_extent {
+  uint32_t length;            /* bytes, > 0 */
+  uint32_t flags;             /* FC_EXTENT_* */
+};
+/* Reads as zeroes and takes no space at the origin. */
+#define FC_EXTENT_HOLE (1u << 0)
+/* Reads as zeroes. */
+#define FC_EXTENT_ZERO (1u << 1)
+
 struct fc_io_ops {
   int (*pread)(void *handle, void *buf, uint32_t count, uint64_t offset);
   int (*pwrite)(void *handle, const void *buf, uint32_t count,
@@ -18,6 +28,17 @@ struct fc_io_ops {
   int (*flush)(void *handle);
   int (*trim)(void *handle, uint32_t count, uint64_t offset, bool fua);
   int (*zero)(void *handle, uint32_t count, uint64_t offset, bool fua);
+  /* Optional (NBD_CMD_BLOCK_STATUS).  Describe the export from `offset`
+   * on, within `count` bytes: at most `max` (>= 1) extents, in order and
+   * without gaps; they may cover less than `count`, never nothing.
+   * Returns how many were written, or -errno.  Flags 0 ("data") is always
+   * a correct answer, and the one to give when unsure: a false hole
+   * loses data in the client's copy, a false "data" only costs a read. */
+  int (*block_status)(void *handle, uint32_t count, uint64_t offset,
+                      struct fc_extent *ext, uint32_t max);
+  /* Optional (NBD_CMD_CACHE): a hint that [offset, offset+count) will be
+   * read soon.  0 once acted on (or declined), or -errno. */
+  int (*cache)(void *handle, uint32_t count, uint64_t offset);
 };
 
 /* What the NBD server advertises for one export. */

@@ -30,6 +30,7 @@
 #include "common/log.h"
 #include "nbd_conn.h"
 #include "nbd_handshake.h"
+#include "nbd_meta.h"
 #include "nbd_proto.h"
 #include "nbd_request.h"
 
@@ -44,16 +45,26 @@
 struct worker {
   struct conn *c;
   pthread_t thread;
-  uint8_t *buf;               /* write payload / read data */
+  uint8_t *buf;               /* write payload / read data / extents */
   size_t cap;
   uint64_t held;              /* bytes of the budget this request holds */
+  uint32_t nextents;          /* in buf, for a block-status reply */
 };
 
-/* Bytes of agent memory request req needs until its reply is sent. */
-static uint64_t request_cost(const struct nbd_request *req)
+/* Bytes of agent memory request req needs until its reply is sent: none
+ * for a payload the export refuses (drained, or never read). */
+static uint64_t request_cost(const struct nbd_request *req,
+                             const struct fc_export *exp)
 {
-  return req->type == NBD_CMD_READ || req->type == NBD_CMD_WRITE ?
-         req->count : 0;
+  switch (req->type) {
+  case NBD_CMD_READ:
+  case NBD_CMD_WRITE:
+    return req->count <= exp->max_block ? req->count : 0;
+  case NBD_CMD_BLOCK_STATUS:
+    return NBD_BS_MAX_EXTENTS * sizeof(struct fc_extent);
+  default:
+    return 0;
+  }
 }
 
 /* Takes `cost` bytes of the connection's budget, waiting while others'
@@ -107,11 +118,33 @@ static void conn_fail(struct conn *c, const char *why, int err)
   shutdown(c->fd, SHUT_RDWR);
 }
 
-static int dispatch(const struct fc_export *exp, const struct nbd_request *req,
-                    uint8_t *buf)
+/* A block-status request: the callback's extents, checked, in w->buf. */
+static int block_status(struct worker *w, const struct fc_export *exp,
+                        const struct nbd_request *req)
+{
+  /* REQ_ONE: exactly one descriptor, no longer than asked (spec). */
+  uint32_t max = req->flags & NBD_CMD_FLAG_REQ_ONE ? 1 : NBD_BS_MAX_EXTENTS;
+  struct fc_extent *ext = (struct fc_extent *)w->buf;
+  int r = exp->ops->block_status(exp->handle, req->count, req->offset, ext,
+                                 max);
+
+  if (r < 0)
+    return r;
+  if (nbd_extents_check(req, exp, ext, r, max) < 0) {
+    log_error("nbd: the export's block status for off %llu len %u is "
+              "malformed", (unsigned long long)req->offset, req->count);
+    return -EIO;
+  }
+  w->nextents = (uint32_t)r;
+  return 0;
+}
+
+static int dispatch(struct worker *w, const struct fc_export *exp,
+                    const struct nbd_request *req)
 {
   const struct fc_io_ops *ops = exp->ops;
   bool fua = req->flags & NBD_CMD_FLAG_FUA;
+  uint8_t *buf = w->buf;
   int r;
 
   switch (req->type) {
@@ -129,6 +162,12 @@ static int dispatch(const struct fc_export *exp, const struct nbd_request *req,
     break;
   case NBD_CMD_WRITE_ZEROES:
     r = ops->zero(exp->handle, req->count, req->offset, fua);
+    break;
+  case NBD_CMD_CACHE:
+    r = ops->cache(exp->handle, req->count, req->offset);
+    break;
+  case NBD_CMD_BLOCK_STATUS:
+    r = block_status(w, exp, req);
     break;
   default:
     r = -EINVAL;
@@ -166,18 +205,62 @@ static int send_all(int fd, struct iovec *iov, int iovcnt)
   return 0;
 }
 
-static int send_reply(struct conn *c, const struct nbd_request *req, int err,
-                      const uint8_t *data)
+/* The reply's header and payload, in iov (returns 1 or 2 entries); hdr
+ * has room for a chunk header and the offset or error after it. */
+static int build_reply(const struct conn *c, const struct nbd_request *req,
+                       int err, const struct worker *w, uint8_t *hdr,
+                       struct iovec *iov)
 {
-  uint8_t hdr[NBD_SIMPLE_REPLY_SIZE];
+  bool read = req->type == NBD_CMD_READ;
+  uint32_t wire = nbd_errno_to_wire(err);
+
+  /* Structured replies only where the spec requires them: reads and
+   * block status.  Every other command may keep its simple reply. */
+  if (!c->sess.structured ||
+      (!read && req->type != NBD_CMD_BLOCK_STATUS)) {
+    nbd_reply_encode(hdr, wire, req->cookie);
+    iov[0] = (struct iovec){ hdr, NBD_SIMPLE_REPLY_SIZE };
+    iov[1] = (struct iovec){ w->buf, req->count };
+    return read && !err ? 2 : 1;
+  }
+  if (err) {
+    /* NBD_REPLY_TYPE_ERROR: error, and an empty message. */
+    nbd_chunk_encode(hdr, NBD_REPLY_FLAG_DONE, NBD_REPLY_TYPE_ERROR,
+                     req->cookie, 6);
+    nbd_put32(hdr + NBD_CHUNK_HDR_SIZE, wire);
+    nbd_put16(hdr + NBD_CHUNK_HDR_SIZE + 4, 0);
+    iov[0] = (struct iovec){ hdr, NBD_CHUNK_HDR_SIZE + 6 };
+    return 1;
+  }
+  if (read) {
+    /* One NBD_REPLY_TYPE_OFFSET_DATA chunk for the whole read. */
+    nbd_chunk_encode(hdr, NBD_REPLY_FLAG_DONE, NBD_REPLY_TYPE_OFFSET_DATA,
+                     req->cookie, 8 + req->count);
+    nbd_put64(hdr + NBD_CHUNK_HDR_SIZE, req->offset);
+    iov[0] = (struct iovec){ hdr, NBD_CHUNK_HDR_SIZE + 8 };
+    iov[1] = (struct iovec){ w->buf, req->count };
+    return 2;
+  }
+  nbd_chunk_encode(hdr, NBD_REPLY_FLAG_DONE, NBD_REPLY_TYPE_BLOCK_STATUS,
+                   req->cookie, 4 + w->nextents * 8);
+  nbd_put32(hdr + NBD_CHUNK_HDR_SIZE, NBD_META_ID_BASE_ALLOCATION);
+  nbd_extents_encode((struct fc_extent *)w->buf, w->nextents);
+  iov[0] = (struct iovec){ hdr, NBD_CHUNK_HDR_SIZE + 4 };
+  iov[1] = (struct iovec){ w->buf, w->nextents * 8 };
+  return 2;
+}
+
+static int send_reply(struct conn *c, const struct nbd_request *req, int err,
+                      const struct worker *w)
+{
+  uint8_t hdr[NBD_CHUNK_HDR_SIZE + 8];
   /* Header and data in one sendmsg: one syscall, and no chance of
    * another worker's reply landing between them. */
-  struct iovec iov[2] = { { hdr, sizeof hdr }, { (void *)data, req->count } };
-  int r;
+  struct iovec iov[2];
+  int n = build_reply(c, req, err, w, hdr, iov), r;
 
-  nbd_reply_encode(hdr, nbd_errno_to_wire(err), req->cookie);
   pthread_mutex_lock(&c->write_lock);
-  r = send_all(c->fd, iov, req->type == NBD_CMD_READ && !err ? 2 : 1);
+  r = send_all(c->fd, iov, n);
   pthread_mutex_unlock(&c->write_lock);
   if (r == -ETIMEDOUT)
     log_info("nbd: connection %u: client did not read its replies for %d s, "
@@ -199,6 +282,7 @@ static int read_request(struct worker *w, struct nbd_request *req, int *err)
   struct conn *c = w->c;
   const struct fc_export *exp = &c->srv->exp;
   uint8_t hdr[NBD_REQUEST_SIZE];
+  uint64_t cost;
   int r;
 
   if (atomic_load(&c->quit))
@@ -227,8 +311,9 @@ static int read_request(struct worker *w, struct nbd_request *req, int *err)
   /* Before the payload is read or the reply buffer filled, and with
    * read_lock held: a full budget stops this connection's reading.  A
    * count the export refuses costs nothing (drained, or not served). */
-  if (req->count <= exp->max_block) {
-    budget_take(w, request_cost(req));
+  cost = request_cost(req, exp);
+  if (req->count <= exp->max_block || cost > 0) {
+    budget_take(w, cost);
     /* The wait may have ended because the connection failed: a dropped
      * client's queued requests are not served. */
     if (atomic_load(&c->quit)) {
@@ -279,16 +364,18 @@ static bool serve_one(struct worker *w)
   if (!err && atomic_load(&c->srv->stopping))
     err = -ESHUTDOWN;
   if (!err)
-    err = nbd_request_validate(&req, exp);
+    err = nbd_request_validate(&req, exp, &c->sess);
   if (!err && req.type == NBD_CMD_READ)
     err = ensure_buf(w, req.count);
+  if (!err && req.type == NBD_CMD_BLOCK_STATUS)
+    err = ensure_buf(w, NBD_BS_MAX_EXTENTS * sizeof(struct fc_extent));
   if (!err)
-    err = dispatch(exp, &req, w->buf);
+    err = dispatch(w, exp, &req);
   if (err)
     log_debug("nbd: connection %u: cmd %u off %llu len %u: %s", c->id,
               req.type, (unsigned long long)req.offset, req.count,
               strerror(-err));
-  r = send_reply(c, &req, err, w->buf);
+  r = send_reply(c, &req, err, w);
   budget_give(w);
   if (w->cap > BUF_KEEP) {
     free(w->buf);
@@ -326,7 +413,7 @@ void *nbd_conn_main(void *arg)
   /* The accept thread enforces the whole handshake's deadline; these
    * only keep one call from outliving it. */
   set_timeouts(c->fd, NBD_HANDSHAKE_TIMEOUT_S, NBD_HANDSHAKE_TIMEOUT_S);
-  r = nbd_handshake(c->fd, &srv->exp);
+  r = nbd_handshake(c->fd, &srv->exp, &c->sess);
   pthread_mutex_lock(&srv->lock);
   c->in_handshake = false;
   pthread_mutex_unlock(&srv->lock);

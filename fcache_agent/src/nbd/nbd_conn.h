@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "nbd_server.h"
+#include "nbd_session.h"
 
 struct nbd_server;
 
@@ -42,6 +43,8 @@ struct conn {
    * absolute, however slowly the client trickles its options in. */
   bool in_handshake;          /* under srv->lock */
   struct timespec hs_deadline;  /* CLOCK_MONOTONIC */
+  /* What the handshake negotiated; read-only in transmission. */
+  struct nbd_session sess;
   /* Bytes of request payloads and read replies this connection holds
    * (nbd_conn.c): at most NBD_CONN_INFLIGHT_MAX, or one request. */
   pthread_mutex_t budget_lock;

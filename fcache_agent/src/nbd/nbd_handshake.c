@@ -8,6 +8,7 @@
 
 #include "common/fdio.h"
 #include "common/log.h"
+#include "nbd_meta.h"
 #include "nbd_proto.h"
 #include "nbd_request.h"
 
@@ -204,10 +205,64 @@ invalid:
   return send_err(fd, opt, NBD_REP_ERR_INVALID, "malformed INFO/GO request");
 }
 
+static int do_structured_reply(int fd, uint32_t len, struct nbd_session *s)
+{
+  if (len != 0)
+    return send_err(fd, NBD_OPT_STRUCTURED_REPLY, NBD_REP_ERR_INVALID,
+                    "NBD_OPT_STRUCTURED_REPLY takes no data");
+  s->structured = true;
+  return send_ack(fd, NBD_OPT_STRUCTURED_REPLY);
+}
+
+/* LIST_META_CONTEXT and SET_META_CONTEXT: one NBD_REP_META_CONTEXT for
+ * base:allocation if a query matched it, then an ACK. */
+static int do_meta_context(int fd, const struct fc_export *exp, uint32_t opt,
+                           const uint8_t *data, uint32_t len,
+                           struct nbd_session *s)
+{
+  static const char ctx[] = NBD_META_BASE_ALLOCATION;
+  bool set = opt == NBD_OPT_SET_META_CONTEXT;
+  struct nbd_meta_request m;
+  uint8_t id[4];
+  struct iovec parts[2] = { { id, sizeof id }, { (void *)ctx, sizeof ctx - 1 } };
+  int r;
+
+  /* A failed SET leaves nothing selected: the client cannot tell which
+   * of its earlier choices would still hold. */
+  if (set)
+    s->base_allocation = false;
+  if (!exp->ops->block_status)
+    return send_err(fd, opt, NBD_REP_ERR_UNSUP,
+                    "this export has no metadata contexts");
+  /* The spec ties contexts to structured replies: without them there is
+   * no way to send a block-status reply. */
+  if (!s->structured)
+    return send_err(fd, opt, NBD_REP_ERR_INVALID,
+                    "negotiate NBD_OPT_STRUCTURED_REPLY first");
+  r = nbd_meta_parse(data, len, set, &m);
+  if (r == -E2BIG)
+    return send_err(fd, opt, NBD_REP_ERR_TOO_BIG, "query string too long");
+  if (r < 0)
+    return send_err(fd, opt, NBD_REP_ERR_INVALID,
+                    "malformed metadata context request");
+  if (!name_matches(exp, m.name, m.namelen))
+    return send_err(fd, opt, NBD_REP_ERR_UNKNOWN, "no such export");
+  if (m.base_allocation) {
+    /* LIST's ids mean nothing (spec: the client must ignore them). */
+    nbd_put32(id, set ? NBD_META_ID_BASE_ALLOCATION : 0);
+    if ((r = send_opt_reply(fd, opt, NBD_REP_META_CONTEXT, parts, 2)) < 0)
+      return r;
+  }
+  if (set)
+    s->base_allocation = m.base_allocation;
+  return send_ack(fd, opt);
+}
+
 /* Handle one option whose payload has been read.  1 = transmission,
  * 0 = keep haggling, 2 = client aborted, <0 = drop the connection. */
 static int do_option(int fd, const struct fc_export *exp, uint32_t opt,
-                     const uint8_t *data, uint32_t len, bool no_zeroes)
+                     const uint8_t *data, uint32_t len, bool no_zeroes,
+                     struct nbd_session *s)
 {
   switch (opt) {
   case NBD_OPT_EXPORT_NAME:
@@ -221,12 +276,18 @@ static int do_option(int fd, const struct fc_export *exp, uint32_t opt,
   case NBD_OPT_INFO:
   case NBD_OPT_GO:
     return do_info(fd, exp, opt, data, len);
+  case NBD_OPT_STRUCTURED_REPLY:
+    return do_structured_reply(fd, len, s);
+  case NBD_OPT_LIST_META_CONTEXT:
+  case NBD_OPT_SET_META_CONTEXT:
+    return do_meta_context(fd, exp, opt, data, len, s);
   default:
     return send_err(fd, opt, NBD_REP_ERR_UNSUP, "option not supported");
   }
 }
 
-int nbd_handshake(int fd, const struct fc_export *exp)
+int nbd_handshake(int fd, const struct fc_export *exp,
+                  struct nbd_session *sess)
 {
   uint8_t greet[18], hdr[NBD_OPT_HDR_SIZE], cflags[4];
   uint8_t data[NBD_HS_OPT_MAX];
@@ -235,6 +296,7 @@ int nbd_handshake(int fd, const struct fc_export *exp)
   unsigned nopts;
   int r;
 
+  *sess = (struct nbd_session){ 0 };
   nbd_put64(greet, NBD_INIT_MAGIC);
   nbd_put64(greet + 8, NBD_OPTS_MAGIC);
   nbd_put16(greet + 16, NBD_FLAG_FIXED_NEWSTYLE | NBD_FLAG_NO_ZEROES);
@@ -274,6 +336,8 @@ int nbd_handshake(int fd, const struct fc_export *exp)
       }
       if ((r = nbd_recv_discard(fd, len)) < 0)
         return r;
+      if (opt == NBD_OPT_SET_META_CONTEXT)
+        sess->base_allocation = false;     /* as any failed SET */
       if (opt == NBD_OPT_ABORT) {
         (void)send_ack(fd, opt);
         return 0;
@@ -286,7 +350,7 @@ int nbd_handshake(int fd, const struct fc_export *exp)
     if ((r = nbd_recv_full(fd, data, len)) < 0)
       return r == -ENODATA ? -ECONNRESET : r;
     log_debug("nbd: option %u, %u bytes", opt, len);
-    r = do_option(fd, exp, opt, data, len, no_zeroes);
+    r = do_option(fd, exp, opt, data, len, no_zeroes, sess);
     if (r == 2)
       return 0;
     if (r != 0)

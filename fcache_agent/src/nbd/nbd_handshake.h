@@ -3,10 +3,12 @@
  *
  * Supported options: EXPORT_NAME, ABORT, LIST, INFO, GO (replying
  * NBD_INFO_EXPORT and NBD_INFO_BLOCK_SIZE always, NBD_INFO_NAME and
- * NBD_INFO_DESCRIPTION on request).  Everything else, including
- * STRUCTURED_REPLY and STARTTLS, gets NBD_REP_ERR_UNSUP: we only send
- * simple replies.  The only export is `exp`; it answers to its own name
- * and to "" (the default export).
+ * NBD_INFO_DESCRIPTION on request), STRUCTURED_REPLY, and, once structured
+ * replies are on, LIST_META_CONTEXT and SET_META_CONTEXT for
+ * "base:allocation" when the export has a block_status callback (see
+ * nbd_meta.h).  Everything else, including STARTTLS and
+ * EXTENDED_HEADERS, gets NBD_REP_ERR_UNSUP.  The only export is `exp`; it
+ * answers to its own name and to "" (the default export).
  *
  * The peer is untrusted: option payloads over NBD_HS_OPT_MAX are drained
  * (up to NBD_HS_DRAIN_MAX, else the connection is dropped) and refused,
@@ -20,6 +22,7 @@
 #include <stdint.h>
 #include <sys/uio.h>
 #include "io_ops.h"
+#include "nbd_session.h"
 
 /* A GO/INFO with a maximal (4096-byte) name and a generous list of info
  * requests fits; no legitimate option is bigger. */
@@ -30,8 +33,11 @@
 /* Negotiate on `fd`.  Returns 1 when the client entered the transmission
  * phase (via GO or EXPORT_NAME), 0 when it left cleanly (NBD_OPT_ABORT or
  * EOF between options), or a negative errno on a protocol violation or
- * socket error.  In every case but 1 the caller just closes the socket. */
-int nbd_handshake(int fd, const struct fc_export *exp);
+ * socket error.  In every case but 1 the caller just closes the socket.
+ * *sess is what the client negotiated (all false for a client that
+ * negotiated nothing). */
+int nbd_handshake(int fd, const struct fc_export *exp,
+                  struct nbd_session *sess);
 
 /* Read exactly `len` bytes.  0 on success; -ENODATA if the peer closed
  * before sending anything; -ECONNRESET if it closed part-way; else -errno

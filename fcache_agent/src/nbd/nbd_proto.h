@@ -87,6 +87,21 @@
 #define NBD_CMD_BLOCK_STATUS   7u
 #define NBD_CMD_RESIZE         8u
 
+/* Structured reply chunks (NBD_OPT_STRUCTURED_REPLY): a 20-byte header,
+ * magic+flags(16)+type(16)+cookie+length, then `length` bytes.  Error
+ * types have bit 15 set. */
+#define NBD_REPLY_FLAG_DONE         (1u << 0)
+#define NBD_REPLY_TYPE_NONE         0u
+#define NBD_REPLY_TYPE_OFFSET_DATA  1u
+#define NBD_REPLY_TYPE_OFFSET_HOLE  2u
+#define NBD_REPLY_TYPE_BLOCK_STATUS 5u
+#define NBD_REPLY_TYPE_ERROR        ((1u << 15) | 1u)
+#define NBD_REPLY_TYPE_ERROR_OFFSET ((1u << 15) | 2u)
+
+/* The "base:allocation" metadata context's extent flags. */
+#define NBD_STATE_HOLE (1u << 0)
+#define NBD_STATE_ZERO (1u << 1)
+
 /* Command flags (16-bit flags field of a request). */
 #define NBD_CMD_FLAG_FUA        (1u << 0)
 #define NBD_CMD_FLAG_NO_HOLE    (1u << 1)
@@ -110,6 +125,7 @@
 /* Fixed message sizes. */
 #define NBD_REQUEST_SIZE       28u   /* magic+flags+type+cookie+offset+len */
 #define NBD_SIMPLE_REPLY_SIZE  16u   /* magic+error+cookie */
+#define NBD_CHUNK_HDR_SIZE     20u   /* a structured reply chunk's header */
 #define NBD_OPT_HDR_SIZE       16u   /* IHAVEOPT+option+length */
 #define NBD_OPT_REPLY_HDR_SIZE 20u   /* magic+option+type+length */
 #define NBD_EXPORT_NAME_PAD    124u  /* zeroes after an EXPORT_NAME reply */

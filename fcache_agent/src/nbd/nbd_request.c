@@ -26,6 +26,8 @@ static bool flags_allowed(uint16_t type, uint16_t flags)
 
   if (type == NBD_CMD_WRITE_ZEROES)
     ok |= NBD_CMD_FLAG_NO_HOLE;
+  if (type == NBD_CMD_BLOCK_STATUS)
+    ok |= NBD_CMD_FLAG_REQ_ONE;
   return (flags & ~ok) == 0;
 }
 
@@ -35,7 +37,8 @@ static bool is_pow2(uint32_t v)
 }
 
 int nbd_request_validate(const struct nbd_request *req,
-                         const struct fc_export *exp)
+                         const struct fc_export *exp,
+                         const struct nbd_session *sess)
 {
   const struct fc_io_ops *ops = exp->ops;
   bool writes = false, has_cb;
@@ -62,6 +65,15 @@ int nbd_request_validate(const struct nbd_request *req,
   case NBD_CMD_WRITE_ZEROES:
     writes = true;
     has_cb = ops->zero != NULL;
+    break;
+  case NBD_CMD_CACHE:
+    has_cb = ops->cache != NULL;
+    break;
+  case NBD_CMD_BLOCK_STATUS:
+    /* Without a selected context there is nothing to report, and
+     * without structured replies no way to report it. */
+    has_cb = ops->block_status != NULL && sess && sess->structured &&
+             sess->base_allocation;
     break;
   default:
     return -EINVAL;
@@ -130,6 +142,55 @@ uint32_t nbd_errno_to_wire(int err)
   }
 }
 
+/* The callbacks' flags are put on the wire as they are. */
+_Static_assert(FC_EXTENT_HOLE == NBD_STATE_HOLE &&
+               FC_EXTENT_ZERO == NBD_STATE_ZERO, "extent flags");
+_Static_assert(sizeof(struct fc_extent) == 8, "an extent is a descriptor");
+
+int nbd_extents_check(const struct nbd_request *req,
+                      const struct fc_export *exp,
+                      const struct fc_extent *ext, int n, uint32_t max)
+{
+  uint32_t min_block = exp->min_block > 1 ? exp->min_block : 1;
+  uint64_t total = 0;
+
+  if (n < 1 || (uint32_t)n > max)
+    return -EIO;
+  for (int i = 0; i < n; i++) {
+    if (ext[i].length == 0 ||
+        (ext[i].flags & ~(uint32_t)(FC_EXTENT_HOLE | FC_EXTENT_ZERO)))
+      return -EIO;
+    total += ext[i].length;
+    /* Clients that honour min_block may not be able to ask about a
+     * fragment smaller than it; only the export's tail may be one. */
+    if (ext[i].length % min_block != 0 && req->offset + total != exp->size)
+      return -EIO;
+  }
+  return total <= req->count ? 0 : -EIO;
+}
+
+void nbd_extents_encode(struct fc_extent *ext, uint32_t n)
+{
+  for (uint32_t i = 0; i < n; i++) {
+    struct fc_extent e = ext[i];
+    uint8_t *p = (uint8_t *)&ext[i];
+
+    /* The flags are base:allocation's wire values (io_ops.h). */
+    nbd_put32(p, e.length);
+    nbd_put32(p + 4, e.flags);
+  }
+}
+
+void nbd_chunk_encode(uint8_t buf[NBD_CHUNK_HDR_SIZE], uint16_t flags,
+                      uint16_t type, uint64_t cookie, uint32_t length)
+{
+  nbd_put32(buf, NBD_STRUCTURED_REPLY_MAGIC);
+  nbd_put16(buf + 4, flags);
+  nbd_put16(buf + 6, type);
+  nbd_put64(buf + 8, cookie);
+  nbd_put32(buf + 16, length);
+}
+
 void nbd_reply_encode(uint8_t buf[NBD_SIMPLE_REPLY_SIZE], uint32_t wire_error,
                       uint64_t cookie)
 {
@@ -155,6 +216,8 @@ uint16_t nbd_export_tflags(const struct fc_export *exp)
     f |= NBD_FLAG_SEND_TRIM;
   if (ops->zero)
     f |= NBD_FLAG_SEND_WRITE_ZEROES;
+  if (ops->cache)
+    f |= NBD_FLAG_SEND_CACHE;
   return f;
 }
 

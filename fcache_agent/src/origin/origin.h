@@ -14,12 +14,23 @@
 
 struct fc_origin;
 
+/* One extent of the origin's allocation map (NBD's base:allocation). */
+struct fc_origin_extent {
+  uint32_t length;              /* bytes, > 0 */
+  uint32_t flags;               /* FC_ORIGIN_* */
+};
+#define FC_ORIGIN_HOLE (1u << 0)  /* not allocated: reads as zeroes */
+#define FC_ORIGIN_ZERO (1u << 1)  /* reads as zeroes */
+
 struct fc_origin_ops {
   int (*pread)(struct fc_origin *o, void *buf, uint32_t count, uint64_t off);
   int (*pwrite)(struct fc_origin *o, const void *buf, uint32_t count,
                 uint64_t off, bool fua);
   int (*flush)(struct fc_origin *o);
   int (*trim)(struct fc_origin *o, uint32_t count, uint64_t off);
+  /* Optional; see fc_origin_block_status. */
+  int (*block_status)(struct fc_origin *o, uint32_t count, uint64_t off,
+                      struct fc_origin_extent *ext, uint32_t max);
   void (*close)(struct fc_origin *o);
 };
 
@@ -70,6 +81,27 @@ static inline int
 fc_origin_trim(struct fc_origin *o, uint32_t count, uint64_t off)
 {
   return o->can_trim ? o->ops->trim(o, count, off) : -EOPNOTSUPP;
+}
+
+/* The allocation of [off, off+count) from off on: at most max (>= 1)
+ * extents, in order, without gaps, covering at least one byte and at most
+ * count.  Returns how many, or -errno.  An origin that cannot tell (a
+ * block device, an NBD server without base:allocation) answers "data"
+ * (flags 0) for all of it. */
+static inline int
+fc_origin_block_status_unknown(uint32_t count, struct fc_origin_extent *ext)
+{
+  ext[0] = (struct fc_origin_extent){ .length = count, .flags = 0 };
+  return 1;
+}
+
+static inline int
+fc_origin_block_status(struct fc_origin *o, uint32_t count, uint64_t off,
+                       struct fc_origin_extent *ext, uint32_t max)
+{
+  if (o->ops->block_status)
+    return o->ops->block_status(o, count, off, ext, max);
+  return fc_origin_block_status_unknown(count, ext);
 }
 
 static inline void

@@ -57,6 +57,25 @@ nbdo_trim(struct fc_origin *o, uint32_t count, uint64_t off)
   return nbdo_run(no(o), NBD_OP_TRIM, NULL, count, off, 0);
 }
 
+static int
+nbdo_block_status(struct fc_origin *o, uint32_t count, uint64_t off,
+                  struct fc_origin_extent *ext, uint32_t max)
+{
+  struct nbd_origin *n = no(o);
+  struct nbd_extents x = { .ext = ext, .max = max, .off = off,
+                           .end = off + count };
+  int r;
+
+  if (!n->can_block_status)
+    return fc_origin_block_status_unknown(count, ext);
+  r = nbdo_run(n, NBD_OP_BLOCK_STATUS, &x, count, off, 0);
+  if (r)
+    return r;
+  /* A server that answered without base:allocation: it no longer has it
+   * (a reconnection to another server); the caller must not guess. */
+  return x.n ? (int)x.n : -EIO;
+}
+
 static void
 nbdo_close(struct fc_origin *o)
 {
@@ -77,6 +96,7 @@ static const struct fc_origin_ops nbd_ops = {
   .pwrite = nbdo_pwrite,
   .flush = nbdo_flush,
   .trim = nbdo_trim,
+  .block_status = nbdo_block_status,
   .close = nbdo_close,
 };
 
@@ -94,6 +114,8 @@ describe(struct nbd_origin *n, struct nbd_handle *h, char *err, size_t errlen)
   n->base.can_trim = nbd_can_trim(h) > 0;
   n->can_fua = nbd_can_fua(h) > 0;
   n->can_flush = nbd_can_flush(h) > 0;
+  n->can_block_status =
+    nbd_can_meta_context(h, LIBNBD_CONTEXT_BASE_ALLOCATION) > 0;
   max = nbd_get_block_size(h, LIBNBD_SIZE_MAXIMUM);
   n->max_request = max > 0 && max < (32 << 20) ? (uint32_t)max : (32 << 20);
   return 0;

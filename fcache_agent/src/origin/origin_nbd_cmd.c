@@ -146,7 +146,7 @@ nbdo_run(struct nbd_origin *n, enum nbd_cmd_op op, void *vbuf,
         break;
       }
       nr++;
-      if (buf)
+      if (op == NBD_OP_READ || op == NBD_OP_WRITE)
         buf += len;
       off += len;
       count -= len;

@@ -115,6 +115,35 @@ cmd_completed(void *user_data, int *error)
   return 1;                     /* retire the command: nobody asks for it later */
 }
 
+/* base:allocation's extents for a block-status command, clamped to what
+ * was asked (the server may describe more) and to ext's room. */
+static int
+cmd_extents(void *user_data, const char *metacontext, uint64_t offset,
+            uint32_t *entries, size_t nr_entries, int *error)
+{
+  struct nbd_extents *x = user_data;
+  uint64_t pos = x->off;
+
+  if (strcmp(metacontext, LIBNBD_CONTEXT_BASE_ALLOCATION) != 0 || *error ||
+      x->got || offset != x->off)
+    return 0;
+  x->got = true;
+  for (size_t i = 0; i + 1 < nr_entries && x->n < x->max && pos < x->end;
+       i += 2) {
+    uint64_t len = entries[i];
+
+    if (len == 0)
+      break;
+    if (len > x->end - pos)
+      len = x->end - pos;
+    x->ext[x->n++] = (struct fc_origin_extent){
+      .length = (uint32_t)len,
+      .flags = entries[i + 1] & (FC_ORIGIN_HOLE | FC_ORIGIN_ZERO) };
+    pos += len;
+  }
+  return 0;
+}
+
 /* libnbd's last word on a command, exactly once: after the completion
  * callback, or instead of it when the command never reached a reply
  * (refused by nbd_aio_*, or still queued when the handle was closed). */
@@ -196,6 +225,12 @@ nbd_conn_submit(struct nbd_conn *c, struct nbd_cmd *k)
   case NBD_OP_TRIM:
     cookie = nbd_aio_trim(h, k->count, k->off, cb, 0);
     break;
+  case NBD_OP_BLOCK_STATUS: {
+    nbd_extent_callback ecb = { .callback = cmd_extents, .user_data = k->buf };
+
+    cookie = nbd_aio_block_status(h, k->count, k->off, ecb, cb, 0);
+    break;
+  }
   }
   if (cookie == -1) {
     /* A dead handle refuses with EINVAL ("invalid state"); the caller
@@ -236,7 +271,9 @@ nbd_conn_create_handle(const struct nbd_origin *n)
       (n->tls_psk_file && nbd_set_tls_psk_file(h, n->tls_psk_file) == -1) ||
       /* libnbd's default PSK identity is the login name, which a daemon
        * has none of; a URI's tls-username= still wins. */
-      (n->tls_psk_file && nbd_set_tls_username(h, "fcache") == -1)) {
+      (n->tls_psk_file && nbd_set_tls_username(h, "fcache") == -1) ||
+      /* Asked for at connect; a server without it just says no. */
+      nbd_add_meta_context(h, LIBNBD_CONTEXT_BASE_ALLOCATION) == -1) {
     nbd_close(h);
     return NULL;
   }

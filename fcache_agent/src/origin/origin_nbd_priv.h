@@ -81,6 +81,7 @@ struct nbd_origin {
   char *tls_dir, *tls_psk_file;
   bool can_fua;
   bool can_flush;
+  bool can_block_status;        /* the server agreed to base:allocation */
   uint32_t max_request;
   unsigned nr_conns;
   /* Callers waiting because every live connection is full. */
@@ -90,7 +91,19 @@ struct nbd_origin {
   struct nbd_conn conns[NBD_ORIGIN_MAX_CONNS];
 };
 
-enum nbd_cmd_op { NBD_OP_READ, NBD_OP_WRITE, NBD_OP_FLUSH, NBD_OP_TRIM };
+enum nbd_cmd_op {
+  NBD_OP_READ, NBD_OP_WRITE, NBD_OP_FLUSH, NBD_OP_TRIM, NBD_OP_BLOCK_STATUS
+};
+
+/* A block-status command's answer (its buf): libnbd's extent callback
+ * fills it, on the connection's thread, before the command completes. */
+struct nbd_extents {
+  struct fc_origin_extent *ext;
+  uint32_t max;
+  uint32_t n;
+  uint64_t off, end;            /* what was asked */
+  bool got;                     /* base:allocation's answer came */
+};
 
 /* One caller's request: done when `remaining` reaches zero. */
 struct nbd_wait {

@@ -66,6 +66,52 @@ path_trim(struct fc_origin *o, uint32_t count, uint64_t off)
   return 0;
 }
 
+/* Holes of a regular file, from SEEK_DATA / SEEK_HOLE; a block device
+ * (or a filesystem without them) is all data. */
+static int
+path_block_status(struct fc_origin *o, uint32_t count, uint64_t off,
+                  struct fc_origin_extent *ext, uint32_t max)
+{
+  struct path_origin *p = po(o);
+  uint64_t end = off + count, pos = off;
+  uint32_t n = 0;
+
+  while (pos < end && n < max) {
+    uint64_t data = pos, hole = end, stop;
+
+    if (!p->is_block) {
+      off_t d = lseek(p->fd, (off_t)pos, SEEK_DATA);
+
+      if (d >= 0)
+        data = (uint64_t)d;
+      else if (errno == ENXIO)
+        data = end;             /* a hole up to the end of the file */
+      else if (errno != EINVAL && errno != EOPNOTSUPP)
+        return n ? (int)n : -errno;
+      /* EINVAL, EOPNOTSUPP: no SEEK_DATA here; data. */
+    }
+    if (data > pos) {
+      stop = data < end ? data : end;
+      ext[n++] = (struct fc_origin_extent){
+        .length = (uint32_t)(stop - pos),
+        .flags = FC_ORIGIN_HOLE | FC_ORIGIN_ZERO };
+      pos = stop;
+      continue;
+    }
+    if (!p->is_block) {
+      off_t h = lseek(p->fd, (off_t)pos, SEEK_HOLE);
+
+      if (h > (off_t)pos)
+        hole = (uint64_t)h;     /* otherwise: cannot tell, data */
+    }
+    stop = hole < end ? hole : end;
+    ext[n++] = (struct fc_origin_extent){ .length = (uint32_t)(stop - pos),
+                                          .flags = 0 };
+    pos = stop;
+  }
+  return (int)n;
+}
+
 static void
 path_close(struct fc_origin *o)
 {
@@ -78,6 +124,7 @@ static const struct fc_origin_ops path_ops = {
   .pwrite = path_pwrite,
   .flush = path_flush,
   .trim = path_trim,
+  .block_status = path_block_status,
   .close = path_close,
 };
 

@@ -1,7 +1,8 @@
 /* ucache request paths: the fc_io_ops the NBD server calls.  This file
  * holds their table and the helpers both sides use (pinning, invalidating,
- * the origin's counted I/O); the read path is in ucache_read.c, the write,
- * trim, zero and flush paths in ucache_write.c. */
+ * the origin's counted I/O); the read and prefetch paths are in
+ * ucache_read.c, block status in ucache_status.c, the write, trim, zero
+ * and flush paths in ucache_write.c. */
 #include <errno.h>
 
 #include "ucache_io.h"
@@ -82,4 +83,6 @@ const struct fc_io_ops fc_ucache_io_ops = {
   .flush = uc_flush,
   .trim = uc_trim,
   .zero = uc_zero,
+  .block_status = uc_block_status,
+  .cache = uc_cache,
 };

@@ -38,9 +38,12 @@ int uc_origin_read(struct fc_ucache *uc, void *buf, uint32_t len, uint64_t off);
 int uc_origin_write(struct fc_ucache *uc, const void *buf, uint32_t len,
                     uint64_t off, bool fua);
 
-/* The fc_io_ops callbacks: reads in ucache_read.c, the rest in
- * ucache_write.c. */
+/* The fc_io_ops callbacks: reads and prefetches in ucache_read.c, block
+ * status in ucache_status.c, the rest in ucache_write.c. */
 int uc_pread(void *handle, void *vbuf, uint32_t count, uint64_t off);
+int uc_cache(void *handle, uint32_t count, uint64_t off);
+int uc_block_status(void *handle, uint32_t count, uint64_t off,
+                    struct fc_extent *ext, uint32_t max);
 int uc_pwrite(void *handle, const void *vbuf, uint32_t count, uint64_t off,
               bool fua);
 int uc_flush(void *handle);

@@ -1,6 +1,7 @@
 /* The read path: hits served under the stripes, misses read from the
  * origin with no stripe held and installed only if nothing overtook them,
- * and the source's side-effect-free peek.  Separate from the write path:
+ * the prefetch (NBD_CMD_CACHE) built on it, and the source's
+ * side-effect-free peek.  Separate from the write path:
  * it shares only the helpers of ucache_io.c with it. */
 #include <errno.h>
 #include <stdlib.h>
@@ -179,6 +180,32 @@ out:
     free(cbs);
   if (seq != stack_seq)
     free(seq);
+  return r;
+}
+
+/* NBD_CMD_CACHE, a prefetch hint: read the range through the read path
+ * and drop the data.  Misses are filled as any read miss (the admission
+ * policy decides, and the reads count in the stats as the VM's), hits
+ * cost a read of the cache device; the chunk bounds the memory. */
+#define PREFETCH_CHUNK (1u << 20)
+
+int
+uc_cache(void *handle, uint32_t count, uint64_t off)
+{
+  uint32_t chunk = count < PREFETCH_CHUNK ? count : PREFETCH_CHUNK;
+  void *buf = malloc(chunk);
+  int r = 0;
+
+  if (!buf)
+    return -ENOMEM;
+  while (count && !r) {
+    uint32_t len = count < chunk ? count : chunk;
+
+    r = uc_pread(handle, buf, len, off);
+    off += len;
+    count -= len;
+  }
+  free(buf);
   return r;
 }
 
