@@ -329,3 +329,173 @@ def test_garbage_handshake(victim, garbage):
         assert err == 0 and victim.oracle.check(0, data) is None
     c.close()
     victim.check()
+
+
+# ---- structured replies, metadata contexts, block status --------------------
+
+OPT_STRUCTURED_REPLY, OPT_LIST_META, OPT_SET_META = 8, 9, 10
+REP_META_CONTEXT = 4
+REP_ERR_INVALID, REP_ERR_UNKNOWN = (1 << 31) | 3, (1 << 31) | 6
+CMD_CACHE, CMD_BLOCK_STATUS = 5, 7
+FLAG_REQ_ONE, FLAG_DF = 1 << 3, 1 << 2
+STRUCTURED_REPLY_MAGIC = 0x668e33ef
+REPLY_FLAG_DONE = 1
+REPLY_OFFSET_DATA, REPLY_BLOCK_STATUS, REPLY_ERROR = 1, 5, (1 << 15) | 1
+
+
+def meta_payload(queries, export=b''):
+    return (struct.pack('>I', len(export)) + export +
+            struct.pack('>I', len(queries)) +
+            b''.join(struct.pack('>I', len(q)) + q for q in queries))
+
+
+class HagglingClient(RawClient):
+    """A RawClient that negotiates options one by one."""
+
+    def start(self):
+        self.greeting()
+        self.s.sendall(struct.pack('>I', 3))
+        return self
+
+    def option(self, opt, data=b''):
+        """Send one option; its replies up to the ACK or error."""
+        self.s.sendall(struct.pack('>QII', IHAVEOPT, opt, len(data)) + data)
+        replies = []
+        while True:
+            magic, ropt, rtype, length = struct.unpack(
+                '>QIII', recv_exact(self.s, 20))
+            assert magic == REP_MAGIC and ropt == opt
+            replies.append((rtype, recv_exact(self.s, length)))
+            if rtype == REP_ACK or rtype & (1 << 31):
+                return replies
+
+    def go(self):
+        data = struct.pack('>I', 0) + struct.pack('>H', 0)
+        assert self.option(OPT_GO, data)[-1][0] == REP_ACK
+        return self
+
+    def chunk(self):
+        """One structured reply chunk: (flags, type, cookie, payload)."""
+        magic, flags, rtype, cookie, length = struct.unpack(
+            '>IHHQI', recv_exact(self.s, 20))
+        assert magic == STRUCTURED_REPLY_MAGIC, hex(magic)
+        return flags, rtype, cookie, recv_exact(self.s, length)
+
+    def error_chunk(self, cookie):
+        flags, rtype, got, payload = self.chunk()
+        assert (flags, rtype, got) == (REPLY_FLAG_DONE, REPLY_ERROR, cookie)
+        err, msglen = struct.unpack('>IH', payload[:6])
+        assert len(payload) == 6 + msglen
+        return err
+
+
+def contexts(replies):
+    """The (id, name) of each NBD_REP_META_CONTEXT; asserts the ACK."""
+    assert replies[-1][0] == REP_ACK, replies
+    return [(struct.unpack('>I', p[:4])[0], p[4:]) for t, p in replies[:-1]
+            if t == REP_META_CONTEXT]
+
+
+def test_meta_context_negotiation(victim):
+    c = HagglingClient(victim.path).start()
+    base = [b'base:allocation']
+    # Contexts need structured replies first (spec).
+    assert c.option(OPT_SET_META, meta_payload(base))[-1][0] == \
+        REP_ERR_INVALID
+    assert c.option(OPT_LIST_META, meta_payload(base))[-1][0] == \
+        REP_ERR_INVALID
+    assert c.option(OPT_STRUCTURED_REPLY, b'x')[-1][0] == REP_ERR_INVALID
+    assert c.option(OPT_STRUCTURED_REPLY)[-1][0] == REP_ACK
+    # LIST: everything, a namespace, an exact name, another namespace.
+    assert contexts(c.option(OPT_LIST_META, meta_payload([]))) == \
+        [(0, b'base:allocation')]
+    assert contexts(c.option(OPT_LIST_META, meta_payload([b'base:']))) == \
+        [(0, b'base:allocation')]
+    assert contexts(c.option(OPT_LIST_META, meta_payload(
+        [b'qemu:dirty-bitmap:x', b'base:allocation']))) == \
+        [(0, b'base:allocation')]
+    assert contexts(c.option(OPT_LIST_META, meta_payload(
+        [b'qemu:dirty-bitmap:x']))) == []
+    # Malformed: a query count the payload cannot hold, a query running
+    # past the end, trailing bytes, a name past the end; an unknown export.
+    bad = [struct.pack('>II', 0, 0xffffffff),
+           struct.pack('>III', 0, 1, 100) + b'base:allocation',
+           meta_payload(base) + b'\0',
+           struct.pack('>I', 50) + b'abc',
+           b'\0\0']
+    for data in bad:
+        assert c.option(OPT_SET_META, data)[-1][0] == REP_ERR_INVALID, data
+    assert c.option(OPT_SET_META, meta_payload(base, b'nope'))[-1][0] == \
+        REP_ERR_UNKNOWN
+    # SET selects only the exact name; a failed SET selected nothing.
+    assert contexts(c.option(OPT_SET_META, meta_payload([b'base:']))) == []
+    c.go()
+    c.request(CMD_BLOCK_STATUS, 0, BS, cookie=3)
+    assert c.error_chunk(3) == EINVAL
+    # Reads are structured now: one data chunk, and errors as chunks.
+    c.request(CMD_READ, MiB, BS, cookie=4)
+    flags, rtype, cookie, payload = c.chunk()
+    assert (flags, rtype, cookie) == (REPLY_FLAG_DONE, REPLY_OFFSET_DATA, 4)
+    assert struct.unpack('>Q', payload[:8])[0] == MiB
+    assert victim.oracle.check(MiB, payload[8:]) is None
+    c.request(CMD_READ, SIZE, BS, cookie=5)
+    assert c.error_chunk(5) == EINVAL
+    # Other commands keep simple replies.
+    c.request(CMD_FLUSH, 0, 0, cookie=6)
+    assert c.reply() == (0, 6, b'')
+    c.close()
+    victim.check()
+
+
+def test_bad_block_status_requests(victim):
+    c = HagglingClient(victim.path).start()
+    assert c.option(OPT_STRUCTURED_REPLY)[-1][0] == REP_ACK
+    ctx = contexts(c.option(OPT_SET_META, meta_payload(
+        [b'base:allocation', b'qemu:nope'])))
+    assert len(ctx) == 1 and ctx[0][1] == b'base:allocation'
+    ctx_id = ctx[0][0]
+    c.go()
+    bad = [(0, 0, 0), (100, BS, 0), (0, 100, 0), (SIZE, BS, 0),
+           (SIZE - BS, 2 * BS, 0), ((1 << 64) - 512, 512, 0),
+           (0, 0xfffffe00, 0), (0, BS, FLAG_DF), (0, BS, 1 << 12)]
+    for i, (off, count, flags) in enumerate(bad):
+        c.request(CMD_BLOCK_STATUS, off, count, flags=flags, cookie=100 + i)
+        assert c.error_chunk(100 + i) == EINVAL, (off, count, flags)
+    # Good ones still work on the same connection.
+    c.request(CMD_BLOCK_STATUS, 0, SIZE, flags=FLAG_REQ_ONE | 1, cookie=7)
+    flags, rtype, cookie, payload = c.chunk()
+    assert (flags, rtype, cookie) == (REPLY_FLAG_DONE, REPLY_BLOCK_STATUS, 7)
+    assert len(payload) == 12
+    assert struct.unpack('>I', payload[:4])[0] == ctx_id
+    c.request(CMD_BLOCK_STATUS, 512, SIZE - 512, cookie=8)
+    flags, rtype, cookie, payload = c.chunk()
+    assert (flags, rtype, cookie) == (REPLY_FLAG_DONE, REPLY_BLOCK_STATUS, 8)
+    assert len(payload) >= 12 and (len(payload) - 4) % 8 == 0
+    ext = struct.unpack('>%dI' % ((len(payload) - 4) // 4), payload[4:])
+    lengths = ext[0::2]
+    assert all(n > 0 and n % 512 == 0 for n in lengths)
+    assert sum(lengths) <= SIZE - 512
+    assert all(f & ~3 == 0 for f in ext[1::2])
+    # CACHE: validated like the others, simple replies.
+    c.request(CMD_CACHE, SIZE, BS, cookie=9)
+    assert c.reply() == (EINVAL, 9, b'')
+    c.request(CMD_CACHE, 0, 0, cookie=10)
+    assert c.reply() == (EINVAL, 10, b'')
+    c.request(CMD_CACHE, 0, 2 * BS, flags=FLAG_REQ_ONE, cookie=11)
+    assert c.reply() == (EINVAL, 11, b'')
+    c.request(CMD_CACHE, 2 * MiB, 2 * BS, cookie=12)
+    assert c.reply() == (0, 12, b'')
+    c.close()
+    victim.check()
+
+
+def test_block_status_without_structured_replies(victim):
+    # Simple replies only: the request is refused with a simple reply.
+    c = RawClient(victim.path).handshake()
+    c.request(CMD_BLOCK_STATUS, 0, BS, cookie=3)
+    assert c.reply() == (EINVAL, 3, b'')
+    c.request(CMD_READ, 0, BS, cookie=4)
+    err, cookie, data = c.reply(BS)
+    assert (err, cookie) == (0, 4) and victim.oracle.check(0, data) is None
+    c.close()
+    victim.check()
