@@ -35,6 +35,19 @@ static const struct fc_io_ops all_ops = {
   .pread = nop_rw, .pwrite = nop_w, .flush = nop_flush,
   .trim = nop_range, .zero = nop_range,
 };
+static int nop_bs(void *h, uint32_t count, uint64_t offset,
+                  struct fc_extent *ext, uint32_t max)
+{
+  return 0;
+}
+static int nop_cache(void *h, uint32_t count, uint64_t offset)
+{
+  return 0;
+}
+static const struct fc_io_ops bs_ops = {
+  .pread = nop_rw, .pwrite = nop_w, .flush = nop_flush,
+  .block_status = nop_bs, .cache = nop_cache,
+};
 static const struct fc_io_ops rw_only_ops = { .pread = nop_rw, .pwrite = nop_w };
 static const struct fc_io_ops read_only_ops = { .pread = nop_rw };
 
@@ -55,6 +68,15 @@ static int check(const struct fc_export *e, uint16_t type, uint16_t flags,
   struct nbd_request r = { .flags = flags, .type = type, .cookie = 1,
                            .offset = offset, .count = count };
   return nbd_request_validate(&r, e, NULL);
+}
+
+static int check_sess(const struct fc_export *e, const struct nbd_session *s,
+                      uint16_t type, uint16_t flags, uint64_t offset,
+                      uint32_t count)
+{
+  struct nbd_request r = { .flags = flags, .type = type, .cookie = 1,
+                           .offset = offset, .count = count };
+  return nbd_request_validate(&r, e, s);
 }
 
 static void test_decode_good(void **state)
@@ -320,6 +342,120 @@ static void test_tflags(void **state)
                     NBD_FLAG_SEND_WRITE_ZEROES));
 }
 
+/* BLOCK_STATUS needs the callback, structured replies and the context;
+ * it is not bounded by max_block; REQ_ONE is its flag only. */
+static void test_block_status(void **state)
+{
+  struct fc_export e = export();
+  struct nbd_session none = { 0 }, sr = { .structured = true },
+                     both = { .structured = true, .base_allocation = true };
+  const uint16_t bs = NBD_CMD_BLOCK_STATUS;
+
+  e.ops = &bs_ops;
+  assert_int_equal(check_sess(&e, NULL, bs, 0, 0, 512), -EINVAL);
+  assert_int_equal(check_sess(&e, &none, bs, 0, 0, 512), -EINVAL);
+  assert_int_equal(check_sess(&e, &sr, bs, 0, 0, 512), -EINVAL);
+  assert_int_equal(check_sess(&e, &both, bs, 0, 0, 512), 0);
+  assert_int_equal(check_sess(&e, &both, bs, NBD_CMD_FLAG_REQ_ONE, 0, 512), 0);
+  assert_int_equal(check_sess(&e, &both, bs, NBD_CMD_FLAG_REQ_ONE |
+                              NBD_CMD_FLAG_FUA, 0, 512), 0);
+  assert_int_equal(check_sess(&e, &both, bs, NBD_CMD_FLAG_DF, 0, 512), -EINVAL);
+  assert_int_equal(check_sess(&e, &both, bs, 0, 0, 0), -EINVAL);
+  assert_int_equal(check_sess(&e, &both, bs, 0, 100, 512), -EINVAL);
+  assert_int_equal(check_sess(&e, &both, bs, 0, 0, 100), -EINVAL);
+  assert_int_equal(check_sess(&e, &both, bs, 0, 0, 64 * MiB), 0);  /* > max */
+  assert_int_equal(check_sess(&e, &both, bs, 0, SIZE - 512, 1024), -EINVAL);
+  assert_int_equal(check_sess(&e, &both, bs, 0, UINT64_MAX - 511, 1024),
+                   -EINVAL);
+  /* Read-only exports answer it too. */
+  e.read_only = true;
+  assert_int_equal(check_sess(&e, &both, bs, 0, 0, 512), 0);
+  /* No callback: refused even once negotiated. */
+  e.ops = &all_ops;
+  assert_int_equal(check_sess(&e, &both, bs, 0, 0, 512), -EINVAL);
+  /* REQ_ONE stays refused elsewhere. */
+  e.ops = &bs_ops;
+  assert_int_equal(check_sess(&e, &both, NBD_CMD_READ, NBD_CMD_FLAG_REQ_ONE,
+                              0, 512), -EINVAL);
+}
+
+static void test_cache(void **state)
+{
+  struct fc_export e = export();
+
+  e.ops = &bs_ops;
+  assert_int_equal(check(&e, NBD_CMD_CACHE, 0, 0, 512), 0);
+  assert_int_equal(check(&e, NBD_CMD_CACHE, NBD_CMD_FLAG_FUA, 0, 512), 0);
+  assert_int_equal(check(&e, NBD_CMD_CACHE, 0, 0, 64 * MiB), 0);
+  assert_int_equal(check(&e, NBD_CMD_CACHE, NBD_CMD_FLAG_REQ_ONE, 0, 512),
+                   -EINVAL);
+  assert_int_equal(check(&e, NBD_CMD_CACHE, 0, 0, 0), -EINVAL);
+  assert_int_equal(check(&e, NBD_CMD_CACHE, 0, 512, 100), -EINVAL);
+  assert_int_equal(check(&e, NBD_CMD_CACHE, 0, SIZE, 512), -EINVAL);
+  e.read_only = true;
+  assert_int_equal(check(&e, NBD_CMD_CACHE, 0, 0, 512), 0);
+  assert_true(nbd_export_tflags(&e) & NBD_FLAG_SEND_CACHE);
+  e.ops = &all_ops;
+  assert_false(nbd_export_tflags(&e) & NBD_FLAG_SEND_CACHE);
+}
+
+static void test_extents_check(void **state)
+{
+  struct fc_export e = export();
+  struct nbd_request r = { .type = NBD_CMD_BLOCK_STATUS, .offset = 4096,
+                           .count = 8192 };
+  struct fc_extent ok[2] = { { 4096, FC_EXTENT_HOLE | FC_EXTENT_ZERO },
+                             { 4096, 0 } };
+  struct fc_extent x[2];
+
+  assert_int_equal(nbd_extents_check(&r, &e, ok, 2, 2), 0);
+  assert_int_equal(nbd_extents_check(&r, &e, ok, 1, 2), 0);   /* shorter */
+  assert_int_equal(nbd_extents_check(&r, &e, ok, 0, 2), -EIO);
+  assert_int_equal(nbd_extents_check(&r, &e, ok, 2, 1), -EIO); /* > max */
+  assert_int_equal(nbd_extents_check(&r, &e, ok, -5, 2), -EIO);
+  memcpy(x, ok, sizeof x);
+  x[1].length = 0;
+  assert_int_equal(nbd_extents_check(&r, &e, x, 2, 2), -EIO);
+  memcpy(x, ok, sizeof x);
+  x[1].length = 8192;                         /* more than asked */
+  assert_int_equal(nbd_extents_check(&r, &e, x, 2, 2), -EIO);
+  memcpy(x, ok, sizeof x);
+  x[0].flags = 4;
+  assert_int_equal(nbd_extents_check(&r, &e, x, 2, 2), -EIO);
+  memcpy(x, ok, sizeof x);
+  x[0].length = 100;                          /* under min_block */
+  assert_int_equal(nbd_extents_check(&r, &e, x, 2, 2), -EIO);
+  /* ... except at the export's end. */
+  e.size = 4096 + 4096 + 100;
+  r.count = 4096 + 100;
+  x[0] = (struct fc_extent){ 4096, 0 };
+  x[1] = (struct fc_extent){ 100, 0 };
+  assert_int_equal(nbd_extents_check(&r, &e, x, 2, 2), 0);
+}
+
+static void test_chunk_and_extents_encode(void **state)
+{
+  const uint8_t want[NBD_CHUNK_HDR_SIZE] = {
+    0x66, 0x8e, 0x33, 0xef,                           /* magic */
+    0x00, 0x01,                                       /* flags: DONE */
+    0x00, 0x05,                                       /* BLOCK_STATUS */
+    0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08,   /* cookie */
+    0x00, 0x00, 0x00, 0x14,                           /* length 20 */
+  };
+  const uint8_t want_ext[16] = {
+    0x00, 0x10, 0x00, 0x00, 0x00, 0x00, 0x00, 0x03,
+    0x00, 0x00, 0x02, 0x00, 0x00, 0x00, 0x00, 0x00,
+  };
+  struct fc_extent ext[2] = { { 1u << 20, 3 }, { 512, 0 } };
+  uint8_t buf[NBD_CHUNK_HDR_SIZE];
+
+  nbd_chunk_encode(buf, NBD_REPLY_FLAG_DONE, NBD_REPLY_TYPE_BLOCK_STATUS,
+                   0x0102030405060708ull, 20);
+  assert_memory_equal(buf, want, sizeof want);
+  nbd_extents_encode(ext, 2);
+  assert_memory_equal(ext, want_ext, sizeof want_ext);
+}
+
 static void test_export_check(void **state)
 {
   struct fc_export e = export(), b;
@@ -368,6 +504,10 @@ int main(void)
     cmocka_unit_test(test_errno_to_wire),
     cmocka_unit_test(test_reply_encode),
     cmocka_unit_test(test_tflags),
+    cmocka_unit_test(test_block_status),
+    cmocka_unit_test(test_cache),
+    cmocka_unit_test(test_extents_check),
+    cmocka_unit_test(test_chunk_and_extents_encode),
     cmocka_unit_test(test_export_check),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
