@@ -7,8 +7,10 @@
  * reading, draining and validation (nbd_conn.c, nbd_request.c) and the
  * replies are the agent's own.  One worker per connection keeps a run
  * deterministic.  The export behind it is a 1 MiB buffer, writable, with
- * every callback, so every command reaches dispatch; the first input byte
- * picks a read-only export instead, so the EPERM paths are reached too.
+ * every callback (block status reports its zero sectors as holes), so
+ * every command reaches dispatch, structured replies and metadata
+ * contexts included; the first input byte picks a read-only export
+ * instead, so the EPERM paths are reached too.
  */
 #include <pthread.h>
 #include <stdbool.h>
@@ -64,9 +66,54 @@ static int mem_zero(void *h, uint32_t count, uint64_t offset, bool fua)
   return offset == 4096 ? -EIO : 0;
 }
 
+static bool sector_is_zero(uint64_t off)
+{
+  static const uint8_t zero[512];
+
+  return memcmp(disk + off, zero, sizeof zero) == 0;
+}
+
+/* Per 512-byte sector, merged.  Two offsets answer wrongly on purpose
+ * (no extent at all, one longer than asked), so the server's check of
+ * the callback's answer is fuzzed too. */
+static int mem_block_status(void *h, uint32_t count, uint64_t offset,
+                            struct fc_extent *ext, uint32_t max)
+{
+  uint32_t n = 0;
+
+  check_range(count, offset);
+  if (max < 1)
+    abort();
+  if (offset == 8192)
+    return 0;
+  if (offset == 12288) {
+    ext[0] = (struct fc_extent){ count + 512, 0 };
+    return 1;
+  }
+  for (uint64_t pos = offset; pos < offset + count; pos += 512) {
+    uint32_t f = sector_is_zero(pos) ? FC_EXTENT_HOLE | FC_EXTENT_ZERO : 0;
+
+    if (n > 0 && ext[n - 1].flags == f) {
+      ext[n - 1].length += 512;
+      continue;
+    }
+    if (n == max)
+      break;
+    ext[n++] = (struct fc_extent){ 512, f };
+  }
+  return (int)n;
+}
+
+static int mem_cache(void *h, uint32_t count, uint64_t offset)
+{
+  check_range(count, offset);
+  return offset == 4096 ? -EIO : 0;
+}
+
 static const struct fc_io_ops mem_ops = {
   .pread = mem_pread, .pwrite = mem_pwrite, .flush = mem_flush,
-  .trim = mem_trim, .zero = mem_zero,
+  .trim = mem_trim, .zero = mem_zero, .block_status = mem_block_status,
+  .cache = mem_cache,
 };
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)

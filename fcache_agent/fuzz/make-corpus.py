@@ -55,6 +55,12 @@ def req(cmd, offset=0, count=0, flags=0, cookie=1, payload=b''):
                        count) + payload
 
 
+def meta(name, queries):
+    return (struct.pack('>I', len(name)) + name +
+            struct.pack('>I', len(queries)) +
+            b''.join(struct.pack('>I', len(q)) + q for q in queries))
+
+
 def nbd():
     flags = struct.pack('>I', 3)        # fixed newstyle, no zeroes
     io = (req(1, 0, 4096, flags=1, payload=b'x' * 4096) +
@@ -75,6 +81,24 @@ def nbd():
     write('nbd', 'oversized-option', b'\0' + flags +
           struct.pack('>QII', OPTS_MAGIC, 9, 9000) + b'z' * 9000 + opt(2))
     write('nbd', 'bad-flags', b'\0' + struct.pack('>I', 0x80))
+    # Structured replies, metadata contexts, block status and cache.
+    base = b'base:allocation'
+    sr = opt(8)
+    set_base = opt(10, meta(b'vol-1', [base, b'qemu:x']))
+    write('nbd', 'structured-block-status', b'\0' + flags + sr + set_base +
+          go() + req(1, 0, 4096, payload=b'd' * 4096) + req(0, 0, 4096) +
+          req(0, 1 << 20, 512) + req(7, 0, 1 << 20) +
+          req(7, 0, 1 << 20, flags=8) + req(7, 8192, 512) +
+          req(7, 12288, 512) + req(7, 0, 0) + req(5, 0, 65536) +
+          req(5, 4096, 512) + req(3) + req(2))
+    write('nbd', 'meta-context-options', b'\0' + flags + opt(10, meta(b'',
+          [base])) + opt(9, meta(b'', [])) + sr + opt(8, b'x') +
+          opt(9, meta(b'', [])) + opt(9, meta(b'', [b'base:'])) +
+          opt(10, meta(b'nope', [base])) + opt(10, b'\0\0\0\0\xff\xff\xff\xff') +
+          opt(10, meta(b'', [b'base:'])) + go(b'') + req(7, 0, 4096) +
+          req(0, 0, 512) + req(0, 1 << 30, 512))
+    write('nbd', 'block-status-export-name', b'\1' + flags + sr + set_base +
+          opt(1, b'vol-1') + req(7, 0, 65536, flags=9) + req(5, 0, 512))
 
 
 # --- control --------------------------------------------------------------
