@@ -94,7 +94,8 @@ def nbd():
     write('nbd', 'meta-context-options', b'\0' + flags + opt(10, meta(b'',
           [base])) + opt(9, meta(b'', [])) + sr + opt(8, b'x') +
           opt(9, meta(b'', [])) + opt(9, meta(b'', [b'base:'])) +
-          opt(10, meta(b'nope', [base])) + opt(10, b'\0\0\0\0\xff\xff\xff\xff') +
+          opt(10, meta(b'nope', [base])) +
+          opt(10, b'\0\0\0\0\xff\xff\xff\xff') +
           opt(10, meta(b'', [b'base:'])) + go(b'') + req(7, 0, 4096) +
           req(0, 0, 512) + req(0, 1 << 30, 512))
     write('nbd', 'block-status-export-name', b'\1' + flags + sr + set_base +
