@@ -1,0 +1,413 @@
+"""The cost of moving a volume between media, and choosing how (``auto``).
+
+A live storage move copies the volume from origin A (the source) to origin
+B (the destination) while the VM keeps using it.  Five schemes differ in
+where the VM's reads and writes go meanwhile (Zhou et al., "Optimizing
+virtual machine live storage migration in heterogeneous storage
+environment", §2 and §5; the seed text is
+/work/shared/seeds/live-storage-migration-heterogeneous.txt):
+
+``dbt``     reads and writes on A; the blocks written behind the copy are
+            copied again in rounds (dirty block tracking).
+``mirror``  reads on A; a write to the copied region goes to A and B and
+            completes when both have it (synchronous I/O mirroring).
+``lr``      low redundancy: every write goes to B; reads of blocks not yet
+            copied (and not written) come from A; the copy skips blocks
+            the VM wrote.
+``slr``     source-based LR: I/O to the to-be-copied region stays on A,
+            writes to the copied region go to B.
+``aio``     asynchronous mirroring: like ``mirror`` but a write completes
+            when the faster medium has it; the slower one is throttled
+            behind a bound of pending writes.
+
+The metric (§4 of the paper)::
+
+    lambda_io   = (best I/O performance - I/O performance during the move)
+                  / best I/O performance                           (1)
+    lambda_time = move time / time of a plain copy of the image    (2)
+    lambda_wear = workload data written to SSD / workload writes   (3)
+    MC = lambda_time * (gamma * lambda_wear + (1 - gamma) * lambda_io)  (4)
+
+``gamma`` (the volume type's ``fcache:wear_weight``) weighs flash wear
+against I/O performance.  :func:`measured_cost` computes the figures of a
+finished move from the agent's ``volume-move-status``; :func:`expected_cost`
+predicts them for a scheme from the media, the size, the workload and the
+bandwidths (:class:`Workload`), :func:`choose_scheme` picks the cheapest,
+and :func:`plan_moves` does so for each volume of a batch, mixing schemes
+(§7.4).  Nothing here does I/O.
+
+The prediction is a small model, not a measurement; how it is built and
+what it reproduces of the paper is in doc/storage-migration-nova.rst.
+"""
+
+import math
+
+SCHEMES = ('dbt', 'mirror', 'lr', 'slr', 'aio')
+MEDIA = ('ssd', 'hdd')
+
+# Streaming bandwidth of one medium, bytes/s.  Table 1 of the paper copies
+# 5 GB SSD to SSD in 30 s (~180 MB/s) and with an HDD on one side in 55 to
+# 59 s (~95 MB/s); an operator sets the bandwidths of their own storage.
+DEFAULT_BANDWIDTH_BPS = {'ssd': 180 * 1000 * 1000, 'hdd': 95 * 1000 * 1000}
+# Random I/O a VM gets from one medium, relative: Table 2 (50 % reads).
+DEFAULT_IOPS = {'ssd': 5900.0, 'hdd': 1744.0}
+# How much of a medium's random I/O performance the copy's streaming takes
+# when it uses the whole medium: an HDD seeks between the copy and the VM
+# (Figure 1: the VM on the HDD side loses most), an SSD much less.
+DEFAULT_CONTENTION = {'ssd': 0.3, 'hdd': 0.8}
+# §7.2: alpha is the share of the workload's writes that fall in the
+# already-copied region (0.5 for writes spread evenly over one pass),
+# beta the share that are to distinct blocks (what DBT copies again).
+DEFAULT_ALPHA = 0.5
+DEFAULT_BETA = 0.5
+
+
+class Workload(object):
+    """What the model needs to know of a volume and its VM.
+
+    :param size_bytes: the volume size (bytes copied by a plain copy).
+    :param write_bps: the VM's writes, bytes/s.
+    :param read_bps: the VM's reads, bytes/s (default: as many as writes).
+    :param alpha: share of writes to the copied region (§7.2).
+    :param beta: share of writes to distinct blocks (§7.2).
+    :param bandwidth_bps: ``{medium: bytes/s}``, overriding the defaults.
+    :raises ValueError: a figure is negative, not a number, or out of range.
+    """
+
+    def __init__(self, size_bytes, write_bps, read_bps=None,
+                 alpha=DEFAULT_ALPHA, beta=DEFAULT_BETA, bandwidth_bps=None):
+        self.size_bytes = _number('size_bytes', size_bytes, positive=True)
+        self.write_bps = _number('write_bps', write_bps)
+        self.read_bps = (self.write_bps if read_bps is None
+                         else _number('read_bps', read_bps))
+        self.alpha = _fraction('alpha', alpha)
+        self.beta = _fraction('beta', beta)
+        self.bandwidth_bps = dict(DEFAULT_BANDWIDTH_BPS)
+        for medium, bps in (bandwidth_bps or {}).items():
+            self.bandwidth_bps[check_medium(medium)] = _number(
+                'bandwidth of %s' % medium, bps, positive=True)
+
+
+class Cost(object):
+    """The lambdas and MC of one move (expected or measured).
+
+    ``lambda_io`` may be None (no performance figure was given), and then
+    ``mc`` is None too; ``lambda_time`` is ``inf`` for a move that would
+    not finish (a DBT whose rounds do not converge, a copy with no
+    bandwidth left).
+    """
+
+    def __init__(self, scheme, lambda_time, lambda_io, lambda_wear, gamma):
+        self.scheme = scheme
+        self.lambda_time = lambda_time
+        self.lambda_io = lambda_io
+        self.lambda_wear = lambda_wear
+        self.gamma = gamma
+        self.mc = migration_cost(lambda_time, lambda_io, lambda_wear, gamma)
+
+    def as_dict(self):
+        return {'scheme': self.scheme, 'lambda_time': self.lambda_time,
+                'lambda_io': self.lambda_io, 'lambda_wear': self.lambda_wear,
+                'gamma': self.gamma, 'mc': self.mc}
+
+    def __repr__(self):
+        return 'Cost(%r)' % self.as_dict()
+
+
+def migration_cost(lambda_time, lambda_io, lambda_wear, gamma):
+    """Equation (4): ``lambda_time * (g*wear + (1-g)*io)``; None if unknown.
+
+    A move that does not finish (``lambda_time`` infinite) costs ``inf``.
+    """
+    gamma = check_gamma(gamma)
+    if lambda_io is None or lambda_time is None or lambda_wear is None:
+        return None
+    weighted = gamma * lambda_wear + (1.0 - gamma) * lambda_io
+    if math.isinf(lambda_time):
+        return math.inf
+    return lambda_time * weighted
+
+
+def check_medium(medium):
+    """Return ``medium`` if it is ``ssd`` or ``hdd``, else raise ValueError."""
+    if medium not in MEDIA:
+        raise ValueError('medium %r is not one of %s'
+                         % (medium, ', '.join(MEDIA)))
+    return medium
+
+
+def check_scheme(scheme):
+    if scheme not in SCHEMES:
+        raise ValueError('scheme %r is not one of %s'
+                         % (scheme, ', '.join(SCHEMES)))
+    return scheme
+
+
+def check_gamma(gamma):
+    return _fraction('wear weight (gamma)', gamma)
+
+
+# -- the expected cost ----------------------------------------------------
+
+def expected_wear(scheme, src, dst, alpha=DEFAULT_ALPHA, beta=DEFAULT_BETA):
+    """lambda_wear of ``scheme`` from ``src`` to ``dst``: Table 6.
+
+    The copy's own writes are left out (the same for every scheme); what
+    is counted is the workload's writes that reach an SSD, per workload
+    write: the VM's writes on an SSD source, those a scheme duplicates or
+    re-copies to an SSD destination.
+    """
+    check_scheme(scheme)
+    table = {
+        ('ssd', 'ssd'): {'dbt': 1 + beta, 'mirror': 1 + alpha, 'lr': alpha,
+                         'slr': 1.0, 'aio': 1 + alpha},
+        ('hdd', 'ssd'): {'dbt': beta, 'mirror': alpha, 'lr': alpha,
+                         'slr': alpha, 'aio': alpha},
+        ('ssd', 'hdd'): {'dbt': 1.0, 'mirror': 1.0, 'lr': 0.0,
+                         'slr': 1 - alpha, 'aio': 1.0},
+        ('hdd', 'hdd'): dict.fromkeys(SCHEMES, 0.0),
+    }
+    return float(table[(check_medium(src), check_medium(dst))][scheme])
+
+
+def _routes(scheme, src, dst, alpha):
+    """Where the VM's requests go.
+
+    ``[(share of reads or writes, kind, disks)]`` with kind ``'r'`` or
+    ``'w'`` and disks a tuple of ``'a'`` (source) and ``'b'``
+    (destination); two disks means a synchronous duplicate (the slower one
+    decides), ``('fast',)`` an asynchronous duplicate (the faster one).
+    """
+    fast = 'b' if DEFAULT_IOPS[dst] > DEFAULT_IOPS[src] else 'a'
+    if scheme == 'dbt':
+        return [(1.0, 'r', ('a',)), (1.0, 'w', ('a',))]
+    if scheme == 'mirror':
+        return [(1.0, 'r', ('a',)), (1 - alpha, 'w', ('a',)),
+                (alpha, 'w', ('a', 'b'))]
+    if scheme == 'lr':
+        return [(1 - alpha, 'r', ('a',)), (alpha, 'r', ('b',)),
+                (1.0, 'w', ('b',))]
+    if scheme == 'slr':
+        return [(1.0, 'r', ('a',)), (1 - alpha, 'w', ('a',)),
+                (alpha, 'w', ('b',))]
+    # aio: reads of the copied region and its duplicated writes are
+    # served by the faster medium; the rest stays on the source.
+    return [(1 - alpha, 'r', ('a',)), (alpha, 'r', (fast,)),
+            (1 - alpha, 'w', ('a',)), (alpha, 'w', ('fast',))]
+
+
+def _disk_loads(routes, workload):
+    """Bytes/s the VM puts on each disk (both copies of a duplicate)."""
+    load = {'a': 0.0, 'b': 0.0}
+    for share, kind, disks in routes:
+        rate = workload.read_bps if kind == 'r' else workload.write_bps
+        for disk in (('a', 'b') if disks == ('fast',) else disks):
+            load[disk] += share * rate
+    return load
+
+
+def _move_time(scheme, workload, copy_bps):
+    """Seconds the move takes with ``copy_bps`` left for the copy."""
+    size = workload.size_bytes
+    if copy_bps <= 0:
+        return math.inf
+    if scheme == 'dbt':
+        # Each round copies what the VM dirtied (distinct blocks) during
+        # the previous one: S/c * (1 + q + q^2 ...), q = beta*w/c.
+        q = workload.beta * workload.write_bps / copy_bps
+        if q >= 1:
+            return math.inf
+        return size / copy_bps / (1 - q)
+    if scheme == 'lr':
+        # The copy skips blocks the VM wrote ahead of it.
+        skip = (1 - workload.alpha) * workload.beta * workload.write_bps
+        return size / (copy_bps + skip)
+    return size / copy_bps
+
+
+def expected_cost(scheme, src, dst, workload, gamma):
+    """Predict the :class:`Cost` of moving with ``scheme``.
+
+    ``src`` and ``dst`` are media (``ssd``/``hdd``), ``workload`` a
+    :class:`Workload`.  The model:
+
+    * each disk ``m`` streams ``B_m`` bytes/s; the VM's traffic on it
+      (routed as the scheme routes it, §5) comes first and the copy gets
+      what is left of the slower side: ``c = min(B_a - L_a, B_b - L_b)``;
+    * move time from ``c`` (DBT's rounds as a geometric series that
+      diverges when the dirtying outpaces the copy, the way DBT fails
+      from SSD to HDD in §3.2 and §7.3.2; LR's copy skipping what the VM
+      wrote), against a plain copy at ``min(B_a, B_b)``;
+    * a request served by medium ``m`` takes ``1/P_m`` (Table 2), slowed
+      by the copy's share of the medium ``u_m = c/B_m`` to
+      ``1/(P_m (1 - k_m u_m))``; a synchronous duplicate waits for the
+      slower disk, an asynchronous one for the faster unless the slower
+      cannot absorb the duplicates (AIO's throttle, §5.2.2);
+      lambda_io = 1 - perf/max(P_a, P_b);
+    * lambda_wear from Table 6.
+    """
+    check_scheme(scheme)
+    check_medium(src)
+    check_medium(dst)
+    gamma = check_gamma(gamma)
+    media = {'a': src, 'b': dst}
+    bw = dict((d, workload.bandwidth_bps[m]) for d, m in media.items())
+    routes = _routes(scheme, src, dst, workload.alpha)
+    load = _disk_loads(routes, workload)
+    copy_bps = min(bw['a'] - load['a'], bw['b'] - load['b'])
+    plain_s = workload.size_bytes / min(bw['a'], bw['b'])
+    move_s = _move_time(scheme, workload, copy_bps)
+    lambda_time = move_s / plain_s
+
+    used = max(copy_bps, 0.0)
+    perf = {}
+    for disk, medium in media.items():
+        share = min(1.0, used / bw[disk])
+        perf[disk] = DEFAULT_IOPS[medium] * (
+            1 - DEFAULT_CONTENTION[medium] * share)
+    fast = 'b' if DEFAULT_IOPS[dst] > DEFAULT_IOPS[src] else 'a'
+    slow = 'a' if fast == 'b' else 'b'
+    # The slower disk absorbs asynchronous duplicates only while it has
+    # bandwidth for them; past that AIO delays writes to its pace.
+    dup = workload.alpha * workload.write_bps
+    throttled = dup > bw[slow] - used
+
+    total = workload.read_bps + workload.write_bps
+    if total <= 0 or math.isinf(move_s):
+        lambda_io = 0.0 if total <= 0 else 1.0
+    else:
+        seconds = 0.0
+        for share, kind, disks in routes:
+            rate = workload.read_bps if kind == 'r' else workload.write_bps
+            weight = share * rate / total
+            if disks == ('fast',):
+                disk = slow if throttled else fast
+                seconds += weight / perf[disk]
+            else:
+                seconds += weight * max(1 / perf[d] for d in disks)
+        best = max(DEFAULT_IOPS[src], DEFAULT_IOPS[dst])
+        lambda_io = max(0.0, 1 - (1 / seconds) / best)
+    lambda_wear = expected_wear(scheme, src, dst, workload.alpha,
+                                workload.beta)
+    return Cost(scheme, lambda_time, lambda_io, lambda_wear, gamma)
+
+
+def choose_scheme(src, dst, workload, gamma, schemes=SCHEMES):
+    """Return ``(scheme, costs)``: the lowest expected MC, and every cost.
+
+    Ties go to the scheme listed first in ``schemes``.
+    """
+    costs = [expected_cost(s, src, dst, workload, gamma) for s in schemes]
+    best = min(costs, key=lambda c: c.mc)
+    return best.scheme, costs
+
+
+def plan_moves(moves, schemes=SCHEMES):
+    """Choose a scheme for each move of a batch (§7.4, mixing schemes).
+
+    ``moves`` is an iterable of dicts ``{"volume_id", "from_medium",
+    "to_medium", "workload": Workload, "wear_weight"}``.  Each move gets
+    the scheme of lowest expected MC for its own media and gamma; the
+    batch's MC is the sum (§7.4: the cost of a massive migration is the
+    sum of its moves').  Returns ``{"moves": [{"volume_id", "scheme",
+    "expected": Cost.as_dict()}], "total_mc", "single": {scheme:
+    total_mc}}``, where ``single`` is the batch's MC had every move used
+    that one scheme, for comparison.
+    """
+    planned = []
+    single = dict.fromkeys(schemes, 0.0)
+    total = 0.0
+    for move in moves:
+        scheme, costs = choose_scheme(move['from_medium'], move['to_medium'],
+                                      move['workload'], move['wear_weight'],
+                                      schemes)
+        for cost in costs:
+            single[cost.scheme] += cost.mc
+        chosen = [c for c in costs if c.scheme == scheme][0]
+        total += chosen.mc
+        planned.append({'volume_id': move['volume_id'], 'scheme': scheme,
+                        'expected': chosen.as_dict()})
+    return {'moves': planned, 'total_mc': total, 'single': single}
+
+
+# -- the measured cost ----------------------------------------------------
+
+def measured_cost(status, baseline_copy_s, src, dst, gamma,
+                  best_io_bps=None, io_bps=None):
+    """The :class:`Cost` of a finished move from its ``volume-move-status``.
+
+    :param status: the agent's ``volume-move-status`` result (state
+        ``done``): ``elapsed_s``, ``bytes_copied`` and ``io`` with
+        ``a_read_bytes, a_write_bytes, b_read_bytes, b_write_bytes,
+        vm_write_bytes`` (``a`` the source, ``b`` the destination).
+    :param baseline_copy_s: seconds a plain copy of the image took
+        (``qemu-img convert`` or ``dd`` of the idle volume between the same
+        two media): the denominator of (2).
+    :param src, dst: the media of the source and the destination.
+    :param gamma: the wear weight.
+    :param best_io_bps: the VM's I/O throughput (bytes/s) on the faster
+        medium with no move running; without it lambda_io and MC are None.
+    :param io_bps: the VM's throughput during the move as the workload
+        measured it; by default ``(reads + writes) / elapsed_s`` from the
+        counters, where the VM's reads are every read of A and B less the
+        copy's ``bytes_copied`` (for a workload that runs flat out).
+
+    lambda_wear counts the writes that reached an SSD (A's if the source
+    is one, B's less the copy's ``bytes_total`` if the destination is),
+    per byte the VM wrote; 0 when the VM wrote nothing.
+    :raises ValueError: the status is not a finished move or lacks a
+        figure.
+    """
+    check_medium(src)
+    check_medium(dst)
+    gamma = check_gamma(gamma)
+    if status.get('state') != 'done':
+        raise ValueError('the move of volume %s is %s, not done: only a '
+                         'finished move has a cost' % (
+                             status.get('volume_id'), status.get('state')))
+    baseline = _number('baseline_copy_s', baseline_copy_s, positive=True)
+    io = status.get('io') or {}
+    elapsed = _number('elapsed_s', status.get('elapsed_s'), positive=True)
+    counters = {}
+    for key in ('a_read_bytes', 'a_write_bytes', 'b_read_bytes',
+                'b_write_bytes', 'vm_write_bytes'):
+        counters[key] = _number('io.' + key, io.get(key))
+    copied = _number('bytes_copied', status.get('bytes_copied'))
+    total = _number('bytes_total', status.get('bytes_total'))
+
+    lambda_time = elapsed / baseline
+    ssd_writes = 0.0
+    if src == 'ssd':
+        ssd_writes += counters['a_write_bytes']
+    if dst == 'ssd':
+        ssd_writes += max(0.0, counters['b_write_bytes'] - total)
+    vm_writes = counters['vm_write_bytes']
+    lambda_wear = ssd_writes / vm_writes if vm_writes else 0.0
+
+    lambda_io = None
+    if best_io_bps is not None:
+        best = _number('best_io_bps', best_io_bps, positive=True)
+        if io_bps is None:
+            vm_reads = max(0.0, counters['a_read_bytes'] +
+                           counters['b_read_bytes'] - copied)
+            io_bps = (vm_reads + vm_writes) / elapsed
+        during = _number('io_bps', io_bps)
+        lambda_io = max(0.0, (best - during) / best)
+    return Cost(status.get('scheme'), lambda_time, lambda_io, lambda_wear,
+                gamma)
+
+
+def _number(name, value, positive=False):
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError('%s %r is not a number' % (name, value))
+    if math.isnan(value) or value < 0 or (positive and value == 0):
+        raise ValueError('%s %r must be %s' % (
+            name, value, 'positive' if positive else 'zero or more'))
+    return float(value)
+
+
+def _fraction(name, value):
+    value = _number(name, value)
+    if value > 1:
+        raise ValueError('%s %r must be from 0 to 1' % (name, value))
+    return value

@@ -1,0 +1,197 @@
+"""Unit tests of nova_ext.storagemove: the storage-move metric and ``auto``.
+
+The figures are computed by hand in the comments; the paper's rankings
+(§7.3) are checked where the model reproduces them.
+"""
+
+import math
+
+import pytest
+
+from nova_ext import storagemove as sm
+
+GIB = 1 << 30
+
+
+def test_migration_cost_equation_4():
+    # 1.5 * (0.25 * 2 + 0.75 * 0.4) = 1.5 * 0.8 = 1.2
+    assert sm.migration_cost(1.5, 0.4, 2.0, 0.25) == pytest.approx(1.2)
+    assert sm.migration_cost(1.5, None, 2.0, 0.25) is None
+    assert sm.migration_cost(math.inf, 0.1, 0.0, 0.5) == math.inf
+
+
+@pytest.mark.parametrize('gamma', [-0.1, 1.1, float('nan'), '0.5', True])
+def test_gamma_checked(gamma):
+    with pytest.raises(ValueError):
+        sm.migration_cost(1.0, 0.0, 0.0, gamma)
+
+
+@pytest.mark.parametrize('src,dst,expected', [
+    # Table 6 with alpha = 0.3, beta = 0.6.
+    ('ssd', 'ssd', {'dbt': 1.6, 'mirror': 1.3, 'lr': 0.3, 'slr': 1.0,
+                    'aio': 1.3}),
+    ('hdd', 'ssd', {'dbt': 0.6, 'mirror': 0.3, 'lr': 0.3, 'slr': 0.3,
+                    'aio': 0.3}),
+    ('ssd', 'hdd', {'dbt': 1.0, 'mirror': 1.0, 'lr': 0.0, 'slr': 0.7,
+                    'aio': 1.0}),
+    ('hdd', 'hdd', dict.fromkeys(sm.SCHEMES, 0.0)),
+])
+def test_expected_wear_is_table_6(src, dst, expected):
+    got = dict((s, sm.expected_wear(s, src, dst, alpha=0.3, beta=0.6))
+               for s in sm.SCHEMES)
+    assert got == pytest.approx(expected)
+
+
+def test_expected_cost_idle_volume_is_a_plain_copy():
+    wl = sm.Workload(10 * GIB, write_bps=0, read_bps=0)
+    cost = sm.expected_cost('dbt', 'hdd', 'hdd', wl, 0.5)
+    assert (cost.lambda_time, cost.lambda_io, cost.lambda_wear,
+            cost.mc) == (1.0, 0.0, 0.0, 0.0)
+
+
+def test_expected_cost_mirror_by_hand():
+    # HDD to HDD, 9.5 GB (a plain copy at 95 MB/s: 100 s), 9.5 MB/s of
+    # writes, no reads, alpha 0.5.  The VM puts 9.5 MB/s on A and the
+    # duplicates, 4.75 MB/s, on B: the copy gets min(85.5, 90.25) = 85.5
+    # MB/s, 111.11 s, lambda_time 1.1111.  The copy uses 85.5/95 = 0.9 of
+    # each HDD: a request takes 1/(1744 * (1 - 0.8*0.9)) = 1/488.32 s on
+    # either, so perf = 488.32 and lambda_io = 1 - 488.32/1744 = 0.72.
+    # MC(0.5) = 1.1111 * (0.5*0 + 0.5*0.72) = 0.4.
+    wl = sm.Workload(9.5e9, write_bps=9.5e6, read_bps=0)
+    cost = sm.expected_cost('mirror', 'hdd', 'hdd', wl, 0.5)
+    assert cost.lambda_time == pytest.approx(1.11111, rel=1e-4)
+    assert cost.lambda_io == pytest.approx(0.72)
+    assert cost.lambda_wear == 0.0
+    assert cost.mc == pytest.approx(0.4)
+
+
+def test_dbt_does_not_converge_when_dirtying_outpaces_the_copy():
+    # SSD to HDD: the VM's 100 MB/s of writes on the SSD leave the copy
+    # min(180 - 100, 95) = 80 MB/s, and they are all to distinct blocks
+    # (beta 1): the rounds never shrink.
+    wl = sm.Workload(10 * GIB, write_bps=100e6, read_bps=0, beta=1.0)
+    cost = sm.expected_cost('dbt', 'ssd', 'hdd', wl, 0.5)
+    assert cost.lambda_time == math.inf
+    assert cost.mc == math.inf
+    scheme, _ = sm.choose_scheme('ssd', 'hdd', wl, 0.5)
+    assert scheme != 'dbt'
+
+
+# The paper's workloads (Table 7) read three times what they write.
+BUSY = sm.Workload(20 * GIB, write_bps=10e6, read_bps=30e6)
+
+
+@pytest.mark.parametrize('gamma', [0.0, 0.2, 0.5, 0.8, 1.0])
+def test_hdd_to_ssd_lr_always_cheapest(gamma):
+    # §7.3.1: "LR always yields the least migration cost when a VM is
+    # migrated from an HDD to an SSD".
+    assert sm.choose_scheme('hdd', 'ssd', BUSY, gamma)[0] == 'lr'
+
+
+def test_ssd_to_hdd_depends_on_gamma():
+    # §7.3.2: AIO when I/O performance matters, LR when wear does.
+    assert sm.choose_scheme('ssd', 'hdd', BUSY, 0.1)[0] == 'aio'
+    assert sm.choose_scheme('ssd', 'hdd', BUSY, 0.8)[0] == 'lr'
+    _, costs = sm.choose_scheme('ssd', 'hdd', BUSY, 1.0)
+    lr = [c for c in costs if c.scheme == 'lr'][0]
+    assert lr.mc == 0.0          # no write reaches the SSD
+
+
+@pytest.mark.parametrize('gamma', [0.3, 0.5, 0.8])
+def test_ssd_to_ssd_lr_for_most_weights(gamma):
+    # §7.3.3: "for the majority of cases (0.2 < gamma < 1), LR".
+    assert sm.choose_scheme('ssd', 'ssd', BUSY, gamma)[0] == 'lr'
+
+
+def test_hdd_to_hdd_wear_weight_only_scales():
+    for scheme in sm.SCHEMES:
+        low = sm.expected_cost(scheme, 'hdd', 'hdd', BUSY, 0.0)
+        mid = sm.expected_cost(scheme, 'hdd', 'hdd', BUSY, 0.5)
+        assert low.lambda_wear == 0.0
+        assert mid.mc == pytest.approx(low.mc / 2)
+
+
+def test_plan_moves_mixes_schemes_and_beats_any_single_one():
+    moves = [
+        {'volume_id': 'a', 'from_medium': 'ssd', 'to_medium': 'hdd',
+         'workload': BUSY, 'wear_weight': 0.1},
+        {'volume_id': 'b', 'from_medium': 'ssd', 'to_medium': 'hdd',
+         'workload': BUSY, 'wear_weight': 0.9},
+        {'volume_id': 'c', 'from_medium': 'hdd', 'to_medium': 'ssd',
+         'workload': BUSY, 'wear_weight': 0.5},
+    ]
+    plan = sm.plan_moves(moves)
+    assert [m['scheme'] for m in plan['moves']] == ['aio', 'lr', 'lr']
+    assert plan['total_mc'] == pytest.approx(
+        sum(m['expected']['mc'] for m in plan['moves']))
+    assert all(plan['total_mc'] < total
+               for total in plan['single'].values())
+
+
+# A finished move as the agent reports it (volume-move-status): SSD to
+# HDD, 10 GiB, 40 s against a 20 s plain copy.
+DONE = {
+    'volume_id': 'v1', 'scheme': 'slr', 'state': 'done',
+    'from': '/dev/ssd/v1', 'to': '/dev/hdd/v1',
+    'bytes_total': 10 * GIB, 'bytes_copied': 10 * GIB, 'rounds': 1,
+    'dirty_bytes': 0, 'eta_s': 0, 'downtime_ms': 150, 'elapsed_s': 40.0,
+    'error': None,
+    'io': {'a_read_bytes': 10 * GIB + 2 * GIB, 'a_write_bytes': 3 * GIB,
+           'b_read_bytes': 1 * GIB, 'b_write_bytes': 10 * GIB + 1 * GIB,
+           'vm_write_bytes': 4 * GIB, 'redundant_write_bytes': 0},
+}
+
+
+def test_measured_cost_by_hand():
+    # lambda_time = 40/20 = 2.  SSD source: 3 GiB of the VM's 4 GiB of
+    # writes reached it: lambda_wear 0.75.  The VM read 12 + 1 - 10 = 3
+    # GiB and wrote 4 GiB in 40 s: 7 GiB/40 s = 187.9 MB/s against a best
+    # of 375.8 MB/s (14 GiB/40 s): lambda_io 0.5.
+    # MC(0.4) = 2 * (0.4*0.75 + 0.6*0.5) = 2 * 0.6 = 1.2.
+    cost = sm.measured_cost(DONE, 20.0, 'ssd', 'hdd', 0.4,
+                            best_io_bps=14 * GIB / 40.0)
+    assert cost.scheme == 'slr'
+    assert cost.lambda_time == 2.0
+    assert cost.lambda_wear == pytest.approx(0.75)
+    assert cost.lambda_io == pytest.approx(0.5)
+    assert cost.mc == pytest.approx(1.2)
+
+
+def test_measured_cost_ssd_destination_leaves_the_copy_out():
+    # HDD to SSD: B's writes less the copy's 10 GiB, 1 GiB per 4 GiB.
+    cost = sm.measured_cost(DONE, 20.0, 'hdd', 'ssd', 0.5)
+    assert cost.lambda_wear == pytest.approx(0.25)
+    assert (cost.lambda_io, cost.mc) == (None, None)
+
+
+def test_measured_cost_given_throughput():
+    cost = sm.measured_cost(DONE, 20.0, 'hdd', 'hdd', 0.0,
+                            best_io_bps=100.0, io_bps=80.0)
+    assert cost.lambda_io == pytest.approx(0.2)
+    assert cost.mc == pytest.approx(0.4)
+
+
+def test_measured_cost_refuses_an_unfinished_move():
+    with pytest.raises(ValueError, match='copying, not done'):
+        sm.measured_cost(dict(DONE, state='copying'), 20.0, 'ssd', 'hdd',
+                         0.5)
+    broken = dict(DONE, io={'a_read_bytes': 1})
+    with pytest.raises(ValueError, match='io.a_write_bytes'):
+        sm.measured_cost(broken, 20.0, 'ssd', 'hdd', 0.5)
+
+
+@pytest.mark.parametrize('kwargs', [
+    {'size_bytes': 0}, {'write_bps': -1}, {'alpha': 1.5},
+    {'bandwidth_bps': {'nvme': 1e9}}, {'bandwidth_bps': {'ssd': 0}},
+])
+def test_workload_checked(kwargs):
+    args = dict({'size_bytes': GIB, 'write_bps': 1e6}, **kwargs)
+    with pytest.raises(ValueError):
+        sm.Workload(**args)
+
+
+def test_unknown_scheme_and_medium():
+    with pytest.raises(ValueError, match='scheme'):
+        sm.expected_cost('teleport', 'ssd', 'hdd', BUSY, 0.5)
+    with pytest.raises(ValueError, match='medium'):
+        sm.expected_cost('lr', 'nvme', 'hdd', BUSY, 0.5)
