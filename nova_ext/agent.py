@@ -44,6 +44,15 @@ HINT_STRATEGIES = ('none', 'cachemior', 'firepan', 'firepan_if',
 RWS_WINDOW_MAX_S = 30 * 24 * 3600
 # What the staging area of admission rws keeps of a block not yet admitted.
 STAGING_KINDS = ('address', 'data', 'hybrid')
+# Live storage move schemes the agent runs (``auto`` is resolved by the
+# caller with nova_ext.storagemove) and the states a move goes through.
+MOVE_SCHEMES = ('dbt', 'mirror', 'lr', 'slr', 'aio')
+MOVE_STATES = ('copying', 'switching', 'done', 'failed', 'aborted')
+MOVE_FINAL_STATES = ('done', 'failed', 'aborted')
+# 1 TB/s: anything above is a typo, not a rate limit.
+MOVE_RATE_LIMIT_MAX_MBPS = 1000 * 1000
+# An AIO write delayed longer than a second is a stalled guest.
+MOVE_AIO_DELAY_MAX_US = 1000 * 1000
 # The agent counts reuses up to RWS_7.
 RWS_N_MIN = 1
 RWS_N_MAX = 7
@@ -176,6 +185,71 @@ class AgentClient(object):
                 reason='must be a number of seconds from 1 to 86400')
         return self.call('volume-hint', volume_id=_volume_id(volume_id),
                          strategy=strategy, ttl_s=ttl_s)
+
+    def move_volume(self, volume_id, to, scheme=None, max_rounds=None,
+                    converge_bytes=None, aio_threshold=None,
+                    aio_delay_us=None, rate_limit_mbps=None):
+        """Start moving the volume's origin to ``to`` while it is in use.
+
+        The agent copies origin A (the volume's current origin) to origin
+        B (``to``) with ``scheme`` and then serves the same export from B;
+        :meth:`move_status` follows the copy.
+
+        :param to: the new origin: a block device or file path, or an
+            ``nbd://`` / ``nbd+unix://`` URI.
+        :param scheme: one of :data:`MOVE_SCHEMES`, or None for the
+            agent's default.
+        :param max_rounds: ``dbt``: copy rounds before it gives up (int
+            1..1000), or None.
+        :param converge_bytes: ``dbt``: dirty bytes small enough to copy
+            with the volume paused (int > 0), or None.
+        :param aio_threshold: ``aio``: pending duplicate writes before a
+            write is delayed (int 1..65536), or None.
+        :param aio_delay_us: ``aio``: the delay, microseconds (int
+            1..1000000), or None.
+        :param rate_limit_mbps: cap of the copy in MB/s (10^6 bytes per
+            second; number > 0), or None.
+        :returns: ``{"volume_id", "scheme", "state"}``.
+        """
+        args = {'volume_id': _volume_id(volume_id),
+                'to': _non_empty('to', to)}
+        if scheme is not None:
+            args['scheme'] = _choice('scheme', scheme, MOVE_SCHEMES)
+        for name, value, lo, hi in (
+                ('max_rounds', max_rounds, 1, 1000),
+                ('converge_bytes', converge_bytes, 1, units.U64_MAX),
+                ('aio_threshold', aio_threshold, 1, 65536),
+                ('aio_delay_us', aio_delay_us, 1, MOVE_AIO_DELAY_MAX_US)):
+            if value is not None:
+                args[name] = _int_in(name, value, lo, hi)
+        if rate_limit_mbps is not None:
+            if (isinstance(rate_limit_mbps, bool) or
+                    not isinstance(rate_limit_mbps, (int, float)) or
+                    not 0 < rate_limit_mbps <= MOVE_RATE_LIMIT_MAX_MBPS):
+                raise exception.InvalidArgument(
+                    name='rate_limit_mbps', value=rate_limit_mbps,
+                    reason='must be a number of MB/s above 0 and at most '
+                    '%d' % MOVE_RATE_LIMIT_MAX_MBPS)
+            args['rate_limit_mbps'] = rate_limit_mbps
+        return self.call('volume-move', **args)
+
+    def move_status(self, volume_id):
+        """Return the progress of the volume's storage move.
+
+        ``{"volume_id", "scheme", "state", "from", "to", "bytes_total",
+        "bytes_copied", "rounds", "dirty_bytes", "eta_s", "downtime_ms",
+        "elapsed_s", "error", "io": {"a_read_bytes", "a_write_bytes",
+        "b_read_bytes", "b_write_bytes", "vm_write_bytes",
+        "redundant_write_bytes"}}``; ``state`` is one of
+        :data:`MOVE_STATES` (``a`` is the old origin, ``b`` the new).
+        """
+        return self.call('volume-move-status',
+                         volume_id=_volume_id(volume_id))
+
+    def abort_move(self, volume_id):
+        """Stop the volume's storage move; the old origin keeps serving."""
+        return self.call('volume-move-abort',
+                         volume_id=_volume_id(volume_id))
 
     def detach_volume(self, volume_id):
         """Flush and remove the volume's cache and NBD export."""
@@ -338,6 +412,15 @@ def check_rws_n(value, name='rws_n'):
             name=name, value=value,
             reason='must be an integer from %d to %d' % (RWS_N_MIN,
                                                          RWS_N_MAX))
+    return value
+
+
+def _int_in(name, value, lo, hi):
+    if (isinstance(value, bool) or not isinstance(value, int) or
+            not lo <= value <= hi):
+        raise exception.InvalidArgument(
+            name=name, value=value,
+            reason='must be an integer from %d to %d' % (lo, hi))
     return value
 
 
