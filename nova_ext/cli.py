@@ -116,7 +116,9 @@ def main(argv=None):
         return _fail('interrupted', EXIT_INTERRUPTED)
 
     if args.json:
-        text = json.dumps(result, indent=2) + '\n'
+        # A command that printed progress as JSON lines ends with one.
+        indent = None if getattr(args, 'json_lines', False) else 2
+        text = json.dumps(result, indent=indent) + '\n'
     else:
         text = args.render(result, args)
     sys.stdout.write(text)

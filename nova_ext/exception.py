@@ -82,3 +82,14 @@ class ProtocolError(FcacheException):
 class MigrationFailed(FcacheException):
     msg_fmt = ("cache migration %(migration_id)s of volume %(volume_id)s "
                "failed in phase %(phase)s: %(reason)s")
+
+
+class StorageMoveFailed(FcacheException):
+    msg_fmt = ("storage move of volume %(volume_id)s to %(to)s ended "
+               "%(state)s: %(reason)s")
+
+
+class StorageMoveTimeout(FcacheException):
+    msg_fmt = ("storage move of volume %(volume_id)s to %(to)s still "
+               "%(state)s after %(timeout)s s (%(copied)s of %(total)s "
+               "bytes copied); %(action)s")

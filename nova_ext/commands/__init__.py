@@ -22,12 +22,14 @@ from nova_ext.commands import agent_status
 from nova_ext.commands import allocation
 from nova_ext.commands import evacuate
 from nova_ext.commands import migrate
+from nova_ext.commands import storage_move
 from nova_ext.commands import volume
 
 COMMAND_MODULES = (
     agent_status,
     allocation,
     volume,
+    storage_move,
     migrate,
     evacuate,
 )

@@ -1,0 +1,307 @@
+"""``fcache volume-move*``: move a volume's origin to other storage, live.
+
+::
+
+    fcache volume-move ID --to ORIGIN --scheme lr --wait
+    fcache volume-move ID --to ORIGIN --scheme auto \\
+        --from-medium ssd --to-medium hdd --wear-weight 0.8 --wait --json
+    fcache volume-move-status ID
+    fcache volume-move-abort ID
+
+``auto`` is resolved here, before the request, with the metric of
+:mod:`nova_ext.storagemove` (doc/storage-migration-nova.rst).  With
+``--wait`` the command follows the move: a bar on a terminal, one line per
+poll otherwise, one JSON object per line with ``--json`` (the last one is
+the final status).
+"""
+
+import argparse
+import json
+import sys
+
+from nova_ext import agent
+from nova_ext.commands import output
+from nova_ext import exception
+from nova_ext import moving
+from nova_ext import storagemove
+
+BAR_WIDTH = 30
+
+
+def _positive(kind):
+    def parse(text):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError('not a number: %r' % text)
+        if not value > 0:
+            raise argparse.ArgumentTypeError('must be positive: %r' % text)
+        return value
+    return parse
+
+
+def _fraction(text):
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError('not a number: %r' % text)
+    if not 0 <= value <= 1:
+        raise argparse.ArgumentTypeError('must be from 0 to 1: %r' % text)
+    return value
+
+
+def _media_options(parser):
+    parser.add_argument('--from-medium', choices=storagemove.MEDIA,
+                        default='ssd',
+                        help='medium of the current origin (default ssd)')
+    parser.add_argument('--to-medium', choices=storagemove.MEDIA,
+                        default='ssd',
+                        help='medium of the new origin (default ssd)')
+    parser.add_argument('--wear-weight', type=_fraction, default=0.5,
+                        metavar='GAMMA',
+                        help='weight of SSD wear against I/O performance in '
+                             "the migration cost, 0..1 (the volume type's "
+                             'fcache:wear_weight; default 0.5)')
+
+
+def register(subparsers, parents):
+    parser = subparsers.add_parser(
+        'volume-move', parents=parents,
+        help="move a volume's origin to other storage while it is in use",
+        description="Copy the volume's origin to ORIGIN while the VM uses "
+                    "it, then serve the same export from ORIGIN.  --scheme "
+                    "auto picks the scheme of lowest expected migration "
+                    "cost between the two media for the wear weight.")
+    parser.add_argument('volume_id', metavar='ID', help='volume id')
+    parser.add_argument('--to', required=True, metavar='ORIGIN',
+                        help='the new origin: block device or file path, '
+                             'or an nbd:// / nbd+unix:// URI')
+    parser.add_argument('--scheme', choices=moving.SCHEMES, default='auto',
+                        help='dbt, mirror, lr, slr, aio, or auto (default)')
+    _media_options(parser)
+    parser.add_argument('--write-rate', type=_positive(float),
+                        metavar='MBPS',
+                        help="auto: the VM's writes in MB/s (default %d)"
+                        % (moving.DEFAULT_WRITE_BPS // 10 ** 6))
+    parser.add_argument('--read-rate', type=_positive(float),
+                        metavar='MBPS',
+                        help="auto: the VM's reads in MB/s (default %d)"
+                        % (moving.DEFAULT_READ_BPS // 10 ** 6))
+    parser.add_argument('--rate-limit', type=_positive(float),
+                        metavar='MBPS', help='cap the copy at MBPS MB/s')
+    parser.add_argument('--max-rounds', type=_positive(int), metavar='N',
+                        help='dbt: copy rounds before giving up')
+    parser.add_argument('--converge-bytes', type=_positive(int),
+                        metavar='N',
+                        help='dbt: dirty bytes to copy with the volume '
+                             'paused')
+    parser.add_argument('--aio-threshold', type=_positive(int), metavar='N',
+                        help='aio: pending duplicate writes before a write '
+                             'is delayed')
+    parser.add_argument('--aio-delay-us', type=_positive(int), metavar='US',
+                        help='aio: how long such a write is delayed')
+    parser.add_argument('--wait', action='store_true',
+                        help='follow the move until it is done')
+    parser.add_argument('--timeout', type=_positive(float), default=3600.0,
+                        metavar='S',
+                        help='how long --wait may take (default 3600); the '
+                             'move goes on after it')
+    parser.add_argument('--interval', type=_positive(float),
+                        default=moving.DEFAULT_POLL_S, metavar='S',
+                        help='seconds between polls with --wait (default 1)')
+    parser.set_defaults(run=run_move, render=render_status, json_lines=True)
+
+    parser = subparsers.add_parser(
+        'volume-move-status', parents=parents,
+        help="show the progress of a volume's storage move",
+        description="Show the progress of a volume's storage move: bytes "
+                    "copied, rounds, ETA, I/O on the old (a_*) and new "
+                    "(b_*) origin.  With --baseline-copy-s, a finished "
+                    "move's measured migration cost (cost.*).")
+    parser.add_argument('volume_id', metavar='ID', help='volume id')
+    parser.add_argument('--baseline-copy-s', type=_positive(float),
+                        metavar='S',
+                        help='seconds a plain copy of the idle image takes '
+                             'between the same media')
+    parser.add_argument('--best-io', type=_positive(float), metavar='MBPS',
+                        help="the VM's I/O throughput on the faster medium "
+                             'with no move running, for lambda_io')
+    _media_options(parser)
+    parser.set_defaults(run=run_status, render=render_status)
+
+    parser = subparsers.add_parser(
+        'volume-move-abort', parents=parents,
+        help="stop a volume's storage move",
+        description="Stop a volume's storage move; the old origin keeps "
+                    "serving the volume.")
+    parser.add_argument('volume_id', metavar='ID', help='volume id')
+    parser.set_defaults(run=run_abort, render=render_abort)
+
+
+def _workload(args):
+    write = (args.write_rate * 1e6 if args.write_rate
+             else moving.DEFAULT_WRITE_BPS)
+    read = (args.read_rate * 1e6 if args.read_rate
+            else moving.DEFAULT_READ_BPS)
+    return storagemove.Workload(moving.DEFAULT_SIZE_BYTES, write, read)
+
+
+def run_move(client, args):
+    scheme, auto = moving.resolve_scheme(args.scheme, args.from_medium,
+                                         args.to_medium, args.wear_weight,
+                                         _workload(args))
+    result = client.move_volume(args.volume_id, args.to, scheme=scheme,
+                                max_rounds=args.max_rounds,
+                                converge_bytes=args.converge_bytes,
+                                aio_threshold=args.aio_threshold,
+                                aio_delay_us=args.aio_delay_us,
+                                rate_limit_mbps=args.rate_limit)
+    if args.wait:
+        progress = Progress(sys.stdout, args.json)
+        try:
+            result = moving.wait(client, args.volume_id, args.to,
+                                 args.timeout, poll_s=args.interval,
+                                 progress=progress)
+        finally:
+            progress.close()
+    if auto is not None:
+        result = dict(result, auto=auto)
+    return result
+
+
+def run_status(client, args):
+    status = client.move_status(args.volume_id)
+    if args.baseline_copy_s and status.get('state') == 'done':
+        best = args.best_io * 1e6 if args.best_io else None
+        try:
+            cost = storagemove.measured_cost(
+                status, args.baseline_copy_s, args.from_medium,
+                args.to_medium, args.wear_weight, best_io_bps=best)
+        except ValueError as exc:
+            raise exception.InvalidArgument(name='status',
+                                            value=args.volume_id,
+                                            reason=str(exc))
+        status = dict(status, cost=cost.as_dict())
+    return status
+
+
+def run_abort(client, args):
+    return client.abort_move(args.volume_id)
+
+
+def progress_line(status):
+    """One line of a move's progress: state, bytes, rounds, ETA."""
+    total = status.get('bytes_total')
+    copied = status.get('bytes_copied') or 0
+    parts = ['%s %s' % (status.get('scheme') or '-',
+                        status.get('state') or '-')]
+    if total:
+        parts.append('%s of %s (%s)' % (
+            output.format_bytes(copied), output.format_bytes(total),
+            output.format_ratio(min(1.0, copied / float(total)))))
+    if status.get('rounds') is not None:
+        parts.append('round %s' % status['rounds'])
+    if status.get('dirty_bytes'):
+        parts.append('%s dirty' % output.format_bytes(status['dirty_bytes']))
+    eta = status.get('eta_s')
+    if eta is not None and status.get('state') == 'copying':
+        parts.append('ETA %s' % format_seconds(eta))
+    if status.get('downtime_ms') is not None:
+        parts.append('downtime %s ms' % status['downtime_ms'])
+    return ', '.join(parts)
+
+
+def progress_bar(status, width=BAR_WIDTH):
+    """``[#####.....]  50% ...``: the bar and :func:`progress_line`."""
+    total = status.get('bytes_total') or 0
+    copied = status.get('bytes_copied') or 0
+    done = min(1.0, copied / float(total)) if total else 0.0
+    if status.get('state') == 'done':
+        done = 1.0
+    filled = int(done * width)
+    return '[%s%s] %s' % ('#' * filled, '.' * (width - filled),
+                          progress_line(status))
+
+
+def format_seconds(seconds):
+    seconds = int(round(seconds))
+    if seconds < 60:
+        return '%d s' % seconds
+    if seconds < 3600:
+        return '%d min %02d s' % divmod(seconds, 60)
+    hours, rest = divmod(seconds, 3600)
+    return '%d h %02d min' % (hours, rest // 60)
+
+
+class Progress(object):
+    """Shows each polled status on ``stream``.
+
+    JSON lines with ``as_json``; otherwise a bar redrawn in place on a
+    terminal, one :func:`progress_line` per change elsewhere.
+    """
+
+    def __init__(self, stream, as_json):
+        self.stream = stream
+        self.as_json = as_json
+        self.tty = not as_json and stream.isatty()
+        self._last = None
+        self._drawn = False
+
+    def __call__(self, status):
+        if self.as_json:
+            self.stream.write(json.dumps(status, sort_keys=True) + '\n')
+        elif self.tty:
+            line = progress_bar(status)
+            pad = max(0, len(self._last or '') - len(line))
+            self.stream.write('\r' + line + ' ' * pad)
+            self._last = line
+            self._drawn = True
+        else:
+            line = progress_line(status)
+            if line != self._last:
+                self.stream.write(line + '\n')
+                self._last = line
+        self.stream.flush()
+
+    def close(self):
+        if self._drawn:
+            self.stream.write('\n')
+            self.stream.flush()
+            self._drawn = False
+
+
+def render_status(result, args):
+    text = ''
+    if result.get('state') in agent.MOVE_STATES and 'bytes_total' in result:
+        text = progress_line(result) + '\n'
+    rest = dict((k, v) for k, v in result.items() if k != 'auto')
+    text += output.format_table(rest)
+    auto = result.get('auto')
+    if auto:
+        text += render_auto(auto)
+    return text
+
+
+def render_auto(auto):
+    """The expected costs behind ``auto``, one row per scheme."""
+    head = ('auto: %s (from %s to %s, wear weight %s)\n' % (
+        auto['chosen'], auto['from_medium'], auto['to_medium'],
+        auto['wear_weight']))
+    rows = [[c['scheme'] + (' *' if c['scheme'] == auto['chosen'] else ''),
+             _fmt(c['lambda_time']), _fmt(c['lambda_io']),
+             _fmt(c['lambda_wear']), _fmt(c['mc'])]
+            for c in auto['expected']]
+    return head + output.format_grid(
+        ['scheme', 'lambda_time', 'lambda_io', 'lambda_wear', 'expected_mc'],
+        rows)
+
+
+def _fmt(value):
+    if value is None:
+        return '-'
+    return '%.3f' % value
+
+
+def render_abort(result, args):
+    return ('storage move of volume %s aborted; the old origin keeps '
+            'serving it\n' % args.volume_id) + output.format_table(result)

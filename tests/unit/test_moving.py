@@ -1,0 +1,94 @@
+"""Unit tests of nova_ext.moving: ``auto`` and following a storage move.
+
+The agent is the fake of conftest.py answering with the JSON fixtures of
+fixtures/volume_move.json; the clock is a counter so that timeouts take
+no time.
+"""
+
+import pytest
+
+from nova_ext import agent
+from nova_ext import exception
+from nova_ext import moving
+from tests.unit import test_agent_move
+
+
+@pytest.fixture
+def answers():
+    return test_agent_move.load_fixtures()
+
+
+@pytest.fixture
+def client(fake_agent, answers):
+    fake_agent.handlers['volume-move-status'] = (
+        lambda args: answers['copying'])
+    fake_agent.handlers['volume-move-abort'] = (
+        lambda args: answers['aborted'])
+    return agent.AgentClient(fake_agent.socket_path, timeout=5)
+
+
+class Clock(object):
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self):
+        return self.now
+
+    def sleep(self, seconds):
+        self.now += seconds
+
+
+def test_resolve_given_scheme_is_kept():
+    assert moving.resolve_scheme('dbt', 'ssd', 'hdd', 0.5) == ('dbt', None)
+
+
+def test_resolve_auto():
+    scheme, auto = moving.resolve_scheme('auto', 'hdd', 'ssd', 0.3)
+    assert scheme == 'lr' == auto['chosen']
+    assert (auto['from_medium'], auto['to_medium'],
+            auto['wear_weight']) == ('hdd', 'ssd', 0.3)
+    assert len(auto['expected']) == 5
+
+
+@pytest.mark.parametrize('args', [
+    ('teleport', 'ssd', 'hdd', 0.5),
+    ('auto', 'nvme', 'hdd', 0.5),
+    ('auto', 'ssd', 'hdd', 2.0),
+])
+def test_resolve_refuses(args):
+    with pytest.raises(exception.InvalidArgument):
+        moving.resolve_scheme(*args)
+
+
+def test_wait_until_done(client, fake_agent, answers):
+    states = ['copying', 'switching', 'done']
+    fake_agent.handlers['volume-move-status'] = (
+        lambda args: answers[states.pop(0)])
+    seen = []
+    clock = Clock()
+    status = moving.wait(client, 'v1', '/dev/ssd/v1', 60, poll_s=2,
+                         progress=seen.append, clock=clock,
+                         sleep=clock.sleep)
+    assert status == answers['done']
+    assert [s['state'] for s in seen] == ['copying', 'switching', 'done']
+    assert clock.now == 4
+
+
+def test_wait_timeout_aborts_when_asked(client, fake_agent):
+    clock = Clock()
+    with pytest.raises(exception.StorageMoveTimeout) as info:
+        moving.wait(client, 'v1', '/dev/ssd/v1', 5, poll_s=2,
+                    abort_on_timeout=True, clock=clock, sleep=clock.sleep)
+    assert 'still copying after 5 s' in str(info.value)
+    assert 'aborted and the old origin keeps serving' in str(info.value)
+    ops = [r['op'] for r in fake_agent.requests]
+    # Polls at 0, 2, 4 and 5 s, then the abort.
+    assert ops == ['volume-move-status'] * 4 + ['volume-move-abort']
+
+
+def test_wait_aborted_by_someone_else(client, fake_agent, answers):
+    fake_agent.handlers['volume-move-status'] = (
+        lambda args: answers['aborted'])
+    with pytest.raises(exception.StorageMoveFailed) as info:
+        moving.wait(client, 'v1', '/dev/b', 5)
+    assert 'ended aborted: the agent gave no reason' in str(info.value)
