@@ -27,6 +27,7 @@ WRITE_POLICIES = ('read_only', 'write_through', 'write_back')
 ADMISSIONS = ('all', 'rws')
 STAGINGS = ('address', 'data', 'hybrid')
 STORAGE_MIGRATIONS = ('dbt', 'mirror', 'lr', 'slr', 'aio', 'auto')
+MEDIA = ('ssd', 'hdd')
 
 # The agent counts reuses up to RWS_7; CloudCache finds 1 or 2 the best
 # trade-off between hit ratio, cache use and flash wear.
@@ -154,8 +155,14 @@ VALIDATORS = {v.key: v for v in (
               _float_range(0, RATE_LIMIT_MAX_MBPS)),
     Validator('storage_migration',
               'Scheme used when the volume itself moves between media '
-              '(Cinder retype/migrate of an in-use volume).',
+              '(Cinder retype/migrate of an in-use volume; auto: the lowest '
+              'expected migration cost for the wear weight).',
               _choices(STORAGE_MIGRATIONS)),
+    Validator('medium',
+              'Medium of the volumes of this type (their backend): ssd '
+              'wears with every write, hdd does not; the storage migration '
+              'cost counts the writes a move sends to an SSD.',
+              _choices(MEDIA)),
     Validator('wear_weight',
               'Weight gamma of flash wear against I/O interference in the '
               'storage migration cost MC = time * (gamma*wear + '

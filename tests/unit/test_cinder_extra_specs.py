@@ -23,6 +23,8 @@ from cinder_ext import policy
     ('fcache:rate_limit', '0', 0.0),
     ('fcache:rate_limit', '250.5', 250.5),
     ('fcache:storage_migration', 'slr', 'slr'),
+    ('fcache:medium', 'ssd', 'ssd'),
+    ('fcache:medium', ' hdd ', 'hdd'),
     ('fcache:wear_weight', '0', 0.0),
     ('fcache:wear_weight', '1', 1.0),
 ])
@@ -47,6 +49,8 @@ def test_valid_values_are_typed(key, value, expected):
     ('fcache:rate_limit', '-1', 'from 0 to'),
     ('fcache:rate_limit', 'fast', 'from 0 to'),
     ('fcache:storage_migration', 'teleport', 'dbt'),
+    ('fcache:medium', 'nvme', 'one of ssd, hdd'),
+    ('fcache:medium', 'SSD', 'one of ssd, hdd'),
     ('fcache:wear_weight', '1.01', 'from 0 to 1'),
     ('fcache:wear_weight', 'nan', 'from 0 to 1'),
 ])
@@ -71,7 +75,7 @@ def test_every_issue_key_is_declared():
         'fcache:strategy', 'fcache:cache_size', 'fcache:write_policy',
         'fcache:admission', 'fcache:rws_n', 'fcache:rate_limit',
         'fcache:storage_migration', 'fcache:wear_weight',
-        'fcache:staging'}
+        'fcache:staging', 'fcache:medium'}
     for validator in extra_specs.VALIDATORS.values():
         assert validator.description.endswith('.')
 
