@@ -49,10 +49,14 @@ STAGING_KINDS = ('address', 'data', 'hybrid')
 MOVE_SCHEMES = ('dbt', 'mirror', 'lr', 'slr', 'aio')
 MOVE_STATES = ('copying', 'switching', 'done', 'failed', 'aborted')
 MOVE_FINAL_STATES = ('done', 'failed', 'aborted')
-# 1 TB/s: anything above is a typo, not a rate limit.
-MOVE_RATE_LIMIT_MAX_MBPS = 1000 * 1000
-# An AIO write delayed longer than a second is a stalled guest.
+# The bounds the agent puts on a move's tuning (control_move.c): 1 TB/s
+# is a typo, not a rate limit; an AIO write delayed longer than a second
+# is a stalled guest.
+MOVE_MAX_ROUNDS = 1000
+MOVE_CONVERGE_MAX = 1 << 40
+MOVE_AIO_THRESHOLD_MAX = 1000 * 1000
 MOVE_AIO_DELAY_MAX_US = 1000 * 1000
+MOVE_RATE_LIMIT_MAX_MBPS = 1000 * 1000
 # The agent counts reuses up to RWS_7.
 RWS_N_MIN = 1
 RWS_N_MAX = 7
@@ -202,13 +206,13 @@ class AgentClient(object):
         :param max_rounds: ``dbt``: copy rounds before it gives up (int
             1..1000), or None.
         :param converge_bytes: ``dbt``: dirty bytes small enough to copy
-            with the volume paused (int > 0), or None.
+            with the volume paused (int 1..2^40), or None.
         :param aio_threshold: ``aio``: pending duplicate writes before a
-            write is delayed (int 1..65536), or None.
+            write is delayed (int 1..1000000), or None.
         :param aio_delay_us: ``aio``: the delay, microseconds (int
             1..1000000), or None.
         :param rate_limit_mbps: cap of the copy in MB/s (10^6 bytes per
-            second; number > 0), or None.
+            second; int 1..1000000), or None.
         :returns: ``{"volume_id", "scheme", "state"}``.
         """
         args = {'volume_id': _volume_id(volume_id),
@@ -216,21 +220,14 @@ class AgentClient(object):
         if scheme is not None:
             args['scheme'] = _choice('scheme', scheme, MOVE_SCHEMES)
         for name, value, lo, hi in (
-                ('max_rounds', max_rounds, 1, 1000),
-                ('converge_bytes', converge_bytes, 1, units.U64_MAX),
-                ('aio_threshold', aio_threshold, 1, 65536),
-                ('aio_delay_us', aio_delay_us, 1, MOVE_AIO_DELAY_MAX_US)):
+                ('max_rounds', max_rounds, 1, MOVE_MAX_ROUNDS),
+                ('converge_bytes', converge_bytes, 1, MOVE_CONVERGE_MAX),
+                ('aio_threshold', aio_threshold, 1, MOVE_AIO_THRESHOLD_MAX),
+                ('aio_delay_us', aio_delay_us, 1, MOVE_AIO_DELAY_MAX_US),
+                ('rate_limit_mbps', rate_limit_mbps, 1,
+                 MOVE_RATE_LIMIT_MAX_MBPS)):
             if value is not None:
                 args[name] = _int_in(name, value, lo, hi)
-        if rate_limit_mbps is not None:
-            if (isinstance(rate_limit_mbps, bool) or
-                    not isinstance(rate_limit_mbps, (int, float)) or
-                    not 0 < rate_limit_mbps <= MOVE_RATE_LIMIT_MAX_MBPS):
-                raise exception.InvalidArgument(
-                    name='rate_limit_mbps', value=rate_limit_mbps,
-                    reason='must be a number of MB/s above 0 and at most '
-                    '%d' % MOVE_RATE_LIMIT_MAX_MBPS)
-            args['rate_limit_mbps'] = rate_limit_mbps
         return self.call('volume-move', **args)
 
     def move_status(self, volume_id):

@@ -87,8 +87,9 @@ def register(subparsers, parents):
                         metavar='MBPS',
                         help="auto: the VM's reads in MB/s (default %d)"
                         % (moving.DEFAULT_READ_BPS // 10 ** 6))
-    parser.add_argument('--rate-limit', type=_positive(float),
-                        metavar='MBPS', help='cap the copy at MBPS MB/s')
+    parser.add_argument('--rate-limit', type=_positive(int),
+                        metavar='MBPS',
+                        help='cap the copy at MBPS MB/s (an integer)')
     parser.add_argument('--max-rounds', type=_positive(int), metavar='N',
                         help='dbt: copy rounds before giving up')
     parser.add_argument('--converge-bytes', type=_positive(int),

@@ -49,11 +49,11 @@ def test_move_all_arguments(client, fake_agent):
     client.move_volume('v1', 'nbd+unix:///?socket=/tmp/b.sock',
                        scheme='aio', max_rounds=30, converge_bytes=1 << 20,
                        aio_threshold=64, aio_delay_us=500,
-                       rate_limit_mbps=12.5)
+                       rate_limit_mbps=12)
     assert fake_agent.requests[-1]['args'] == {
         'volume_id': 'v1', 'to': 'nbd+unix:///?socket=/tmp/b.sock',
         'scheme': 'aio', 'max_rounds': 30, 'converge_bytes': 1 << 20,
-        'aio_threshold': 64, 'aio_delay_us': 500, 'rate_limit_mbps': 12.5}
+        'aio_threshold': 64, 'aio_delay_us': 500, 'rate_limit_mbps': 12}
 
 
 @pytest.mark.parametrize('scheme', agent.MOVE_SCHEMES)
@@ -78,7 +78,10 @@ def test_move_every_scheme(client, fake_agent, scheme):
     {'rate_limit_mbps': 0},
     {'rate_limit_mbps': -1},
     {'rate_limit_mbps': float('nan')},
-    {'rate_limit_mbps': 2e6},
+    {'rate_limit_mbps': 12.5},
+    {'rate_limit_mbps': 1000001},
+    {'converge_bytes': (1 << 40) + 1},
+    {'aio_threshold': 1000001},
     {'rate_limit_mbps': False},
 ])
 def test_move_invalid_arguments_send_nothing(client, fake_agent, kwargs):

@@ -58,7 +58,7 @@ def test_move_given_scheme_json(capsys, sock, fake_agent):
     assert fake_agent.requests[-1] == {
         'op': 'volume-move',
         'args': {'volume_id': 'v1', 'to': '/dev/ssd/v1', 'scheme': 'lr',
-                 'rate_limit_mbps': 50.0}}
+                 'rate_limit_mbps': 50}}
 
 
 @pytest.mark.parametrize('src,dst,gamma,scheme', [
