@@ -50,7 +50,7 @@ PUBLIC = {
     'replay': {'replay.h', 'trace.h'},
     'alloc': {'rws.h', 'predict.h', 'knee.h', 'share.h', 'staging.h'},
     'nbd': {'nbd_server.h', 'io_ops.h'},
-    'origin': {'origin.h', 'origin_policy.h'},
+    'origin': {'origin.h', 'origin_policy.h', 'origin_move.h'},
 }
 
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)

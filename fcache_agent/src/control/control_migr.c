@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "agent/agent.h"
+#include "control_move.h"
 #include "control_ops.h"
 #include "engine/engine.h"
 #include "migration/migration.h"
@@ -42,6 +43,10 @@ fc_op_migration_settle(void *opaque, json_t *args, json_t **result, char *err, s
 int
 fc_op_migration_outgoing(void *opaque, json_t *args, json_t **result, char *err, size_t errlen)
 {
+  int r = fc_move_check_no_move(opaque, args, err, errlen);
+
+  if (r)
+    return r;
   return fc_migration_outgoing(opaque, args, result, err, errlen);
 }
 

@@ -6,6 +6,7 @@
 
 #include "agent/agent.h"
 #include "common/config.h"
+#include "control_move.h"
 #include "control_ops.h"
 #include "engine/engine.h"
 #include "migration/migration.h"
@@ -79,6 +80,12 @@ volume_json(struct fc_agent *agent, struct fc_volume *v)
   if (m) {
     json_object_set_new(o, "migration", fc_migration_json(m));
     fc_migration_put(m);
+  }
+  if (o) {
+    json_t *mv = fc_move_json_locked(agent, v);
+
+    if (mv)
+      json_object_set_new(o, "move", mv);
   }
   return o;
 }
@@ -252,6 +259,9 @@ const struct fc_control_op fc_agent_control_ops[] = {
   { "volume-hint", op_hint, FC_CONTROL_ADMIN },
   { "volume-list", op_list, FC_CONTROL_READ },
   { "volume-detach", op_detach, FC_CONTROL_ADMIN },
+  { "volume-move", fc_op_volume_move, FC_CONTROL_ADMIN },
+  { "volume-move-status", fc_op_volume_move_status, FC_CONTROL_READ },
+  { "volume-move-abort", fc_op_volume_move_abort, FC_CONTROL_ADMIN },
   { "migration-incoming", fc_op_migration_incoming, FC_CONTROL_ADMIN },
   { "migration-outgoing", fc_op_migration_outgoing, FC_CONTROL_ADMIN },
   { "migration-start", fc_op_migration_start, FC_CONTROL_ADMIN },

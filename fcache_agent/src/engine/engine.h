@@ -275,6 +275,30 @@ struct fc_engine_migr_ops {
   void (*stats_json)(struct fc_engine_migr *m, json_t *o);
 };
 
+/* What volume-move asks (doc/storage-migration.rst); checked by the
+ * engine. */
+struct fc_move_request {
+  const char *to;                 /* the new origin, as attach takes it */
+  const char *scheme;             /* dbt, mirror, lr, slr, aio */
+  unsigned max_rounds;            /* 0: the default */
+  uint64_t converge_bytes;        /* 0: the default */
+  unsigned aio_threshold;         /* 0: the default */
+  unsigned aio_delay_us;          /* 0: the default */
+  uint64_t rate_limit_bps;        /* 0: unlimited */
+};
+
+/* Live storage migration of a volume's origin while its VM runs.  Every
+ * call under host->lock. */
+struct fc_engine_move_ops {
+  int (*start)(struct fc_host *host, struct fc_volume *v,
+               const struct fc_move_request *req, char *err, size_t errlen);
+  /* Stop a running move and stay on the old origin: -ENOENT if none. */
+  int (*abort)(struct fc_host *host, struct fc_volume *v, char *err, size_t errlen);
+  /* The running or last move's status, or NULL when none ran. */
+  json_t *(*status_json)(struct fc_host *host, struct fc_volume *v);
+  bool (*running)(const struct fc_volume *v);
+};
+
 struct fc_engine_ops {
   const char *name;
   /* Open the host's cache, set host->engine and bring back the persisted
@@ -295,6 +319,8 @@ struct fc_engine_ops {
   /* agent-status, without the migrations. */
   json_t *(*status_json)(struct fc_host *host);
   const struct fc_engine_migr_ops *migr;
+  /* NULL: the engine cannot move a volume's origin live. */
+  const struct fc_engine_move_ops *move;
 };
 
 /* The engine called name among the engines src/engines.c registers, or

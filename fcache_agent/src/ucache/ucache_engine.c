@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/log.h"
 #include "nbd/nbd_server.h"
@@ -147,6 +148,9 @@ uc_close(struct fc_host *host)
   /* No request may run while the map is written out. */
   for (unsigned i = 0; i < host->nr_volumes; i++) {
     struct fc_volume *v = host->volumes[i];
+    /* A move stopped by a shutdown leaves the volume on its old origin,
+     * which the state file names. */
+    uc_move_stop(v);
     nbd_server_stop(UV(v)->srv);
     UV(v)->srv = NULL;
     if (UV(v)->uc)
@@ -285,6 +289,9 @@ uc_detach(struct fc_host *host, const char *id, char *err, size_t errlen)
              "the agent so they can be written back", id, UV(v)->nr_held_dirty, v->error);
     return -EBUSY;
   }
+  /* A running move falls back first: the write-back below must reach
+   * the origin the state file names. */
+  uc_move_stop(v);
   /* Disconnect the VM first: no write may arrive after the last write-back. */
   nbd_server_stop(UV(v)->srv);
   UV(v)->srv = NULL;
@@ -322,6 +329,12 @@ uc_detach(struct fc_host *host, const char *id, char *err, size_t errlen)
   r = fc_volume_params_remove(host->volumes_dir, id);
   if (r)
     log_warning("volume %s: cannot remove its state file: %s", id, strerror(-r));
+  {
+    char log_path[FC_PATH_MAX + 128];
+
+    uc_move_log_path(host, id, log_path, sizeof log_path);
+    unlink(log_path);
+  }
   uc_allocator_volume_forget(UCE(host)->alloc, v);
   fc_host_forget_locked(host, v);
   uc_allocator_rebalance_locked(UCE(host)->alloc);
@@ -461,4 +474,5 @@ const struct fc_engine_ops fc_ucache_engine = {
   .volume_json = uc_volume_json,
   .status_json = uc_status_json,
   .migr = &fc_ucache_migr_ops,
+  .move = &fc_ucache_move_ops,
 };

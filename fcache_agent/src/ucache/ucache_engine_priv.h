@@ -39,12 +39,26 @@ struct uc_vol {
   uint32_t nr_held;
   uint32_t nr_held_dirty;
   struct uc_vol_alloc alloc;        /* its demand, under host->lock */
+  struct uc_move *move;             /* its last live storage migration */
 };
 
 #define UCE(host) ((struct uc_engine *)(host)->engine)
 #define UV(v) ((struct uc_vol *)(v)->priv)
 
 extern const struct fc_engine_migr_ops fc_ucache_migr_ops;
+extern const struct fc_engine_move_ops fc_ucache_move_ops;
+
+/* Live storage migration (ucache_engine_move.c).  After opening the
+ * volume's origin: replay the recovery log of a move the agent did not
+ * finish, then wrap the origin in the composite every move uses. */
+int uc_move_prepare(struct fc_host *host, struct fc_volume *v, char *err,
+                    size_t errlen);
+/* Detach, shutdown: stop a running move (back to the old origin). */
+void uc_move_stop(struct fc_volume *v);
+void uc_move_free(struct fc_volume *v);
+/* The recovery log's path. */
+void uc_move_log_path(struct fc_host *host, const char *volume_id, char *buf,
+                      size_t len);
 
 /* Give a new volume its (empty) engine state. */
 int uc_volume_new(struct fc_volume *v);

@@ -47,6 +47,12 @@ uc_volume_prepare(struct fc_host *host, struct fc_volume *v, char *err, size_t e
                      &uv->origin, err, errlen);
   if (r)
     return r;
+  r = uc_move_prepare(host, v, err, errlen);
+  if (r) {
+    fc_origin_close(uv->origin);
+    uv->origin = NULL;
+    return r;
+  }
   r = fc_ucache_create(UCE(host)->dev, UCE(host)->md, uv->origin, &up, &uv->uc);
   if (r) {
     snprintf(err, errlen, "cannot create cache for volume %s: %s", v->p.id,
@@ -123,6 +129,7 @@ uc_volume_free(struct fc_volume *v)
   nbd_server_stop(uv->srv);
   fc_ucache_destroy(uv->uc);
   fc_origin_close(uv->origin);
+  uc_move_free(v);
   free(uv->held);
   free(uv->held_cb);
   free(uv);

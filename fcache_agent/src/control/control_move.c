@@ -1,0 +1,169 @@
+/* volume-move, volume-move-status, volume-move-abort: the contract of
+ * doc/storage-migration.rst, "Control operations"; the engine does the
+ * work (engine.h, struct fc_engine_move_ops). */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "agent/agent.h"
+#include "control_move.h"
+#include "engine/engine.h"
+#include "migration/migration.h"
+
+/* volume_id, and the volume under host.lock (held on success). */
+static int
+locked_volume(struct fc_agent *agent, json_t *args, struct fc_volume **out,
+              char *err, size_t errlen)
+{
+  const char *id = json_string_value(json_object_get(args, "volume_id"));
+
+  if (!id) {
+    snprintf(err, errlen, "missing argument 'volume_id' (a string)");
+    return -EINVAL;
+  }
+  if (!agent->host.ops->move) {
+    snprintf(err, errlen, "engine %s cannot move a volume's origin live; see "
+             "doc/storage-migration.rst", agent->host.ops->name);
+    return -ENOTSUP;
+  }
+  pthread_mutex_lock(&agent->host.lock);
+  *out = fc_host_find_locked(&agent->host, id);
+  if (!*out) {
+    pthread_mutex_unlock(&agent->host.lock);
+    snprintf(err, errlen, "volume %.80s is not attached to this agent", id);
+    return -ENOENT;
+  }
+  return 0;
+}
+
+/* An optional positive integer argument, at most max. */
+static int
+arg_uint(json_t *args, const char *key, uint64_t max, uint64_t *out, char *err,
+         size_t errlen)
+{
+  json_t *v = json_object_get(args, key);
+
+  *out = 0;
+  if (!v || json_is_null(v))
+    return 0;
+  if (!json_is_integer(v) || json_integer_value(v) < 1 ||
+      (uint64_t)json_integer_value(v) > max) {
+    snprintf(err, errlen, "argument '%s' must be an integer from 1 to %llu", key,
+             (unsigned long long)max);
+    return -EINVAL;
+  }
+  *out = (uint64_t)json_integer_value(v);
+  return 0;
+}
+
+int
+fc_op_volume_move(void *opaque, json_t *args, json_t **result, char *err, size_t errlen)
+{
+  struct fc_agent *agent = opaque;
+  struct fc_move_request req = { 0 };
+  uint64_t rounds, conv, thr, delay, mbps;
+  struct fc_migration *m;
+  struct fc_volume *v;
+  int r;
+
+  req.to = json_string_value(json_object_get(args, "to"));
+  req.scheme = json_string_value(json_object_get(args, "scheme"));
+  if (!req.to || !req.to[0]) {
+    snprintf(err, errlen, "missing argument 'to' (the new origin: a path or an NBD URI)");
+    return -EINVAL;
+  }
+  if (!req.scheme) {
+    snprintf(err, errlen, "missing argument 'scheme' (dbt, mirror, lr, slr or aio)");
+    return -EINVAL;
+  }
+  if ((r = arg_uint(args, "max_rounds", 1000, &rounds, err, errlen)) ||
+      (r = arg_uint(args, "converge_bytes", 1ull << 40, &conv, err, errlen)) ||
+      (r = arg_uint(args, "aio_threshold", 1000000, &thr, err, errlen)) ||
+      (r = arg_uint(args, "aio_delay_us", 1000000, &delay, err, errlen)) ||
+      (r = arg_uint(args, "rate_limit_mbps", 1000000, &mbps, err, errlen)))
+    return r;
+  req.max_rounds = (unsigned)rounds;
+  req.converge_bytes = conv;
+  req.aio_threshold = (unsigned)thr;
+  req.aio_delay_us = (unsigned)delay;
+  req.rate_limit_bps = mbps * 1000000;
+  if ((r = locked_volume(agent, args, &v, err, errlen)))
+    return r;
+  m = fc_migration_for_volume(agent, v);
+  if (m) {
+    fc_migration_put(m);
+    snprintf(err, errlen, "volume %s is in a live migration between hosts; move "
+             "its origin after it ends", v->p.id);
+    r = -EBUSY;
+  } else {
+    r = agent->host.ops->move->start(&agent->host, v, &req, err, errlen);
+  }
+  if (!r)
+    *result = json_pack("{s:s, s:s, s:s}", "volume_id", v->p.id, "scheme", req.scheme,
+                        "state", "copying");
+  pthread_mutex_unlock(&agent->host.lock);
+  return r ? r : *result ? 0 : -ENOMEM;
+}
+
+int
+fc_op_volume_move_status(void *opaque, json_t *args, json_t **result, char *err,
+                         size_t errlen)
+{
+  struct fc_agent *agent = opaque;
+  struct fc_volume *v;
+  int r;
+
+  if ((r = locked_volume(agent, args, &v, err, errlen)))
+    return r;
+  *result = agent->host.ops->move->status_json(&agent->host, v);
+  if (!*result) {
+    snprintf(err, errlen, "volume %s has not moved its origin", v->p.id);
+    r = -ENOENT;
+  }
+  pthread_mutex_unlock(&agent->host.lock);
+  return r;
+}
+
+int
+fc_op_volume_move_abort(void *opaque, json_t *args, json_t **result, char *err,
+                        size_t errlen)
+{
+  struct fc_agent *agent = opaque;
+  struct fc_volume *v;
+  int r;
+
+  if ((r = locked_volume(agent, args, &v, err, errlen)))
+    return r;
+  r = agent->host.ops->move->abort(&agent->host, v, err, errlen);
+  if (!r)
+    *result = agent->host.ops->move->status_json(&agent->host, v);
+  pthread_mutex_unlock(&agent->host.lock);
+  return r ? r : *result ? 0 : -ENOMEM;
+}
+
+json_t *
+fc_move_json_locked(struct fc_agent *agent, struct fc_volume *v)
+{
+  return agent->host.ops->move ? agent->host.ops->move->status_json(&agent->host, v)
+                               : NULL;
+}
+
+int
+fc_move_check_no_move(struct fc_agent *agent, json_t *args, char *err, size_t errlen)
+{
+  const char *id = json_string_value(json_object_get(args, "volume_id"));
+  struct fc_volume *v;
+  int r = 0;
+
+  if (!id || !agent->host.ops->move)
+    return 0;
+  pthread_mutex_lock(&agent->host.lock);
+  v = fc_host_find_locked(&agent->host, id);
+  if (v && agent->host.ops->move->running(v)) {
+    snprintf(err, errlen, "volume %s is moving its origin (volume-move); migrate "
+             "it after the move ends, or abort the move", id);
+    r = -EBUSY;
+  }
+  pthread_mutex_unlock(&agent->host.lock);
+  return r;
+}

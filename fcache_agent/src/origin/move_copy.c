@@ -1,0 +1,364 @@
+/* The copier of a move: the first pass over the volume, DBT's merge
+ * rounds, the switch to B with requests held, and the fallback to A
+ * (B failed, the move was aborted, DBT did not converge).  One thread
+ * per running move. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "move_priv.h"
+
+static uint64_t
+grain_end(const struct move_origin *m, uint64_t g)
+{
+  uint64_t e = (g + 1) * MOVE_GRAIN;
+
+  return e < m->base.size ? e : m->base.size;
+}
+
+/* Copy grains [lo, hi] from A to B (LR: but those B already holds),
+ * grains held.  *wrote: bytes written to B. */
+static int
+copy_grains(struct move_origin *m, char *buf, uint64_t lo, uint64_t hi, bool skip_b,
+            uint64_t *wrote)
+{
+  uint64_t g = lo;
+  int r;
+
+  *wrote = 0;
+  while (g <= hi) {
+    uint64_t start, stop, e;
+
+    pthread_mutex_lock(&m->mu);
+    while (g <= hi && skip_b && move_bitmap_test(&m->bm, g))
+      g++;
+    e = g;
+    while (e + 1 <= hi && !(skip_b && move_bitmap_test(&m->bm, e + 1)) &&
+           (e + 1 - g) * MOVE_GRAIN < MOVE_CHUNK)
+      e++;
+    pthread_mutex_unlock(&m->mu);
+    if (g > hi)
+      break;
+    start = g * MOVE_GRAIN;
+    stop = grain_end(m, e);
+    r = fc_origin_pread(m->cur, buf, (uint32_t)(stop - start), start);
+    if (r)
+      return r;
+    r = fc_origin_pwrite(m->b, buf, (uint32_t)(stop - start), start, false);
+    pthread_mutex_lock(&m->mu);
+    m->st.a_read += stop - start;
+    if (r) {
+      mv_b_failed_locked(m, r);
+    } else {
+      m->st.b_write += stop - start;
+      *wrote += stop - start;
+    }
+    pthread_mutex_unlock(&m->mu);
+    if (r)
+      return r;
+    g = e + 1;
+  }
+  return 0;
+}
+
+static bool
+interrupted_locked(const struct move_origin *m)
+{
+  return m->stop || m->b_error;
+}
+
+/* Keep the copy at rate_limit_bps, waking early for an abort or a
+ * failure of B. */
+static void
+rate_wait(struct move_origin *m, uint64_t copied)
+{
+  uint64_t due_ns, now;
+  struct timespec ts;
+
+  if (!m->p.rate_limit_bps)
+    return;
+  due_ns = m->start_ns + (uint64_t)((double)copied * 1e9 / (double)m->p.rate_limit_bps);
+  now = mv_now_ns();
+  if (due_ns <= now)
+    return;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  ts.tv_sec += (time_t)((due_ns - now) / 1000000000ull);
+  ts.tv_nsec += (long)((due_ns - now) % 1000000000ull);
+  if (ts.tv_nsec >= 1000000000L) {
+    ts.tv_sec++;
+    ts.tv_nsec -= 1000000000L;
+  }
+  pthread_mutex_lock(&m->mu);
+  while (!interrupted_locked(m) && mv_now_ns() < due_ns)
+    if (pthread_cond_timedwait(&m->cond, &m->mu, &ts) == ETIMEDOUT)
+      break;
+  pthread_mutex_unlock(&m->mu);
+}
+
+static int
+first_pass(struct move_origin *m, char *buf)
+{
+  const uint64_t per = MOVE_CHUNK / MOVE_GRAIN;
+  uint64_t total = 0;
+
+  for (uint64_t c = 0; c < m->nr_grains; c += per) {
+    uint64_t hi = c + per < m->nr_grains ? c + per - 1 : m->nr_grains - 1, wrote;
+    int r;
+
+    pthread_mutex_lock(&m->mu);
+    if (interrupted_locked(m)) {
+      pthread_mutex_unlock(&m->mu);
+      return -ECANCELED;
+    }
+    mv_claim_locked(m, c, hi);
+    pthread_mutex_unlock(&m->mu);
+    r = copy_grains(m, buf, c, hi, m->p.scheme == FC_MOVE_LR, &wrote);
+    pthread_mutex_lock(&m->mu);
+    if (!r) {
+      m->cursor = hi + 1;
+      m->st.bytes_copied = grain_end(m, hi);
+      m->first_copy_bytes += wrote;
+    }
+    mv_unclaim_locked(m);
+    pthread_mutex_unlock(&m->mu);
+    if (r)
+      return r;
+    total += wrote;
+    rate_wait(m, total);
+  }
+  return 0;
+}
+
+/* One pass over the dirty grains: each run is cleared and copied with
+ * its grains held, so a write after it sets its bits again. */
+static int
+merge_round(struct move_origin *m, char *buf, bool held, uint64_t *copied)
+{
+  const uint64_t per = MOVE_CHUNK / MOVE_GRAIN;
+  uint64_t g = 0;
+
+  for (;;) {
+    uint64_t e, wrote;
+    int r;
+
+    pthread_mutex_lock(&m->mu);
+    if (!held && interrupted_locked(m)) {
+      pthread_mutex_unlock(&m->mu);
+      return -ECANCELED;
+    }
+    g = move_bitmap_next(&m->bm, g);
+    if (g >= m->nr_grains) {
+      pthread_mutex_unlock(&m->mu);
+      return 0;
+    }
+    for (e = g; e + 1 < m->nr_grains && e + 1 - g < per &&
+         move_bitmap_test(&m->bm, e + 1); e++)
+      ;
+    if (!held)
+      mv_claim_locked(m, g, e);
+    for (uint64_t i = g; i <= e; i++)
+      move_bitmap_clear(&m->bm, i);
+    pthread_mutex_unlock(&m->mu);
+    r = copy_grains(m, buf, g, e, false, &wrote);
+    pthread_mutex_lock(&m->mu);
+    if (r)   /* copied again by whoever tries next */
+      for (uint64_t i = g; i <= e; i++)
+        move_bitmap_set(&m->bm, i);
+    if (!held)
+      mv_unclaim_locked(m);
+    pthread_mutex_unlock(&m->mu);
+    if (r)
+      return r;
+    *copied += wrote;
+    if (!held)
+      rate_wait(m, m->first_copy_bytes + *copied);
+    g = e + 1;
+  }
+}
+
+/* DBT: merge rounds while the VM runs until what is left is small
+ * enough for the pause, or give up after max_rounds. */
+static int
+merge_rounds(struct move_origin *m, char *buf, char *why, size_t whylen)
+{
+  uint64_t copied = 0;
+
+  for (;;) {
+    uint64_t dirty;
+    unsigned rounds;
+    int r;
+
+    pthread_mutex_lock(&m->mu);
+    dirty = m->bm.set * MOVE_GRAIN;
+    m->st.dirty_bytes = dirty;
+    rounds = m->st.rounds;
+    pthread_mutex_unlock(&m->mu);
+    if (dirty <= m->p.converge_bytes)
+      return 0;
+    if (rounds >= m->p.max_rounds) {
+      snprintf(why, whylen, "dbt did not converge: %llu dirty bytes after %u "
+               "merge rounds, more than converge_bytes %llu; the volume stays "
+               "on the source", (unsigned long long)dirty, rounds,
+               (unsigned long long)m->p.converge_bytes);
+      return -ETIMEDOUT;
+    }
+    r = merge_round(m, buf, false, &copied);
+    if (r)
+      return r;
+    pthread_mutex_lock(&m->mu);
+    m->st.rounds++;
+    pthread_mutex_unlock(&m->mu);
+  }
+}
+
+static void
+hold_requests(struct move_origin *m)
+{
+  pthread_mutex_lock(&m->mu);
+  m->paused = true;
+  mv_drain_locked(m);
+  pthread_mutex_unlock(&m->mu);
+}
+
+/* Back to A, requests held: for LR and SLR, A gets what only B had from
+ * the log (not from B, which may be what failed). */
+static void
+fall_back(struct move_origin *m, uint64_t t0, enum fc_move_state state, const char *why)
+{
+  struct fc_origin *b;
+  int matches = 0, r = 0;
+
+  if (m->logging) {
+    r = move_log_sync(&m->log);
+    if (!r) {
+      r = move_log_replay(m->log_path, m->a_uri, m->cur, &matches);
+      r = r < 0 ? r : 0;
+    }
+  }
+  pthread_mutex_lock(&m->mu);
+  m->moving = false;
+  b = m->b;
+  m->b = NULL;
+  m->st.state = state;
+  if (r)
+    snprintf(m->st.error, sizeof m->st.error, "%.120s; and replaying the recovery "
+             "log to the source failed (%s): it is kept, replayed at the next start",
+             why, strerror(-r));
+  else
+    snprintf(m->st.error, sizeof m->st.error, "%s", why);
+  m->st.downtime_us = (mv_now_ns() - t0) / 1000;
+  m->st.elapsed_ms = (mv_now_ns() - m->start_ns) / 1000000;
+  m->st.dirty_bytes = 0;
+  m->paused = false;
+  pthread_cond_broadcast(&m->cond);
+  pthread_mutex_unlock(&m->mu);
+  mv_aio_stop(m);
+  fc_origin_close(b);
+  if (m->logging) {
+    move_log_close(&m->log);
+    if (!r)
+      unlink(m->log_path);
+    m->logging = false;
+  }
+}
+
+/* Requests held: B holds all of the volume once DBT's last dirty grains
+ * are copied; make it durable, let the owner commit, route to B. */
+static int
+switch_to_b(struct move_origin *m, char *buf, uint64_t t0, char *why, size_t whylen)
+{
+  struct fc_origin *a;
+  uint64_t copied = 0;
+  int r = 0;
+
+  if (m->p.scheme == FC_MOVE_DBT)
+    r = merge_round(m, buf, true, &copied);
+  if (!r && (r = fc_origin_flush(m->b)))
+    snprintf(why, whylen, "flushing the destination failed: %s", strerror(-r));
+  else if (r)
+    snprintf(why, whylen, "the last merge failed: %s", strerror(-r));
+  while (!r && (r = m->p.commit ? m->p.commit(m->p.ctx) : 0) == -EAGAIN) {
+    pthread_mutex_lock(&m->mu);
+    r = m->stop ? -ECANCELED : -EAGAIN;
+    pthread_mutex_unlock(&m->mu);
+    if (r == -ECANCELED)
+      break;
+    r = 0;
+    usleep(1000);
+  }
+  if (r) {
+    if (!why[0])
+      snprintf(why, whylen, "making the destination the volume's origin failed: %s",
+               strerror(-r));
+    return r;
+  }
+  pthread_mutex_lock(&m->mu);
+  m->moving = false;
+  a = m->cur;
+  m->cur = m->b;
+  m->b = NULL;
+  m->st.state = FC_MOVE_DONE;
+  m->st.dirty_bytes = 0;
+  m->st.bytes_copied = m->st.bytes_total;
+  m->st.downtime_us = (mv_now_ns() - t0) / 1000;
+  m->st.elapsed_ms = (mv_now_ns() - m->start_ns) / 1000000;
+  m->paused = false;
+  pthread_cond_broadcast(&m->cond);
+  pthread_mutex_unlock(&m->mu);
+  mv_aio_stop(m);
+  /* Nobody uses A any more: requests held for the switch went to B. */
+  fc_origin_close(a);
+  if (m->logging) {
+    /* The owner's commit made B the origin: the log is of no use now. */
+    move_log_close(&m->log);
+    unlink(m->log_path);
+    m->logging = false;
+  }
+  return 0;
+}
+
+void *
+mv_copier(void *arg)
+{
+  struct move_origin *m = arg;
+  char why[200] = "";
+  char *buf = malloc(MOVE_CHUNK);
+  uint64_t t0;
+  int r;
+
+  r = buf ? first_pass(m, buf) : -ENOMEM;
+  if (!r && m->p.scheme == FC_MOVE_DBT)
+    r = merge_rounds(m, buf, why, sizeof why);
+  if (!r) {
+    pthread_mutex_lock(&m->mu);
+    m->st.state = FC_MOVE_SWITCHING;
+    pthread_mutex_unlock(&m->mu);
+  }
+  t0 = mv_now_ns();
+  hold_requests(m);
+  if (!r) {
+    pthread_mutex_lock(&m->mu);
+    r = m->stop ? -ECANCELED : m->b_error;
+    pthread_mutex_unlock(&m->mu);
+  }
+  if (!r && switch_to_b(m, buf, t0, why, sizeof why) == 0)
+    goto out;
+  pthread_mutex_lock(&m->mu);
+  if (m->stop && !why[0])
+    snprintf(why, sizeof why, "aborted; the volume stays on the source");
+  else if (m->b_error && !why[0])
+    snprintf(why, sizeof why, "the destination failed (%s); the volume stays "
+             "on the source", strerror(-m->b_error));
+  else if (!why[0])
+    snprintf(why, sizeof why, "copying failed (%s); the volume stays on the "
+             "source", strerror(r ? -r : EIO));
+  r = m->stop ? 1 : 0;
+  pthread_mutex_unlock(&m->mu);
+  fall_back(m, t0, r ? FC_MOVE_ABORTED : FC_MOVE_FAILED, why);
+out:
+  free(buf);
+  return NULL;
+}

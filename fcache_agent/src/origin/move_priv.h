@@ -1,0 +1,106 @@
+/* Inside the composite origin of a move (origin_move.h): shared by
+ * origin_move.c (the requests and their routing), move_copy.c (the
+ * copier, the switch, the fallback to A) and move_aio.c (AIO's
+ * background duplicates).  Private to origin/. */
+#ifndef FCACHE_MOVE_PRIV_H
+#define FCACHE_MOVE_PRIV_H
+
+#include <limits.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "move_bitmap.h"
+#include "move_log.h"
+#include "origin_move.h"
+
+/* What the bitmaps and the ranges count in: the cache's block size, so
+ * that a write-back block is one grain. */
+#define MOVE_GRAIN 4096u
+/* What the copier claims and copies at once. */
+#define MOVE_CHUNK (1u << 20)
+
+/* A request's (or an AIO duplicate's) hold on grains [lo, hi]. */
+struct mv_range {
+  uint64_t lo, hi;
+  struct mv_range *next;
+};
+
+struct aio_job {
+  struct mv_range range;        /* held until both halves are written */
+  struct aio_job *next;
+  struct fc_origin *dst;        /* the half the worker writes */
+  bool dst_is_b;
+  unsigned halves;              /* left to complete, under mu */
+  uint32_t count;
+  uint64_t off;
+  char data[];
+};
+
+struct move_origin {
+  struct fc_origin base;
+  pthread_mutex_t mu;
+  pthread_cond_t cond;
+  /* Where requests go when no move runs; A during a move. */
+  struct fc_origin *cur;
+  struct fc_origin *b;          /* the destination, during a move */
+  bool moving;                  /* requests are routed by p.scheme */
+  bool paused;                  /* held for a switch or a fallback */
+  unsigned passers;             /* requests in flight on cur, unrouted */
+  struct mv_range *ranges;      /* routed requests in flight */
+  bool claimed;                 /* the copier's grains, no request in them */
+  uint64_t claim_lo, claim_hi;
+  uint64_t nr_grains;
+  uint64_t cursor;              /* grains below it are copied */
+  struct move_bitmap bm;        /* dbt: dirty; lr, slr: B holds the newest */
+  struct fc_move_params p;
+  char log_path[PATH_MAX];
+  char a_uri[1024];
+  struct move_log log;
+  bool logging;
+  int b_error;                  /* B failed: the move falls back to A */
+  int a_error;                  /* aio: a background write to A failed */
+  bool stop;                    /* abort asked */
+  pthread_t thread;
+  bool thread_running;
+  /* aio */
+  struct aio_job *q_head, *q_tail;
+  unsigned pending;             /* duplicates with a half not written */
+  bool aio_stop;
+  pthread_t aio_thread;
+  bool aio_running;
+  uint64_t lat_a_ns, lat_b_ns;  /* write latency, moving average */
+  /* status, under mu */
+  struct fc_move_status st;
+  uint64_t start_ns;
+  uint64_t first_copy_bytes;    /* written to B by the first pass */
+};
+
+uint64_t mv_now_ns(void);
+/* Under mu: wait until nothing routed or passing is in flight. */
+void mv_drain_locked(struct move_origin *m);
+/* Under mu: hold grains [lo, hi] against requests (the copier). */
+void mv_claim_locked(struct move_origin *m, uint64_t lo, uint64_t hi);
+void mv_unclaim_locked(struct move_origin *m);
+/* Under mu, with a move running: wait until no request, claim or pause
+ * holds any of r's grains, then hold them.  false: the move ended while
+ * waiting (the caller serves the request unrouted). */
+bool mv_range_acquire_locked(struct move_origin *m, struct mv_range *r);
+void mv_range_release_locked(struct move_origin *m, struct mv_range *r);
+/* Under mu: B failed with r; the copier falls back to A. */
+void mv_b_failed_locked(struct move_origin *m, int r);
+
+/* The copier thread (move_copy.c). */
+void *mv_copier(void *arg);
+
+/* AIO (move_aio.c). */
+int mv_aio_start(struct move_origin *m);
+void mv_aio_stop(struct move_origin *m);
+/* A write during an AIO move: a write touching the copied region goes to
+ * both, acknowledged when the faster completes, its grains held until
+ * both are written.  1: the move ended meanwhile (serve it unrouted);
+ * else 0 or -errno. */
+int mv_aio_write(struct move_origin *m, const void *buf, uint32_t count,
+                 uint64_t off, bool fua);
+
+#endif

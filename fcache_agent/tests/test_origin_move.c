@@ -1,0 +1,256 @@
+/* The pieces of a live storage migration: the grain bitmap, the recovery
+ * log (records come back in order, a torn tail and another source's log
+ * are not replayed), and the composite origin over two memory origins:
+ * an LR move ends with B equal to what was written, and a B that fails
+ * mid-move leaves A holding every write, replayed from the log. */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "origin/move_bitmap.h"
+#include "origin/move_log.h"
+#include "origin/origin_move.h"
+
+#define SIZE (3u << 20)
+
+struct mem_origin {
+  struct fc_origin base;
+  unsigned char *data;
+  int fail_writes;              /* after this many writes, fail them all */
+  int writes;
+};
+
+static int
+mem_pread(struct fc_origin *o, void *buf, uint32_t count, uint64_t off)
+{
+  memcpy(buf, ((struct mem_origin *)o)->data + off, count);
+  return 0;
+}
+
+static int
+mem_pwrite(struct fc_origin *o, const void *buf, uint32_t count, uint64_t off, bool fua)
+{
+  struct mem_origin *m = (struct mem_origin *)o;
+
+  if (m->fail_writes >= 0 && __atomic_add_fetch(&m->writes, 1, __ATOMIC_SEQ_CST) >
+      m->fail_writes)
+    return -EIO;
+  memcpy(m->data + off, buf, count);
+  return 0;
+}
+
+static int
+mem_flush(struct fc_origin *o)
+{
+  return 0;
+}
+
+static int
+mem_trim(struct fc_origin *o, uint32_t count, uint64_t off)
+{
+  return 0;
+}
+
+static void
+mem_close(struct fc_origin *o)
+{
+}
+
+static const struct fc_origin_ops mem_ops = {
+  .pread = mem_pread, .pwrite = mem_pwrite, .flush = mem_flush,
+  .trim = mem_trim, .close = mem_close,
+};
+
+static void
+mem_init(struct mem_origin *m, unsigned char fill)
+{
+  m->base = (struct fc_origin){ .ops = &mem_ops, .size = SIZE, .can_trim = true };
+  m->data = malloc(SIZE);
+  assert_non_null(m->data);
+  memset(m->data, fill, SIZE);
+  m->fail_writes = -1;
+  m->writes = 0;
+}
+
+static void
+log_path(char *buf, size_t len)
+{
+  int fd;
+
+  snprintf(buf, len, "/tmp/fc-movelog-XXXXXX");
+  fd = mkstemp(buf);
+  assert_true(fd >= 0);
+  close(fd);
+}
+
+static void
+test_bitmap(void **state)
+{
+  struct move_bitmap b;
+
+  assert_int_equal(move_bitmap_init(&b, 200), 0);
+  assert_int_equal(move_bitmap_next(&b, 0), 200);
+  move_bitmap_set(&b, 3);
+  move_bitmap_set(&b, 3);
+  move_bitmap_set(&b, 130);
+  move_bitmap_set(&b, 500);     /* out of range: ignored */
+  assert_int_equal(b.set, 2);
+  assert_true(move_bitmap_test(&b, 130));
+  assert_false(move_bitmap_test(&b, 131));
+  assert_int_equal(move_bitmap_next(&b, 0), 3);
+  assert_int_equal(move_bitmap_next(&b, 4), 130);
+  move_bitmap_clear(&b, 3);
+  assert_int_equal(b.set, 1);
+  assert_int_equal(move_bitmap_next(&b, 0), 130);
+  assert_int_equal(move_bitmap_next(&b, 131), 200);
+  move_bitmap_free(&b);
+}
+
+static void
+test_log_replay(void **state)
+{
+  struct mem_origin a;
+  struct move_log l;
+  char path[64], x[100], y[50];
+  int matches;
+  off_t size;
+
+  mem_init(&a, 0);
+  log_path(path, sizeof path);
+  memset(x, 'x', sizeof x);
+  memset(y, 'y', sizeof y);
+  assert_int_equal(move_log_create(&l, path, "nbd://a/"), 0);
+  assert_int_equal(move_log_append(&l, x, sizeof x, 1000), 0);
+  assert_int_equal(move_log_append(&l, y, sizeof y, 1020), 0);
+  assert_int_equal(move_log_sync(&l), 0);
+  size = lseek(l.fd, 0, SEEK_END);
+  /* A third record torn by a crash. */
+  assert_int_equal(move_log_append(&l, x, sizeof x, 0), 0);
+  assert_int_equal(ftruncate(l.fd, size + 30), 0);
+  move_log_close(&l);
+
+  assert_int_equal(move_log_replay(path, "nbd://b/", &a.base, &matches), 0);
+  assert_int_equal(matches, 0);
+  assert_int_equal(a.data[1000], 0);
+  assert_int_equal(move_log_replay(path, "nbd://a/", &a.base, &matches), 2);
+  assert_int_equal(matches, 1);
+  assert_int_equal(a.data[999], 0);
+  assert_int_equal(a.data[1000], 'x');
+  assert_int_equal(a.data[1020], 'y');      /* the later record wins */
+  assert_int_equal(a.data[1069], 'y');
+  assert_int_equal(a.data[1070], 'x');
+  assert_int_equal(a.data[0], 0);           /* the torn one is not replayed */
+  unlink(path);
+  free(a.data);
+}
+
+static int commits;
+
+static int
+commit(void *ctx)
+{
+  commits++;
+  return 0;
+}
+
+static void
+wait_end(struct fc_origin *o, struct fc_move_status *st)
+{
+  for (int i = 0; i < 5000; i++) {
+    fc_origin_move_status(o, st);
+    if (st->state != FC_MOVE_COPYING && st->state != FC_MOVE_SWITCHING)
+      return;
+    usleep(1000);
+  }
+  fail_msg("the move did not end");
+}
+
+static void
+move_with(enum fc_move_scheme scheme, int b_fail_after, enum fc_move_state want)
+{
+  struct mem_origin a, b;
+  struct fc_origin *o;
+  struct fc_move_params p = {
+    .scheme = scheme, .max_rounds = 5, .converge_bytes = 1 << 20,
+    .aio_threshold = 4, .aio_delay_us = 100, .a_uri = "A", .commit = commit,
+  };
+  struct fc_move_status st;
+  unsigned char buf[6000], got[6000];
+  char path[64], err[256];
+
+  mem_init(&a, 'a');
+  mem_init(&b, 'b');
+  b.fail_writes = b_fail_after;
+  log_path(path, sizeof path);
+  p.log_path = path;
+  commits = 0;
+  assert_int_equal(fc_origin_move_wrap(&a.base, &o), 0);
+  assert_true(fc_origin_is_move(o));
+  assert_int_equal(fc_origin_move_start(o, &b.base, &p, err, sizeof err), 0);
+  /* Unaligned writes over the whole volume while the copier runs. */
+  for (unsigned i = 0; i < 200; i++) {
+    uint64_t off = (uint64_t)i * 15733 % (SIZE - sizeof buf);
+
+    memset(buf, (int)i, sizeof buf);
+    assert_int_equal(fc_origin_pwrite(o, buf, sizeof buf, off, false), 0);
+    assert_int_equal(fc_origin_pread(o, got, sizeof got, off), 0);
+    assert_memory_equal(got, buf, sizeof buf);
+  }
+  assert_int_equal(fc_origin_flush(o), 0);
+  wait_end(o, &st);
+  assert_int_equal(st.state, want);
+  /* Every write is where the volume now lives, and reads agree. */
+  for (unsigned i = 0; i < 200; i++) {
+    uint64_t off = (uint64_t)i * 15733 % (SIZE - sizeof buf);
+    unsigned char *where = want == FC_MOVE_DONE ? b.data : a.data;
+    bool later = false;
+
+    for (unsigned j = i + 1; j < 200; j++) {
+      uint64_t o2 = (uint64_t)j * 15733 % (SIZE - sizeof buf);
+      later |= o2 < off + sizeof buf && off < o2 + sizeof buf;
+    }
+    if (!later)
+      for (size_t k = 0; k < sizeof buf; k++)
+        assert_int_equal(where[off + k], (unsigned char)i);
+  }
+  assert_int_equal(commits, want == FC_MOVE_DONE);
+  if (scheme == FC_MOVE_LR || scheme == FC_MOVE_SLR)
+    assert_int_equal(access(path, F_OK), -1);   /* the log is gone */
+  unlink(path);
+  fc_origin_close(o);
+  free(a.data);
+  free(b.data);
+}
+
+static void test_lr_done(void **state) { move_with(FC_MOVE_LR, -1, FC_MOVE_DONE); }
+static void test_slr_done(void **state) { move_with(FC_MOVE_SLR, -1, FC_MOVE_DONE); }
+static void test_dbt_done(void **state) { move_with(FC_MOVE_DBT, -1, FC_MOVE_DONE); }
+static void test_mirror_done(void **state) { move_with(FC_MOVE_MIRROR, -1, FC_MOVE_DONE); }
+static void test_aio_done(void **state) { move_with(FC_MOVE_AIO, -1, FC_MOVE_DONE); }
+static void test_lr_b_fails(void **state) { move_with(FC_MOVE_LR, 20, FC_MOVE_FAILED); }
+static void test_slr_b_fails(void **state) { move_with(FC_MOVE_SLR, 1, FC_MOVE_FAILED); }
+static void test_mirror_b_fails(void **state) { move_with(FC_MOVE_MIRROR, 2, FC_MOVE_FAILED); }
+
+int main(void)
+{
+  const struct CMUnitTest tests[] = {
+    cmocka_unit_test(test_bitmap),
+    cmocka_unit_test(test_log_replay),
+    cmocka_unit_test(test_lr_done),
+    cmocka_unit_test(test_slr_done),
+    cmocka_unit_test(test_dbt_done),
+    cmocka_unit_test(test_mirror_done),
+    cmocka_unit_test(test_aio_done),
+    cmocka_unit_test(test_lr_b_fails),
+    cmocka_unit_test(test_slr_b_fails),
+    cmocka_unit_test(test_mirror_b_fails),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

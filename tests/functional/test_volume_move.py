@@ -1,0 +1,228 @@
+"""Live storage migration between media (doc/storage-migration.rst).
+
+An attached ucache volume's origin moves from A to B (two nbdkit servers)
+while an oracle-checked workload runs on the same export, with each
+scheme: dbt, mirror, lr, slr, aio.  After "done" the volume's origin is B,
+B's file equals the oracle and A is not used any more (its server is
+stopped and the volume still serves).  B failing mid-copy, DBT not
+converging, an abort and a kill -9 of the agent mid-move (lr, slr: the
+recovery log is replayed to A) all leave the VM on a consistent A.
+Every read is checked against the oracle: the last acknowledged write.
+"""
+
+import os
+import time
+
+import pytest
+
+from nova_ext import exception
+
+from . import harness
+from . import oracle as om
+
+MiB = 1 << 20
+SIZE = 8 * MiB
+CACHE = 2 * MiB
+SCHEMES = ['dbt', 'mirror', 'lr', 'slr', 'aio']
+TERMINAL = ('done', 'failed', 'aborted')
+
+
+def call(agent, op, **args):
+    return agent.client().call(op, **args)
+
+
+def setup(make_agent, make_origin, b_filters=(), b_args=(), policy='write_through',
+          **agent_cfg):
+    a = make_origin(SIZE, name='A')
+    b = make_origin(SIZE, name='B', filled_fraction=0.3, filters=b_filters,
+                    filter_args=b_args)
+    agent = make_agent(cache_size='8M', writeback_interval_ms=50,
+                       **agent_cfg).start()
+    res = call(agent, 'volume-attach', volume_id='vol1', origin=a.uri,
+               cache_size=CACHE, write_policy=policy)
+    h = om.connect(res['export_uri'], name='vol1')
+    orc = om.Oracle(a.content)
+    return agent, a, b, h, orc
+
+
+def workload(h, orc, seed, hot_fraction=1.0):
+    # Writes spread over the whole volume (or its hot part), so they land
+    # in both the copied and the not yet copied region.
+    return om.Workload(h, orc, seed=seed, depth=8, hot_fraction=hot_fraction,
+                       hot_share=1.0, max_length=32768)
+
+
+def run_until(agent, wl, pred=lambda st: st['state'] in TERMINAL, timeout=30,
+              on_status=None):
+    deadline = time.monotonic() + timeout
+    while True:
+        wl.run(duration=0.2)
+        st = call(agent, 'volume-move-status', volume_id='vol1')
+        if on_status:
+            on_status(st)
+        if pred(st):
+            return st
+        assert time.monotonic() < deadline, st
+
+
+def origin_file_is_oracle(origin, orc):
+    mism = om.compare(orc, origin.read_file(), 'origin %s' % origin.path)
+    assert not mism, mism
+
+
+@pytest.mark.parametrize('scheme', SCHEMES)
+def test_move_done(make_agent, make_origin, scheme):
+    agent, a, b, h, orc = setup(make_agent, make_origin)
+    # DBT converges when the VM rewrites a working set smaller than
+    # converge_bytes (4 MiB): its writes stay in a quarter of the volume.
+    wl = workload(h, orc, seed=1, hot_fraction=0.25 if scheme == 'dbt' else 1.0)
+    wl.run(nops=100)
+    r = call(agent, 'volume-move', volume_id='vol1', to=b.uri, scheme=scheme,
+             rate_limit_mbps=6)
+    assert r == {'volume_id': 'vol1', 'scheme': scheme, 'state': 'copying'}
+    seen = set()
+    st = run_until(agent, wl, on_status=lambda s: seen.add(s['state']))
+    wl.assert_clean()
+    assert st['state'] == 'done', st['error']
+    assert 'copying' in seen
+    assert st['from'] == a.uri and st['to'] == b.uri
+    assert st['bytes_copied'] == st['bytes_total'] == SIZE
+    assert st['error'] is None
+    assert 0 <= st['downtime_ms'] < 5000
+    io = st['io']
+    assert io['vm_write_bytes'] > 0, st
+    if scheme == 'lr':
+        # Every write went to B alone: A was only read.
+        assert io['a_write_bytes'] == 0, st
+    if scheme in ('mirror', 'aio'):
+        assert io['redundant_write_bytes'] > 0, st
+    show = call(agent, 'volume-show', volume_id='vol1')
+    assert show['origin'] == b.uri
+    assert show['move']['state'] == 'done'
+    print('%s: downtime %.3f ms, %.1f s, rounds %d, io %s' % (
+        scheme, st['downtime_ms'], st['elapsed_s'], st['rounds'], io))
+    # A is not used any more.
+    a.server.stop()
+    wl.run(nops=150)
+    wl.assert_clean()
+    assert not om.verify_all(h, orc)
+    om.close(h)
+    call(agent, 'volume-detach', volume_id='vol1')
+    origin_file_is_oracle(b, orc)
+
+
+@pytest.mark.parametrize('scheme', ['lr', 'slr', 'aio'])
+def test_b_fails_mid_copy(make_agent, make_origin, workdir, scheme):
+    flag = os.path.join(workdir, 'b-fails')
+    agent, a, b, h, orc = setup(
+        make_agent, make_origin, b_filters=['error'],
+        b_args=['error-rate=100%', 'error-file=' + flag], policy='write_back')
+    wl = workload(h, orc, seed=2)
+    call(agent, 'volume-move', volume_id='vol1', to=b.uri, scheme=scheme,
+         rate_limit_mbps=4)
+    run_until(agent, wl, lambda st: st['bytes_copied'] >= 2 * MiB)
+    open(flag, 'w').close()
+    st = run_until(agent, wl)
+    wl.assert_clean()
+    assert st['state'] == 'failed', st
+    assert 'destination failed' in st['error'], st
+    assert call(agent, 'volume-show', volume_id='vol1')['origin'] == a.uri
+    wl.run(nops=100)
+    wl.assert_clean()
+    assert not om.verify_all(h, orc)
+    om.close(h)
+    call(agent, 'volume-detach', volume_id='vol1')
+    origin_file_is_oracle(a, orc)
+
+
+def test_dbt_does_not_converge(make_agent, make_origin):
+    agent, a, b, h, orc = setup(make_agent, make_origin)
+    wl = om.Workload(h, orc, seed=3, depth=16, hot_fraction=1.0,
+                     mix=[('write', 8), ('read', 2)])
+    call(agent, 'volume-move', volume_id='vol1', to=b.uri, scheme='dbt',
+         max_rounds=2, converge_bytes=4096, rate_limit_mbps=8)
+    st = run_until(agent, wl)
+    wl.assert_clean()
+    assert st['state'] == 'failed', st
+    assert 'did not converge' in st['error'] and st['rounds'] == 2, st
+    assert call(agent, 'volume-show', volume_id='vol1')['origin'] == a.uri
+    assert not om.verify_all(h, orc)
+    om.close(h)
+    call(agent, 'volume-detach', volume_id='vol1')
+    origin_file_is_oracle(a, orc)
+
+
+@pytest.mark.parametrize('scheme', ['lr', 'slr'])
+def test_agent_killed_mid_move(make_agent, make_origin, scheme):
+    agent, a, b, h, orc = setup(make_agent, make_origin)
+    # Mostly reads: LR skips what the VM wrote, and a VM writing the
+    # whole volume would end the copy before the kill.
+    wl = om.Workload(h, orc, seed=4, depth=8, hot_fraction=0.1,
+                     mix=[('write', 3), ('read', 7)], max_length=32768)
+    call(agent, 'volume-move', volume_id='vol1', to=b.uri, scheme=scheme,
+         rate_limit_mbps=1)
+    run_until(agent, wl, lambda st: st['bytes_copied'] >= MiB)
+    wl.run(nops=50)
+    wl.assert_clean()
+    st = call(agent, 'volume-move-status', volume_id='vol1')
+    assert st['state'] == 'copying', st
+    assert st['io']['b_write_bytes'] > 0
+    om.close(h)
+    agent.kill()
+    agent.start()
+    show = call(agent, 'volume-show', volume_id='vol1')
+    assert show['origin'] == a.uri
+    assert show['move']['state'] == 'failed'
+    assert 'replayed to the source' in show['move']['error'], show
+    h = om.connect(show['export_uri'], name='vol1')
+    assert not om.verify_all(h, orc)
+    wl = workload(h, orc, seed=5)
+    wl.run(nops=100)
+    wl.assert_clean()
+    om.close(h)
+    call(agent, 'volume-detach', volume_id='vol1')
+    origin_file_is_oracle(a, orc)
+
+
+def test_abort_and_bad_arguments(make_agent, make_origin, workdir):
+    agent, a, b, h, orc = setup(make_agent, make_origin)
+    small = make_origin(SIZE // 2, name='small')
+
+    def refused(match, **args):
+        with pytest.raises(exception.AgentError) as e:
+            call(agent, 'volume-move', **args)
+        assert match in harness.control_error_text(e.value), e.value
+
+    refused("missing argument 'to'", volume_id='vol1', scheme='lr')
+    refused("missing argument 'scheme'", volume_id='vol1', to=b.uri)
+    refused("is not one of dbt", volume_id='vol1', to=b.uri, scheme='fast')
+    refused("not attached", volume_id='nope', to=b.uri, scheme='lr')
+    refused("less than the volume", volume_id='vol1', to=small.uri, scheme='lr')
+    refused("already", volume_id='vol1', to=a.uri, scheme='lr')
+    refused("'max_rounds' must be an integer", volume_id='vol1', to=b.uri,
+            scheme='dbt', max_rounds=0)
+    refused("'rate_limit_mbps' must be an integer", volume_id='vol1',
+            to=b.uri, scheme='dbt', rate_limit_mbps='x')
+    # The same origin policy as attach: a relative path is refused.
+    refused('', volume_id='vol1', to='relative/path', scheme='lr')
+    with pytest.raises(exception.AgentError) as e:
+        call(agent, 'volume-move-status', volume_id='vol1')
+    assert 'has not moved' in harness.control_error_text(e.value)
+    with pytest.raises(exception.AgentError) as e:
+        call(agent, 'volume-move-abort', volume_id='vol1')
+    assert 'no move' in harness.control_error_text(e.value)
+
+    wl = workload(h, orc, seed=6)
+    call(agent, 'volume-move', volume_id='vol1', to=b.uri, scheme='lr',
+         rate_limit_mbps=2)
+    refused('already running', volume_id='vol1', to=b.uri, scheme='slr')
+    run_until(agent, wl, lambda st: st['bytes_copied'] >= MiB)
+    st = call(agent, 'volume-move-abort', volume_id='vol1')
+    assert st['state'] == 'aborted', st
+    assert call(agent, 'volume-show', volume_id='vol1')['origin'] == a.uri
+    wl.run(nops=100)
+    wl.assert_clean()
+    assert not om.verify_all(h, orc)
+    om.close(h)
+    call(agent, 'volume-detach', volume_id='vol1')
+    origin_file_is_oracle(a, orc)
