@@ -295,10 +295,11 @@ def expected_cost(scheme, src, dst, workload, gamma):
 def choose_scheme(src, dst, workload, gamma, schemes=SCHEMES):
     """Return ``(scheme, costs)``: the lowest expected MC, and every cost.
 
-    Ties go to the scheme listed first in ``schemes``.
+    Between equal MCs (from HDD to HDD with gamma 1 every MC is 0) the
+    shorter move wins, then the scheme listed first in ``schemes``.
     """
     costs = [expected_cost(s, src, dst, workload, gamma) for s in schemes]
-    best = min(costs, key=lambda c: c.mc)
+    best = min(costs, key=lambda c: (c.mc, c.lambda_time))
     return best.scheme, costs
 
 

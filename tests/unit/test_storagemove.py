@@ -103,6 +103,14 @@ def test_ssd_to_ssd_lr_for_most_weights(gamma):
     assert sm.choose_scheme('ssd', 'ssd', BUSY, gamma)[0] == 'lr'
 
 
+def test_equal_costs_go_to_the_shorter_move():
+    # HDD to HDD with gamma 1: nothing wears, every MC is 0; LR's copy
+    # skips what the VM wrote ahead of it and ends first.
+    scheme, costs = sm.choose_scheme('hdd', 'hdd', BUSY, 1.0)
+    assert {c.mc for c in costs} == {0.0}
+    assert scheme == 'lr'
+
+
 def test_hdd_to_hdd_wear_weight_only_scales():
     for scheme in sm.SCHEMES:
         low = sm.expected_cost(scheme, 'hdd', 'hdd', BUSY, 0.0)
