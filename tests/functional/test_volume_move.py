@@ -223,6 +223,13 @@ def test_abort_and_bad_arguments(make_agent, make_origin, workdir):
     wl.run(nops=100)
     wl.assert_clean()
     assert not om.verify_all(h, orc)
+    # The next move starts from where the last one left the volume, and
+    # replaces its status.
+    call(agent, 'volume-move', volume_id='vol1', to=b.uri, scheme='slr')
+    st = run_until(agent, wl)
+    wl.assert_clean()
+    assert st['state'] == 'done' and st['scheme'] == 'slr', st
+    assert not om.verify_all(h, orc)
     om.close(h)
     call(agent, 'volume-detach', volume_id='vol1')
-    origin_file_is_oracle(a, orc)
+    origin_file_is_oracle(b, orc)
