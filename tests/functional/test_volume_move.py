@@ -233,3 +233,24 @@ def test_abort_and_bad_arguments(make_agent, make_origin, workdir):
     om.close(h)
     call(agent, 'volume-detach', volume_id='vol1')
     origin_file_is_oracle(b, orc)
+
+
+def test_b_killed_mid_copy(make_agent, make_origin):
+    agent, a, b, h, orc = setup(make_agent, make_origin, policy='write_back')
+    wl = workload(h, orc, seed=7)
+    call(agent, 'volume-move', volume_id='vol1', to=b.uri, scheme='lr',
+         rate_limit_mbps=4)
+    run_until(agent, wl, lambda st: st['bytes_copied'] >= 2 * MiB)
+    b.server.proc.kill()
+    t0 = time.monotonic()
+    st = run_until(agent, wl, timeout=50)
+    print('B killed: move %s after %.1f s: %s' % (st['state'],
+                                                  time.monotonic() - t0,
+                                                  st['error']))
+    wl.assert_clean()
+    assert st['state'] == 'failed', st
+    assert call(agent, 'volume-show', volume_id='vol1')['origin'] == a.uri
+    assert not om.verify_all(h, orc)
+    om.close(h)
+    call(agent, 'volume-detach', volume_id='vol1')
+    origin_file_is_oracle(a, orc)
