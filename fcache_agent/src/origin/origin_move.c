@@ -223,7 +223,7 @@ write_lr(struct move_origin *m, const char *buf, uint32_t count, uint64_t off, b
       return -ENOMEM;
     r = 0;
     if (off > lo)
-      r = read_routed(m, whole, MOVE_GRAIN, lo);
+      r = read_routed(m, whole, (uint32_t)(hi - lo < MOVE_GRAIN ? hi - lo : MOVE_GRAIN), lo);
     if (!r && off + count < hi)
       r = read_routed(m, whole + (g1 - g0) * MOVE_GRAIN,
                       (uint32_t)(hi - g1 * MOVE_GRAIN), g1 * MOVE_GRAIN);
@@ -251,13 +251,16 @@ static int
 write_routed(struct move_origin *m, const void *buf, uint32_t count, uint64_t off,
              bool fua)
 {
-  uint64_t g0 = off / MOVE_GRAIN, g1 = (off + count - 1) / MOVE_GRAIN;
+  uint64_t g0 = off / MOVE_GRAIN, g1 = (off + count - 1) / MOVE_GRAIN, cursor;
   bool copied;
   int r;
 
+  /* The cursor cannot pass these grains while they are held: the
+   * copier's next claim waits for them. */
   pthread_mutex_lock(&m->mu);
   m->st.vm_write += count;
-  copied = g0 < m->cursor;
+  cursor = m->cursor;
+  copied = g0 < cursor;
   pthread_mutex_unlock(&m->mu);
 
   switch (m->p.scheme) {
@@ -266,7 +269,7 @@ write_routed(struct move_origin *m, const void *buf, uint32_t count, uint64_t of
   case FC_MOVE_SLR:
     /* The copied region's part of a write goes to B and is recorded,
      * the rest to A, which the copier will copy from. */
-    if (copied && g1 < m->cursor) {
+    if (copied && g1 < cursor) {
       r = write_b_logged(m, buf, count, off, fua);
       if (r)
         return r;
@@ -278,7 +281,7 @@ write_routed(struct move_origin *m, const void *buf, uint32_t count, uint64_t of
     }
     if (copied) {
       /* Straddles the cursor: the copied part to B, the rest to A. */
-      uint64_t split = m->cursor * MOVE_GRAIN;
+      uint64_t split = cursor * MOVE_GRAIN;
       uint32_t low = (uint32_t)(split - off);
 
       r = write_routed(m, buf, low, off, fua);
