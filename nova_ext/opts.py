@@ -61,6 +61,26 @@ STAGING_CHOICES = (
                'partition, each managed LRU (CloudCache\'s choice).'),
 )
 
+STORAGE_MIGRATION_CHOICES = (
+    ('dbt', 'Dirty block tracking: the VM stays on the old volume, blocks '
+            'written behind the copy are copied again in rounds.'),
+    ('mirror', 'I/O mirroring: writes to the copied region go to both '
+               'volumes, synchronously.'),
+    ('lr', 'Low redundancy: every write goes to the new volume; the copy '
+           'skips what the VM wrote. Fewest SSD writes.'),
+    ('slr', 'Source-based low redundancy: I/O stays on the old volume '
+            'except writes to the copied region.'),
+    ('aio', 'Asynchronous mirroring: a write completes on the faster '
+            'medium; the slower one follows within a bound.'),
+    ('auto', 'The scheme of lowest expected migration cost for the media '
+             'and the wear weight (doc/storage-migration-nova.rst).'),
+)
+
+MEDIUM_CHOICES = (
+    ('ssd', 'Flash: every write wears it.'),
+    ('hdd', 'Spinning disk: no wear.'),
+)
+
 FCACHE_OPTS = [
     cfg.StrOpt('agent_socket',
                default=agent.DEFAULT_SOCKET,
@@ -147,6 +167,45 @@ FCACHE_OPTS = [
                  min=0.0,
                  help='Bandwidth shared storage gives one VM in MB/s, for '
                       'the auto strategy\'s cost model. Unset: 200.'),
+    cfg.StrOpt('default_storage_migration',
+               default='auto',
+               choices=STORAGE_MIGRATION_CHOICES,
+               help='Scheme of a live storage move (Cinder migrating or '
+                    'retyping an in-use cached volume: Nova\'s swap_volume) '
+                    'when the volume type does not set '
+                    'fcache:storage_migration.'),
+    cfg.StrOpt('default_medium',
+               default='ssd',
+               choices=MEDIUM_CHOICES,
+               help='Medium of a volume whose type does not set '
+                    'fcache:medium, for the storage migration cost of the '
+                    'auto scheme.'),
+    cfg.FloatOpt('default_wear_weight',
+                 default=0.5,
+                 min=0.0,
+                 max=1.0,
+                 help='Weight gamma of SSD wear against I/O performance in '
+                      'the storage migration cost MC = lambda_time * '
+                      '(gamma * lambda_wear + (1 - gamma) * lambda_io), '
+                      'when the volume type does not set '
+                      'fcache:wear_weight.'),
+    cfg.IntOpt('storage_move_timeout',
+               default=3600,
+               min=1,
+               help='Seconds a live storage move may take before it is '
+                    'aborted: the old volume keeps serving, and the swap '
+                    'fails so that Cinder rolls its migration back.'),
+    cfg.FloatOpt('storage_move_poll_interval',
+                 default=1.0,
+                 min=0.01,
+                 help='Seconds between two looks at a storage move\'s '
+                      'progress.'),
+    cfg.IntOpt('storage_move_rate_limit',
+               default=0,
+               min=0,
+               max=agent.MOVE_RATE_LIMIT_MAX_MBPS,
+               help='Cap, in MB/s, of the copy of a live storage move. '
+                    '0: no cap.'),
 ]
 
 

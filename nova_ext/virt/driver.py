@@ -23,7 +23,6 @@ Live migration
 import errno
 
 from nova import rpc
-from nova.virt import block_device as driver_block_device
 from nova.virt.libvirt import driver as libvirt_driver
 from oslo_config import cfg
 from oslo_log import log as logging
@@ -89,7 +88,7 @@ class FcacheLibvirtDriver(incoming.IncomingMixin, outgoing.OutgoingMixin,
         if pol is None:
             return
         data = connection_info['data']
-        volume_id = driver_block_device.get_volume_id(connection_info)
+        volume_id = policy.agent_volume_id(connection_info)
         origin = policy.origin(connection_info)
         if not origin:
             LOG.warning("Volume %s is cacheable but its connection (%s) "
@@ -146,8 +145,16 @@ class FcacheLibvirtDriver(incoming.IncomingMixin, outgoing.OutgoingMixin,
                                    destroy_secrets=destroy_secrets,
                                    force=force)
 
+    def _fcache_brick_connect(self, context, connection_info, instance):
+        """Connect through os-brick only, not through the agent."""
+        super()._connect_volume(context, connection_info, instance)
+
+    def _fcache_brick_disconnect(self, context, connection_info, instance):
+        """Disconnect through os-brick only; the agent keeps its volume."""
+        super()._disconnect_volume(context, connection_info, instance)
+
     def _fcache_release(self, context, connection_info, instance):
-        volume_id = driver_block_device.get_volume_id(connection_info)
+        volume_id = policy.agent_volume_id(connection_info)
         _, prepared = self._fcache_state.pop_prepared(instance.uuid,
                                                       volume_id)
         if prepared is not None:

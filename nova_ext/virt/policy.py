@@ -14,6 +14,10 @@ EXPORT_KEY = 'fcache_export'     # set here: where the guest disk points
 MIGRATION_KEY = 'fcache_migration'  # set on the destination: prepare()
 SOURCE_KEY = 'fcache_source'     # set on the source: what it will send
 RESULT_KEY = 'fcache_result'     # set on the source: its figures, after
+# Set by swap_volume after a storage move: the id the agent knows the
+# volume by (it keeps the one it attached with) and the move's figures.
+AGENT_VOLUME_KEY = 'fcache_volume'
+STORAGE_MOVE_KEY = 'fcache_storage_move'
 
 
 def is_cacheable(connection_info):
@@ -48,7 +52,23 @@ def resolve(connection_info, conf):
         'rws_n': given.get('rws_n') or conf.default_rws_n,
         'staging': given.get('staging') or conf.default_staging,
         'rate_limit': given.get('rate_limit', conf.default_rate_limit),
+        'storage_migration': given.get('storage_migration') or
+        conf.default_storage_migration,
+        'medium': given.get('medium') or conf.default_medium,
+        'wear_weight': given.get('wear_weight', conf.default_wear_weight),
     }
+
+
+def agent_volume_id(connection_info):
+    """The id the agent knows the volume by.
+
+    The Cinder volume id (``data.volume_id``, else ``serial``, as Nova's
+    ``get_volume_id``) unless a storage move recorded another one.
+    """
+    connection_info = connection_info or {}
+    data = connection_info.get('data') or {}
+    return (data.get(AGENT_VOLUME_KEY) or data.get('volume_id') or
+            connection_info.get('serial'))
 
 
 def origin(connection_info):

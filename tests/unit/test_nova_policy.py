@@ -37,7 +37,37 @@ def test_defaults_fill_what_the_type_does_not_set(conf):
                          conf.conf.fcache)
     assert pol == {'strategy': 'hybrid', 'cache_size': 1 << 30,
                    'write_policy': 'write_back', 'admission': 'all',
-                   'rws_n': 1, 'staging': 'hybrid', 'rate_limit': 50.0}
+                   'rws_n': 1, 'staging': 'hybrid', 'rate_limit': 50.0,
+                   'storage_migration': 'auto', 'medium': 'ssd',
+                   'wear_weight': 0.5}
+
+
+def test_storage_move_policy_through_the_cinder_bridge(conf):
+    from cinder_ext import policy as cinder_policy
+    conf.config(default_medium='hdd', default_wear_weight=0.9,
+                group='fcache')
+    data = cinder_policy.add_to_connection_data(
+        {'cacheable': True}, {'fcache:storage_migration': 'slr',
+                              'fcache:medium': 'ssd',
+                              'fcache:wear_weight': '0'})
+    pol = policy.resolve(_info(data), conf.conf.fcache)
+    # A weight of 0 from the type is not "unset".
+    assert (pol['storage_migration'], pol['medium'],
+            pol['wear_weight']) == ('slr', 'ssd', 0.0)
+    pol = policy.resolve(_info({'cacheable': True}), conf.conf.fcache)
+    assert (pol['storage_migration'], pol['medium'],
+            pol['wear_weight']) == ('auto', 'hdd', 0.9)
+
+
+def test_agent_volume_id():
+    assert policy.agent_volume_id({'serial': 's', 'data': {}}) == 's'
+    assert policy.agent_volume_id(
+        {'serial': 's', 'data': {'volume_id': 'v'}}) == 'v'
+    # After a storage move the agent keeps the id it attached with.
+    assert policy.agent_volume_id(
+        {'serial': 's', 'data': {'volume_id': 'v',
+                                 'fcache_volume': 'old'}}) == 'old'
+    assert policy.agent_volume_id(None) is None
 
 
 def test_rws_defaults_come_from_nova_conf(conf):

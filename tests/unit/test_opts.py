@@ -19,7 +19,25 @@ def test_list_opts():
         'default_rate_limit', 'peer_agent_socket', 'migration_timeout',
         'link_mbps', 'origin_mbps',
         # Each host drives its own agent; the peer socket only settles.
-        'migration_address'}
+        'migration_address',
+        # Live storage moves (issue 18): swap_volume through the agent.
+        'default_storage_migration', 'default_medium',
+        'default_wear_weight', 'storage_move_timeout',
+        'storage_move_poll_interval', 'storage_move_rate_limit'}
+
+
+def test_storage_move_defaults_and_bounds(conf):
+    assert conf.fcache.default_storage_migration == 'auto'
+    assert conf.fcache.default_medium == 'ssd'
+    assert conf.fcache.default_wear_weight == 0.5
+    assert conf.fcache.storage_move_timeout == 3600
+    assert conf.fcache.storage_move_rate_limit == 0
+    for name, value in (('default_wear_weight', 1.5),
+                        ('default_medium', 'nvme'),
+                        ('default_storage_migration', 'teleport'),
+                        ('storage_move_timeout', 0)):
+        with pytest.raises(ValueError):
+            conf.set_override(name, value, group='fcache')
 
 
 def test_list_opts_returns_copies():
