@@ -119,6 +119,7 @@ test_log_replay(void **state)
 {
   struct mem_origin a;
   struct move_log l;
+  struct move_log_info info;
   char path[64], x[100], y[50];
   int matches;
   off_t size;
@@ -127,7 +128,7 @@ test_log_replay(void **state)
   log_path(path, sizeof path);
   memset(x, 'x', sizeof x);
   memset(y, 'y', sizeof y);
-  assert_int_equal(move_log_create(&l, path, "nbd://a/"), 0);
+  assert_int_equal(move_log_create(&l, path, "nbd://a/", "nbd://b/", 3), 0);
   assert_int_equal(move_log_append(&l, x, sizeof x, 1000), 0);
   assert_int_equal(move_log_append(&l, y, sizeof y, 1020), 0);
   assert_int_equal(move_log_sync(&l), 0);
@@ -137,11 +138,13 @@ test_log_replay(void **state)
   assert_int_equal(ftruncate(l.fd, size + 30), 0);
   move_log_close(&l);
 
-  assert_int_equal(move_log_replay(path, "nbd://b/", &a.base, &matches), 0);
+  assert_int_equal(move_log_replay(path, "nbd://b/", &a.base, &matches, NULL), 0);
   assert_int_equal(matches, 0);
   assert_int_equal(a.data[1000], 0);
-  assert_int_equal(move_log_replay(path, "nbd://a/", &a.base, &matches), 2);
+  assert_int_equal(move_log_replay(path, "nbd://a/", &a.base, &matches, &info), 2);
   assert_int_equal(matches, 1);
+  assert_int_equal(info.scheme, 3);
+  assert_string_equal(info.b_uri, "nbd://b/");
   assert_int_equal(a.data[999], 0);
   assert_int_equal(a.data[1000], 'x');
   assert_int_equal(a.data[1020], 'y');      /* the later record wins */

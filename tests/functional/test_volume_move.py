@@ -190,6 +190,8 @@ def test_agent_killed_mid_move(make_agent, make_origin, scheme):
     assert show['origin'] == a.uri
     assert show['move']['state'] == 'failed'
     assert 'replayed to the source' in show['move']['error'], show
+    assert show['move']['scheme'] == scheme
+    assert show['move']['from'] == a.uri and show['move']['to'] == b.uri
     h = om.connect(show['export_uri'], name='vol1')
     assert not om.verify_all(h, orc)
     wl = workload(h, orc, seed=5)

@@ -234,7 +234,7 @@ fall_back(struct move_origin *m, uint64_t t0, enum fc_move_state state, const ch
   if (m->logging) {
     r = move_log_sync(&m->log);
     if (!r) {
-      r = move_log_replay(m->log_path, m->a_uri, m->cur, &matches);
+      r = move_log_replay(m->log_path, m->a_uri, m->cur, &matches, NULL);
       r = r < 0 ? r : 0;
     }
   }

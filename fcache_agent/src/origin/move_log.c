@@ -29,8 +29,10 @@
 struct log_header {
   uint64_t magic;
   uint32_t version;
-  uint32_t uri_len;
+  uint32_t scheme;
+  uint32_t uri_len, b_len;
   char uri[URI_MAX];
+  char b_uri[URI_MAX];
 };
 
 struct rec_header {
@@ -68,15 +70,18 @@ sync_dir_of(const char *path)
 }
 
 int
-move_log_create(struct move_log *l, const char *path, const char *a_uri)
+move_log_create(struct move_log *l, const char *path, const char *a_uri,
+                const char *b_uri, uint32_t scheme)
 {
-  struct log_header h = { .magic = LOG_MAGIC, .version = 1 };
+  struct log_header h = { .magic = LOG_MAGIC, .version = 1, .scheme = scheme };
   int r;
 
-  if (strlen(a_uri) >= URI_MAX)
+  if (strlen(a_uri) >= URI_MAX || strlen(b_uri) >= URI_MAX)
     return -ENAMETOOLONG;
   h.uri_len = (uint32_t)strlen(a_uri);
   memcpy(h.uri, a_uri, h.uri_len);
+  h.b_len = (uint32_t)strlen(b_uri);
+  memcpy(h.b_uri, b_uri, h.b_len);
   l->records = 0;
   l->fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   if (l->fd < 0)
@@ -135,7 +140,8 @@ move_log_close(struct move_log *l)
 }
 
 int
-move_log_replay(const char *path, const char *a_uri, struct fc_origin *a, int *matches)
+move_log_replay(const char *path, const char *a_uri, struct fc_origin *a, int *matches,
+                struct move_log_info *info)
 {
   struct log_header h;
   struct rec_header rh;
@@ -148,7 +154,8 @@ move_log_replay(const char *path, const char *a_uri, struct fc_origin *a, int *m
   if (fd < 0)
     return -errno;
   r = fc_full_pread(fd, &h, sizeof h, 0);
-  if (r || h.magic != LOG_MAGIC || h.version != 1 || h.uri_len >= URI_MAX) {
+  if (r || h.magic != LOG_MAGIC || h.version != 1 || h.uri_len >= URI_MAX ||
+      h.b_len >= URI_MAX) {
     /* Torn before its first record could be written: nothing to do. */
     r = 0;
     goto out;
@@ -157,6 +164,11 @@ move_log_replay(const char *path, const char *a_uri, struct fc_origin *a, int *m
   if (strcmp(h.uri, a_uri) != 0)
     goto out;
   *matches = 1;
+  if (info) {
+    h.b_uri[h.b_len] = '\0';
+    info->scheme = h.scheme;
+    memcpy(info->b_uri, h.b_uri, h.b_len + 1);
+  }
   for (;;) {
     if (fc_full_pread(fd, &rh, sizeof rh, at) || rh.magic != REC_MAGIC ||
         rh.len == 0 || rh.len > REC_MAX || rh.off > a->size ||

@@ -639,7 +639,8 @@ fc_origin_move_start(struct fc_origin *o, struct fc_origin *to,
   m->p.log_path = m->log_path;
   m->p.a_uri = m->a_uri;
   m->logging = p->scheme == FC_MOVE_LR || p->scheme == FC_MOVE_SLR;
-  if (m->logging && (r = move_log_create(&m->log, m->log_path, m->a_uri))) {
+  if (m->logging && (r = move_log_create(&m->log, m->log_path, m->a_uri,
+                                         p->b_uri ? p->b_uri : "", p->scheme))) {
     snprintf(err, errlen, "cannot create the recovery log %s: %s", m->log_path,
              strerror(-r));
     m->logging = false;
@@ -782,9 +783,18 @@ fc_move_state_name(enum fc_move_state s)
 
 int
 fc_origin_move_recover(const char *log_path, const char *a_uri, struct fc_origin *a,
-                       char *err, size_t errlen)
+                       struct fc_move_recovered *out, char *err, size_t errlen)
 {
-  int matches, r = move_log_replay(log_path, a_uri, a, &matches);
+  struct move_log_info info;
+  int matches, r = move_log_replay(log_path, a_uri, a, &matches, &info);
+
+  memset(out, 0, sizeof *out);
+  if (r >= 0 && matches) {
+    out->found = true;
+    out->scheme = info.scheme <= FC_MOVE_AIO ? (enum fc_move_scheme)info.scheme
+                                             : FC_MOVE_LR;
+    snprintf(out->to, sizeof out->to, "%s", info.b_uri);
+  }
 
   if (r == -ENOENT)
     return 0;

@@ -44,6 +44,7 @@ struct fc_move_params {
   /* lr, slr: the recovery log's path (required for them). */
   const char *log_path;
   const char *a_uri;            /* recorded in the log: whose log it is */
+  const char *b_uri;            /* recorded in the log, for the status */
   /* Called by the copier, with every request held, once B holds all of
    * the volume: make B the volume's origin durably (its state file).
    * 0 switches; -errno fails the move and the volume stays on A.  It may
@@ -85,12 +86,20 @@ const char *fc_move_scheme_name(enum fc_move_scheme s);
 int fc_move_scheme_parse(const char *s, enum fc_move_scheme *out);
 const char *fc_move_state_name(enum fc_move_state s);
 
+/* The move a recovery log was written for. */
+struct fc_move_recovered {
+  bool found;                   /* a log of a move from a_uri was replayed */
+  enum fc_move_scheme scheme;
+  char to[1024];
+};
+
 /* After a crash mid-move (lr, slr): write what the log says only B had
  * back to `a` and flush it.  `a_uri` is the volume's origin now: a log of
  * a move from elsewhere is stale (the move committed) and only removed.
  * Removes the log when done.  Returns how many records were replayed
  * (>= 0), 0 with no log, or -errno with a message. */
 int fc_origin_move_recover(const char *log_path, const char *a_uri,
-                           struct fc_origin *a, char *err, size_t errlen);
+                           struct fc_origin *a, struct fc_move_recovered *out,
+                           char *err, size_t errlen);
 
 #endif

@@ -30,6 +30,7 @@ struct uc_move {
   char from[FC_ORIGIN_MAX], to[FC_ORIGIN_MAX];
   /* After a restart that replayed a log: the move's end, as found. */
   char recovered[256];
+  enum fc_move_scheme recovered_scheme;
 };
 
 void
@@ -55,16 +56,19 @@ uc_move_prepare(struct fc_host *host, struct fc_volume *v, char *err, size_t err
 {
   struct uc_vol *uv = UV(v);
   char path[FC_PATH_MAX + 128];
+  struct fc_move_recovered rec;
   struct uc_move *mv;
   int r;
 
   uc_move_log_path(host, v->p.id, path, sizeof path);
-  r = fc_origin_move_recover(path, v->p.origin, uv->origin, err, errlen);
+  r = fc_origin_move_recover(path, v->p.origin, uv->origin, &rec, err, errlen);
   if (r < 0)
     return r;
-  if (r > 0 && (mv = move_of(host, v))) {
+  if (rec.found && (mv = move_of(host, v))) {
     mv->ran = true;
+    mv->recovered_scheme = rec.scheme;
     snprintf(mv->from, sizeof mv->from, "%s", v->p.origin);
+    snprintf(mv->to, sizeof mv->to, "%s", rec.to);
     snprintf(mv->recovered, sizeof mv->recovered, "the agent stopped during a "
              "move: %d writes that only the destination had were replayed to "
              "the source from the recovery log; the volume stays on the source", r);
@@ -171,6 +175,7 @@ move_start(struct fc_host *host, struct fc_volume *v, const struct fc_move_reque
   p.rate_limit_bps = req->rate_limit_bps;
   p.log_path = log_path;
   p.a_uri = v->p.origin;
+  p.b_uri = req->to;
   p.commit = commit;
   p.ctx = mv;
   /* Set before the copier may commit, which reads `to`. */
@@ -212,7 +217,7 @@ move_status_json(struct fc_host *host, struct fc_volume *v)
     return NULL;
   if (mv->recovered[0]) {
     st.state = FC_MOVE_FAILED;
-    st.scheme = FC_MOVE_LR;
+    st.scheme = mv->recovered_scheme;
     snprintf(st.error, sizeof st.error, "%s", mv->recovered);
   } else if (uv->origin && fc_origin_is_move(uv->origin)) {
     fc_origin_move_status(uv->origin, &st);
@@ -226,7 +231,7 @@ move_status_json(struct fc_host *host, struct fc_volume *v)
                  "redundant_write_bytes", (json_int_t)st.redundant_write);
   o = json_pack("{s:s, s:s, s:s, s:s, s:s, s:I, s:I, s:i, s:I, s:I, s:f, s:f, s:o}",
                 "volume_id", v->p.id,
-                "scheme", mv->recovered[0] ? "unknown" : fc_move_scheme_name(st.scheme),
+                "scheme", fc_move_scheme_name(st.scheme),
                 "state", fc_move_state_name(st.state),
                 "from", mv->from, "to", mv->to,
                 "bytes_total", (json_int_t)st.bytes_total,
