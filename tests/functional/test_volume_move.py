@@ -212,7 +212,8 @@ def test_abort_and_bad_arguments(make_agent, make_origin, workdir):
         assert match in harness.control_error_text(e.value), e.value
 
     refused("missing argument 'to'", volume_id='vol1', scheme='lr')
-    refused("missing argument 'scheme'", volume_id='vol1', to=b.uri)
+    refused("argument 'scheme' must be one of", volume_id='vol1', to=b.uri,
+            scheme=3)
     refused("is not one of dbt", volume_id='vol1', to=b.uri, scheme='fast')
     refused("not attached", volume_id='nope', to=b.uri, scheme='lr')
     refused("less than the volume", volume_id='vol1', to=small.uri, scheme='lr')
@@ -243,10 +244,12 @@ def test_abort_and_bad_arguments(make_agent, make_origin, workdir):
     assert not om.verify_all(h, orc)
     # The next move starts from where the last one left the volume, and
     # replaces its status.
-    call(agent, 'volume-move', volume_id='vol1', to=b.uri, scheme='slr')
+    # Without a scheme: IO mirroring.
+    r = call(agent, 'volume-move', volume_id='vol1', to=b.uri)
+    assert r['scheme'] == 'mirror', r
     st = run_until(agent, wl)
     wl.assert_clean()
-    assert st['state'] == 'done' and st['scheme'] == 'slr', st
+    assert st['state'] == 'done' and st['scheme'] == 'mirror', st
     assert not om.verify_all(h, orc)
     om.close(h)
     call(agent, 'volume-detach', volume_id='vol1')

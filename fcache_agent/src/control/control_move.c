@@ -64,6 +64,7 @@ fc_op_volume_move(void *opaque, json_t *args, json_t **result, char *err, size_t
   uint64_t rounds, conv, thr, delay, mbps;
   struct fc_migration *m;
   struct fc_volume *v;
+  json_t *sv;
   int r;
 
   req.to = json_string_value(json_object_get(args, "to"));
@@ -72,8 +73,13 @@ fc_op_volume_move(void *opaque, json_t *args, json_t **result, char *err, size_t
     snprintf(err, errlen, "missing argument 'to' (the new origin: a path or an NBD URI)");
     return -EINVAL;
   }
-  if (!req.scheme) {
-    snprintf(err, errlen, "missing argument 'scheme' (dbt, mirror, lr, slr or aio)");
+  /* IO mirroring when the caller does not choose: A stays whole the whole
+   * time, with no log, and it converges whatever the VM writes. */
+  sv = json_object_get(args, "scheme");
+  if (!sv || json_is_null(sv)) {
+    req.scheme = "mirror";
+  } else if (!json_is_string(sv)) {
+    snprintf(err, errlen, "argument 'scheme' must be one of dbt, mirror, lr, slr, aio");
     return -EINVAL;
   }
   if ((r = arg_uint(args, "max_rounds", 1000, &rounds, err, errlen)) ||
