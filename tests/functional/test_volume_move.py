@@ -31,8 +31,8 @@ def call(agent, op, **args):
     return agent.client().call(op, **args)
 
 
-def setup(make_agent, make_origin, b_filters=(), b_args=(), policy='write_through',
-          **agent_cfg):
+def setup(make_agent, make_origin, b_filters=(), b_args=(),
+          policy='write_through', **agent_cfg):
     a = make_origin(SIZE, name='A')
     b = make_origin(SIZE, name='B', filled_fraction=0.3, filters=b_filters,
                     filter_args=b_args)
@@ -75,7 +75,8 @@ def test_move_done(make_agent, make_origin, scheme):
     agent, a, b, h, orc = setup(make_agent, make_origin)
     # DBT converges when the VM rewrites a working set smaller than
     # converge_bytes (4 MiB): its writes stay in a quarter of the volume.
-    wl = workload(h, orc, seed=1, hot_fraction=0.25 if scheme == 'dbt' else 1.0)
+    wl = workload(h, orc, seed=1,
+                  hot_fraction=0.25 if scheme == 'dbt' else 1.0)
     wl.run(nops=100)
     extra = {}
     if scheme == 'dbt':
@@ -216,7 +217,8 @@ def test_abort_and_bad_arguments(make_agent, make_origin, workdir):
             scheme=3)
     refused("is not one of dbt", volume_id='vol1', to=b.uri, scheme='fast')
     refused("not attached", volume_id='nope', to=b.uri, scheme='lr')
-    refused("less than the volume", volume_id='vol1', to=small.uri, scheme='lr')
+    refused("less than the volume", volume_id='vol1', to=small.uri,
+            scheme='lr')
     refused("already", volume_id='vol1', to=a.uri, scheme='lr')
     refused("'max_rounds' must be an integer", volume_id='vol1', to=b.uri,
             scheme='dbt', max_rounds=0)
