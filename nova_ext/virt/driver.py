@@ -12,6 +12,9 @@ Where it hooks Nova's flow (nova/virt/libvirt/driver.py, Nova 34):
     Detach from the agent; on the destination of a migration that has not
     switched over (Nova's rollback reaches here even when
     ``rollback_live_migration_at_destination`` does not run), abort it.
+``swap_volume``
+    Cinder migrating or retyping a cached volume in use: the agent moves
+    it (:mod:`nova_ext.virt.swap`).
 Live migration
     :mod:`nova_ext.virt.outgoing` (source) and
     :mod:`nova_ext.virt.incoming` (destination).  Each host drives only its
@@ -39,13 +42,14 @@ from nova_ext.virt import incoming
 from nova_ext.virt import outgoing
 from nova_ext.virt import policy
 from nova_ext.virt import state
+from nova_ext.virt import swap
 
 LOG = logging.getLogger(__name__)
 CONF = cfg.CONF
 
 
 class FcacheLibvirtDriver(incoming.IncomingMixin, outgoing.OutgoingMixin,
-                          libvirt_driver.LibvirtDriver):
+                          swap.SwapMixin, libvirt_driver.LibvirtDriver):
 
     def __init__(self, virtapi, read_only=False):
         super().__init__(virtapi, read_only=read_only)
