@@ -807,7 +807,7 @@ def main(argv=None):
     ap.add_argument('--hdd-delay-ms', type=float, default=2.0)
     ap.add_argument('--ssd-mbps', type=int, default=200)
     ap.add_argument('--ssd-delay-ms', type=float, default=0.1)
-    ap.add_argument('--rate-iops', type=float, default=400)
+    ap.add_argument('--rate-iops', type=float, default=800)
     ap.add_argument('--threads', type=int, default=4)
     ap.add_argument('--read-share', type=float, default=0.5)
     ap.add_argument('--baseline-s', type=float, default=3.0)
