@@ -48,8 +48,7 @@ def resolve_scheme(scheme, from_medium, to_medium, wear_weight,
     if scheme != AUTO:
         return scheme, None
     if workload is None:
-        workload = storagemove.Workload(DEFAULT_SIZE_BYTES,
-                                        DEFAULT_WRITE_BPS, DEFAULT_READ_BPS)
+        workload = assumed_workload()
     try:
         chosen, costs = storagemove.choose_scheme(from_medium, to_medium,
                                                   workload, wear_weight)
@@ -69,6 +68,35 @@ def _finite(cost):
     """A cost for JSON: a move that would not finish has null figures."""
     return dict((k, None if isinstance(v, float) and math.isinf(v) else v)
                 for k, v in cost.items())
+
+
+def assumed_workload(write_mbps=None, read_mbps=None, ssd_mbps=None,
+                     hdd_mbps=None):
+    """The :class:`~nova_ext.storagemove.Workload` ``auto`` assumes.
+
+    Rates in MB/s; None takes the default (10 MB/s of writes, reads three
+    times the writes, the media's default bandwidths).
+
+    :raises nova_ext.exception.InvalidArgument: a rate is not a positive
+        number.
+    """
+    write = DEFAULT_WRITE_BPS if write_mbps is None else write_mbps * 1e6
+    if read_mbps is not None:
+        read = read_mbps * 1e6
+    elif write_mbps is not None:
+        read = 3 * write
+    else:
+        read = DEFAULT_READ_BPS
+    bandwidth = {}
+    for medium, mbps in (('ssd', ssd_mbps), ('hdd', hdd_mbps)):
+        if mbps is not None:
+            bandwidth[medium] = mbps * 1e6
+    try:
+        return storagemove.Workload(DEFAULT_SIZE_BYTES, write, read,
+                                    bandwidth_bps=bandwidth)
+    except ValueError as exc:
+        raise exception.InvalidArgument(name='workload', value=write_mbps,
+                                        reason=str(exc))
 
 
 def wait(client, volume_id, to, timeout_s, poll_s=DEFAULT_POLL_S,

@@ -189,6 +189,21 @@ FCACHE_OPTS = [
                       '(gamma * lambda_wear + (1 - gamma) * lambda_io), '
                       'when the volume type does not set '
                       'fcache:wear_weight.'),
+    cfg.FloatOpt('ssd_mbps',
+                 min=0.1,
+                 help='Streaming bandwidth of one SSD-backed volume in MB/s, '
+                      'for the auto storage move scheme\'s cost model. '
+                      'Unset: 180 (Table 1 of Zhou et al.).'),
+    cfg.FloatOpt('hdd_mbps',
+                 min=0.1,
+                 help='Streaming bandwidth of one HDD-backed volume in MB/s, '
+                      'for the auto storage move scheme\'s cost model. '
+                      'Unset: 95.'),
+    cfg.FloatOpt('storage_move_write_mbps',
+                 min=0.0,
+                 help='What the auto storage move scheme assumes a VM '
+                      'writes, in MB/s (it assumes three times as many '
+                      'reads). Unset: 10.'),
     cfg.IntOpt('storage_move_timeout',
                default=3600,
                min=1,

@@ -85,8 +85,14 @@ def register(subparsers, parents):
                         % (moving.DEFAULT_WRITE_BPS // 10 ** 6))
     parser.add_argument('--read-rate', type=_positive(float),
                         metavar='MBPS',
-                        help="auto: the VM's reads in MB/s (default %d)"
-                        % (moving.DEFAULT_READ_BPS // 10 ** 6))
+                        help="auto: the VM's reads in MB/s (default three "
+                             "times the writes)")
+    parser.add_argument('--ssd-mbps', type=_positive(float), metavar='MBPS',
+                        help='auto: streaming bandwidth of an SSD volume '
+                             '(default 180)')
+    parser.add_argument('--hdd-mbps', type=_positive(float), metavar='MBPS',
+                        help='auto: streaming bandwidth of an HDD volume '
+                             '(default 95)')
     parser.add_argument('--rate-limit', type=_positive(int),
                         metavar='MBPS',
                         help='cap the copy at MBPS MB/s (an integer)')
@@ -140,11 +146,8 @@ def register(subparsers, parents):
 
 
 def _workload(args):
-    write = (args.write_rate * 1e6 if args.write_rate
-             else moving.DEFAULT_WRITE_BPS)
-    read = (args.read_rate * 1e6 if args.read_rate
-            else moving.DEFAULT_READ_BPS)
-    return storagemove.Workload(moving.DEFAULT_SIZE_BYTES, write, read)
+    return moving.assumed_workload(args.write_rate, args.read_rate,
+                                   args.ssd_mbps, args.hdd_mbps)
 
 
 def run_move(client, args):

@@ -74,7 +74,10 @@ class SwapMixin(object):
                     new_connection_info.get('driver_volume_type'))
             scheme, auto = moving.resolve_scheme(
                 new_pol['storage_migration'] or old_pol['storage_migration'],
-                old_pol['medium'], new_pol['medium'], new_pol['wear_weight'])
+                old_pol['medium'], new_pol['medium'], new_pol['wear_weight'],
+                moving.assumed_workload(conf.storage_move_write_mbps,
+                                        ssd_mbps=conf.ssd_mbps,
+                                        hdd_mbps=conf.hdd_mbps))
             status = self._fcache_move(volume_id, to, scheme, instance)
         except Exception:
             with excutils.save_and_reraise_exception():

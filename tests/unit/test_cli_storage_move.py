@@ -84,6 +84,20 @@ def test_move_auto_resolved_before_the_request(capsys, sock, fake_agent,
                                if c['mc'] is not None)
 
 
+def test_move_auto_uses_the_given_rates(capsys, sock, fake_agent):
+    status, out, err = run(capsys, '--socket', sock, 'volume-move', 'v1',
+                           '--to', '/dev/b', '--from-medium', 'ssd',
+                           '--to-medium', 'hdd', '--write-rate', '40',
+                           '--json')
+    assert (status, err) == (0, '')
+    assert fake_agent.requests[-1]['args']['scheme'] == 'slr'
+    status, out, err = run(capsys, '--socket', sock, 'volume-move', 'v1',
+                           '--to', '/dev/b', '--from-medium', 'ssd',
+                           '--to-medium', 'hdd', '--write-rate', '40',
+                           '--hdd-mbps', '300', '--json')
+    assert fake_agent.requests[-1]['args']['scheme'] == 'lr'
+
+
 def test_move_auto_human_shows_the_expected_costs(capsys, sock):
     status, out, err = run(capsys, '--socket', sock, 'volume-move', 'v1',
                            '--to', '/dev/b', '--from-medium', 'hdd',

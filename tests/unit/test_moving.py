@@ -92,3 +92,25 @@ def test_wait_aborted_by_someone_else(client, fake_agent, answers):
     with pytest.raises(exception.StorageMoveFailed) as info:
         moving.wait(client, 'v1', '/dev/b', 5)
     assert 'ended aborted: the agent gave no reason' in str(info.value)
+
+
+def test_assumed_workload():
+    wl = moving.assumed_workload()
+    assert (wl.write_bps, wl.read_bps) == (10e6, 30e6)
+    wl = moving.assumed_workload(write_mbps=4, ssd_mbps=500)
+    assert (wl.write_bps, wl.read_bps) == (4e6, 12e6)
+    assert wl.bandwidth_bps == {'ssd': 500e6, 'hdd': 95e6}
+    with pytest.raises(exception.InvalidArgument):
+        moving.assumed_workload(write_mbps=-1)
+
+
+def test_auto_follows_the_workload_and_bandwidths():
+    # SSD to HDD at gamma 0.5: LR for a VM writing 10 MB/s, SLR for one
+    # writing 40 MB/s (the paper's choice for this weight, §7.3.2, with
+    # its heavy benchmarks); a fast HDD makes LR's time cheap again.
+    assert moving.resolve_scheme('auto', 'ssd', 'hdd', 0.5)[0] == 'lr'
+    heavy = moving.assumed_workload(write_mbps=40)
+    assert moving.resolve_scheme('auto', 'ssd', 'hdd', 0.5,
+                                 heavy)[0] == 'slr'
+    fast = moving.assumed_workload(write_mbps=40, hdd_mbps=300)
+    assert moving.resolve_scheme('auto', 'ssd', 'hdd', 0.5, fast)[0] == 'lr'

@@ -23,7 +23,8 @@ def test_list_opts():
         # Live storage moves (issue 18): swap_volume through the agent.
         'default_storage_migration', 'default_medium',
         'default_wear_weight', 'storage_move_timeout',
-        'storage_move_poll_interval', 'storage_move_rate_limit'}
+        'storage_move_poll_interval', 'storage_move_rate_limit',
+        'ssd_mbps', 'hdd_mbps', 'storage_move_write_mbps'}
 
 
 def test_storage_move_defaults_and_bounds(conf):
