@@ -206,6 +206,9 @@ def test_agent_killed_mid_move(make_agent, make_origin, scheme):
 def test_abort_and_bad_arguments(make_agent, make_origin, workdir):
     agent, a, b, h, orc = setup(make_agent, make_origin)
     small = make_origin(SIZE // 2, name='small')
+    other = make_origin(SIZE, name='other')
+    call(agent, 'volume-attach', volume_id='vol2', origin=other.uri,
+         cache_size=CACHE)
 
     def refused(match, **args):
         with pytest.raises(exception.AgentError) as e:
@@ -220,6 +223,8 @@ def test_abort_and_bad_arguments(make_agent, make_origin, workdir):
     refused("less than the volume", volume_id='vol1', to=small.uri,
             scheme='lr')
     refused("already", volume_id='vol1', to=a.uri, scheme='lr')
+    refused("is the origin of volume vol2", volume_id='vol1', to=other.uri,
+            scheme='lr')
     refused("'max_rounds' must be an integer", volume_id='vol1', to=b.uri,
             scheme='dbt', max_rounds=0)
     refused("'rate_limit_mbps' must be an integer", volume_id='vol1',

@@ -120,6 +120,8 @@ commit(void *ctx)
   return r;
 }
 
+static bool move_running(const struct fc_volume *v);
+
 static int
 move_start(struct fc_host *host, struct fc_volume *v, const struct fc_move_request *req,
            char *err, size_t errlen)
@@ -128,6 +130,7 @@ move_start(struct fc_host *host, struct fc_volume *v, const struct fc_move_reque
   char log_path[FC_PATH_MAX + 128];
   struct fc_origin_policy pol;
   struct fc_move_params p = { 0 };
+  char old_from[FC_ORIGIN_MAX], old_to[FC_ORIGIN_MAX];
   struct fc_origin *b;
   struct uc_move *mv;
   enum fc_move_scheme s;
@@ -160,6 +163,18 @@ move_start(struct fc_host *host, struct fc_volume *v, const struct fc_move_reque
     snprintf(err, errlen, "argument 'to' is longer than %d bytes", FC_ORIGIN_MAX - 1);
     return -EINVAL;
   }
+  /* Two volumes over one origin would overwrite each other. */
+  for (unsigned i = 0; i < host->nr_volumes; i++) {
+    struct fc_volume *o = host->volumes[i];
+    struct uc_move *om = UV(o)->move;
+
+    if (o != v && (!strcmp(o->p.origin, req->to) ||
+                   (om && move_running(o) && !strcmp(om->to, req->to)))) {
+      snprintf(err, errlen, "%.300s is the origin of volume %s, or where it moves",
+               req->to, o->p.id);
+      return -EBUSY;
+    }
+  }
   if (!(mv = move_of(host, v)))
     return -ENOMEM;
   fc_origin_policy_init(&pol, &host->cfg);
@@ -178,13 +193,19 @@ move_start(struct fc_host *host, struct fc_volume *v, const struct fc_move_reque
   p.b_uri = req->to;
   p.commit = commit;
   p.ctx = mv;
-  /* Set before the copier may commit, which reads `to`. */
+  /* Set before the copier may commit, which reads `to`; put back if the
+   * move does not start, so the last move's status stays whole. */
+  memcpy(old_from, mv->from, sizeof old_from);
+  memcpy(old_to, mv->to, sizeof old_to);
   snprintf(mv->from, sizeof mv->from, "%s", v->p.origin);
   snprintf(mv->to, sizeof mv->to, "%s", req->to);
-  mv->recovered[0] = '\0';
   r = fc_origin_move_start(uv->origin, b, &p, err, errlen);
-  if (r)
+  if (r) {
+    memcpy(mv->from, old_from, sizeof old_from);
+    memcpy(mv->to, old_to, sizeof old_to);
     return r;
+  }
+  mv->recovered[0] = '\0';
   mv->ran = true;
   log_info("volume %s: moving its origin from %s to %s (%s)", v->p.id, mv->from,
            mv->to, fc_move_scheme_name(s));
