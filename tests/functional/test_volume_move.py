@@ -123,6 +123,14 @@ def test_move_done(make_agent, make_origin, scheme):
     wl.run(nops=150)
     wl.assert_clean()
     assert not om.verify_all(h, orc)
+    if scheme == 'lr':
+        # B is the origin in the volume's state file too.
+        om.close(h)
+        agent.restart()
+        show = call(agent, 'volume-show', volume_id='vol1')
+        assert show['origin'] == b.uri and show['state'] == 'attached'
+        h = om.connect(show['export_uri'], name='vol1')
+        assert not om.verify_all(h, orc)
     om.close(h)
     call(agent, 'volume-detach', volume_id='vol1')
     origin_file_is_oracle(b, orc)
