@@ -177,7 +177,7 @@ def test_dbt_does_not_converge(make_agent, make_origin):
     origin_file_is_oracle(a, orc)
 
 
-@pytest.mark.parametrize('scheme', ['lr', 'slr'])
+@pytest.mark.parametrize('scheme', ['lr', 'slr', 'aio'])
 def test_agent_killed_mid_move(make_agent, make_origin, scheme):
     agent, a, b, h, orc = setup(make_agent, make_origin)
     # Mostly reads: LR skips what the VM wrote, and a VM writing the

@@ -6,7 +6,10 @@
  * aio_delay_us at a time, which is what keeps the slower side from
  * falling ever further behind.  The duplicate's grains stay held until
  * both halves are written, so a later read or write of them sees both
- * sides equal; a flush waits for pending to reach 0. */
+ * sides equal; a flush waits for pending to reach 0.  Duplicates are
+ * logged (move_log.h) because the acknowledging half may be B's: A may
+ * lack a write the VM saw acknowledged until the worker writes it, and
+ * after a crash only the log has it. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -103,7 +106,7 @@ mv_aio_write(struct move_origin *m, const void *buf, uint32_t count, uint64_t of
   struct aio_job *job = malloc(sizeof *job + count);
   struct fc_origin *fast, *a;
   bool fast_is_b;
-  uint64_t t;
+  uint64_t t, cursor;
   int r, rb;
 
   if (!job)
@@ -122,10 +125,32 @@ mv_aio_write(struct move_origin *m, const void *buf, uint32_t count, uint64_t of
   }
   m->st.vm_write += count;
   a = m->cur;
-  if (job->range.lo >= m->cursor || fua) {
+  /* The cursor cannot pass these grains while they are held. */
+  cursor = m->cursor;
+  pthread_mutex_unlock(&m->mu);
+  if (job->range.lo < cursor) {
+    /* The copied part is logged, every time, in order: the half the VM
+     * is acknowledged by may be B's, and a restart must find on A every
+     * write A may not have received (grains above the cursor are never
+     * logged, so no record is older than a write A got unlogged). */
+    uint64_t end = off + count < cursor * MOVE_GRAIN ? off + count : cursor * MOVE_GRAIN;
+
+    r = move_log_append(&m->log, buf, (uint32_t)(end - off), off);
+    if (!r && fua)
+      r = move_log_sync(&m->log);
+    if (r) {
+      pthread_mutex_lock(&m->mu);
+      mv_range_release_locked(m, &job->range);
+      pthread_mutex_unlock(&m->mu);
+      free(job);
+      return r;
+    }
+  }
+  pthread_mutex_lock(&m->mu);
+  if (job->range.lo >= cursor || fua) {
     /* Not copied yet: A alone (the copier brings it over).  FUA: both,
      * synchronously, since it must be durable when acknowledged. */
-    bool both = job->range.lo < m->cursor;
+    bool both = job->range.lo < cursor;
 
     pthread_mutex_unlock(&m->mu);
     r = fc_origin_pwrite(a, buf, count, off, fua);
@@ -148,7 +173,10 @@ mv_aio_write(struct move_origin *m, const void *buf, uint32_t count, uint64_t of
     usleep(m->p.aio_delay_us);
     pthread_mutex_lock(&m->mu);
   }
-  fast_is_b = m->lat_a_ns && m->lat_b_ns && m->lat_b_ns < m->lat_a_ns;
+  /* Across the cursor A is written first: its part above the cursor is
+   * not logged. */
+  fast_is_b = job->range.hi < cursor && m->lat_a_ns && m->lat_b_ns &&
+              m->lat_b_ns < m->lat_a_ns;
   fast = fast_is_b ? m->b : a;
   job->dst = fast_is_b ? a : m->b;
   job->dst_is_b = !fast_is_b;

@@ -231,7 +231,9 @@ fall_back(struct move_origin *m, uint64_t t0, enum fc_move_state state, const ch
   struct fc_origin *b;
   int matches = 0, r = 0;
 
-  if (m->logging) {
+  /* AIO: once its duplicates are drained A has them all; its log is
+   * for a crash. */
+  if (m->logging && m->p.scheme != FC_MOVE_AIO) {
     r = move_log_sync(&m->log);
     if (!r) {
       r = move_log_replay(m->log_path, m->a_uri, m->cur, &matches, NULL);

@@ -1,5 +1,5 @@
-/* The recovery log of a move (lr, slr): every write that reaches B and
- * not A, appended with its data before it is sent to B, so that A can be
+/* The recovery log of a move (lr, slr, aio): every write that may reach
+ * B and not A, appended with its data before it is sent, so that A can be
  * made whole again without B (which may be what failed).  Private to
  * origin/. */
 #ifndef FCACHE_MOVE_LOG_H

@@ -587,8 +587,7 @@ check_params(const struct fc_move_params *p, char *err, size_t errlen)
     snprintf(err, errlen, "aio_threshold must be at least 1");
     return -EINVAL;
   }
-  if ((p->scheme == FC_MOVE_LR || p->scheme == FC_MOVE_SLR) &&
-      (!p->log_path || !p->log_path[0])) {
+  if (p->scheme >= FC_MOVE_LR && (!p->log_path || !p->log_path[0])) {
     snprintf(err, errlen, "scheme %s needs a recovery log",
              fc_move_scheme_name(p->scheme));
     return -EINVAL;
@@ -638,7 +637,8 @@ fc_origin_move_start(struct fc_origin *o, struct fc_origin *to,
   snprintf(m->a_uri, sizeof m->a_uri, "%s", p->a_uri ? p->a_uri : "");
   m->p.log_path = m->log_path;
   m->p.a_uri = m->a_uri;
-  m->logging = p->scheme == FC_MOVE_LR || p->scheme == FC_MOVE_SLR;
+  /* lr, slr, aio: some acknowledged writes may be on B alone. */
+  m->logging = p->scheme >= FC_MOVE_LR;
   if (m->logging && (r = move_log_create(&m->log, m->log_path, m->a_uri,
                                          p->b_uri ? p->b_uri : "", p->scheme))) {
     snprintf(err, errlen, "cannot create the recovery log %s: %s", m->log_path,

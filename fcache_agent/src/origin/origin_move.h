@@ -41,7 +41,7 @@ struct fc_move_params {
   unsigned aio_threshold;       /* aio: pending duplicates before delaying */
   unsigned aio_delay_us;        /* aio: the delay */
   uint64_t rate_limit_bps;      /* the copy's bytes per second; 0: unlimited */
-  /* lr, slr: the recovery log's path (required for them). */
+  /* lr, slr, aio: the recovery log's path (required for them). */
   const char *log_path;
   const char *a_uri;            /* recorded in the log: whose log it is */
   const char *b_uri;            /* recorded in the log, for the status */
@@ -93,7 +93,7 @@ struct fc_move_recovered {
   char to[1024];
 };
 
-/* After a crash mid-move (lr, slr): write what the log says only B had
+/* After a crash mid-move (lr, slr, aio): write what the log says B had
  * back to `a` and flush it.  `a_uri` is the volume's origin now: a log of
  * a move from elsewhere is stale (the move committed) and only removed.
  * Removes the log when done.  Returns how many records were replayed

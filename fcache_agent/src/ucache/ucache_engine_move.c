@@ -69,9 +69,10 @@ uc_move_prepare(struct fc_host *host, struct fc_volume *v, char *err, size_t err
     mv->recovered_scheme = rec.scheme;
     snprintf(mv->from, sizeof mv->from, "%s", v->p.origin);
     snprintf(mv->to, sizeof mv->to, "%s", rec.to);
-    snprintf(mv->recovered, sizeof mv->recovered, "the agent stopped during a "
-             "move: %d writes that only the destination had were replayed to "
-             "the source from the recovery log; the volume stays on the source", r);
+    snprintf(mv->recovered, sizeof mv->recovered, "the agent stopped during "
+             "a move (%s): %d logged writes, which the source may have lacked, "
+             "were replayed to the source; the volume stays on the source",
+             fc_move_scheme_name(rec.scheme), r);
     log_warning("volume %s: %s", v->p.id, mv->recovered);
   }
   return fc_origin_move_wrap(uv->origin, &uv->origin);
