@@ -278,13 +278,21 @@ class QMP(object):
 
     def wait_event(self, names, timeout=300):
         deadline = time.monotonic() + timeout
-        while True:
-            for i, e in enumerate(self.events):
-                if e['event'] in names:
-                    return self.events.pop(i)
-            if time.monotonic() > deadline:
-                raise fclab.LabError('no QMP event %s' % (names,))
-            self.events.append(self._read())
+        try:
+            while True:
+                for i, e in enumerate(self.events):
+                    if e['event'] in names:
+                        return self.events.pop(i)
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise socket.timeout()
+                self.sock.settimeout(left)
+                self.events.append(self._read())
+        except socket.timeout:
+            raise fclab.LabError('no QMP event %s within %g s'
+                                 % ('/'.join(names), timeout))
+        finally:
+            self.sock.settimeout(120)
 
     def close(self):
         try:
@@ -484,7 +492,14 @@ class Bench(object):
                 if ev['data'].get('error'):
                     ok, err = False, ev['data']['error']
             except fclab.LabError as exc:
+                # Background mode may never become ready (the workload
+                # dirties faster than the job copies): a failed move,
+                # like DBT's non-convergence.
                 ok, err = False, str(exc)
+                try:
+                    qsd.qmp.cmd('block-job-cancel', device='mv', force=True)
+                except Exception:   # the QMP stream may be cut mid-line
+                    pass
             t1 = time.monotonic()
         finally:
             if wl:
@@ -811,7 +826,8 @@ def main(argv=None):
     ap.add_argument('--threads', type=int, default=4)
     ap.add_argument('--read-share', type=float, default=0.5)
     ap.add_argument('--baseline-s', type=float, default=3.0)
-    ap.add_argument('--timeout-s', type=float, default=120.0)
+    ap.add_argument('--timeout-s', type=float, default=20.0,
+                    help='a move not done by then has failed (20)')
     ap.add_argument('--out', help='JSON path (default results/'
                     'storage-move-<time>.json)')
     args = ap.parse_args(argv)
