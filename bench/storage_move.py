@@ -477,9 +477,12 @@ class Bench(object):
             wl.start()
             t0 = time.monotonic()
             try:
+                extra = {}
+                if self.args.qemu_granularity:
+                    extra['granularity'] = self.args.qemu_granularity
                 qsd.qmp.cmd('blockdev-mirror', job_id='mv', device='src',
                             target='dst', sync='full',
-                            copy_mode=QEMU_MODES[system])
+                            copy_mode=QEMU_MODES[system], **extra)
                 ev = qsd.qmp.wait_event(('BLOCK_JOB_READY',
                                          'BLOCK_JOB_COMPLETED'),
                                         self.args.timeout_s)
@@ -857,6 +860,9 @@ def main(argv=None):
                     help='a move not done by then has failed (20)')
     ap.add_argument('--out', help='JSON path (default results/'
                     'storage-move-<time>.json)')
+    ap.add_argument('--qemu-granularity', type=int, default=0,
+                    help="blockdev-mirror's granularity in bytes (default: "
+                    "QEMU's, 64 KiB for an nbd target)")
     ap.add_argument('--report', metavar='JSON',
                     help='no run: recompute the medians, verdicts, tables '
                     'and figure of an earlier run from its JSON')
