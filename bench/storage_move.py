@@ -444,7 +444,10 @@ class Bench(object):
             wl = self.workload(uri, seed)
             wl.start()
             t0 = time.monotonic()
-            c.move_volume(vid, b.uri, scheme=scheme)
+            extra = {}
+            if self.args.rate_limit_mbps:
+                extra['rate_limit_mbps'] = self.args.rate_limit_mbps
+            c.move_volume(vid, b.uri, scheme=scheme, **extra)
             deadline = t0 + self.args.timeout_s
             while True:
                 st = c.move_status(vid)
@@ -860,6 +863,8 @@ def main(argv=None):
                     help='a move not done by then has failed (20)')
     ap.add_argument('--out', help='JSON path (default results/'
                     'storage-move-<time>.json)')
+    ap.add_argument('--rate-limit-mbps', type=int, default=0,
+                    help="the agent's copy cap, MB/s (default: none)")
     ap.add_argument('--qemu-granularity', type=int, default=0,
                     help="blockdev-mirror's granularity in bytes (default: "
                     "QEMU's, 64 KiB for an nbd target)")
