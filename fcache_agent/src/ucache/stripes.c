@@ -15,11 +15,11 @@ uc_stripe_set_add(struct stripe_set *set, oblock_t ob)
   set->bits[s / 64] |= 1ull << (s % 64);
 }
 
-void
-uc_lock_stripe_set(struct fc_ucache *uc, const struct stripe_set *set, bool reader)
+/* Lock a set's stripes in the one ascending order (what keeps two
+ * multi-block requests from deadlocking); a writer bumps each sequence. */
+static void
+lock_set(struct fc_ucache *uc, const struct stripe_set *set, bool reader)
 {
-  /* Ascending order everywhere is what keeps two multi-block requests
-   * from deadlocking. */
   for (unsigned w = 0; w < FC_STRIPES / 64; w++)
     for (uint64_t bits = set->bits[w]; bits; bits &= bits - 1) {
       unsigned s = w * 64 + (unsigned)__builtin_ctzll(bits);
@@ -28,12 +28,29 @@ uc_lock_stripe_set(struct fc_ucache *uc, const struct stripe_set *set, bool read
       if (!reader)
         uc->stripe_seq[s]++;
     }
+}
+
+/* Every holder that may change data drops the staged copies of its range,
+ * under the same hold that bumps the stripes: a read miss that read the
+ * origin before it cannot stage what it read (its fill is no longer
+ * allowed), and one after it reads the new data. */
+static void
+forget_staged(struct fc_ucache *uc, uint64_t first, uint64_t n)
+{
+  if (!uc->stage)
+    return;
+  pthread_mutex_lock(&uc->lock);
+  uc_stage_forget_locked(uc, first, n);
+  pthread_mutex_unlock(&uc->lock);
+}
+
+void
+uc_lock_stripe_set(struct fc_ucache *uc, const struct stripe_set *set, bool reader)
+{
+  lock_set(uc, set, reader);
   /* A scattered writer (a migration's batch) may change any block. */
-  if (!reader && uc->stage) {
-    pthread_mutex_lock(&uc->lock);
-    uc_stage_forget_locked(uc, 0, UINT64_MAX);
-    pthread_mutex_unlock(&uc->lock);
-  }
+  if (!reader)
+    forget_staged(uc, 0, UINT64_MAX);
 }
 
 static void
@@ -52,23 +69,9 @@ lock_stripes(struct fc_ucache *uc, uint64_t first, uint64_t last,
     for (uint64_t i = 0; i <= last - first; i++)
       uc_stripe_set_add(set, to_oblock(first + i));
   }
-  for (unsigned w = 0; w < FC_STRIPES / 64; w++)
-    for (uint64_t bits = set->bits[w]; bits; bits &= bits - 1) {
-      unsigned s = w * 64 + (unsigned)__builtin_ctzll(bits);
-
-      pthread_mutex_lock(&uc->stripes[s]);
-      if (!reader)
-        uc->stripe_seq[s]++;
-    }
-  /* Every holder that may change data drops the staged copies of its
-   * range, under the same hold that bumps the stripes: a read miss that
-   * read the origin before it cannot stage what it read (its fill is no
-   * longer allowed), and one after it reads the new data. */
-  if (!reader && uc->stage) {
-    pthread_mutex_lock(&uc->lock);
-    uc_stage_forget_locked(uc, first, last - first + 1 ? last - first + 1 : UINT64_MAX);
-    pthread_mutex_unlock(&uc->lock);
-  }
+  lock_set(uc, set, reader);
+  if (!reader)
+    forget_staged(uc, first, last - first + 1 ? last - first + 1 : UINT64_MAX);
 }
 
 void
