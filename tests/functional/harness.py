@@ -67,6 +67,31 @@ def wait_for(predicate, timeout, what, interval=0.02):
         time.sleep(interval)
 
 
+def _thread_states(pid):
+    states = []
+    for tid in os.listdir('/proc/%d/task' % pid):
+        try:
+            with open('/proc/%d/task/%s/stat' % (pid, tid)) as f:
+                # The state follows the command name, which may hold spaces.
+                states.append(f.read().rsplit(')', 1)[1].split()[0])
+        except OSError:
+            pass                # the thread exited meanwhile
+    return states
+
+
+def pause_process(pid, timeout=10):
+    """SIGSTOP ``pid`` and return once every one of its threads is stopped.
+
+    kill(2) returns as soon as the signal is queued: the kernel wakes one
+    thread to start the group stop, and until that thread runs the others
+    keep going.  On a loaded machine a server thread may answer one more
+    request in that window, which a test of a silent peer must not see.
+    """
+    os.kill(pid, signal.SIGSTOP)
+    wait_for(lambda: all(s in ('T', 't') for s in _thread_states(pid)),
+             timeout, 'process %d to stop' % pid, interval=0.001)
+
+
 def sanitizer_reports(text):
     """Return the lines of ``text`` that a sanitizer report starts with."""
     return [line for line in text.splitlines()

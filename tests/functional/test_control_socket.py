@@ -319,7 +319,7 @@ def test_client_waits_for_a_busy_agent(bystander):
     """
     agent = bystander.agent
     fillers = []
-    os.kill(agent.pid, signal.SIGSTOP)
+    harness.pause_process(agent.pid)
     try:
         while len(fillers) < 200:
             s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)

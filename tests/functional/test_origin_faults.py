@@ -173,7 +173,7 @@ def test_stalled_origin_fails_requests(make_agent, make_origin):
     _, h = attach_and_connect(agent, 'vol1', origin, cache_size=MiB,
                               write_policy='read_only')
     pid = origin.server.proc.pid
-    os.kill(pid, signal.SIGSTOP)
+    harness.pause_process(pid)
     try:
         done = []
         buf = nbd.Buffer(BS)
