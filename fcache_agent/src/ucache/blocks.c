@@ -4,6 +4,8 @@
  * sit in one place that the request, migration and write-back paths call. */
 #include <errno.h>
 
+#include "common/log.h"
+
 #include "ucache_priv.h"
 
 cblock_t
@@ -23,13 +25,27 @@ uc_drop_locked(struct fc_ucache *uc, cblock_t cb)
 
   /* Before the block can be reused or the origin change under it (a
    * failure disarms the warm restart: metadata.h). */
-  (void)fc_md_forget(uc->md, cb);
+  int fr = fc_md_forget(uc->md, cb);
+  bool held;
+
   fc_blockmap_remove(&uc->map, uc->dev->table, cb);
   fc_lru_remove(&uc->lru, uc->dev->table, cb);
   if (e->flags & FC_ENTRY_DIRTY)
     uc->nr_dirty--;
+  /* A synced dirty record may still be on disk: the cleared one must be
+   * too before another volume's data goes in (durable.c).  If that cannot
+   * be made sure, the block is kept out of use until the next start. */
+  held = (e->flags & FC_ENTRY_ON_DISK_DIRTY) &&
+         (fr || uc_settle_on_disk_dirty_locked(uc, cb));
   e->flags = 0;
   uc->used--;
+  if (held) {
+    log_error("cache block %u: its dirty record could not be cleared on "
+              "disk; the block stays out of use until the agent restarts",
+              cb.n);
+    e->flags = FC_ENTRY_ALLOCATED;
+    return;
+  }
   fc_cachedev_free(uc->dev, cb);
 }
 
@@ -41,7 +57,9 @@ uc_evict_clean_locked(struct fc_ucache *uc, cblock_t *out)
 
   for (unsigned scanned = 0; i != CBLOCK_NONE && scanned < FC_EVICT_SCAN;
        scanned++, i = table[i].lru_prev) {
-    if (table[i].flags & (FC_ENTRY_BUSY | FC_ENTRY_DIRTY))
+    /* ON_DISK_DIRTY: just written back, its clean record not synced yet
+     * (the write-back pass does that in a moment). */
+    if (table[i].flags & (FC_ENTRY_BUSY | FC_ENTRY_DIRTY | FC_ENTRY_ON_DISK_DIRTY))
       continue;
     /* The record goes before the block leaves the map: no block ever
      * holds other data than its record names (metadata.h). */
@@ -204,8 +222,10 @@ install(struct fc_ucache *uc, oblock_t ob, const void *data, bool dirty,
     e->flags = FC_ENTRY_ALLOCATED | FC_ENTRY_VALID | (dirty ? FC_ENTRY_DIRTY : 0);
     fc_blockmap_insert(&uc->map, uc->dev->table, cb);
     place(uc, cb, where);
-    if (dirty)
+    if (dirty) {
       uc->nr_dirty++;
+      uc_note_unsynced_locked(uc, cb);
+    }
     STAT_ADD(&uc->stats, promotions, 1);
   }
   pthread_mutex_unlock(&uc->lock);
@@ -240,8 +260,10 @@ uc_publish_cold_locked(struct fc_ucache *uc, cblock_t cb, bool dirty)
                                (dirty ? FC_ENTRY_DIRTY : 0);
   fc_blockmap_insert(&uc->map, uc->dev->table, cb);
   place(uc, cb, AT_TAIL);
-  if (dirty)
+  if (dirty) {
     uc->nr_dirty++;
+    uc_note_unsynced_locked(uc, cb);
+  }
   STAT_ADD(&uc->stats, promotions, 1);
 }
 
@@ -292,6 +314,7 @@ uc_mark_dirty(struct fc_ucache *uc, cblock_t cb)
   pthread_mutex_lock(&uc->lock);
   e->flags |= FC_ENTRY_DIRTY;
   uc->nr_dirty++;
+  uc_note_unsynced_locked(uc, cb);
   pthread_mutex_unlock(&uc->lock);
   return 0;
 }

@@ -7,7 +7,10 @@
  *
  * Crash-consistency rules the engine follows (see doc/ucache.rst):
  *   - a record becomes DIRTY (pwrite) after the block's data is written
- *     and before the write is acknowledged;
+ *     and before the write is acknowledged; a flush (or FUA) syncs the
+ *     data, rewrites the new dirty records SYNCED, then syncs them;
+ *   - a block whose synced dirty record may be on disk takes no other
+ *     data until a record that is not dirty has been synced;
  *   - a record stops being DIRTY only after the data reached the origin
  *     and the origin was flushed;
  *   - a record is VALID only while its block is in its volume's map: it is
@@ -36,7 +39,11 @@
 #define FC_MD_VERSION 1u
 
 enum { FC_MD_STATE_CLEAN = 1, FC_MD_STATE_RUNNING = 2 };
-enum { FC_MD_VALID = 1u << 0, FC_MD_DIRTY = 1u << 1 };
+/* SYNCED, on a dirty record: the data it names reached stable storage
+ * before the record was written (a flush vouched for it).  After a power
+ * cut only those dirty records are trusted; one without it may name a
+ * block whose data never left the page cache (doc/ucache.rst). */
+enum { FC_MD_VALID = 1u << 0, FC_MD_DIRTY = 1u << 1, FC_MD_SYNCED = 1u << 2 };
 
 struct fc_md_record {
   uint64_t oblock;

@@ -2,9 +2,11 @@
  * back the cache blocks its records name.
  *
  * After a clean shutdown every record is current, so the whole cache comes
- * back warm, in its old LRU order.  After a crash only dirty records are
- * trusted (they are written before a write is acknowledged); clean ones
- * may describe blocks that were invalidated later, so they are dropped.
+ * back warm, in its old LRU order.  After a process crash with no reboot
+ * every record is current (warm.h).  After a reboot only the dirty records
+ * a flush vouched for (FC_MD_SYNCED: durable.c) are trusted: a clean one
+ * may name data that never reached the disk, and so may a dirty one
+ * written after the last flush, whose write the VM may lose.
  * Anything that could lose acknowledged data (a corrupt record, a dirty
  * block of an unknown volume or past its origin's end) stops the start
  * with a message that says what to do.
@@ -77,6 +79,44 @@ by_tag(struct fc_host *host, uint64_t tag)
   return NULL;
 }
 
+/* After a crash with no reboot (or a clean stop by an agent that wrote no
+ * FC_MD_SYNCED): the cache file's data is what the dirty records name, so
+ * sync it and vouch for them, as the flush that never came would have. */
+static int
+vouch_all(struct fc_host *host, char *err, size_t errlen)
+{
+  struct fc_md_record *buf = malloc(CHUNK * sizeof *buf);
+  uint32_t nr = UCE(host)->md->nr_blocks;
+  int r;
+
+  if (!buf)
+    return -ENOMEM;
+  r = fc_cachedev_sync(UCE(host)->dev);
+  if (r)
+    snprintf(err, errlen, "cannot sync the cache file: %s", strerror(-r));
+  for (uint32_t first = 0; first < nr && !r; first += CHUNK) {
+    uint32_t n = nr - first < CHUNK ? nr - first : CHUNK;
+
+    r = fc_md_read(UCE(host)->md, first, n, buf);
+    for (uint32_t i = 0; i < n && !r; i++) {
+      struct fc_md_record *rec = &buf[i];
+
+      if ((rec->flags & (FC_MD_VALID | FC_MD_DIRTY | FC_MD_SYNCED)) !=
+          (FC_MD_VALID | FC_MD_DIRTY))
+        continue;
+      r = fc_md_set(UCE(host)->md, to_cblock(first + i), rec->oblock,
+                    rec->volume_tag, rec->flags | FC_MD_SYNCED);
+      if (r)
+        snprintf(err, errlen, "cannot update the metadata record of cache "
+                 "block %u: %s", first + i, strerror(-r));
+    }
+  }
+  if (!r)
+    r = fc_md_sync(UCE(host)->md);
+  free(buf);
+  return r;
+}
+
 /* was_clean: a clean shutdown wrote every record; same_boot: a process
  * crash with no reboot since left every record current (warm.h). */
 static int
@@ -84,7 +124,8 @@ scan_records(struct fc_host *host, bool was_clean, bool same_boot,
              struct found_list *lists, char *err, size_t errlen)
 {
   struct fc_md_record *buf = malloc(CHUNK * sizeof *buf);
-  uint32_t nr = UCE(host)->md->nr_blocks, dropped = 0;
+  uint32_t nr = UCE(host)->md->nr_blocks, dropped = 0, unflushed = 0;
+  uint32_t vouched = 0;
   int r = 0;
 
   if (!buf)
@@ -108,6 +149,22 @@ scan_records(struct fc_host *host, bool was_clean, bool same_boot,
       }
       if (!(rec->flags & FC_MD_VALID))
         continue;
+      if (dirty && !(rec->flags & FC_MD_SYNCED)) {
+        /* After a power cut a dirty record no flush vouched for may have
+         * reached the disk before its data: the block may hold anything.
+         * Its write was never flushed, so dropping it is allowed. */
+        if (!was_clean && !same_boot) {
+          r = fc_md_forget(UCE(host)->md, to_cblock(first + i));
+          if (r)
+            snprintf(err, errlen, "cannot clear the metadata record of cache "
+                     "block %u: %s", first + i, strerror(-r));
+          unflushed++;
+          continue;
+        }
+        /* A process crash or a clean stop: the page cache holds the data.
+         * Vouched for once the whole scan has passed (vouch_all). */
+        vouched++;
+      }
       v = by_tag(host, rec->volume_tag);
       if (!v && dirty) {
         r = -EUCLEAN;
@@ -138,6 +195,13 @@ scan_records(struct fc_host *host, bool was_clean, bool same_boot,
     }
   }
   free(buf);
+  if (!r && vouched)
+    r = vouch_all(host, err, errlen);
+  if (!r && unflushed)
+    log_warning("recovery: dropped %u dirty cache blocks written after the "
+                "last flush: the machine rebooted, so their data may never "
+                "have reached the cache file (the VM never had them flushed)",
+                unflushed);
   if (!r && dropped)
     log_info("recovery: dropped %u clean cache blocks (%s)", dropped,
              was_clean || same_boot ? "no volume owns them, or a live "

@@ -47,6 +47,7 @@ fc_ucache_create(struct fc_cachedev *dev, struct fc_metadata *md,
   pthread_cond_init(&uc->wb_cond, NULL);
   pthread_cond_init(&uc->m.gate_cond, NULL);
   pthread_mutex_init(&uc->m.durable_lock, NULL);
+  pthread_mutex_init(&uc->durable_lock, NULL);
   uc->m.chosen_cursor = CBLOCK_NONE;
   pthread_cond_init(&uc->around_cond, NULL);
   uc->m.superseded_fd = -1;
@@ -85,6 +86,8 @@ fc_ucache_destroy(struct fc_ucache *uc)
     close(uc->m.superseded_fd);
   pthread_cond_destroy(&uc->m.gate_cond);
   pthread_mutex_destroy(&uc->m.durable_lock);
+  pthread_mutex_destroy(&uc->durable_lock);
+  uc_unsynced_free(uc);
   pthread_cond_destroy(&uc->around_cond);
   fc_blockmap_destroy(&uc->map);
   fc_staging_free(uc->stage);
@@ -108,7 +111,9 @@ fc_ucache_adopt(struct fc_ucache *uc, cblock_t cb, oblock_t ob, bool dirty)
   if (fc_blockmap_lookup(&uc->map, uc->dev->table, ob).n != CBLOCK_NONE)
     return -EEXIST;
   e->oblock = ob.n;
-  e->flags = FC_ENTRY_ALLOCATED | FC_ENTRY_VALID | (dirty ? FC_ENTRY_DIRTY : 0);
+  /* Recovery rewrote a dirty record FC_MD_SYNCED (recovery.c). */
+  e->flags = FC_ENTRY_ALLOCATED | FC_ENTRY_VALID |
+             (dirty ? FC_ENTRY_DIRTY | FC_ENTRY_ON_DISK_DIRTY : 0);
   fc_blockmap_insert(&uc->map, uc->dev->table, cb);
   fc_lru_push_head(&uc->lru, uc->dev->table, cb);
   uc->used++;
@@ -157,7 +162,9 @@ fc_ucache_dump_records(struct fc_ucache *uc, struct fc_md_record *recs)
     memset(rec, 0, sizeof *rec);
     rec->oblock = table[i].oblock;
     rec->volume_tag = uc->p.volume_tag;
-    rec->flags = FC_MD_VALID | (table[i].flags & FC_ENTRY_DIRTY ? FC_MD_DIRTY : 0);
+    /* The caller synced the cache file first (ucache_engine.c). */
+    rec->flags = FC_MD_VALID |
+                 (table[i].flags & FC_ENTRY_DIRTY ? FC_MD_DIRTY | FC_MD_SYNCED : 0);
     rec->lru_rank = rank++;
   }
   pthread_mutex_unlock(&uc->lock);

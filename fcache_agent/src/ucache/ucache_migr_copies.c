@@ -188,9 +188,9 @@ fc_ucache_migr_durable(struct fc_ucache *uc, bool final)
   uc->m.copied_dirty = false;
   pthread_mutex_unlock(&uc->lock);
   if (sync) {
-    r = fc_cachedev_sync(uc->dev);
-    if (!r)
-      r = fc_md_sync(uc->md);
+    /* The source forgets what we acknowledge: our records must survive a
+     * power cut, not only a crash (durable.c). */
+    r = uc_make_durable(uc);
     if (r) {
       pthread_mutex_lock(&uc->lock);
       uc->m.copied_dirty = true;

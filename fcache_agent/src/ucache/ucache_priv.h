@@ -18,6 +18,16 @@
 /* An entry whose data a write-back pass has sent to origin; a write to
  * the block clears it, so the pass knows not to mark newer data clean. */
 #define FC_ENTRY_WB_PENDING (1u << 4)
+/* Power-cut ordering (durable.c).  UNSYNCED: the block's dirty record was
+ * written without FC_MD_SYNCED, and the block is listed for the next
+ * flush to vouch for.  ON_DISK_DIRTY: a dirty record with FC_MD_SYNCED
+ * may be what the disk holds for the block, so it must not take other
+ * data until a record that is not dirty has been synced.  SNAP and SEEN
+ * are a flush's and a compaction's marks, set and cleared under uc->lock. */
+#define FC_ENTRY_UNSYNCED (1u << 5)
+#define FC_ENTRY_ON_DISK_DIRTY (1u << 6)
+#define FC_ENTRY_SNAP (1u << 7)
+#define FC_ENTRY_SEEN (1u << 8)
 /* How far from the LRU tail eviction looks for a clean, idle victim. */
 #define FC_EVICT_SCAN 128u
 /* The sampled demand tracker's bound per volume. */
@@ -56,6 +66,13 @@ struct fc_ucache {
   /* The same per stripe: a block of a stripe with one in flight is not
    * recorded clean (uc_record_clean_locked). */
   uint32_t stripe_around[FC_STRIPES];
+  /* Blocks with FC_ENTRY_UNSYNCED, as (cb, oblock) so that an entry is
+   * looked at only once our own map says it is still ours; stale and
+   * repeated pairs are skipped (durable.c).  Under uc->lock. */
+  struct uc_unsynced { uint32_t cb; uint64_t ob; } *unsynced;
+  uint32_t nr_unsynced, cap_unsynced;
+  bool unsynced_lost;           /* the list could not grow: walk the LRU */
+  pthread_mutex_t durable_lock; /* one uc_make_durable at a time */
   pthread_cond_t around_cond;
   struct fc_stats stats;
 
@@ -197,6 +214,21 @@ int uc_record_clean_locked(struct fc_ucache *uc, cblock_t cb, oblock_t ob);
 
 /* Clear a dirty block's record and drop it (caller holds its stripe). */
 int uc_drop_dirty(struct fc_ucache *uc, cblock_t cb);
+
+/* durable.c.  Under uc->lock, right after a dirty record without
+ * FC_MD_SYNCED was written for cb (ours, mapped or about to be): list it
+ * for the next uc_make_durable.  Cannot fail: when the list cannot grow,
+ * the next flush walks the volume's LRU instead. */
+void uc_note_unsynced_locked(struct fc_ucache *uc, cblock_t cb);
+/* Make every write acknowledged so far survive a power cut: the cache
+ * file's data first, then the records naming it, marked FC_MD_SYNCED,
+ * then the metadata file.  One at a time per volume. */
+int uc_make_durable(struct fc_ucache *uc);
+/* Under uc->lock: cb's on-disk record may still be a synced dirty one;
+ * sync the metadata file before the block may hold other data.  0 when
+ * the block may be reused. */
+int uc_settle_on_disk_dirty_locked(struct fc_ucache *uc, cblock_t cb);
+void uc_unsynced_free(struct fc_ucache *uc);
 
 /* Mark a cached block dirty after its data was rewritten (caller holds its
  * stripe): record first, flag second. */

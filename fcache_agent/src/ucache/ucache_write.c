@@ -122,11 +122,8 @@ write_back(struct fc_ucache *uc, const char *buf, uint32_t count,
     if (!r)
       r = uc_origin_write(uc, buf + s.in_buf, s.len, s.start, fua);
   }
-  if (!r && fua && wrote_cache) {
-    r = fc_cachedev_sync(uc->dev);
-    if (!r)
-      r = fc_md_sync(uc->md);
-  }
+  if (!r && fua && wrote_cache)
+    r = uc_make_durable(uc);
   pthread_mutex_lock(&uc->lock);
   if (uc->nr_dirty * 100ull > (uint64_t)uc->p.quota_blocks * uc->p.dirty_high_percent)
     pthread_cond_signal(&uc->wb_cond);
@@ -277,9 +274,7 @@ uc_flush(void *handle)
   if (uc->p.write_policy == FC_WRITE_BACK) {
     /* Acknowledged dirty data lives in the cache file: that, and the
      * records naming it, are what must reach stable storage. */
-    r = fc_cachedev_sync(uc->dev);
-    if (!r)
-      r = fc_md_sync(uc->md);
+    r = uc_make_durable(uc);
   }
   if (!r)
     r = fc_origin_flush(uc->origin);

@@ -62,7 +62,7 @@ int
 uc_writeback_pass(struct fc_ucache *uc, uint32_t max_blocks, uint32_t *done)
 {
   struct wb_item items[WB_BATCH];
-  uint32_t n, sent = 0, cleaned = 0;
+  uint32_t n, sent = 0, cleaned = 0, settle = 0;
   char *buf = malloc(uc->bs);
   int r = 0;
 
@@ -116,19 +116,26 @@ uc_writeback_pass(struct fc_ucache *uc, uint32_t max_blocks, uint32_t *done)
                (uc->dev->table[items[i].cb].flags & FC_ENTRY_WB_PENDING);
     pthread_mutex_unlock(&uc->lock);
     if (clean_it) {
+      struct fc_entry *e = &uc->dev->table[items[i].cb];
+
       /* Clean now, recorded clean unless a write around the cache may
-       * change the origin under it (then unrecorded: ucache_priv.h). */
+       * change the origin under it (then unrecorded: ucache_priv.h).
+       * Record and flags change in one hold, so that a flush vouching
+       * for dirty records (durable.c) sees the block dirty or clean,
+       * never a clean record under a dirty flag. */
       pthread_mutex_lock(&uc->lock);
       mr = uc->stripe_around[items[i].ob & (FC_STRIPES - 1)] ?
            fc_md_forget(uc->md, to_cblock(items[i].cb)) :
            fc_md_set(uc->md, to_cblock(items[i].cb), items[i].ob,
                      uc->p.volume_tag, FC_MD_VALID);
+      if (mr == 0) {
+        e->flags &= ~(FC_ENTRY_DIRTY | FC_ENTRY_WB_PENDING | FC_ENTRY_UNSYNCED);
+        uc->nr_dirty--;
+        if (e->flags & FC_ENTRY_ON_DISK_DIRTY)
+          items[settle++] = items[i];
+      }
       pthread_mutex_unlock(&uc->lock);
       if (mr == 0) {
-        pthread_mutex_lock(&uc->lock);
-        uc->dev->table[items[i].cb].flags &= ~(FC_ENTRY_DIRTY | FC_ENTRY_WB_PENDING);
-        uc->nr_dirty--;
-        pthread_mutex_unlock(&uc->lock);
         STAT_ADD(&uc->stats, writebacks, 1);
         cleaned++;
       } else if (!r) {
@@ -136,6 +143,19 @@ uc_writeback_pass(struct fc_ucache *uc, uint32_t max_blocks, uint32_t *done)
       }
     }
     uc_unlock_stripes(uc, &set);
+  }
+  /* Blocks whose synced dirty record may still be on disk: once their
+   * clean records are synced they may take other data (evictable). */
+  if (settle && fc_md_sync(uc->md) == 0) {
+    pthread_mutex_lock(&uc->lock);
+    for (uint32_t i = 0; i < settle; i++) {
+      struct fc_entry *e = &uc->dev->table[items[i].cb];
+
+      if (uc_lookup_locked(uc, to_oblock(items[i].ob)).n == items[i].cb &&
+          !(e->flags & FC_ENTRY_DIRTY))
+        e->flags &= ~FC_ENTRY_ON_DISK_DIRTY;
+    }
+    pthread_mutex_unlock(&uc->lock);
   }
   free(buf);
   *done = cleaned;
