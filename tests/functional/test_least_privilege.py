@@ -10,6 +10,7 @@ the agent (root) open, and which operations each group may call.
   detach or migrate (EPERM naming ``control_admin_group``); a member of
   ``control_admin_group`` may.  The clients run as throwaway users made
   here (useradd), with setpriv.
+* Exports: while a client holds one, only its kernel session may connect.
 """
 
 import errno
@@ -17,12 +18,14 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import uuid
 
 import pytest
 
 from nova_ext import exception
 
+from . import harness
 from . import oracle as om
 
 MiB = 1 << 20
@@ -280,3 +283,61 @@ def test_admin_group_needs_control_group(make_agent):
     assert rc != 0
     assert "key 'control_admin_group'" in out, out
     assert 'control_group is empty' in out, out
+
+
+# ---------------------------------------------------------------------------
+# One session per export
+# ---------------------------------------------------------------------------
+
+PROBE = '''
+import sys
+import nbd
+h = nbd.NBD()
+try:
+    h.connect_uri(sys.argv[1])
+    sys.stdout.write(h.pread(4096, 0).hex())
+except nbd.Error as e:
+    sys.stdout.write('refused: %s' % e)
+'''
+
+
+def probe(uri, new_session):
+    """Read the first block from another process; its session as asked."""
+    r = subprocess.run([sys.executable, '-c', PROBE, uri],
+                       stdout=subprocess.PIPE, timeout=60,
+                       start_new_session=new_session)
+    return r.stdout.decode()
+
+
+@pytest.mark.parametrize('clients', ['session', 'any'])
+def test_export_serves_one_session_at_a_time(make_agent, make_origin,
+                                             clients):
+    """Another VM's QEMU cannot open an export this VM's QEMU holds.
+
+    Every QEMU runs as the same user, so the socket's mode cannot tell
+    them apart; their kernel sessions (libvirt starts each QEMU in its
+    own, and no process can join another's) can.  While a client holds
+    the export, a process of another session is refused and one of the
+    same session (what QEMU forks) is admitted; once the holder is gone,
+    the next client may be anyone.  ``export_clients = any`` turns this
+    off.
+    """
+    agent = make_agent(cache_size='8M', export_clients=clients).start()
+    origin = make_origin(4 * MiB)
+    res = agent.attach('vol1', origin.uri, cache_size=MiB)
+    uri = res['export_uri']
+    first = origin.content[:4096].hex()
+
+    h = om.connect(uri)
+    assert h.pread(4096, 0).hex() == first
+    assert probe(uri, new_session=False) == first
+    other = probe(uri, new_session=True)
+    if clients == 'session':
+        assert other.startswith('refused'), other
+        assert 'serves one session at a time' in agent.log()
+    else:
+        assert other == first
+    om.close(h)
+    del h
+    harness.wait_for(lambda: probe(uri, new_session=True) == first, 10,
+                     'the export to be free for another session')

@@ -14,6 +14,7 @@ migration read back right on the destination; the destination agent holds
 the cache.  doc/nova.rst, "Real libvirt", says how to run this alone.
 """
 
+import os
 import threading
 import time
 import uuid
@@ -105,13 +106,31 @@ def diagnosis(dst_host, name, dst_agent, mid):
                                                12)))
 
 
-def setup(libvirt_hosts, make_agent, make_origin, policy):
+def qemu_pid(name):
+    """The pid of the QEMU libvirt runs for domain ``name``."""
+    for p in os.listdir('/proc'):
+        if not p.isdigit():
+            continue
+        try:
+            with open('/proc/%s/cmdline' % p, 'rb') as f:
+                cmd = f.read().split(b'\0')
+        except OSError:
+            continue
+        if cmd and b'qemu-system' in cmd[0] and \
+                ('guest=%s' % name).encode() in b','.join(cmd):
+            return int(p)
+    raise AssertionError('no QEMU process for domain %s' % name)
+
+
+def setup(libvirt_hosts, make_agent, make_origin, policy,
+          dst_clients='session'):
     src_host, dst_host = libvirt_hosts
     src_host.clean_domains()
     dst_host.clean_domains()
     src = make_agent(name='src', export_group='libvirt-qemu',
                      **mu.source_config(policy)).start()
-    dst = make_agent(name='dst', export_group='libvirt-qemu').start()
+    dst = make_agent(name='dst', export_group='libvirt-qemu',
+                     export_clients=dst_clients).start()
     origin = make_origin(VOLUME_SIZE)
     orc = om.Oracle(origin.content)
     res = src.attach('vol1', origin.uri, cache_size=VOLUME_CACHE,
@@ -122,6 +141,13 @@ def setup(libvirt_hosts, make_agent, make_origin, policy):
     src_host.conn().defineXML(xml).create()
     g = guest_mod.Guest(src_host, name, 'vol1')
     g.wait_state((libvirt.VIR_DOMAIN_RUNNING,))
+    # What export_clients = session rests on: libvirt starts each QEMU in
+    # a kernel session of its own (doc/security.rst), not libvirtd's and
+    # not ours.
+    sid = os.getsid(qemu_pid(name))
+    with open(os.path.join(src_host.run_dir, 'libvirtd.pid')) as f:
+        libvirtd = int(f.read().split()[0])
+    assert sid not in (os.getsid(0), os.getsid(libvirtd)), sid
     return src, dst, orc, g, dom_uuid
 
 
@@ -215,8 +241,11 @@ def test_destination_read_before_switchover(libvirt_hosts, make_agent,
     switchover.  The destination agent answers it from the source.
     """
     src_host, dst_host = libvirt_hosts
+    # Our reader holds the destination export while QEMU opens it: two
+    # sessions at once, which only export_clients = any allows.
     src, dst, orc, g, dom_uuid = setup(libvirt_hosts, make_agent,
-                                       make_origin, 'write_back')
+                                       make_origin, 'write_back',
+                                       dst_clients='any')
     g.write(orc, 0x6b, 0, 4096)
     assert src.show('vol1')['dirty_blocks'] > 0
     s, d = src.client(), dst.client()

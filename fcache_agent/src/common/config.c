@@ -85,7 +85,7 @@ enum key_index {
   KEY_CONTROL_ADMIN_GROUP, KEY_ORIGIN_PREFIXES, KEY_ORIGIN_TLS_DIR,
   KEY_ORIGIN_TLS_PSK_FILE, KEY_ALLOCATION, KEY_ALLOCATION_WINDOW,
   KEY_ALLOCATION_SPARE, KEY_ALLOCATION_HEADROOM_PERCENT, KEY_STAGING_FRACTION,
-  KEY_RWS_PREDICTOR, KEY_RWS_TRACKER, N_KEYS
+  KEY_RWS_PREDICTOR, KEY_RWS_TRACKER, KEY_EXPORT_CLIENTS, N_KEYS
 };
 
 static const struct key_desc keys[N_KEYS] = {
@@ -121,6 +121,7 @@ static const struct key_desc keys[N_KEYS] = {
   [KEY_STAGING_FRACTION] = OTHER_KEY(staging_fraction, K_FRACTION),
   [KEY_RWS_PREDICTOR] = CHOICE_KEY(rws_predictor, "exp_self|exp|dexp|dexp_self|last"),
   [KEY_RWS_TRACKER] = CHOICE_KEY(rws_tracker, "sampled|exact"),
+  [KEY_EXPORT_CLIENTS] = CHOICE_KEY(export_clients, "session|any"),
 };
 
 struct parser {
@@ -160,6 +161,7 @@ void fc_config_defaults(struct fc_config *cfg)
   cfg->staging_fraction = 0.01;
   strcpy(cfg->rws_predictor, "exp_self");
   strcpy(cfg->rws_tracker, "sampled");
+  strcpy(cfg->export_clients, "session");
   (void)fc_parse_prefixes(FC_ORIGIN_PREFIXES_DEFAULT, cfg->origin_prefixes,
                           &cfg->n_origin_prefixes, NULL, 0);
 }

@@ -70,6 +70,7 @@ struct fc_config {
   double staging_fraction;            /* of a volume's share; 0.001..0.01 */
   char rws_predictor[16];             /* exp_self (default) | exp | dexp | dexp_self | last */
   char rws_tracker[16];               /* sampled (default) | exact */
+  char export_clients[16];            /* session (default) | any */
 };
 
 void fc_config_defaults(struct fc_config *cfg);

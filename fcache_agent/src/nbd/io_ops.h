@@ -50,6 +50,10 @@ struct fc_export {
   uint32_t pref_block;        /* preferred (the cache block size) */
   uint32_t max_block;         /* maximum payload, e.g. 32 MiB */
   bool read_only;
+  /* While a client holds a connection, refuse clients of other kernel
+   * sessions (SO_PEERCRED pid -> getsid): the VM's QEMU and what it
+   * forks may connect, another VM's QEMU may not (nbd_server.c). */
+  bool one_session;
   const struct fc_io_ops *ops;
   void *handle;
 };

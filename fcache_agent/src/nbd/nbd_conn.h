@@ -65,6 +65,8 @@ struct nbd_server {
   struct conn *conns;
   unsigned nconns;            /* connections not yet done */
   unsigned next_id;
+  pid_t owner_sid;            /* exp.one_session: the holder's session, */
+  pid_t owner_pid;            /* and its first client; under lock */
   atomic_bool stopping;       /* written under lock, read anywhere */
 };
 

@@ -14,6 +14,7 @@
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -101,6 +102,42 @@ static void reap(struct nbd_server *srv)
   }
 }
 
+/* Under srv->lock, for an export that serves one session at a time: may
+ * the client on fd connect?  The first connection pins the export to its
+ * client's kernel session until every connection is gone.  A session is
+ * what the kernel groups a process and its children in; a process cannot
+ * join another's, so another VM's QEMU (libvirt starts each in its own)
+ * is refused however it got to the socket.  The pid is the one the
+ * client had at connect(); it is looked up at once, so a reused pid would
+ * need the client to exit in between. */
+static bool admit_session_locked(struct nbd_server *srv, int fd)
+{
+  struct ucred cred;
+  socklen_t len = sizeof cred;
+  pid_t sid;
+
+  if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0 ||
+      (sid = getsid(cred.pid)) < 0) {
+    log_warning("nbd: %s: cannot tell which session a client belongs to "
+                "(%s); refused", srv->path, strerror(errno));
+    return false;
+  }
+  /* Free, or held only by connections still closing after their first
+   * client died (a QEMU destroyed and started again at once).  Not the
+   * session's leader: libvirt's is the short-lived parent of QEMU. */
+  if (srv->nconns == 0 || (sid != srv->owner_sid &&
+                           kill(srv->owner_pid, 0) < 0 && errno == ESRCH)) {
+    srv->owner_sid = sid;
+    srv->owner_pid = cred.pid;
+  }
+  if (sid == srv->owner_sid)
+    return true;
+  log_warning("nbd: %s: refused a client (pid %d, session %d): the export "
+              "is held by session %d, and serves one session at a time",
+              srv->path, (int)cred.pid, (int)sid, (int)srv->owner_sid);
+  return false;
+}
+
 static void add_conn(struct nbd_server *srv, int fd)
 {
   struct conn *c = calloc(1, sizeof *c);
@@ -125,6 +162,10 @@ static void add_conn(struct nbd_server *srv, int fd)
     if (!atomic_load(&srv->stopping))
       log_warning("nbd: %s: %u connections already (the limit per export), "
                   "refusing another", srv->path, NBD_MAX_CONNS);
+    goto fail;
+  }
+  if (srv->exp.one_session && !admit_session_locked(srv, fd)) {
+    pthread_mutex_unlock(&srv->lock);
     goto fail;
   }
   c->id = ++srv->next_id;
