@@ -248,6 +248,33 @@ def bench_tls(lab, runs, cache):
             'ratio': statistics.median(x['ratio'] for x in rows)}
 
 
+def link_copy(lab, vid, cache, tls, link_mbps):
+    """A firepan_if copy capped at a link's rate: what a real link gets."""
+    warm(lab.pair(tls)[0][0], vid, lab.origin_uri, cache)
+    r = run_migration(lab, vid, 'firepan_if', link_mbps, tls=tls)
+    gib = r['bytes_transferred'] / float(1 << 30)
+    return {'bytes': r['bytes_transferred'],
+            'bytes_per_s': r['bytes_transferred'] / r['transfer_s'],
+            'src_cpu_s_per_gib': r['cpu_s'][0] / gib,
+            'dst_cpu_s_per_gib': r['cpu_s'][1] / gib}
+
+
+def bench_tls_link(lab, runs, cache, link_mbps):
+    """psk against none with the copy capped at link_mbps (e.g. 10 GbE)."""
+    rows = []
+    for i in range(runs):
+        order = ('psk', 'none') if i % 2 == 0 else ('none', 'psk')
+        r = {m: link_copy(lab, 'tlslink-%s-%d' % (m, i), cache, m,
+                          link_mbps) for m in order}
+        r['ratio'] = r['psk']['bytes_per_s'] / r['none']['bytes_per_s']
+        rows.append(r)
+    med = {m: {k: statistics.median(x[m][k] for x in rows)
+               for k in rows[0][m]} for m in ('psk', 'none')}
+    return {'cache_bytes': cache, 'link_mbps': link_mbps, 'runs': rows,
+            'median': med,
+            'ratio': statistics.median(x['ratio'] for x in rows)}
+
+
 def linear_fit(xs, ys):
     n = len(xs)
     mx, my = sum(xs) / n, sum(ys) / n
@@ -289,7 +316,7 @@ def bench_downtime(lab, runs, cache):
     return out
 
 
-SECTIONS = ('rate', 'stream', 'tls', 'firepan', 'downtime')
+SECTIONS = ('rate', 'stream', 'tls', 'tls_link', 'firepan', 'downtime')
 
 
 def report(r, args):
@@ -318,6 +345,19 @@ def report(r, args):
                   m['none']['src_cpu_s_per_gib'],
                   m['psk']['dst_cpu_s_per_gib'],
                   m['none']['dst_cpu_s_per_gib']))
+    if 'tls_link' in r:
+        t = r['tls_link']
+        m = t['median']
+        print('  copy of %d MiB capped at %.0f MB/s, migration_tls = psk: '
+              '%.3f x none (%.0f vs %.0f MB/s); CPU s/GiB source %.2f vs '
+              '%.2f, destination %.2f vs %.2f' % (
+                  t['cache_bytes'] // MiB, t['link_mbps'], t['ratio'],
+                  m['psk']['bytes_per_s'] / 1e6,
+                  m['none']['bytes_per_s'] / 1e6,
+                  m['psk']['src_cpu_s_per_gib'],
+                  m['none']['src_cpu_s_per_gib'],
+                  m['psk']['dst_cpu_s_per_gib'],
+                  m['none']['dst_cpu_s_per_gib']))
     if 'firepan' in r:
         print('  firepan downtime: %s s for %s MiB: %.2f ms/MiB, r^2 %.3f'
               % (['%.3f' % x for x in r['firepan']['downtime_s']],
@@ -335,6 +375,9 @@ def main(argv=None):
     ap.add_argument('--runs', type=int, default=3)
     ap.add_argument('--rate-mbps', default='20',
                     help='rate limits to check, comma-separated (MB/s)')
+    ap.add_argument('--link-mbps', type=float, default=1250,
+                    help='the link cap of the tls_link section (MB/s; '
+                    '1250 is 10 GbE)')
     ap.add_argument('--only', default=','.join(SECTIONS),
                     help='sections to run, comma-separated: %s'
                     % ','.join(SECTIONS))
@@ -355,8 +398,8 @@ def main(argv=None):
         [16 * MiB, 32 * MiB, 64 * MiB, 128 * MiB]
     workdir = tempfile.mkdtemp(prefix='fcache-migbench-', dir='/var/tmp')
     lab = Lab(workdir, origin_size=max(sizes) * 2, cache_size=max(sizes) * 2,
-              tls_modes=('none', 'none', 'psk', 'psk') if 'tls' in only
-              else ('none', 'none'))
+              tls_modes=('none', 'none', 'psk', 'psk')
+              if 'tls' in only or 'tls_link' in only else ('none', 'none'))
     results = {'machine': {'nproc': os.cpu_count(), 'uname': os.uname()[2]},
                'runs': args.runs, 'load': ['%.2f' % os.getloadavg()[0]]}
     try:
@@ -370,6 +413,10 @@ def main(argv=None):
             results['stream'] = bench_stream(lab, args.runs, 2 * sizes[-1])
         if 'tls' in only:
             results['tls'] = bench_tls(lab, args.runs, 2 * sizes[-1])
+        if 'tls_link' in only:
+            results['tls_link'] = bench_tls_link(lab, args.runs,
+                                                 2 * sizes[-1],
+                                                 args.link_mbps)
         if 'firepan' in only:
             results['firepan'] = bench_firepan(lab, args.runs, sizes)
         if 'downtime' in only:
