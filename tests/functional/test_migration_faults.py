@@ -26,6 +26,7 @@ import struct
 import threading
 import time
 
+import nbd
 import pytest
 
 from nova_ext import exception
@@ -532,6 +533,39 @@ def check_settles(src, dst, origin, orc, mid, mode, listed=None):
     dst.detach('vol1')
     assert not om.compare(orc, origin.read_file(), 'origin')
     return res
+
+
+@pytest.mark.timeout(120)
+def test_failed_partial_write_leaves_its_whole_blocks_on_the_source(
+        make_agent, make_origin):
+    """A write the lost source makes fail changes none of its blocks.
+
+    The write covers one block whole and the next in part, both dirty only
+    on the lost source.  The part cannot be written (the rest of its block
+    is gone with the source), so the write fails; the whole block must
+    still be the source's then, unreadable (EIO), not the origin's stale
+    copy.  (Once the whole block was marked superseded before the partial
+    one failed: a read of it returned the origin's data.)
+    """
+    src, dst, origin, orc, vm, mid = migrate_until_copying(
+        make_agent, make_origin, 'hybrid')
+    vm.pause()
+    src.kill()
+    mu.wait_state(dst, mid, ('failed',), timeout=20)
+    h = om.connect(vm.uri, name='probe')
+    _, _, bad = mu.scan_blocks(h, VOLUME_SIZE, orc)
+    pairs = [b for b in bad if b + 1 in set(bad)]
+    assert pairs, 'no two adjacent blocks dirty only on the lost source'
+    b = pairs[len(pairs) // 2]
+    with pytest.raises(nbd.Error) as e:
+        h.pwrite(b'\x5a' * (BS + 512), b * BS)
+    assert e.value.errno == 'EIO', e.value
+    for blk in (b, b + 1):
+        with pytest.raises(nbd.Error) as e:
+            h.pread(BS, blk * BS)
+        assert e.value.errno == 'EIO', (blk, e.value)
+    assert mu.status(dst, mid)['remote_dirty_blocks'] == len(bad)
+    om.close(h)
 
 
 @pytest.mark.timeout(120)

@@ -89,27 +89,50 @@ int
 uc_migr_note_write(struct fc_ucache *uc, uint64_t first, uint32_t n,
                    uint64_t off, uint32_t count)
 {
+  bool fetched[2] = { false, false };   /* the first and the last block */
   char *buf = NULL;
   int r = 0;
 
-  for (uint32_t i = 0; i < n && !r; i++) {
-    uint64_t b = first + i;
-    uint64_t bstart = b * uc->bs;
-    bool whole = off <= bstart && off + count >= bstart + uc->bs;
+  /* First the partial blocks the source holds dirty: the rest of each is
+   * only there, so it is fetched before the write lands on it.  Nothing
+   * is marked until they are in: a write that fails here (the source is
+   * lost) must leave each of its blocks as it was, dirty on the source,
+   * or a whole block it covers would read the origin's stale copy after
+   * (not the write's data, not the source's: the write never happened). */
+  for (uint32_t i = 0; i < n && !r; i += n > 1 ? n - 1 : 1) {
+    uint64_t b = first + i, bstart = b * uc->bs;
     bool remote_dirty;
+
+    if (b >= uc->nr_oblocks || (off <= bstart && off + count >= bstart + uc->bs))
+      continue;
+    pthread_mutex_lock(&uc->lock);
+    remote_dirty = fc_invfilter_contains(&uc->m.remote_dirty, to_oblock(b));
+    pthread_mutex_unlock(&uc->lock);
+    if (!remote_dirty)
+      continue;
+    if (!buf && !(buf = malloc(uc->bs)))
+      return -ENOMEM;
+    r = uc_migr_fetch_miss(uc, to_oblock(b), buf);
+    if (r == 1)
+      r = 0;
+    fetched[i != 0] = r == 0;
+  }
+  free(buf);
+  if (r)
+    return r;
+  for (uint32_t i = 0; i < n; i++) {
+    uint64_t b = first + i;
 
     if (b >= uc->nr_oblocks)
       continue;
     pthread_mutex_lock(&uc->lock);
+    /* The VM's data supersedes the source's copy (a partial block's was
+     * fetched above and is under it now). */
     fc_invfilter_add(&uc->m.written, to_oblock(b));
-    remote_dirty = fc_invfilter_contains(&uc->m.remote_dirty, to_oblock(b));
-    if (whole || !remote_dirty) {
-      /* The VM's data supersedes the source's copy. */
-      fc_invfilter_remove(&uc->m.remote_dirty, to_oblock(b));
-      fc_invfilter_remove(&uc->m.remote_clean, to_oblock(b));
-      remote_dirty = false;
-    }
-    if (uc->m.bypass) {
+    fc_invfilter_remove(&uc->m.remote_dirty, to_oblock(b));
+    fc_invfilter_remove(&uc->m.remote_clean, to_oblock(b));
+    if (uc->m.bypass && !(i == 0 && fetched[0]) &&
+        !(i == n - 1 && n > 1 && fetched[1])) {
       cblock_t cb = uc_lookup_locked(uc, to_oblock(b));
       /* Only a copied block can be here; the VM's write makes it stale. */
       if (cb.n != CBLOCK_NONE && !(uc->dev->table[cb.n].flags & FC_ENTRY_BUSY)) {
@@ -118,18 +141,8 @@ uc_migr_note_write(struct fc_ucache *uc, uint64_t first, uint32_t n,
       }
     }
     pthread_mutex_unlock(&uc->lock);
-    if (remote_dirty) {
-      /* A partial write needs the rest of the block, which only the
-       * source has: fetch it first so the write lands on it. */
-      if (!buf && !(buf = malloc(uc->bs)))
-        return -ENOMEM;
-      r = uc_migr_fetch_miss(uc, to_oblock(b), buf);
-      if (r == 1)
-        r = 0;
-    }
   }
-  free(buf);
-  return r;
+  return 0;
 }
 
 int
