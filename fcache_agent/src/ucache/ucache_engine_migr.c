@@ -123,6 +123,13 @@ in_install(struct fc_engine_migr *m, oblock_t ob, const void *data, bool dirty)
 }
 
 static int
+in_install_many(struct fc_engine_migr *m, const uint64_t *ids, const void *const *data,
+                uint32_t n, int *res)
+{
+  return fc_ucache_migr_install_many(UC(m), ids, data, n, res);
+}
+
+static int
 in_preload(struct fc_engine_migr *m, oblock_t ob)
 {
   return fc_ucache_migr_preload(UC(m), ob);
@@ -313,11 +320,7 @@ const struct fc_engine_migr_ops fc_ucache_migr_ops = {
   .in_add_remote = in_add_remote,
   .in_switch = in_switch,
   .in_install = in_install,
-  /* Not the batched install (fc_ucache_migr_install_many) for now: with
-   * it, a VM on a destination whose source was lost mid-copy read zeroes
-   * where it had written (test_migration_faults, about one run in three);
-   * the per-block path has no such failure.  See the hardening issue. */
-  .in_install_many = NULL,
+  .in_install_many = in_install_many,
   .in_preload = in_preload,
   .in_end = in_end,
   .in_preloaded = NULL,
