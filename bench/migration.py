@@ -333,26 +333,16 @@ def report(r, args):
                   r['stream']['cache_bytes'] // MiB, m['ratio'],
                   m['bytes_per_s'] / 1e6, m['plain_tcp_bytes_per_s'] / 1e6,
                   m['src_cpu_s_per_gib'], m['dst_cpu_s_per_gib']))
-    if 'tls' in r:
-        m = r['tls']['median']
-        print('  unthrottled copy of %d MiB, migration_tls = psk: %.3f x '
-              'none (%.0f vs %.0f MB/s); CPU s/GiB source %.2f vs %.2f, '
-              'destination %.2f vs %.2f' % (
-                  r['tls']['cache_bytes'] // MiB, r['tls']['ratio'],
-                  m['psk']['bytes_per_s'] / 1e6,
-                  m['none']['bytes_per_s'] / 1e6,
-                  m['psk']['src_cpu_s_per_gib'],
-                  m['none']['src_cpu_s_per_gib'],
-                  m['psk']['dst_cpu_s_per_gib'],
-                  m['none']['dst_cpu_s_per_gib']))
-    if 'tls_link' in r:
-        t = r['tls_link']
-        m = t['median']
-        print('  copy of %d MiB capped at %.0f MB/s, migration_tls = psk: '
-              '%.3f x none (%.0f vs %.0f MB/s); CPU s/GiB source %.2f vs '
-              '%.2f, destination %.2f vs %.2f' % (
-                  t['cache_bytes'] // MiB, t['link_mbps'], t['ratio'],
-                  m['psk']['bytes_per_s'] / 1e6,
+    for key, what in (('tls', 'unthrottled copy of %d MiB'),
+                      ('tls_link', 'copy of %d MiB capped at %.0f MB/s')):
+        if key not in r:
+            continue
+        t, m = r[key], r[key]['median']
+        head = what % ((t['cache_bytes'] // MiB, t['link_mbps'])
+                       if key == 'tls_link' else (t['cache_bytes'] // MiB,))
+        print('  %s, migration_tls = psk: %.3f x none (%.0f vs %.0f MB/s); '
+              'CPU s/GiB source %.2f vs %.2f, destination %.2f vs %.2f' % (
+                  head, t['ratio'], m['psk']['bytes_per_s'] / 1e6,
                   m['none']['bytes_per_s'] / 1e6,
                   m['psk']['src_cpu_s_per_gib'],
                   m['none']['src_cpu_s_per_gib'],
