@@ -507,6 +507,32 @@ test_wb_write_stays_in_cache_until_writeback(void **state)
   assert_int_equal(ST(e, read_hits), 6);
 }
 
+/* A dirty block a flush vouched for, then trimmed: its cleared record
+ * must be synced before another volume's data may go in, so the block is
+ * held out of use until the next sync, and one sync frees a whole run of
+ * them (a migration source forgetting what it sent). */
+static void
+test_wb_dropped_synced_block_waits_for_a_sync(void **state)
+{
+  struct env *e = env_new(16 * BS, 8, FC_WRITE_BACK, FC_ADMIT_ALL);
+  uint32_t used;
+
+  do_write(e, 0, 4 * BS);
+  assert_int_equal(fc_ucache_io_ops.flush(e->uc), 0);
+  used = fc_cachedev_used(e->dev);
+  assert_int_equal(fc_ucache_io_ops.trim(e->uc, 2 * BS, BS, false), 0);
+  assert_false(cached(e, 1));
+  assert_false(cached(e, 2));
+  assert_int_equal(info_of(e).cached_blocks, 2);
+  assert_int_equal(fc_cachedev_used(e->dev), used);      /* held */
+  assert_int_equal(e->uc->nr_settling, 2);
+  assert_int_equal(uc_settle_dropped(e->uc), 0);
+  assert_int_equal(fc_cachedev_used(e->dev), used - 2);  /* free again */
+  assert_int_equal(e->uc->nr_settling, 0);
+  check_read(e, 0, BS);                 /* the blocks around are intact */
+  check_read(e, 3 * BS, BS);
+}
+
 static void
 test_wb_release_busy_while_dirty(void **state)
 {
@@ -1583,6 +1609,7 @@ main(void)
     T(test_wt_full_write_miss_installs),
     T(test_wt_partial_write_miss_not_installed),
     T(test_wb_write_stays_in_cache_until_writeback),
+    T(test_wb_dropped_synced_block_waits_for_a_sync),
     T(test_wb_release_busy_while_dirty),
     T(test_wb_partial_write_miss_goes_around),
     T(test_wb_partial_write_hit_marks_dirty),

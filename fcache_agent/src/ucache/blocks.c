@@ -33,12 +33,15 @@ uc_drop_locked(struct fc_ucache *uc, cblock_t cb)
   if (e->flags & FC_ENTRY_DIRTY)
     uc->nr_dirty--;
   /* A synced dirty record may still be on disk: the cleared one must be
-   * too before another volume's data goes in (durable.c).  If that cannot
-   * be made sure, the block is kept out of use until the next start. */
+   * too before another volume's data goes in (durable.c).  The block
+   * waits for the next sync, or is synced now; if that cannot be made
+   * sure, it is kept out of use until the next start. */
+  uc->used--;
+  if ((e->flags & FC_ENTRY_ON_DISK_DIRTY) && !fr && uc_hold_dropped_locked(uc, cb))
+    return;
   held = (e->flags & FC_ENTRY_ON_DISK_DIRTY) &&
          (fr || uc_settle_on_disk_dirty_locked(uc, cb));
   e->flags = 0;
-  uc->used--;
   if (held) {
     log_error("cache block %u: its dirty record could not be cleared on "
               "disk; the block stays out of use until the agent restarts",

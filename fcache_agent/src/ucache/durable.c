@@ -19,6 +19,7 @@
  */
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "common/log.h"
 #include "cachedev.h"
@@ -228,6 +229,8 @@ uc_make_durable(struct fc_ucache *uc)
     r = vouch(uc, list, n, walk, true);
     if (!r)
       r = fc_md_sync(uc->md);
+    if (!r)
+      r = uc_settle_dropped(uc);
   }
   pthread_mutex_unlock(&uc->durable_lock);
   free(list);
@@ -245,5 +248,54 @@ uc_settle_on_disk_dirty_locked(struct fc_ucache *uc, cblock_t cb)
   r = fc_md_sync(uc->md);
   if (r == 0)
     e->flags &= ~FC_ENTRY_ON_DISK_DIRTY;
+  return r;
+}
+
+bool
+uc_hold_dropped_locked(struct fc_ucache *uc, cblock_t cb)
+{
+  if (uc->nr_settling == uc->cap_settling) {
+    uint32_t cap = uc->cap_settling ? uc->cap_settling * 2 : LIST_MIN;
+    uint32_t *p = realloc(uc->settling, (size_t)cap * sizeof *p);
+
+    if (!p)
+      return false;
+    uc->settling = p;
+    uc->cap_settling = cap;
+  }
+  uc->settling[uc->nr_settling++] = cb.n;
+  uc->dev->table[cb.n].flags = FC_ENTRY_ALLOCATED;   /* out of use, not free */
+  return true;
+}
+
+int
+uc_settle_dropped(struct fc_ucache *uc)
+{
+  uint32_t *list, n;
+  int r;
+
+  /* Taken whole: every block in it has its cleared record in the page
+   * cache already; blocks held later wait for the next call. */
+  pthread_mutex_lock(&uc->lock);
+  list = uc->settling;
+  n = uc->nr_settling;
+  uc->settling = NULL;
+  uc->nr_settling = uc->cap_settling = 0;
+  pthread_mutex_unlock(&uc->lock);
+  if (!n) {
+    free(list);
+    return 0;
+  }
+  r = fc_md_sync(uc->md);
+  pthread_mutex_lock(&uc->lock);
+  for (uint32_t i = 0; i < n; i++) {
+    if (r == 0)
+      fc_cachedev_free(uc->dev, to_cblock(list[i]));
+    else if (!uc_hold_dropped_locked(uc, to_cblock(list[i])))
+      log_error("cache block %u stays out of use until the agent restarts: "
+                "its cleared record could not be synced", list[i]);
+  }
+  pthread_mutex_unlock(&uc->lock);
+  free(list);
   return r;
 }

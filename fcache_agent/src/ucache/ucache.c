@@ -88,6 +88,11 @@ fc_ucache_destroy(struct fc_ucache *uc)
   pthread_mutex_destroy(&uc->m.durable_lock);
   pthread_mutex_destroy(&uc->durable_lock);
   uc_unsynced_free(uc);
+  /* Held dropped blocks: after a sync they are free; without one they
+   * stay allocated in memory, and the next start frees them (their
+   * records are clear). */
+  (void)uc_settle_dropped(uc);
+  free(uc->settling);
   pthread_cond_destroy(&uc->around_cond);
   fc_blockmap_destroy(&uc->map);
   fc_staging_free(uc->stage);
@@ -143,9 +148,12 @@ fc_ucache_release(struct fc_ucache *uc)
     table[cb.n].flags &= ~FC_ENTRY_DIRTY;
     uc_drop_locked(uc, cb);
   }
-  r = fc_md_sync(uc->md);
 out:
   pthread_mutex_unlock(&uc->lock);
+  if (!r)
+    r = fc_md_sync(uc->md);
+  if (!r)
+    r = uc_settle_dropped(uc);
   return r;
 }
 

@@ -107,6 +107,8 @@ fc_ucache_migr_forget_all(struct fc_ucache *uc)
   for (uint32_t i = 0; i < n && !r; i++)
     r = fc_ucache_migr_forget(uc, to_oblock(list[i] & ~FC_BLOCK_DIRTY_BIT));
   if (!r)
+    r = uc_settle_dropped(uc);
+  if (!r)
     r = fc_md_sync(uc->md);
   free(list);
   return r;
@@ -141,5 +143,7 @@ fc_ucache_flush_origin(struct fc_ucache *uc)
 int
 fc_ucache_sync_records(struct fc_ucache *uc)
 {
-  return fc_md_sync(uc->md);
+  int r = uc_settle_dropped(uc);
+
+  return r ? r : fc_md_sync(uc->md);
 }

@@ -72,6 +72,12 @@ struct fc_ucache {
   struct uc_unsynced { uint32_t cb; uint64_t ob; } *unsynced;
   uint32_t nr_unsynced, cap_unsynced;
   bool unsynced_lost;           /* the list could not grow: walk the LRU */
+  /* Dropped blocks whose synced dirty record was cleared in the page
+   * cache only: held out of use until a sync of the metadata file, so
+   * that a run of drops (a migration source forgetting what it sent)
+   * costs one sync, not one each (durable.c).  Under uc->lock. */
+  uint32_t *settling;
+  uint32_t nr_settling, cap_settling;
   pthread_mutex_t durable_lock; /* one uc_make_durable at a time */
   pthread_cond_t around_cond;
   struct fc_stats stats;
@@ -228,6 +234,12 @@ int uc_make_durable(struct fc_ucache *uc);
  * sync the metadata file before the block may hold other data.  0 when
  * the block may be reused. */
 int uc_settle_on_disk_dirty_locked(struct fc_ucache *uc, cblock_t cb);
+/* Under uc->lock, for a dropped block (unmapped, record cleared) that was
+ * ON_DISK_DIRTY: hold it until uc_settle_dropped.  False when it cannot
+ * be held (no memory): the caller settles it at once. */
+bool uc_hold_dropped_locked(struct fc_ucache *uc, cblock_t cb);
+/* Sync the metadata file if blocks are held, then free them. */
+int uc_settle_dropped(struct fc_ucache *uc);
 void uc_unsynced_free(struct fc_ucache *uc);
 
 /* Mark a cached block dirty after its data was rewritten (caller holds its

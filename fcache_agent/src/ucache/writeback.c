@@ -208,6 +208,11 @@ writeback_thread(void *arg)
         break;
       }
     } while (done && above_high_watermark(uc));
+    /* Blocks dropped since the last tick (a migration source forgetting
+     * what it sent) go back to the device after one sync. */
+    if (uc_settle_dropped(uc))
+      log_warning("writeback: cannot sync the cache metadata; dropped blocks "
+                  "stay out of use until it can");
   }
   return NULL;
 }
