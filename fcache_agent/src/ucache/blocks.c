@@ -26,7 +26,6 @@ uc_drop_locked(struct fc_ucache *uc, cblock_t cb)
   /* Before the block can be reused or the origin change under it (a
    * failure disarms the warm restart: metadata.h). */
   int fr = fc_md_forget(uc->md, cb);
-  bool held;
 
   fc_blockmap_remove(&uc->map, uc->dev->table, cb);
   fc_lru_remove(&uc->lru, uc->dev->table, cb);
@@ -37,17 +36,16 @@ uc_drop_locked(struct fc_ucache *uc, cblock_t cb)
    * waits for the next sync, or is synced now; if that cannot be made
    * sure, it is kept out of use until the next start. */
   uc->used--;
-  if ((e->flags & FC_ENTRY_ON_DISK_DIRTY) && !fr && uc_hold_dropped_locked(uc, cb))
-    return;
-  held = (e->flags & FC_ENTRY_ON_DISK_DIRTY) &&
-         (fr || uc_settle_on_disk_dirty_locked(uc, cb));
-  e->flags = 0;
-  if (held) {
-    log_error("cache block %u: its dirty record could not be cleared on "
-              "disk; the block stays out of use until the agent restarts",
-              cb.n);
-    e->flags = FC_ENTRY_ALLOCATED;
-    return;
+  if (e->flags & FC_ENTRY_ON_DISK_DIRTY) {
+    if (!fr && uc_hold_dropped_locked(uc, cb))
+      return;
+    if (fr || uc_settle_on_disk_dirty_locked(uc, cb)) {
+      log_error("cache block %u: its dirty record could not be cleared on "
+                "disk; the block stays out of use until the agent restarts",
+                cb.n);
+      e->flags = FC_ENTRY_ALLOCATED;
+      return;
+    }
   }
   fc_cachedev_free(uc->dev, cb);
 }

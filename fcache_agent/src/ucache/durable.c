@@ -228,9 +228,7 @@ uc_make_durable(struct fc_ucache *uc)
   } else {
     r = vouch(uc, list, n, walk, true);
     if (!r)
-      r = fc_md_sync(uc->md);
-    if (!r)
-      r = uc_settle_dropped(uc);
+      r = uc_sync_records(uc);
   }
   pthread_mutex_unlock(&uc->durable_lock);
   free(list);
@@ -269,24 +267,24 @@ uc_hold_dropped_locked(struct fc_ucache *uc, cblock_t cb)
 }
 
 int
-uc_settle_dropped(struct fc_ucache *uc)
+uc_sync_records(struct fc_ucache *uc)
 {
-  uint32_t *list, n;
+  uint32_t *list = NULL, n;
   int r;
 
-  /* Taken whole: every block in it has its cleared record in the page
-   * cache already; blocks held later wait for the next call. */
+  /* Taken before the sync: every block held now has its cleared record
+   * in the page cache already; blocks held later wait for the next one. */
   pthread_mutex_lock(&uc->lock);
-  list = uc->settling;
   n = uc->nr_settling;
-  uc->settling = NULL;
-  uc->nr_settling = uc->cap_settling = 0;
-  pthread_mutex_unlock(&uc->lock);
-  if (!n) {
-    free(list);
-    return 0;
+  if (n) {
+    list = uc->settling;
+    uc->settling = NULL;
+    uc->nr_settling = uc->cap_settling = 0;
   }
+  pthread_mutex_unlock(&uc->lock);
   r = fc_md_sync(uc->md);
+  if (!n)
+    return r;
   pthread_mutex_lock(&uc->lock);
   for (uint32_t i = 0; i < n; i++) {
     if (r == 0)
@@ -298,4 +296,15 @@ uc_settle_dropped(struct fc_ucache *uc)
   pthread_mutex_unlock(&uc->lock);
   free(list);
   return r;
+}
+
+int
+uc_settle_dropped(struct fc_ucache *uc)
+{
+  uint32_t n;
+
+  pthread_mutex_lock(&uc->lock);
+  n = uc->nr_settling;
+  pthread_mutex_unlock(&uc->lock);
+  return n ? uc_sync_records(uc) : 0;
 }

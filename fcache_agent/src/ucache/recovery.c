@@ -81,39 +81,32 @@ by_tag(struct fc_host *host, uint64_t tag)
 
 /* After a crash with no reboot (or a clean stop by an agent that wrote no
  * FC_MD_SYNCED): the cache file's data is what the dirty records name, so
- * sync it and vouch for them, as the flush that never came would have. */
+ * sync it and vouch for the ones kept in lists, as the flush that never
+ * came would have.  (From the lists: no second read of cache.meta.) */
 static int
-vouch_all(struct fc_host *host, char *err, size_t errlen)
+vouch_all(struct fc_host *host, struct found_list *lists, char *err,
+          size_t errlen)
 {
-  struct fc_md_record *buf = malloc(CHUNK * sizeof *buf);
-  uint32_t nr = UCE(host)->md->nr_blocks;
-  int r;
+  int r = fc_cachedev_sync(UCE(host)->dev);
 
-  if (!buf)
-    return -ENOMEM;
-  r = fc_cachedev_sync(UCE(host)->dev);
   if (r)
     snprintf(err, errlen, "cannot sync the cache file: %s", strerror(-r));
-  for (uint32_t first = 0; first < nr && !r; first += CHUNK) {
-    uint32_t n = nr - first < CHUNK ? nr - first : CHUNK;
+  for (unsigned k = 0; k < host->nr_volumes && !r; k++) {
+    for (uint32_t i = 0; i < lists[k].n && !r; i++) {
+      struct found *f = &lists[k].v[i];
 
-    r = fc_md_read(UCE(host)->md, first, n, buf);
-    for (uint32_t i = 0; i < n && !r; i++) {
-      struct fc_md_record *rec = &buf[i];
-
-      if ((rec->flags & (FC_MD_VALID | FC_MD_DIRTY | FC_MD_SYNCED)) !=
-          (FC_MD_VALID | FC_MD_DIRTY))
+      if ((f->rec.flags & (FC_MD_DIRTY | FC_MD_SYNCED)) != FC_MD_DIRTY)
         continue;
-      r = fc_md_set(UCE(host)->md, to_cblock(first + i), rec->oblock,
-                    rec->volume_tag, rec->flags | FC_MD_SYNCED);
+      f->rec.flags |= FC_MD_SYNCED;
+      r = fc_md_set(UCE(host)->md, to_cblock(f->cb), f->rec.oblock,
+                    f->rec.volume_tag, f->rec.flags);
       if (r)
         snprintf(err, errlen, "cannot update the metadata record of cache "
-                 "block %u: %s", first + i, strerror(-r));
+                 "block %u: %s", f->cb, strerror(-r));
     }
   }
   if (!r)
     r = fc_md_sync(UCE(host)->md);
-  free(buf);
   return r;
 }
 
@@ -138,6 +131,7 @@ scan_records(struct fc_host *host, bool was_clean, bool same_boot,
       const struct fc_md_record *rec = &buf[i];
       bool dirty = rec->flags & FC_MD_DIRTY;
       struct fc_volume *v;
+      bool unflushed_here;
 
       if (!fc_md_record_ok(rec)) {
         r = -EBADMSG;
@@ -149,24 +143,14 @@ scan_records(struct fc_host *host, bool was_clean, bool same_boot,
       }
       if (!(rec->flags & FC_MD_VALID))
         continue;
-      if (dirty && !(rec->flags & FC_MD_SYNCED)) {
-        /* After a power cut a dirty record no flush vouched for may have
-         * reached the disk before its data: the block may hold anything.
-         * Its write was never flushed, so dropping it is allowed. */
-        if (!was_clean && !same_boot) {
-          r = fc_md_forget(UCE(host)->md, to_cblock(first + i));
-          if (r)
-            snprintf(err, errlen, "cannot clear the metadata record of cache "
-                     "block %u: %s", first + i, strerror(-r));
-          unflushed++;
-          continue;
-        }
-        /* A process crash or a clean stop: the page cache holds the data.
-         * Vouched for once the whole scan has passed (vouch_all). */
-        vouched++;
-      }
+      /* After a power cut a dirty record no flush vouched for may have
+       * reached the disk before its data: the block may hold anything.
+       * Its write was never flushed, so dropping it is allowed.  (After a
+       * process crash the page cache holds the data: vouch_all.) */
+      unflushed_here = dirty && !(rec->flags & FC_MD_SYNCED) && !was_clean &&
+                       !same_boot;
       v = by_tag(host, rec->volume_tag);
-      if (!v && dirty) {
+      if (!v && dirty && !unflushed_here) {
         r = -EUCLEAN;
         snprintf(err, errlen, "cache block %u holds unwritten data of a volume "
                  "with tag %016llx that is not in %s; refusing to start rather "
@@ -177,15 +161,20 @@ scan_records(struct fc_host *host, bool was_clean, bool same_boot,
       /* After a crash, a volume caught in a live migration may have had
        * its origin written from the other host since: its clean blocks
        * are not kept (after a clean shutdown settling sorts them out). */
-      if (!v || (!dirty && !was_clean && (!same_boot || v->p.migration[0]))) {
+      if (unflushed_here || !v ||
+          (!dirty && !was_clean && (!same_boot || v->p.migration[0]))) {
         /* Cleared, so that a free block never carries a record. */
         r = fc_md_forget(UCE(host)->md, to_cblock(first + i));
         if (r)
           snprintf(err, errlen, "cannot clear the metadata record of cache "
                    "block %u: %s", first + i, strerror(-r));
-        dropped++;
+        if (unflushed_here)
+          unflushed++;
+        else
+          dropped++;
         continue;
       }
+      vouched += dirty && !(rec->flags & FC_MD_SYNCED);
       for (unsigned k = 0; k < host->nr_volumes; k++) {
         if (host->volumes[k] == v) {
           r = push(&lists[k], &(struct found){ first + i, rec->lru_rank, *rec });
@@ -196,7 +185,7 @@ scan_records(struct fc_host *host, bool was_clean, bool same_boot,
   }
   free(buf);
   if (!r && vouched)
-    r = vouch_all(host, err, errlen);
+    r = vouch_all(host, lists, err, errlen);
   if (!r && unflushed)
     log_warning("recovery: dropped %u dirty cache blocks written after the "
                 "last flush: the machine rebooted, so their data may never "

@@ -151,9 +151,7 @@ fc_ucache_release(struct fc_ucache *uc)
 out:
   pthread_mutex_unlock(&uc->lock);
   if (!r)
-    r = fc_md_sync(uc->md);
-  if (!r)
-    r = uc_settle_dropped(uc);
+    r = uc_sync_records(uc);
   return r;
 }
 

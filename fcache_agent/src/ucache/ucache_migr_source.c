@@ -107,9 +107,7 @@ fc_ucache_migr_forget_all(struct fc_ucache *uc)
   for (uint32_t i = 0; i < n && !r; i++)
     r = fc_ucache_migr_forget(uc, to_oblock(list[i] & ~FC_BLOCK_DIRTY_BIT));
   if (!r)
-    r = uc_settle_dropped(uc);
-  if (!r)
-    r = fc_md_sync(uc->md);
+    r = uc_sync_records(uc);
   free(list);
   return r;
 }
@@ -143,7 +141,5 @@ fc_ucache_flush_origin(struct fc_ucache *uc)
 int
 fc_ucache_sync_records(struct fc_ucache *uc)
 {
-  int r = uc_settle_dropped(uc);
-
-  return r ? r : fc_md_sync(uc->md);
+  return uc_sync_records(uc);
 }

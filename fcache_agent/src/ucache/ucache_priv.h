@@ -238,7 +238,9 @@ int uc_settle_on_disk_dirty_locked(struct fc_ucache *uc, cblock_t cb);
  * ON_DISK_DIRTY: hold it until uc_settle_dropped.  False when it cannot
  * be held (no memory): the caller settles it at once. */
 bool uc_hold_dropped_locked(struct fc_ucache *uc, cblock_t cb);
-/* Sync the metadata file if blocks are held, then free them. */
+/* Sync the metadata file, then free the dropped blocks held for it. */
+int uc_sync_records(struct fc_ucache *uc);
+/* The same, only when blocks are held (the write-back thread's tick). */
 int uc_settle_dropped(struct fc_ucache *uc);
 void uc_unsynced_free(struct fc_ucache *uc);
 

@@ -146,7 +146,7 @@ uc_writeback_pass(struct fc_ucache *uc, uint32_t max_blocks, uint32_t *done)
   }
   /* Blocks whose synced dirty record may still be on disk: once their
    * clean records are synced they may take other data (evictable). */
-  if (settle && fc_md_sync(uc->md) == 0) {
+  if (settle && uc_sync_records(uc) == 0) {
     pthread_mutex_lock(&uc->lock);
     for (uint32_t i = 0; i < settle; i++) {
       struct fc_entry *e = &uc->dev->table[items[i].cb];
