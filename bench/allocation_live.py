@@ -99,7 +99,8 @@ def one_run(args, admission, seed):
                 ['file', path, 'rate=%s' % args.storage_rate],
                 filters=['rate'])
         agent = lab.agent('agent', args.cache_b,
-                          allocation_window=args.window_s)
+                          allocation_window=args.window_s,
+                          **L.FIO_AGENT_KEYS)
         client = agent_mod.AgentClient(agent.conf['control_socket'])
         exports = {}
         for name in ('app', 'backup'):

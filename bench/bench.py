@@ -153,7 +153,9 @@ class Bench(object):
         L.fill(self.lab, self.origin, 0, a.region_b)
         self.origin_proc, self.origin_uri = self.lab.nbdkit(
             'origin', ['file', self.origin], threads=a.nbdkit_threads)
-        self.agent_keys = {}
+        self.agent_keys = dict(L.FIO_AGENT_KEYS)
+        # The file-path origin of the cold-miss runs lives here.
+        self.agent_keys['origin_prefixes'] = self.work + '/'
         if a.nbd_threads:
             self.agent_keys['nbd_threads'] = a.nbd_threads
         if a.origin_connections:

@@ -365,7 +365,7 @@ def main(argv):
                        'delay-write=%gms' % args.origin_delay_ms]
         _, origin_uri = lab.nbdkit('origin', ['file', origin] + params,
                                    filters=filters)
-        agent = lab.agent('agent', args.cache_size_b)
+        agent = lab.agent('agent', args.cache_size_b, **L.FIO_AGENT_KEYS)
         jobfile = os.path.join(work, 'workload.fio')
         write_jobfile(jobfile, args)
 

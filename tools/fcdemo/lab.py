@@ -32,6 +32,12 @@ KiB = 1024
 MiB = 1024 * KiB
 GiB = 1024 * MiB
 
+# fio forks a process per job and each calls setsid(), so one fio run of N
+# jobs is N kernel sessions where QEMU's N connections are one.  An agent
+# whose export multi-job fio drives must serve any session (the default,
+# export_clients = session, pins an export to its first client's session).
+FIO_AGENT_KEYS = {'export_clients': 'any'}
+
 
 class LabError(Exception):
     """Something the demo or benchmark needs did not work."""
