@@ -19,6 +19,9 @@ LOG = logging.getLogger(__name__)
 
 AUTO = 'auto'
 SCHEMES = agent.MOVE_SCHEMES + (AUTO,)
+# The schemes each engine runs (doc/storage-migration.rst, "Engines"):
+# dmcache moves with the kernel's dm-clone target, which is LR.
+ENGINE_SCHEMES = {'dmcache': ('lr',)}
 DEFAULT_POLL_S = 1.0
 # What the model assumes of the VM's I/O when nobody says (the paper's
 # workloads read about three times what they write, Table 7); the size
@@ -29,7 +32,7 @@ DEFAULT_SIZE_BYTES = 1 << 30
 
 
 def resolve_scheme(scheme, from_medium, to_medium, wear_weight,
-                   workload=None):
+                   workload=None, engine=None):
     """Return ``(scheme, auto)``: the scheme to run and, for ``auto``, why.
 
     ``auto`` is the scheme of lowest expected MC for the volume's wear
@@ -38,20 +41,29 @@ def resolve_scheme(scheme, from_medium, to_medium, wear_weight,
     per scheme]}`` (``lambda_time`` and ``mc`` null for a scheme that
     would not finish), else None.
 
-    :raises nova_ext.exception.InvalidArgument: an unknown scheme, medium
-        or a wear weight outside 0..1.
+    ``engine``, the agent's engine, limits the choice to the schemes it
+    runs (:data:`ENGINE_SCHEMES`).
+
+    :raises nova_ext.exception.InvalidArgument: an unknown scheme, medium,
+        a wear weight outside 0..1, or a scheme the engine does not run.
     """
     if scheme not in SCHEMES:
         raise exception.InvalidArgument(
             name='scheme', value=scheme,
             reason='must be one of %s' % ', '.join(SCHEMES))
+    allowed = ENGINE_SCHEMES.get(engine, storagemove.SCHEMES)
+    if scheme not in allowed + (AUTO,):
+        raise exception.InvalidArgument(
+            name='scheme', value=scheme,
+            reason='engine %s runs only %s' % (engine, ', '.join(allowed)))
     if scheme != AUTO:
         return scheme, None
     if workload is None:
         workload = assumed_workload()
     try:
         chosen, costs = storagemove.choose_scheme(from_medium, to_medium,
-                                                  workload, wear_weight)
+                                                  workload, wear_weight,
+                                                  allowed)
     except ValueError as exc:
         raise exception.InvalidArgument(name='auto', value=scheme,
                                         reason=str(exc))

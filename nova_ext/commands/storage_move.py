@@ -151,9 +151,13 @@ def _workload(args):
 
 
 def run_move(client, args):
+    # auto chooses among the schemes the agent's engine runs; a scheme
+    # named outright goes to the agent, which refuses one it cannot run.
+    engine = (client.status().get('engine') if args.scheme == moving.AUTO
+              else None)
     scheme, auto = moving.resolve_scheme(args.scheme, args.from_medium,
                                          args.to_medium, args.wear_weight,
-                                         _workload(args))
+                                         _workload(args), engine)
     result = client.move_volume(args.volume_id, args.to, scheme=scheme,
                                 max_rounds=args.max_rounds,
                                 converge_bytes=args.converge_bytes,

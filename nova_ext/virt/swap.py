@@ -72,12 +72,17 @@ class SwapMixin(object):
                     reason='the new volume\'s connection (%s) gives no '
                     'device path for the fcache agent to move to' %
                     new_connection_info.get('driver_volume_type'))
+            wanted = (new_pol['storage_migration'] or
+                      old_pol['storage_migration'])
+            engine = (self._local_agent().status().get('engine')
+                      if wanted == moving.AUTO else None)
             scheme, auto = moving.resolve_scheme(
-                new_pol['storage_migration'] or old_pol['storage_migration'],
+                wanted,
                 old_pol['medium'], new_pol['medium'], new_pol['wear_weight'],
                 moving.assumed_workload(conf.storage_move_write_mbps,
                                         ssd_mbps=conf.ssd_mbps,
-                                        hdd_mbps=conf.hdd_mbps))
+                                        hdd_mbps=conf.hdd_mbps),
+                engine)
             status = self._fcache_move(volume_id, to, scheme, instance)
         except Exception:
             with excutils.save_and_reraise_exception():

@@ -52,6 +52,12 @@ def vm():
 
 
 @pytest.fixture
+def vm_move():
+    """One host's flash and two origins, A and B."""
+    yield from _vm(DISKS + [('origin_b', 64 << 20)])
+
+
+@pytest.fixture
 def vm2():
     """Two hosts' flash devices and one shared origin."""
     yield from _vm(DISKS + [('flash_b', 48 << 20)])
@@ -135,3 +141,21 @@ def test_migration_between_agents(vm2, agent_path, policy):
         assert done['firepan']['dirty_before'] > 0
     for s in ('cloudcache', 'hybrid'):
         assert 'needs engine ucache' in r['refused_' + s]
+
+
+# volume-move on dmcache is dm-clone (lr in the kernel): the VM writes and
+# reads (every read checked) while the origin moves from A to a slow B,
+# through a kill -9 of the agent and a simulated reboot (every device
+# removed) mid-move; B alone holds the volume afterwards.
+@pytest.mark.timeout(400)
+@pytest.mark.parametrize('policy', ['write_through', 'write_back'])
+def test_volume_move_with_dm_clone(vm_move, agent_path, policy):
+    r = run(vm_move, 'move_dmcache.py', policy,
+            env={'FCACHE_AGENT': agent_path})
+    assert 'needs engine ucache' in r['refused_mirror']
+    assert 'cannot abort' in r['refused_abort']
+    assert r['after_restart']['state'] in ('copying', 'done')
+    assert r['done']['downtime_ms'] < 1000
+    assert r['reads'] > 50 and r['writes'] > 50
+    print('move:', json.dumps(r['done']), 'reads', r['reads'], 'writes',
+          r['writes'], 'rebooted mid-move', r['rebooted_mid_move'])

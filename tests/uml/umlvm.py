@@ -33,7 +33,8 @@ LINUX = '/usr/bin/linux.uml'
 MODULE_ROOT = '/usr/lib/uml/modules'
 # Load order matters: each module's dependencies come before it.
 MODULES = ('dm-mod', 'dm-bufio', 'dm-bio-prison', 'dm-persistent-data',
-           'dm-cache', 'dm-cache-smq', 'dm-era', 'dm-flakey', 'dm-delay')
+           'dm-cache', 'dm-cache-smq', 'dm-era', 'dm-flakey', 'dm-delay',
+           'dm-clone')
 
 
 class UmlError(AssertionError):

@@ -114,3 +114,18 @@ def test_auto_follows_the_workload_and_bandwidths():
                                  heavy)[0] == 'slr'
     fast = moving.assumed_workload(write_mbps=40, hdd_mbps=300)
     assert moving.resolve_scheme('auto', 'ssd', 'hdd', 0.5, fast)[0] == 'lr'
+
+
+def test_engine_limits_the_schemes():
+    # dmcache moves with dm-clone, which is LR: auto picks it whatever
+    # the media, and another scheme is refused before the agent sees it.
+    for src, dst, gamma in (('ssd', 'hdd', 0.0), ('hdd', 'ssd', 1.0)):
+        scheme, auto = moving.resolve_scheme('auto', src, dst, gamma,
+                                             engine='dmcache')
+        assert scheme == 'lr'
+        assert [c['scheme'] for c in auto['expected']] == ['lr']
+    with pytest.raises(exception.InvalidArgument) as exc:
+        moving.resolve_scheme('mirror', 'ssd', 'hdd', 0.5, engine='dmcache')
+    assert 'engine dmcache runs only lr' in str(exc.value)
+    assert moving.resolve_scheme('aio', 'ssd', 'hdd', 0.5,
+                                 engine='ucache') == ('aio', None)

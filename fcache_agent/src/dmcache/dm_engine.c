@@ -28,8 +28,8 @@
 
 enum { ORIGIN_RD, ORIGIN_WR, CACHE_RD, CACHE_WR };
 
-static int
-blockdev_size(const char *path, uint64_t *bytes, dev_t *rdev, char *err, size_t errlen)
+int
+fc_dm_blockdev_size(const char *path, uint64_t *bytes, dev_t *rdev, char *err, size_t errlen)
 {
   struct stat st;
   int fd, r = 0;
@@ -60,8 +60,8 @@ blockdev_size(const char *path, uint64_t *bytes, dev_t *rdev, char *err, size_t 
  * (origin/origin_policy.h), and be a block device.  Not opened
  * exclusively: dm-cache claims it itself (a mounted device fails the table
  * load), and a migration's destination may share it on one kernel. */
-static int
-checked_origin_size(struct fc_host *host, const char *path, uint64_t *bytes,
+int
+fc_dm_checked_blockdev(struct fc_host *host, const char *path, uint64_t *bytes,
                     dev_t *rdev, char *err, size_t errlen)
 {
   struct fc_origin_policy pol;
@@ -125,6 +125,8 @@ release_space(struct fc_host *host, const char *id)
   fc_flash_pool_free(&DME(host)->pool, owner);
   fc_dmv_owner(id, "cdata", owner, sizeof owner);
   fc_flash_pool_free(&DME(host)->pool, owner);
+  fc_dmv_owner(id, "clmeta", owner, sizeof owner);
+  fc_flash_pool_free(&DME(host)->pool, owner);
   if (fc_flash_pool_save(&DME(host)->pool, DME(host)->pool_path, e2, sizeof e2))
     log_error("%s", e2);
 }
@@ -160,7 +162,7 @@ dm_attach(struct fc_host *host, const struct fc_attach_request *req,
     goto out;
   }
   fc_dmv_names(host, v->p.id, DV(v));
-  r = checked_origin_size(host, v->p.origin, &obytes, &DV(v)->origin_dev, err,
+  r = fc_dm_checked_blockdev(host, v->p.origin, &obytes, &DV(v)->origin_dev, err,
                           errlen);
   if (r)
     goto out;
@@ -256,6 +258,11 @@ dm_detach(struct fc_host *host, const char *id, char *err, size_t errlen)
              v->error);
     return -EBUSY;
   }
+  if (fc_dm_move_ops.running(v)) {
+    snprintf(err, errlen, "volume %s is moving its origin (volume-move); detach it "
+             "once the move is done", id);
+    return -EBUSY;
+  }
   r = fc_dm_info(DV(v)->name, &info);
   if (r)
     return r;
@@ -283,7 +290,8 @@ dm_detach(struct fc_host *host, const char *id, char *err, size_t errlen)
   fc_dm_migr_detach(host, v);
   if ((info.exists && (r = fc_dm_remove(DV(v)->name, err, errlen))) ||
       (r = fc_dm_remove(DV(v)->data, err, errlen)) ||
-      (r = fc_dm_remove(DV(v)->meta, err, errlen)))
+      (r = fc_dm_remove(DV(v)->meta, err, errlen)) ||
+      (r = fc_dm_move_detach(host, v, err, errlen)))
     return r;
   release_space(host, id);
   r = fc_volume_params_remove(host->volumes_dir, id);
@@ -396,6 +404,7 @@ dmvol_free(struct fc_volume *v)
   struct fc_dmvol *dv = DV(v);
 
   fc_dm_migr_free(dv->migr);
+  fc_dm_move_free(dv->move);
   free(dv);
   v->priv = NULL;
 }
@@ -421,11 +430,16 @@ adopt(struct fc_host *host, struct fc_volume *v)
 
   fc_dmv_names(host, v->p.id, dv);
   fc_dmv_set_export(v);
-  if (blockdev_size(v->p.origin, &obytes, &dv->origin_dev, err, sizeof err)) {
+  if (fc_dm_blockdev_size(v->p.origin, &obytes, &dv->origin_dev, err, sizeof err)) {
     snprintf(v->error, sizeof v->error, "%s", err);
     return;
   }
   dv->origin_sectors = obytes / SECTOR;
+  if (fc_dm_move_adopt(host, v, err, sizeof err) < 0) {
+    snprintf(v->error, sizeof v->error, "cannot resume the move of volume %s's "
+             "origin: %.300s", v->p.id, err);
+    return;
+  }
   fc_dmv_uuid(v->p.tag, "cache", expect, sizeof expect);
   if (fc_dm_info(dv->name, &info)) {
     snprintf(v->error, sizeof v->error, "cannot query device-mapper for %s", dv->name);
@@ -482,7 +496,8 @@ report_stranger(void *ctx, const char *name)
     return 0;
   for (unsigned i = 0; i < host->nr_volumes; i++) {
     const struct fc_dmvol *dv = DV(host->volumes[i]);
-    if (!strcmp(name, dv->name) || !strcmp(name, dv->meta) || !strcmp(name, dv->data))
+    if (!strcmp(name, dv->name) || !strcmp(name, dv->meta) || !strcmp(name, dv->data) ||
+        fc_dm_move_claims(dv, name))
       return 0;
   }
   if (fc_dm_info(name, &info) == 0 && info.exists)
@@ -509,7 +524,7 @@ dm_open(struct fc_host *host, char *err, size_t errlen)
              "(dm-cache's smallest block); block_size is %u", cfg->block_size);
     return -EINVAL;
   }
-  r = blockdev_size(cfg->cache_path, &dev_bytes, &rdev, err, errlen);
+  r = fc_dm_blockdev_size(cfg->cache_path, &dev_bytes, &rdev, err, errlen);
   if (r)
     return r;
   if (cfg->cache_size > dev_bytes) {
@@ -572,4 +587,5 @@ const struct fc_engine_ops fc_dm_engine = {
   .volume_json = dm_volume_json,
   .status_json = dm_status_json,
   .migr = &fc_dm_migr_ops,
+  .move = &fc_dm_move_ops,
 };

@@ -19,6 +19,7 @@
 struct fc_host;
 struct fc_volume;
 struct fc_dm_migr;
+struct fc_dm_move;
 
 struct fc_dm_engine {
   struct fc_flash_pool pool;
@@ -34,11 +35,14 @@ struct fc_dmvol {
    * deltas from here, what this cache sent to origin and flash. */
   uint64_t base[4];
   struct fc_dm_migr *migr;      /* a live migration's state (dm_migr_priv.h) */
+  struct fc_dm_move *move;      /* the running or last volume-move (dm_move.c) */
   char export_path[sizeof "/dev/mapper/" + 95];   /* /dev/mapper/<name> */
 };
 
 /* Live migration with the kernel data path (dm_migr*.c). */
 extern const struct fc_engine_migr_ops fc_dm_migr_ops;
+/* volume-move with dm-clone (dm_move.c). */
+extern const struct fc_engine_move_ops fc_dm_move_ops;
 
 #define DME(host) ((struct fc_dm_engine *)(host)->engine)
 #define DV(v) ((struct fc_dmvol *)(v)->priv)
@@ -87,5 +91,32 @@ int fc_dmv_status(const struct fc_dmvol *dv, struct fc_dmc_status *st, char *err
  * dm-era metadata device and its flash).  Under host->lock. */
 void fc_dm_migr_detach(struct fc_host *host, struct fc_volume *v);
 void fc_dm_migr_free(struct fc_dm_migr *dm);
+
+/* ---- block devices (dm_engine.c) ---- */
+
+/* The size and device number of the block device at path. */
+int fc_dm_blockdev_size(const char *path, uint64_t *bytes, dev_t *rdev, char *err,
+                        size_t errlen);
+/* The same for a device a volume may use as its origin: path must pass
+ * origin_prefixes (origin/origin_policy.h). */
+int fc_dm_checked_blockdev(struct fc_host *host, const char *path, uint64_t *bytes,
+                           dev_t *rdev, char *err, size_t errlen);
+
+/* ---- volume-move (dm_move.c) ---- */
+
+/* At start-up, before the cache device is adopted or rebuilt: a move
+ * recorded for v gets its clone back (rebuilt over its metadata after a
+ * reboot), v's origin device becomes the clone, and the move goes on.
+ * 0 when none was recorded. */
+int fc_dm_move_adopt(struct fc_host *host, struct fc_volume *v, char *err,
+                     size_t errlen);
+/* The device name belongs to v's move (its clone or its metadata). */
+bool fc_dm_move_claims(const struct fc_dmvol *dv, const char *name);
+/* Detach, after the cache device is removed: remove a failed move's
+ * devices and record. */
+int fc_dm_move_detach(struct fc_host *host, struct fc_volume *v, char *err,
+                      size_t errlen);
+/* Stop watching the move and free it; not under host->lock. */
+void fc_dm_move_free(struct fc_dm_move *mv);
 
 #endif

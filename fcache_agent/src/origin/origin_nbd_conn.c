@@ -24,6 +24,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "common/log.h"
 #include "origin_nbd_priv.h"
 
@@ -33,15 +34,6 @@ nbd_errno(int fallback)
   int e = nbd_get_errno();
 
   return e > 0 ? e : fallback;
-}
-
-static uint64_t
-now_ms(void)
-{
-  struct timespec ts;
-
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
 static short
@@ -334,7 +326,7 @@ reconnect(struct nbd_conn *c)
 {
   struct nbd_origin *n = c->origin;
   struct nbd_handle *h = nbd_conn_create_handle(n);
-  uint64_t deadline = now_ms() + NBD_CONN_CONNECT_MS;
+  uint64_t deadline = fc_now_ms() + NBD_CONN_CONNECT_MS;
   int r;
 
   if (!h)
@@ -348,7 +340,7 @@ reconnect(struct nbd_conn *c)
       { .fd = nbd_aio_get_fd(h), .events = poll_events(h) },
       { .fd = c->efd, .events = POLLIN },
     };
-    uint64_t now = now_ms();
+    uint64_t now = fc_now_ms();
 
     if (atomic_load(&c->stopping)) {
       r = -ECANCELED;
@@ -429,7 +421,7 @@ stalled(struct nbd_conn *c, struct stall *s)
     s->since = 0;
     return false;
   }
-  now = now_ms();
+  now = fc_now_ms();
   if (done != s->seen || s->since == 0) {
     s->seen = done;
     s->since = now;
@@ -487,13 +479,13 @@ static void
 disconnect(struct nbd_conn *c)
 {
   struct nbd_handle *h = c->h;
-  uint64_t deadline = now_ms() + 1000;
+  uint64_t deadline = fc_now_ms() + 1000;
 
   if (!h || atomic_load(&c->in_flight) || nbd_aio_disconnect(h, 0) == -1)
     return;
   while (!nbd_aio_is_closed(h) && !nbd_aio_is_dead(h)) {
     struct pollfd p = { .fd = nbd_aio_get_fd(h), .events = poll_events(h) };
-    uint64_t now = now_ms();
+    uint64_t now = fc_now_ms();
 
     if (p.fd < 0 || now >= deadline ||
         poll(&p, 1, (int)(deadline - now)) < 0 || notify(h, p.revents) == -1)

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "allocator.h"
+#include "common/clock.h"
 #include "common/log.h"
 #include "ucache_engine_priv.h"
 
@@ -36,15 +37,6 @@ struct uc_allocator {
   bool running;
   pthread_t thread;
 };
-
-static uint64_t
-now_ms(void)
-{
-  struct timespec ts;
-
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
 
 int
 uc_allocator_new(struct fc_host *host, struct uc_allocator **out, char *err,
@@ -167,7 +159,7 @@ uc_allocator_volume_init(struct uc_allocator *a, struct fc_volume *v,
 
   memset(va, 0, sizeof *va);
   predictor_reset(a, va);
-  va->window_start_ms = now_ms();
+  va->window_start_ms = fc_now_ms();
   state_path(a, v, path, sizeof path);
   o = json_load_file(path, 0, NULL);
   if (!o)
@@ -257,7 +249,7 @@ tick(struct uc_allocator *a)
 {
   struct fc_host *host = a->host;
   bool closed[FC_MAX_VOLUMES] = { false }, any = false;
-  uint64_t now = now_ms();
+  uint64_t now = fc_now_ms();
 
   if (pthread_mutex_trylock(&host->lock))
     return;
