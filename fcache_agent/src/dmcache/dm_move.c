@@ -329,11 +329,16 @@ switch_to_b(struct fc_dm_move *mv, char *err, size_t errlen)
   }
   mv->downtime_us = fc_us_between(&t0, &t1);
   v->p = p;
+  /* Devices, record, flash, in that order: a restart between any two
+   * finds the record with the flash and removes the rest (adoption), or
+   * no record and only flash the volume's detach frees. */
+  if (fc_dm_remove(mv->clone, e2, sizeof e2) || fc_dm_remove(mv->cmeta, e2, sizeof e2)) {
+    log_warning("volume %s: moved to %s, but %s; the next start removes it", v->p.id,
+                mv->to, e2);
+    return 0;
+  }
   remove_state(host, v->p.id);
-  if (fc_dm_remove(mv->clone, e2, sizeof e2) || fc_dm_remove(mv->cmeta, e2, sizeof e2))
-    log_warning("volume %s: moved to %s, but %s", v->p.id, mv->to, e2);
-  else
-    free_metadata_flash(host, v->p.id);
+  free_metadata_flash(host, v->p.id);
   return 0;
 }
 
@@ -511,14 +516,22 @@ dm_move_start(struct fc_host *host, struct fc_volume *v, const struct fc_move_re
              "hydrates as fast as %s takes it", req->to);
     return -ENOTSUP;
   }
-  if (v->error[0] || dv->migr) {
-    snprintf(err, errlen, "volume %s is %s; move its origin later", v->p.id,
-             v->error[0] ? "unavailable" : "in a live migration");
+  /* control_move.c refuses a volume in a live migration. */
+  if (v->error[0]) {
+    snprintf(err, errlen, "volume %s is unavailable (%s); move its origin once that "
+             "is resolved", v->p.id, v->error);
     return -EBUSY;
   }
   if (dv->move && dv->move->state <= DMM_SWITCHING) {
     snprintf(err, errlen, "volume %s is already moving its origin to %s", v->p.id,
              dv->move->to);
+    return -EBUSY;
+  }
+  /* Its clone, recorded, is still under the cache, with the VM's writes. */
+  if (dv->move && dv->move->state == DMM_FAILED) {
+    snprintf(err, errlen, "the last move of volume %s to %s failed and its clone is "
+             "still under the cache; restart the agent to take that move up again, "
+             "or detach the volume", v->p.id, dv->move->to);
     return -EBUSY;
   }
   if (!(mv = move_new(host, v)))
@@ -740,12 +753,18 @@ fc_dm_move_adopt(struct fc_host *host, struct fc_volume *v, char *err, size_t er
   }
   r = cache_on_clone(dv, clone_dev);
   if (r <= 0) {
-    if (r == 0) {
+    if (r == 0 && !strcmp(v->p.origin, mv->to)) {
+      /* Stopped after the switch to B, before the clean-up. */
+      log_info("volume %s: its move to %s had switched; removing the clone", v->p.id,
+               mv->to);
+    } else if (r == 0) {
       /* Stopped between building the clone and stacking the cache on
        * it: hydration never ran, and A has every write. */
       log_warning("volume %s: its move to %s never started (the agent stopped "
                   "before the cache was put on the clone); forgotten", v->p.id,
                   mv->to);
+    }
+    if (r == 0) {
       r = remove_move(host, v, mv, err, errlen);
       if (!r)
         free_metadata_flash(host, v->p.id);
