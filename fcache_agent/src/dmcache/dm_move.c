@@ -11,9 +11,9 @@
  * every region is hydrated the cache table is reloaded over B itself (the
  * downtime: one suspend and resume of the cache) and the clone goes.
  *
- * Persisted: "<volumes_dir>/<id>.clone" names B from the moment the cache
- * is stacked on the clone until the switch is committed, and dm-clone's
- * metadata keeps its hydration bitmap on flash.  A restarted agent finds
+ * Persisted: "<volumes_dir>/<id>.clone" names B from just before the
+ * cache is stacked on the clone until the clone is gone after the switch,
+ * and dm-clone's metadata keeps its hydration bitmap on flash.  A restarted agent finds
  * both and the move goes on from where it was; after a host reboot the
  * clone is rebuilt over its metadata before the cache.
  *
