@@ -1,6 +1,8 @@
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -86,4 +88,42 @@ int
 fc_full_pwritev(int fd, struct iovec *iov, int n, off_t off)
 {
   return full_v(fd, iov, n, off, true);
+}
+
+int
+fc_fsync_dir(const char *dir)
+{
+  int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  int r = 0;
+
+  if (fd == -1)
+    return -errno;
+  if (fsync(fd) == -1)
+    r = -errno;
+  close(fd);
+  return r;
+}
+
+int
+fc_replace_file_durable(const char *dir, const char *path, const void *data, size_t len)
+{
+  char tmp[PATH_MAX + 8];
+  int fd, r;
+
+  if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp)
+    return -ENAMETOOLONG;
+  fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd == -1)
+    return -errno;
+  r = fc_full_pwrite(fd, data, len, 0);
+  if (!r && fsync(fd) == -1)
+    r = -errno;
+  close(fd);
+  if (!r && rename(tmp, path) == -1)
+    r = -errno;
+  if (r) {
+    unlink(tmp);
+    return r;
+  }
+  return fc_fsync_dir(dir);
 }

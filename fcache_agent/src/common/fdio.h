@@ -18,4 +18,14 @@ int fc_full_pwritev(int fd, struct iovec *iov, int n, off_t off);
  * it stopped. */
 void fc_iov_advance(struct iovec **iov, int *cnt, size_t n);
 
+/* fsync the directory dir, so that a rename or unlink in it is durable. */
+int fc_fsync_dir(const char *dir);
+
+/* Replace the file at path (in directory dir) by len bytes of data: write
+ * "<path>.tmp", sync it, rename it over path, sync dir.  A crash leaves
+ * the old file or the new one, and once this returns 0 the new one
+ * survives a power cut. */
+int fc_replace_file_durable(const char *dir, const char *path, const void *data,
+                            size_t len);
+
 #endif

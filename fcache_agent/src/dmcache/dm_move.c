@@ -34,6 +34,7 @@
 #include <unistd.h>
 
 #include "common/clock.h"
+#include "common/fdio.h"
 #include "common/log.h"
 #include "dm_priv.h"
 
@@ -117,35 +118,6 @@ metadata_bytes(uint64_t regions)
   return FC_FLASH_EXTENT + regions / 2;
 }
 
-/* Write, sync, rename, sync the directory: a crash leaves the old file
- * or the new one. */
-static int
-write_durable(const char *dir, const char *path, const char *text, size_t len)
-{
-  char tmp[FC_PATH_MAX + 168];
-  int fd, r = 0;
-
-  snprintf(tmp, sizeof tmp, "%s.tmp", path);
-  fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (fd == -1)
-    return -errno;
-  if (write(fd, text, len) != (ssize_t)len || fsync(fd) == -1)
-    r = errno ? -errno : -EIO;
-  close(fd);
-  if (!r && rename(tmp, path) == -1)
-    r = -errno;
-  if (r) {
-    unlink(tmp);
-    return r;
-  }
-  fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd == -1 || fsync(fd) == -1)
-    r = -errno;
-  if (fd != -1)
-    close(fd);
-  return r;
-}
-
 /* "from", "to" and "region_sectors" lines. */
 static int
 save_state(const struct fc_dm_move *mv, char *err, size_t errlen)
@@ -156,7 +128,7 @@ save_state(const struct fc_dm_move *mv, char *err, size_t errlen)
   state_path(mv->host, mv->v->p.id, path, sizeof path);
   n = snprintf(text, sizeof text, "from %s\nto %s\nregion_sectors %" PRIu64 "\n",
                mv->from, mv->to, mv->region_sectors);
-  r = write_durable(mv->host->volumes_dir, path, text, (size_t)n);
+  r = fc_replace_file_durable(mv->host->volumes_dir, path, text, (size_t)n);
   if (r)
     snprintf(err, errlen, "cannot record the move of volume %s in %s: %s", mv->v->p.id,
              path, strerror(-r));
@@ -296,6 +268,18 @@ clone_status(const char *name, uint64_t *hydrated, uint64_t *total, uint64_t *hy
   *total = t;
   *hydrating = hg;
   return 0;
+}
+
+/* regions_hydrated and regions_total as the kernel has them now; left as
+ * they were if it cannot tell. */
+static void
+read_counts(struct fc_dm_move *mv)
+{
+  uint64_t hydrating;
+  bool failed;
+
+  (void)clone_status(mv->clone, &mv->regions_hydrated, &mv->regions_total, &hydrating,
+                     &failed);
 }
 
 /* Every region is on B: put the cache straight on B and drop the clone.
@@ -581,8 +565,7 @@ dm_move_start(struct fc_host *host, struct fc_volume *v, const struct fc_move_re
   stacked = true;
   mv->started_ms = mv->progress_ms = fc_now_ms();
   mv->state = DMM_COPYING;
-  (void)clone_status(mv->clone, &mv->regions_hydrated, &mv->regions_total, &(uint64_t){ 0 },
-                     &(bool){ 0 });
+  read_counts(mv);
   if ((r = start_watch(mv, err, errlen)))
     goto out;
   fc_dm_move_free(dv->move);
@@ -778,8 +761,7 @@ fc_dm_move_adopt(struct fc_host *host, struct fc_volume *v, char *err, size_t er
   dv->origin_dev = clone_dev;
   mv->state = DMM_COPYING;
   mv->started_ms = mv->progress_ms = fc_now_ms();
-  (void)clone_status(mv->clone, &mv->regions_hydrated, &mv->regions_total, &(uint64_t){ 0 },
-                     &(bool){ 0 });
+  read_counts(mv);
   if ((r = start_watch(mv, err, errlen))) {
     free(mv);
     return r;

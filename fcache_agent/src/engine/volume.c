@@ -7,6 +7,7 @@
 #include <sys/random.h>
 #include <unistd.h>
 
+#include "common/fdio.h"
 #include "engine.h"
 #include "volume.h"
 
@@ -63,32 +64,17 @@ fc_admission_parse(const char *s, enum fc_admission *out)
   return -EINVAL;
 }
 
-static int
-fsync_dir(const char *dir)
-{
-  int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  int r = 0;
-
-  if (fd == -1)
-    return -errno;
-  if (fsync(fd) == -1)
-    r = -errno;
-  close(fd);
-  return r;
-}
-
 int
 fc_volume_params_save(const char *dir, const struct fc_volume_params *p,
                       char *err, size_t errlen)
 {
-  char path[4096], tmp[4200];
+  char path[4096];
   char tag[17];
   json_t *o;
-  int fd, r = 0;
-  char *text = NULL;
+  int r;
+  char *text;
 
   snprintf(path, sizeof path, "%s/%s.json", dir, p->id);
-  snprintf(tmp, sizeof tmp, "%s.tmp", path);
   snprintf(tag, sizeof tag, "%016llx", (unsigned long long)p->tag);
   o = json_pack("{s:s, s:s, s:I, s:s}", "volume_id", p->id,
                 "origin", p->origin, "cache_size", (json_int_t)p->cache_size,
@@ -105,24 +91,9 @@ fc_volume_params_save(const char *dir, const struct fc_volume_params *p,
   json_decref(o);
   if (!text)
     return -ENOMEM;
-  /* Write, sync, rename: a crash leaves the old file or the new one. */
-  fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (fd == -1) {
-    r = -errno;
-    goto out;
-  }
-  if (write(fd, text, strlen(text)) != (ssize_t)strlen(text) || fsync(fd) == -1)
-    r = errno ? -errno : -EIO;
-  close(fd);
-  if (!r && rename(tmp, path) == -1)
-    r = -errno;
-  if (!r)
-    r = fsync_dir(dir);
-out:
-  if (r) {
+  r = fc_replace_file_durable(dir, path, text, strlen(text));
+  if (r)
     snprintf(err, errlen, "cannot save volume state %s: %s", path, strerror(-r));
-    unlink(tmp);
-  }
   free(text);
   return r;
 }
@@ -193,7 +164,7 @@ fc_volume_params_remove(const char *dir, const char *id)
   snprintf(path, sizeof path, "%s/%s.json", dir, id);
   if (unlink(path) == -1 && errno != ENOENT)
     return -errno;
-  return fsync_dir(dir);
+  return fc_fsync_dir(dir);
 }
 
 int

@@ -56,17 +56,10 @@ static int
 sync_dir_of(const char *path)
 {
   char copy[PATH_MAX];
-  int fd, r = 0;
 
   if (snprintf(copy, sizeof copy, "%s", path) >= (int)sizeof copy)
     return -ENAMETOOLONG;
-  fd = open(dirname(copy), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0)
-    return -errno;
-  if (fsync(fd) == -1)
-    r = -errno;
-  close(fd);
-  return r;
+  return fc_fsync_dir(dirname(copy));
 }
 
 int
