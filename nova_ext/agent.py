@@ -54,6 +54,7 @@ MOVE_FINAL_STATES = ('done', 'failed', 'aborted')
 # is a stalled guest.
 MOVE_MAX_ROUNDS = 1000
 MOVE_CONVERGE_MAX = 1 << 40
+MOVE_DOWNTIME_MAX_MS = 60000
 MOVE_AIO_THRESHOLD_MAX = 1000 * 1000
 MOVE_AIO_DELAY_MAX_US = 1000 * 1000
 MOVE_RATE_LIMIT_MAX_MBPS = 1000 * 1000
@@ -192,7 +193,8 @@ class AgentClient(object):
 
     def move_volume(self, volume_id, to, scheme=None, max_rounds=None,
                     converge_bytes=None, aio_threshold=None,
-                    aio_delay_us=None, rate_limit_mbps=None):
+                    aio_delay_us=None, rate_limit_mbps=None,
+                    downtime_ms=None):
         """Start moving the volume's origin to ``to`` while it is in use.
 
         The agent copies origin A (the volume's current origin) to origin
@@ -207,6 +209,9 @@ class AgentClient(object):
             1..1000), or None.
         :param converge_bytes: ``dbt``: dirty bytes small enough to copy
             with the volume paused (int 1..2^40), or None.
+        :param downtime_ms: ``dbt``: the longest pause the last round may
+            be expected to take, at the pace of the round before it (int
+            1..60000), or None for the agent's 100.
         :param aio_threshold: ``aio``: pending duplicate writes before a
             write is delayed (int 1..1000000), or None.
         :param aio_delay_us: ``aio``: the delay, microseconds (int
@@ -222,6 +227,7 @@ class AgentClient(object):
         for name, value, lo, hi in (
                 ('max_rounds', max_rounds, 1, MOVE_MAX_ROUNDS),
                 ('converge_bytes', converge_bytes, 1, MOVE_CONVERGE_MAX),
+                ('downtime_ms', downtime_ms, 1, MOVE_DOWNTIME_MAX_MS),
                 ('aio_threshold', aio_threshold, 1, MOVE_AIO_THRESHOLD_MAX),
                 ('aio_delay_us', aio_delay_us, 1, MOVE_AIO_DELAY_MAX_US),
                 ('rate_limit_mbps', rate_limit_mbps, 1,
@@ -234,7 +240,8 @@ class AgentClient(object):
         """Return the progress of the volume's storage move.
 
         ``{"volume_id", "scheme", "state", "from", "to", "bytes_total",
-        "bytes_copied", "rounds", "dirty_bytes", "eta_s", "downtime_ms",
+        "bytes_copied", "rounds", "dirty_bytes", "pause_estimate_ms",
+        "eta_s", "downtime_ms",
         "elapsed_s", "error", "io": {"a_read_bytes", "a_write_bytes",
         "b_read_bytes", "b_write_bytes", "vm_write_bytes",
         "redundant_write_bytes"}}``; ``state`` is one of

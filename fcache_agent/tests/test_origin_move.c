@@ -2,8 +2,12 @@
  * log (records come back in order, a torn tail and another source's log
  * are not replayed), and the composite origin over two memory origins:
  * an LR move ends with B equal to what was written, and a B that fails
- * mid-move leaves A holding every write, replayed from the log. */
+ * mid-move leaves A holding every write, replayed from the log.  Against
+ * a B that pays per request, like a disk's seek: DBT keeps its pause to
+ * downtime_ms or gives up early when the VM outruns it, and AIO's switch
+ * does not wait for a full queue of duplicates. */
 #include <errno.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -26,6 +30,8 @@ struct mem_origin {
   unsigned char *data;
   int fail_writes;              /* after this many writes, fail them all */
   int writes;
+  unsigned write_us;            /* each write's cost, like a seek */
+  unsigned write_us_per_mib;    /* and its transfer */
 };
 
 static int
@@ -43,6 +49,8 @@ mem_pwrite(struct fc_origin *o, const void *buf, uint32_t count, uint64_t off, b
   if (m->fail_writes >= 0 && __atomic_add_fetch(&m->writes, 1, __ATOMIC_SEQ_CST) >
       m->fail_writes)
     return -EIO;
+  if (m->write_us || m->write_us_per_mib)
+    usleep(m->write_us + (unsigned)((uint64_t)count * m->write_us_per_mib >> 20));
   memcpy(m->data + off, buf, count);
   return 0;
 }
@@ -78,6 +86,7 @@ mem_init(struct mem_origin *m, unsigned char fill)
   memset(m->data, fill, SIZE);
   m->fail_writes = -1;
   m->writes = 0;
+  m->write_us = m->write_us_per_mib = 0;
 }
 
 static void
@@ -251,6 +260,143 @@ static void test_lr_b_fails(void **state) { move_with(FC_MOVE_LR, 3, FC_MOVE_FAI
 static void test_slr_b_fails(void **state) { move_with(FC_MOVE_SLR, 1, FC_MOVE_FAILED); }
 static void test_mirror_b_fails(void **state) { move_with(FC_MOVE_MIRROR, 2, FC_MOVE_FAILED); }
 
+/* A VM writing whole grains at one every `gap_us` until the move ends:
+ * at random, or with `span` round and round the first `span` grains (no
+ * write waits for an earlier one to the same grain while fewer than
+ * `span` are in flight).  last[g] is the byte grain g was last filled
+ * with (0: never written). */
+struct writer {
+  struct fc_origin *o;
+  unsigned gap_us, span;
+  unsigned char last[(SIZE + 4095) / 4096];
+  unsigned writes;
+  pthread_t thread;
+};
+
+static void *
+write_until_moved(void *arg)
+{
+  struct writer *w = arg;
+  unsigned char buf[4096];
+  struct fc_move_status st;
+  unsigned seed = 7;
+
+  for (;;) {
+    unsigned g = w->span ? w->writes % w->span : (unsigned)(rand_r(&seed) % (SIZE / 4096));
+    unsigned char fill = (unsigned char)(w->writes % 255 + 1);
+
+    fc_origin_move_status(w->o, &st);
+    if (st.state != FC_MOVE_COPYING && st.state != FC_MOVE_SWITCHING)
+      return NULL;
+    memset(buf, fill, sizeof buf);
+    if (fc_origin_pwrite(w->o, buf, sizeof buf, (uint64_t)g * 4096, false))
+      return NULL;
+    w->last[g] = fill;
+    w->writes++;
+    if (w->gap_us)
+      usleep(w->gap_us);
+  }
+}
+
+/* Move A to a B that pays write_us per write (and write_us_per_mib) while
+ * a writer runs; returns the final status, with every written grain
+ * checked where the volume lives now. */
+static void
+move_under_writes(struct fc_move_params *p, unsigned write_us, unsigned write_us_per_mib,
+                  unsigned gap_us, unsigned span, struct fc_move_status *st)
+{
+  struct mem_origin a, b;
+  struct writer *w = calloc(1, sizeof *w);
+  char path[64], err[256];
+
+  assert_non_null(w);
+  mem_init(&a, 0);
+  mem_init(&b, 0);
+  b.write_us = write_us;
+  b.write_us_per_mib = write_us_per_mib;
+  log_path(path, sizeof path);
+  p->log_path = path;
+  p->a_uri = "A";
+  p->commit = commit;
+  assert_int_equal(fc_origin_move_wrap(&a.base, &w->o), 0);
+  assert_int_equal(fc_origin_move_start(w->o, &b.base, p, err, sizeof err), 0);
+  w->gap_us = gap_us;
+  w->span = span;
+  assert_int_equal(pthread_create(&w->thread, NULL, write_until_moved, w), 0);
+  wait_end(w->o, st);
+  pthread_join(w->thread, NULL);
+  for (unsigned g = 0; g < SIZE / 4096; g++)
+    if (w->last[g]) {
+      unsigned char *where = (st->state == FC_MOVE_DONE ? b.data : a.data) + g * 4096;
+
+      for (unsigned k = 0; k < 4096; k++)
+        assert_int_equal(where[k], w->last[g]);
+    }
+  assert_true(w->writes > 0);
+  unlink(path);
+  fc_origin_close(w->o);
+  free(w);
+  free(a.data);
+  free(b.data);
+}
+
+/* B costs 2 ms a write and 50 ms a MiB, so the first pass takes about
+ * 160 ms and leaves some 40 grains dirty: 80 ms of pause at 2 ms each,
+ * well under converge_bytes.  The rounds go on until the pause is
+ * expected within downtime_ms. */
+static void
+test_dbt_pause_within_downtime(void **state)
+{
+  struct fc_move_params p = {
+    .scheme = FC_MOVE_DBT, .max_rounds = 30, .converge_bytes = 4 << 20,
+    .downtime_ms = 20,
+  };
+  struct fc_move_status st;
+
+  move_under_writes(&p, 2000, 50000, 4000, 0, &st);
+  assert_int_equal(st.state, FC_MOVE_DONE);
+  assert_true(st.rounds >= 1);
+  /* The estimate is the last round's pace; twice the limit for a
+   * scheduler's oversleeps. */
+  assert_true(st.downtime_us <= 2 * 20 * 1000);
+}
+
+/* A write every 1 ms against 2 ms per copied grain: each round leaves
+ * more than it found.  DBT says so after three such rounds, long before
+ * max_rounds, and the volume stays on A with every write. */
+static void
+test_dbt_gives_up_when_dirty_grows(void **state)
+{
+  struct fc_move_params p = {
+    .scheme = FC_MOVE_DBT, .max_rounds = 1000, .converge_bytes = 4 << 20,
+    .downtime_ms = 5,
+  };
+  struct fc_move_status st;
+
+  move_under_writes(&p, 2000, 0, 1000, 0, &st);
+  assert_int_equal(st.state, FC_MOVE_FAILED);
+  assert_true(st.rounds < 20);
+  assert_non_null(strstr(st.error, "did not converge"));
+  assert_non_null(strstr(st.error, "growing"));
+}
+
+/* A writer as fast as A takes it, in the first MiB (copied first, and
+ * then out of the copier's way), fills AIO's queue with 100 duplicates
+ * of 2 ms on B for the rest of the copy; the switch drains it first, so
+ * the pause is a few of B's writes, not 200 ms. */
+static void
+test_aio_switch_after_drain(void **state)
+{
+  struct fc_move_params p = {
+    .scheme = FC_MOVE_AIO, .aio_threshold = 100, .aio_delay_us = 100,
+  };
+  struct fc_move_status st;
+
+  move_under_writes(&p, 2000, 100000, 0, 256, &st);
+  assert_int_equal(st.state, FC_MOVE_DONE);
+  assert_true(st.downtime_us <= 40 * 1000);
+}
+
 int main(void)
 {
   const struct CMUnitTest tests[] = {
@@ -264,6 +410,9 @@ int main(void)
     cmocka_unit_test(test_lr_b_fails),
     cmocka_unit_test(test_slr_b_fails),
     cmocka_unit_test(test_mirror_b_fails),
+    cmocka_unit_test(test_dbt_pause_within_downtime),
+    cmocka_unit_test(test_dbt_gives_up_when_dirty_grows),
+    cmocka_unit_test(test_aio_switch_after_drain),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -102,6 +102,9 @@ def register(subparsers, parents):
                         metavar='N',
                         help='dbt: dirty bytes to copy with the volume '
                              'paused')
+    parser.add_argument('--downtime-ms', type=_positive(int), metavar='MS',
+                        help='dbt: the longest pause its last round may be '
+                             'expected to take (default 100)')
     parser.add_argument('--aio-threshold', type=_positive(int), metavar='N',
                         help='aio: pending duplicate writes before a write '
                              'is delayed')
@@ -161,6 +164,7 @@ def run_move(client, args):
     result = client.move_volume(args.volume_id, args.to, scheme=scheme,
                                 max_rounds=args.max_rounds,
                                 converge_bytes=args.converge_bytes,
+                                downtime_ms=args.downtime_ms,
                                 aio_threshold=args.aio_threshold,
                                 aio_delay_us=args.aio_delay_us,
                                 rate_limit_mbps=args.rate_limit)

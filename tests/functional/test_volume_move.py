@@ -106,6 +106,11 @@ def test_move_done(make_agent, make_origin, scheme):
     assert st['bytes_copied'] == st['bytes_total'] == SIZE
     assert st['error'] is None
     assert 0 <= st['downtime_ms'] < 5000
+    if scheme == 'dbt':
+        # Paused only once the last round was expected to fit in the
+        # default downtime_ms, at the pace of the round before it (0 when
+        # a round left nothing dirty).
+        assert 0 <= st['pause_estimate_ms'] <= 100, st
     io = st['io']
     assert io['vm_write_bytes'] > 0, st
     if scheme == 'lr':
@@ -235,6 +240,8 @@ def test_abort_and_bad_arguments(make_agent, make_origin, workdir):
             scheme='lr')
     refused("'max_rounds' must be an integer", volume_id='vol1', to=b.uri,
             scheme='dbt', max_rounds=0)
+    refused("'downtime_ms' must be an integer from 1 to 60000",
+            volume_id='vol1', to=b.uri, scheme='dbt', downtime_ms=60001)
     refused("'rate_limit_mbps' must be an integer", volume_id='vol1',
             to=b.uri, scheme='dbt', rate_limit_mbps='x')
     # The same origin policy as attach: a relative path is refused.

@@ -49,11 +49,12 @@ def test_move_all_arguments(client, fake_agent):
     client.move_volume('v1', 'nbd+unix:///?socket=/tmp/b.sock',
                        scheme='aio', max_rounds=30, converge_bytes=1 << 20,
                        aio_threshold=64, aio_delay_us=500,
-                       rate_limit_mbps=12)
+                       rate_limit_mbps=12, downtime_ms=40)
     assert fake_agent.requests[-1]['args'] == {
         'volume_id': 'v1', 'to': 'nbd+unix:///?socket=/tmp/b.sock',
         'scheme': 'aio', 'max_rounds': 30, 'converge_bytes': 1 << 20,
-        'aio_threshold': 64, 'aio_delay_us': 500, 'rate_limit_mbps': 12}
+        'aio_threshold': 64, 'aio_delay_us': 500, 'rate_limit_mbps': 12,
+        'downtime_ms': 40}
 
 
 @pytest.mark.parametrize('scheme', agent.MOVE_SCHEMES)
@@ -73,6 +74,8 @@ def test_move_every_scheme(client, fake_agent, scheme):
     {'max_rounds': '3'},
     {'converge_bytes': 0},
     {'converge_bytes': True},
+    {'downtime_ms': 0},
+    {'downtime_ms': 60001},
     {'aio_threshold': 0},
     {'aio_delay_us': 2000000},
     {'rate_limit_mbps': 0},

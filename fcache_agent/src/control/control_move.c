@@ -61,7 +61,7 @@ fc_op_volume_move(void *opaque, json_t *args, json_t **result, char *err, size_t
 {
   struct fc_agent *agent = opaque;
   struct fc_move_request req = { 0 };
-  uint64_t rounds, conv, thr, delay, mbps;
+  uint64_t rounds, conv, down, thr, delay, mbps;
   struct fc_migration *m;
   struct fc_volume *v;
   json_t *sv;
@@ -84,12 +84,14 @@ fc_op_volume_move(void *opaque, json_t *args, json_t **result, char *err, size_t
   }
   if ((r = arg_uint(args, "max_rounds", 1000, &rounds, err, errlen)) ||
       (r = arg_uint(args, "converge_bytes", 1ull << 40, &conv, err, errlen)) ||
+      (r = arg_uint(args, "downtime_ms", 60000, &down, err, errlen)) ||
       (r = arg_uint(args, "aio_threshold", 1000000, &thr, err, errlen)) ||
       (r = arg_uint(args, "aio_delay_us", 1000000, &delay, err, errlen)) ||
       (r = arg_uint(args, "rate_limit_mbps", 1000000, &mbps, err, errlen)))
     return r;
   req.max_rounds = (unsigned)rounds;
   req.converge_bytes = conv;
+  req.downtime_ms = (unsigned)down;
   req.aio_threshold = (unsigned)thr;
   req.aio_delay_us = (unsigned)delay;
   req.rate_limit_bps = mbps * 1000000;

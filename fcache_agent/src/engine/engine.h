@@ -282,6 +282,7 @@ struct fc_move_request {
   const char *scheme;             /* dbt, mirror, lr, slr, aio */
   unsigned max_rounds;            /* 0: the default */
   uint64_t converge_bytes;        /* 0: the default */
+  unsigned downtime_ms;           /* 0: the default */
   unsigned aio_threshold;         /* 0: the default */
   unsigned aio_delay_us;          /* 0: the default */
   uint64_t rate_limit_bps;        /* 0: unlimited */

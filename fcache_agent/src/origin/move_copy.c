@@ -133,15 +133,17 @@ first_pass(struct move_origin *m, char *buf)
 }
 
 /* One pass over the dirty grains: each run is cleared and copied with
- * its grains held, so a write after it sets its bits again. */
+ * its grains held, so a write after it sets its bits again.  *busy_ns:
+ * time spent copying, without the rate limit's waits. */
 static int
-merge_round(struct move_origin *m, char *buf, bool held, uint64_t *copied)
+merge_round(struct move_origin *m, char *buf, bool held, uint64_t *copied,
+            uint64_t *busy_ns)
 {
   const uint64_t per = MOVE_CHUNK / MOVE_GRAIN;
   uint64_t g = 0;
 
   for (;;) {
-    uint64_t e, wrote;
+    uint64_t e, wrote, t;
     int r;
 
     pthread_mutex_lock(&m->mu);
@@ -162,7 +164,9 @@ merge_round(struct move_origin *m, char *buf, bool held, uint64_t *copied)
     for (uint64_t i = g; i <= e; i++)
       move_bitmap_clear(&m->bm, i);
     pthread_mutex_unlock(&m->mu);
+    t = mv_now_ns();
     r = copy_grains(m, buf, g, e, false, &wrote);
+    *busy_ns += mv_now_ns() - t;
     pthread_mutex_lock(&m->mu);
     if (r)   /* copied again by whoever tries next */
       for (uint64_t i = g; i <= e; i++)
@@ -179,39 +183,92 @@ merge_round(struct move_origin *m, char *buf, bool held, uint64_t *copied)
   }
 }
 
-/* DBT: merge rounds while the VM runs until what is left is small
- * enough for the pause, or give up after max_rounds. */
+/* How long the last round would take with requests held, at the pace the
+ * previous round copied: the dirty grains are scattered, so on a medium
+ * with a per-request cost (a seek) their byte count alone says little.
+ * UINT64_MAX before a round has measured anything. */
+static uint64_t
+pause_estimate_ms(uint64_t dirty, uint64_t round_bytes, uint64_t round_ns)
+{
+  double ms;
+
+  if (!dirty)
+    return 0;
+  if (!round_bytes)
+    return UINT64_MAX;
+  ms = (double)dirty * (double)round_ns / (double)round_bytes / 1e6;
+  return ms >= 1e15 ? UINT64_MAX : (uint64_t)ms + 1;
+}
+
+/* Rounds in a row that left more dirty grains than they found before DBT
+ * calls it: the VM dirties faster than the copy cleans, and more rounds
+ * only make the move longer. */
+#define MOVE_GROWING_ROUNDS 3u
+
+/* DBT: merge rounds while the VM runs until what is left is small enough
+ * for the pause (at most converge_bytes, and expected to copy within
+ * downtime_ms), or give up after max_rounds, or sooner once the dirty set
+ * keeps growing. */
 static int
 merge_rounds(struct move_origin *m, char *buf, char *why, size_t whylen)
 {
-  uint64_t copied = 0;
+  uint64_t copied = 0, round_bytes = 0, round_ns = 0, last_dirty = 0;
+  unsigned growing = 0;
 
   for (;;) {
-    uint64_t dirty;
+    uint64_t dirty, est, before;
     unsigned rounds;
     int r;
 
     pthread_mutex_lock(&m->mu);
     dirty = m->bm.set * MOVE_GRAIN;
+    est = pause_estimate_ms(dirty, round_bytes, round_ns);
     m->st.dirty_bytes = dirty;
+    m->st.pause_estimate_ms = est == UINT64_MAX ? 0 : est;
     rounds = m->st.rounds;
     pthread_mutex_unlock(&m->mu);
-    if (dirty <= m->p.converge_bytes)
+    if (dirty <= m->p.converge_bytes && (!m->p.downtime_ms || est <= m->p.downtime_ms))
       return 0;
-    if (rounds >= m->p.max_rounds) {
-      snprintf(why, whylen, "dbt did not converge: %llu dirty bytes after %u "
-               "merge rounds, more than converge_bytes %llu; the volume stays "
-               "on the source", (unsigned long long)dirty, rounds,
-               (unsigned long long)m->p.converge_bytes);
+    growing = rounds && dirty > last_dirty ? growing + 1 : 0;
+    if (rounds >= m->p.max_rounds || growing >= MOVE_GROWING_ROUNDS) {
+      char pause[48] = "";
+
+      if (est != UINT64_MAX)
+        snprintf(pause, sizeof pause, " (a %llu ms pause)",
+                 (unsigned long long)est);
+      snprintf(why, whylen, "dbt did not converge: %llu dirty bytes%s after %u merge "
+               "rounds%s (converge_bytes %llu, downtime_ms %u); the volume stays on "
+               "the source", (unsigned long long)dirty, pause, rounds,
+               growing >= MOVE_GROWING_ROUNDS ? ", the last ones growing" : "",
+               (unsigned long long)m->p.converge_bytes, m->p.downtime_ms);
       return -ETIMEDOUT;
     }
-    r = merge_round(m, buf, false, &copied);
+    last_dirty = dirty;
+    before = copied;
+    round_ns = 0;
+    r = merge_round(m, buf, false, &copied, &round_ns);
     if (r)
       return r;
+    round_bytes = copied - before;
     pthread_mutex_lock(&m->mu);
     m->st.rounds++;
     pthread_mutex_unlock(&m->mu);
   }
+}
+
+/* AIO: the switch must wait for every duplicate B has not written yet,
+ * with requests held; on a slow B a full queue is aio_threshold writes
+ * of it.  Drain it first with requests flowing, new duplicates kept to
+ * AIO_DRAIN_PENDING, so the VM's reads and A's writes go on meanwhile
+ * and the pause is a few writes long. */
+static void
+aio_drain(struct move_origin *m)
+{
+  pthread_mutex_lock(&m->mu);
+  m->aio_draining = true;
+  while (m->pending > AIO_DRAIN_PENDING && !interrupted_locked(m))
+    pthread_cond_wait(&m->cond, &m->mu);
+  pthread_mutex_unlock(&m->mu);
 }
 
 static void
@@ -273,11 +330,11 @@ static int
 switch_to_b(struct move_origin *m, char *buf, uint64_t t0, char *why, size_t whylen)
 {
   struct fc_origin *a;
-  uint64_t copied = 0;
+  uint64_t copied = 0, busy_ns = 0;
   int r = 0;
 
   if (m->p.scheme == FC_MOVE_DBT)
-    r = merge_round(m, buf, true, &copied);
+    r = merge_round(m, buf, true, &copied, &busy_ns);
   if (!r && (r = fc_origin_flush(m->b)))
     snprintf(why, whylen, "flushing the destination failed: %s", strerror(-r));
   else if (r)
@@ -326,7 +383,7 @@ void *
 mv_copier(void *arg)
 {
   struct move_origin *m = arg;
-  char why[200] = "";
+  char why[256] = "";
   char *buf = malloc(MOVE_CHUNK);
   uint64_t t0;
   int r;
@@ -334,6 +391,8 @@ mv_copier(void *arg)
   r = buf ? first_pass(m, buf) : -ENOMEM;
   if (!r && m->p.scheme == FC_MOVE_DBT)
     r = merge_rounds(m, buf, why, sizeof why);
+  if (!r && m->p.scheme == FC_MOVE_AIO)
+    aio_drain(m);
   if (!r) {
     pthread_mutex_lock(&m->mu);
     m->st.state = FC_MOVE_SWITCHING;

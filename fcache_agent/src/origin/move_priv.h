@@ -19,6 +19,8 @@
 #define MOVE_GRAIN 4096u
 /* What the copier claims and copies at once. */
 #define MOVE_CHUNK (1u << 20)
+/* AIO, before the switch: the duplicates B may owe (aio_drain). */
+#define AIO_DRAIN_PENDING 4u
 
 /* A request's (or an AIO duplicate's) hold on grains [lo, hi]. */
 struct mv_range {
@@ -66,6 +68,7 @@ struct move_origin {
   /* aio */
   struct aio_job *q_head, *q_tail;
   unsigned pending;             /* duplicates with a half not written */
+  bool aio_draining;            /* the switch is near: pending kept low */
   bool aio_stop;
   pthread_t aio_thread;
   bool aio_running;

@@ -650,6 +650,7 @@ fc_origin_move_start(struct fc_origin *o, struct fc_origin *to,
   m->b_error = m->a_error = 0;
   m->stop = false;
   m->pending = 0;
+  m->aio_draining = false;
   m->lat_a_ns = m->lat_b_ns = 0;
   m->first_copy_bytes = 0;
   memset(&m->st, 0, sizeof m->st);

@@ -38,6 +38,8 @@ struct fc_move_params {
   enum fc_move_scheme scheme;
   unsigned max_rounds;          /* dbt: merge rounds before giving up */
   uint64_t converge_bytes;      /* dbt: dirty bytes small enough to pause */
+  unsigned downtime_ms;         /* dbt: the longest pause the last round may
+                                 * be expected to take */
   unsigned aio_threshold;       /* aio: pending duplicates before delaying */
   unsigned aio_delay_us;        /* aio: the delay */
   uint64_t rate_limit_bps;      /* the copy's bytes per second; 0: unlimited */
@@ -59,6 +61,8 @@ struct fc_move_status {
   enum fc_move_scheme scheme;
   uint64_t bytes_total, bytes_copied, dirty_bytes;
   unsigned rounds;
+  uint64_t pause_estimate_ms;   /* dbt: what copying the dirty grains with
+                                 * requests held would take now */
   uint64_t downtime_us;         /* requests held for the switch (or fallback) */
   uint64_t elapsed_ms;
   uint64_t eta_s;

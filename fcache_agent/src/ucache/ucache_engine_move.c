@@ -18,8 +18,11 @@
 #include "origin/origin_move.h"
 #include "ucache_engine_priv.h"
 
-#define DEF_MAX_ROUNDS 10u
+#define DEF_MAX_ROUNDS 30u
 #define DEF_CONVERGE_BYTES (4ull << 20)
+/* dbt's pause: one slow request to the guest (QEMU's RAM migration
+ * allows 300 ms by default). */
+#define DEF_DOWNTIME_MS 100u
 #define DEF_AIO_THRESHOLD 100u
 #define DEF_AIO_DELAY_US 1000u
 
@@ -186,6 +189,7 @@ move_start(struct fc_host *host, struct fc_volume *v, const struct fc_move_reque
   p.scheme = s;
   p.max_rounds = req->max_rounds ? req->max_rounds : DEF_MAX_ROUNDS;
   p.converge_bytes = req->converge_bytes ? req->converge_bytes : DEF_CONVERGE_BYTES;
+  p.downtime_ms = req->downtime_ms ? req->downtime_ms : DEF_DOWNTIME_MS;
   p.aio_threshold = req->aio_threshold ? req->aio_threshold : DEF_AIO_THRESHOLD;
   p.aio_delay_us = req->aio_delay_us ? req->aio_delay_us : DEF_AIO_DELAY_US;
   p.rate_limit_bps = req->rate_limit_bps;
@@ -251,7 +255,7 @@ move_status_json(struct fc_host *host, struct fc_volume *v)
                  "b_write_bytes", (json_int_t)st.b_write,
                  "vm_write_bytes", (json_int_t)st.vm_write,
                  "redundant_write_bytes", (json_int_t)st.redundant_write);
-  o = json_pack("{s:s, s:s, s:s, s:s, s:s, s:I, s:I, s:i, s:I, s:I, s:f, s:f, s:o}",
+  o = json_pack("{s:s, s:s, s:s, s:s, s:s, s:I, s:I, s:i, s:I, s:I, s:I, s:f, s:f, s:o}",
                 "volume_id", v->p.id,
                 "scheme", fc_move_scheme_name(st.scheme),
                 "state", fc_move_state_name(st.state),
@@ -260,6 +264,7 @@ move_status_json(struct fc_host *host, struct fc_volume *v)
                 "bytes_copied", (json_int_t)st.bytes_copied,
                 "rounds", (int)st.rounds,
                 "dirty_bytes", (json_int_t)st.dirty_bytes,
+                "pause_estimate_ms", (json_int_t)st.pause_estimate_ms,
                 "eta_s", (json_int_t)st.eta_s,
                 "downtime_ms", (double)st.downtime_us / 1000.0,
                 "elapsed_s", (double)st.elapsed_ms / 1000.0,
