@@ -211,7 +211,7 @@ class AgentClient(object):
             with the volume paused (int 1..2^40), or None.
         :param downtime_ms: ``dbt``: the longest pause the last round may
             be expected to take, at the pace of the round before it (int
-            1..60000), or None for the agent's 100.
+            1..60000), or None for the agent's 200.
         :param aio_threshold: ``aio``: pending duplicate writes before a
             write is delayed (int 1..1000000), or None.
         :param aio_delay_us: ``aio``: the delay, microseconds (int

@@ -104,7 +104,7 @@ def register(subparsers, parents):
                              'paused')
     parser.add_argument('--downtime-ms', type=_positive(int), metavar='MS',
                         help='dbt: the longest pause its last round may be '
-                             'expected to take (default 100)')
+                             'expected to take (default 200)')
     parser.add_argument('--aio-threshold', type=_positive(int), metavar='N',
                         help='aio: pending duplicate writes before a write '
                              'is delayed')

@@ -200,20 +200,20 @@ pause_estimate_ms(uint64_t dirty, uint64_t round_bytes, uint64_t round_ns)
   return ms >= 1e15 ? UINT64_MAX : (uint64_t)ms + 1;
 }
 
-/* Rounds in a row that left more dirty grains than they found before DBT
- * calls it: the VM dirties faster than the copy cleans, and more rounds
- * only make the move longer. */
-#define MOVE_GROWING_ROUNDS 3u
+/* Rounds in a row that shrank the dirty set by less than a tenth before
+ * DBT calls it: the VM dirties about as fast as the copy cleans (or
+ * faster), and more rounds only make the move longer. */
+#define MOVE_STALLED_ROUNDS 3u
 
 /* DBT: merge rounds while the VM runs until what is left is small enough
  * for the pause (at most converge_bytes, and expected to copy within
- * downtime_ms), or give up after max_rounds, or sooner once the dirty set
- * keeps growing. */
+ * downtime_ms), or give up after max_rounds, or sooner once the rounds
+ * stop shrinking the dirty set. */
 static int
 merge_rounds(struct move_origin *m, char *buf, char *why, size_t whylen)
 {
   uint64_t copied = 0, round_bytes = 0, round_ns = 0, last_dirty = 0;
-  unsigned growing = 0;
+  unsigned stalled = 0;
 
   for (;;) {
     uint64_t dirty, est, before;
@@ -229,8 +229,9 @@ merge_rounds(struct move_origin *m, char *buf, char *why, size_t whylen)
     pthread_mutex_unlock(&m->mu);
     if (dirty <= m->p.converge_bytes && (!m->p.downtime_ms || est <= m->p.downtime_ms))
       return 0;
-    growing = rounds && dirty > last_dirty ? growing + 1 : 0;
-    if (rounds >= m->p.max_rounds || growing >= MOVE_GROWING_ROUNDS) {
+    /* Dirty bytes are at most a volume's size: times 10 fits. */
+    stalled = rounds && dirty * 10 > last_dirty * 9 ? stalled + 1 : 0;
+    if (rounds >= m->p.max_rounds || stalled >= MOVE_STALLED_ROUNDS) {
       char pause[48] = "";
 
       if (est != UINT64_MAX)
@@ -239,7 +240,8 @@ merge_rounds(struct move_origin *m, char *buf, char *why, size_t whylen)
       snprintf(why, whylen, "dbt did not converge: %llu dirty bytes%s after %u merge "
                "rounds%s (converge_bytes %llu, downtime_ms %u); the volume stays on "
                "the source", (unsigned long long)dirty, pause, rounds,
-               growing >= MOVE_GROWING_ROUNDS ? ", the last ones growing" : "",
+               stalled >= MOVE_STALLED_ROUNDS ? ", the last ones shrinking it by less "
+               "than a tenth" : "",
                (unsigned long long)m->p.converge_bytes, m->p.downtime_ms);
       return -ETIMEDOUT;
     }
