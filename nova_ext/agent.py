@@ -209,8 +209,8 @@ class AgentClient(object):
             1..1000), or None.
         :param converge_bytes: ``dbt``: dirty bytes small enough to copy
             with the volume paused (int 1..2^40), or None.
-        :param downtime_ms: ``dbt``: the longest pause the last round may
-            be expected to take, at the pace of the round before it (int
+        :param downtime_ms: ``dbt``: the longest pause of its last round,
+            which the agent cuts short there and tries again later (int
             1..60000), or None for the agent's 200.
         :param aio_threshold: ``aio``: pending duplicate writes before a
             write is delayed (int 1..1000000), or None.
@@ -240,8 +240,8 @@ class AgentClient(object):
         """Return the progress of the volume's storage move.
 
         ``{"volume_id", "scheme", "state", "from", "to", "bytes_total",
-        "bytes_copied", "rounds", "dirty_bytes", "pause_estimate_ms",
-        "eta_s", "downtime_ms",
+        "bytes_copied", "rounds", "held_rounds_cut", "dirty_bytes",
+        "pause_estimate_ms", "eta_s", "downtime_ms",
         "elapsed_s", "error", "io": {"a_read_bytes", "a_write_bytes",
         "b_read_bytes", "b_write_bytes", "vm_write_bytes",
         "redundant_write_bytes"}}``; ``state`` is one of

@@ -103,8 +103,8 @@ def register(subparsers, parents):
                         help='dbt: dirty bytes to copy with the volume '
                              'paused')
     parser.add_argument('--downtime-ms', type=_positive(int), metavar='MS',
-                        help='dbt: the longest pause its last round may be '
-                             'expected to take (default 200)')
+                        help='dbt: the longest pause of its last round '
+                             '(default 200)')
     parser.add_argument('--aio-threshold', type=_positive(int), metavar='N',
                         help='aio: pending duplicate writes before a write '
                              'is delayed')

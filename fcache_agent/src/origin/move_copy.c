@@ -70,18 +70,14 @@ interrupted_locked(const struct move_origin *m)
   return m->stop || m->b_error;
 }
 
-/* Keep the copy at rate_limit_bps, waking early for an abort or a
- * failure of B. */
+/* Sleep until due_ns (CLOCK_MONOTONIC, mv_now_ns), waking early for an
+ * abort or a failure of B. */
 static void
-rate_wait(struct move_origin *m, uint64_t copied)
+wait_until(struct move_origin *m, uint64_t due_ns)
 {
-  uint64_t due_ns, now;
+  uint64_t now = mv_now_ns();
   struct timespec ts;
 
-  if (!m->p.rate_limit_bps)
-    return;
-  due_ns = m->start_ns + (uint64_t)((double)copied * 1e9 / (double)m->p.rate_limit_bps);
-  now = mv_now_ns();
   if (due_ns <= now)
     return;
   clock_gettime(CLOCK_REALTIME, &ts);
@@ -96,6 +92,16 @@ rate_wait(struct move_origin *m, uint64_t copied)
     if (pthread_cond_timedwait(&m->cond, &m->mu, &ts) == ETIMEDOUT)
       break;
   pthread_mutex_unlock(&m->mu);
+}
+
+/* Keep the copy at rate_limit_bps. */
+static void
+rate_wait(struct move_origin *m, uint64_t copied)
+{
+  if (!m->p.rate_limit_bps)
+    return;
+  wait_until(m, m->start_ns + (uint64_t)((double)copied * 1e9 /
+                                          (double)m->p.rate_limit_bps));
 }
 
 static int
@@ -134,10 +140,12 @@ first_pass(struct move_origin *m, char *buf)
 
 /* One pass over the dirty grains: each run is cleared and copied with
  * its grains held, so a write after it sets its bits again.  *busy_ns:
- * time spent copying, without the rate limit's waits. */
+ * time spent copying, without the rate limit's waits.  With a deadline
+ * (requests held for DBT's last round): -EAGAIN once it passes with
+ * grains still dirty, what was copied staying copied. */
 static int
-merge_round(struct move_origin *m, char *buf, bool held, uint64_t *copied,
-            uint64_t *busy_ns)
+merge_round(struct move_origin *m, char *buf, bool held, uint64_t deadline_ns,
+            uint64_t *copied, uint64_t *busy_ns)
 {
   const uint64_t per = MOVE_CHUNK / MOVE_GRAIN;
   uint64_t g = 0;
@@ -155,6 +163,10 @@ merge_round(struct move_origin *m, char *buf, bool held, uint64_t *copied,
     if (g >= m->nr_grains) {
       pthread_mutex_unlock(&m->mu);
       return 0;
+    }
+    if (deadline_ns && mv_now_ns() >= deadline_ns) {
+      pthread_mutex_unlock(&m->mu);
+      return -EAGAIN;
     }
     for (e = g; e + 1 < m->nr_grains && e + 1 - g < per &&
          move_bitmap_test(&m->bm, e + 1); e++)
@@ -183,20 +195,21 @@ merge_round(struct move_origin *m, char *buf, bool held, uint64_t *copied,
   }
 }
 
-/* How long the last round would take with requests held, at the pace the
- * previous round copied: the dirty grains are scattered, so on a medium
- * with a per-request cost (a seek) their byte count alone says little.
- * UINT64_MAX before a round has measured anything. */
+/* How long the last round would take with requests held, at the pace
+ * of the last such round: with the VM's requests on the same disks, a
+ * round while the VM runs is no measure of it (an HDD-like source the VM
+ * keeps busy copies scattered grains several times slower).  UINT64_MAX
+ * before any held round has measured it. */
 static uint64_t
-pause_estimate_ms(uint64_t dirty, uint64_t round_bytes, uint64_t round_ns)
+pause_estimate_ms(uint64_t dirty, uint64_t held_bytes, uint64_t held_ns)
 {
   double ms;
 
   if (!dirty)
     return 0;
-  if (!round_bytes)
+  if (!held_bytes)
     return UINT64_MAX;
-  ms = (double)dirty * (double)round_ns / (double)round_bytes / 1e6;
+  ms = (double)dirty * (double)held_ns / (double)held_bytes / 1e6;
   return ms >= 1e15 ? UINT64_MAX : (uint64_t)ms + 1;
 }
 
@@ -206,31 +219,35 @@ pause_estimate_ms(uint64_t dirty, uint64_t round_bytes, uint64_t round_ns)
 #define MOVE_STALLED_ROUNDS 3u
 
 /* DBT: merge rounds while the VM runs until what is left is small enough
- * for the pause (at most converge_bytes, and expected to copy within
- * downtime_ms), or give up after max_rounds, or sooner once the rounds
- * stop shrinking the dirty set. */
+ * for the pause: at most converge_bytes, and expected to copy within
+ * downtime_ms (tried at once while no held round has measured the pace:
+ * the held round stops at downtime_ms anyway).  Gives up after
+ * max_rounds, or sooner once the rounds stop shrinking the dirty set. */
 static int
 merge_rounds(struct move_origin *m, char *buf, char *why, size_t whylen)
 {
-  uint64_t copied = 0, round_bytes = 0, round_ns = 0, last_dirty = 0;
-  unsigned stalled = 0;
+  uint64_t copied = 0, last_dirty = m->last_dirty;
+  unsigned stalled = m->stalled_rounds;
 
   for (;;) {
-    uint64_t dirty, est, before;
+    uint64_t dirty, est, busy_ns = 0;
     unsigned rounds;
     int r;
 
     pthread_mutex_lock(&m->mu);
     dirty = m->bm.set * MOVE_GRAIN;
-    est = pause_estimate_ms(dirty, round_bytes, round_ns);
+    est = pause_estimate_ms(dirty, m->held_bytes, m->held_ns);
     m->st.dirty_bytes = dirty;
     m->st.pause_estimate_ms = est == UINT64_MAX ? 0 : est;
     rounds = m->st.rounds;
     pthread_mutex_unlock(&m->mu);
-    if (dirty <= m->p.converge_bytes && (!m->p.downtime_ms || est <= m->p.downtime_ms))
-      return 0;
     /* Dirty bytes are at most a volume's size: times 10 fits. */
     stalled = rounds && dirty * 10 > last_dirty * 9 ? stalled + 1 : 0;
+    m->stalled_rounds = stalled;
+    m->last_dirty = last_dirty = dirty;
+    if (dirty <= m->p.converge_bytes &&
+        (!m->p.downtime_ms || est == UINT64_MAX || est <= m->p.downtime_ms))
+      return 0;
     if (rounds >= m->p.max_rounds || stalled >= MOVE_STALLED_ROUNDS) {
       char pause[48] = "";
 
@@ -245,13 +262,9 @@ merge_rounds(struct move_origin *m, char *buf, char *why, size_t whylen)
                (unsigned long long)m->p.converge_bytes, m->p.downtime_ms);
       return -ETIMEDOUT;
     }
-    last_dirty = dirty;
-    before = copied;
-    round_ns = 0;
-    r = merge_round(m, buf, false, &copied, &round_ns);
+    r = merge_round(m, buf, false, 0, &copied, &busy_ns);
     if (r)
       return r;
-    round_bytes = copied - before;
     pthread_mutex_lock(&m->mu);
     m->st.rounds++;
     pthread_mutex_unlock(&m->mu);
@@ -327,7 +340,9 @@ fall_back(struct move_origin *m, uint64_t t0, enum fc_move_state state, const ch
 }
 
 /* Requests held: B holds all of the volume once DBT's last dirty grains
- * are copied; make it durable, let the owner commit, route to B. */
+ * are copied; make it durable, let the owner commit, route to B.
+ * -EAGAIN: DBT's last round reached downtime_ms first; its pace is kept
+ * for the next estimate and the caller lets requests go. */
 static int
 switch_to_b(struct move_origin *m, char *buf, uint64_t t0, char *why, size_t whylen)
 {
@@ -335,8 +350,17 @@ switch_to_b(struct move_origin *m, char *buf, uint64_t t0, char *why, size_t why
   uint64_t copied = 0, busy_ns = 0;
   int r = 0;
 
-  if (m->p.scheme == FC_MOVE_DBT)
-    r = merge_round(m, buf, true, &copied, &busy_ns);
+  if (m->p.scheme == FC_MOVE_DBT) {
+    r = merge_round(m, buf, true,
+                    m->p.downtime_ms ? t0 + m->p.downtime_ms * 1000000ull : 0,
+                    &copied, &busy_ns);
+    if (copied) {
+      m->held_bytes = copied;
+      m->held_ns = busy_ns;
+    }
+    if (r == -EAGAIN)
+      return r;
+  }
   if (!r && (r = fc_origin_flush(m->b)))
     snprintf(why, whylen, "flushing the destination failed: %s", strerror(-r));
   else if (r)
@@ -391,24 +415,43 @@ mv_copier(void *arg)
   int r;
 
   r = buf ? first_pass(m, buf) : -ENOMEM;
-  if (!r && m->p.scheme == FC_MOVE_DBT)
-    r = merge_rounds(m, buf, why, sizeof why);
-  if (!r && m->p.scheme == FC_MOVE_AIO)
-    aio_drain(m);
-  if (!r) {
+  for (;;) {
+    if (!r && m->p.scheme == FC_MOVE_DBT)
+      r = merge_rounds(m, buf, why, sizeof why);
+    if (!r && m->p.scheme == FC_MOVE_AIO)
+      aio_drain(m);
+    if (!r) {
+      pthread_mutex_lock(&m->mu);
+      m->st.state = FC_MOVE_SWITCHING;
+      pthread_mutex_unlock(&m->mu);
+    }
+    t0 = mv_now_ns();
+    hold_requests(m);
+    if (!r) {
+      pthread_mutex_lock(&m->mu);
+      r = m->stop ? -ECANCELED : m->b_error;
+      pthread_mutex_unlock(&m->mu);
+    }
+    if (!r)
+      r = switch_to_b(m, buf, t0, why, sizeof why);
+    if (!r)
+      goto out;
+    if (r != -EAGAIN)
+      break;
+    /* DBT's last round ran out of downtime_ms: the VM goes on, and so
+     * do the rounds, now knowing how fast a held round copies.  Not
+     * paused again for as long, so that a VM never sees two pauses
+     * back to back. */
     pthread_mutex_lock(&m->mu);
-    m->st.state = FC_MOVE_SWITCHING;
+    m->st.state = FC_MOVE_COPYING;
+    m->st.rounds++;
+    m->st.held_rounds_cut++;
+    m->paused = false;
+    pthread_cond_broadcast(&m->cond);
     pthread_mutex_unlock(&m->mu);
+    wait_until(m, mv_now_ns() + m->p.downtime_ms * 1000000ull);
+    r = 0;
   }
-  t0 = mv_now_ns();
-  hold_requests(m);
-  if (!r) {
-    pthread_mutex_lock(&m->mu);
-    r = m->stop ? -ECANCELED : m->b_error;
-    pthread_mutex_unlock(&m->mu);
-  }
-  if (!r && switch_to_b(m, buf, t0, why, sizeof why) == 0)
-    goto out;
   pthread_mutex_lock(&m->mu);
   if (m->stop && !why[0])
     snprintf(why, sizeof why, "aborted; the volume stays on the source");

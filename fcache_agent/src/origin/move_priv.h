@@ -77,6 +77,10 @@ struct move_origin {
   struct fc_move_status st;
   uint64_t start_ns;
   uint64_t first_copy_bytes;    /* written to B by the first pass */
+  /* dbt, the copier's: the last held round's bytes and copying time,
+   * and the rounds' progress across held rounds cut short */
+  uint64_t held_bytes, held_ns, last_dirty;
+  unsigned stalled_rounds;
 };
 
 uint64_t mv_now_ns(void);

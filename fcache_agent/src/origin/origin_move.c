@@ -653,6 +653,8 @@ fc_origin_move_start(struct fc_origin *o, struct fc_origin *to,
   m->aio_draining = false;
   m->lat_a_ns = m->lat_b_ns = 0;
   m->first_copy_bytes = 0;
+  m->held_bytes = m->held_ns = m->last_dirty = 0;
+  m->stalled_rounds = 0;
   memset(&m->st, 0, sizeof m->st);
   m->st.scheme = p->scheme;
   m->st.state = FC_MOVE_COPYING;

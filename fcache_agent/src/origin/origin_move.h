@@ -62,7 +62,10 @@ struct fc_move_status {
   uint64_t bytes_total, bytes_copied, dirty_bytes;
   unsigned rounds;
   uint64_t pause_estimate_ms;   /* dbt: what copying the dirty grains with
-                                 * requests held would take now */
+                                 * requests held would take now, at the
+                                 * last held round's pace (0: not known) */
+  unsigned held_rounds_cut;     /* dbt: last rounds that reached downtime_ms
+                                 * with grains left, the VM let go on */
   uint64_t downtime_us;         /* requests held for the switch (or fallback) */
   uint64_t elapsed_ms;
   uint64_t eta_s;
