@@ -58,6 +58,7 @@ static void test_defaults(void **state)
   assert_int_equal(c.nbd_threads, 8);
   assert_int_equal(c.origin_connections, 4);
   assert_int_equal(c.writeback_interval_ms, 1000);
+  assert_int_equal(c.origin_retry_ms, 5000);
   assert_int_equal(c.dirty_high_percent, 50);
 }
 
@@ -392,7 +393,7 @@ static void test_sample_matches_defaults(void **state)
   if (load_text(&t, text) != 0)
     fail_msg("sample: %s", t.err);
   free(text);
-  assert_int_equal(keys, 31);   /* every key of struct fc_config */
+  assert_int_equal(keys, 32);   /* every key of struct fc_config */
   fc_config_defaults(&d);
   assert_memory_equal(&t.cfg, &d, sizeof d);
 }

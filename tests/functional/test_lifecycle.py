@@ -8,11 +8,13 @@ import os
 import random
 import signal
 import threading
+import time
 
 import pytest
 
 from nova_ext import exception
 
+from . import harness
 from . import oracle as om
 from .conftest import attach_and_connect
 
@@ -195,8 +197,10 @@ def test_geometry_change_with_dirty_data_refused(make_agent, make_origin,
 
 def test_origin_unavailable_at_restart_keeps_dirty_blocks(make_agent,
                                                           make_origin):
+    # origin_retry_ms 0: no retry until the next start (the test below has
+    # the agent retry by itself).
     agent = make_agent(cache_size='4M', writeback_interval_ms=3600000,
-                       dirty_high_percent=100).start()
+                       dirty_high_percent=100, origin_retry_ms=0).start()
     origin = make_origin(2 * MiB)
     uri = agent.attach('vol1', origin.uri, cache_size=MiB,
                        write_policy='write_back')['export_uri']
@@ -231,3 +235,53 @@ def test_origin_unavailable_at_restart_keeps_dirty_blocks(make_agent,
     image = origin.read_file()
     for off, data in written.items():
         assert image[off:off + BS] == data
+
+
+def test_origin_back_after_start_serves_the_volume_again(make_agent,
+                                                         make_origin):
+    """Storage that comes up after the agent: the agent retries it.
+
+    The volume's origin is down when the agent starts, so the volume is
+    unavailable with its 16 unwritten blocks held; once the origin is up
+    again, the agent opens it by itself within origin_retry_ms, gives the
+    volume its blocks back and serves the same export: every block reads
+    as last written (the unwritten ones from the cache, the rest from the
+    origin) and a detach writes them back.
+    """
+    agent = make_agent(cache_size='4M', writeback_interval_ms=3600000,
+                       dirty_high_percent=100, origin_retry_ms=200).start()
+    origin = make_origin(2 * MiB)
+    uri = agent.attach('vol1', origin.uri, cache_size=MiB,
+                       write_policy='write_back')['export_uri']
+    written = write_dirty(agent, uri, 16, seed=5)
+    agent.stop()
+    origin.server.stop()
+
+    agent.start()
+    st = agent.show('vol1')
+    assert st['state'] == 'unavailable' and st['dirty_blocks'] == 16, st
+    # Retried while down: still unavailable, still holding its blocks.
+    time.sleep(1.0)
+    st = agent.show('vol1')
+    assert st['state'] == 'unavailable' and st['dirty_blocks'] == 16, st
+    assert not os.path.exists(uri.split('socket=')[1])
+
+    origin.server.start()
+    harness.wait_for(lambda: agent.show('vol1')['state'] == 'attached', 10,
+                     'the agent to open the origin again')
+    st = agent.show('vol1')
+    assert st['dirty_blocks'] == 16 and st['export_uri'] == uri, st
+    assert not st.get('error'), st
+    assert 'opens again' in agent.log()
+    h = om.connect(uri)
+    for off in range(0, 2 * MiB, BS):
+        want = written.get(off, origin.content[off:off + BS])
+        assert h.pread(BS, off) == want, off
+    h.pwrite(b'\x5a' * BS, 300 * BS)
+    h.flush()
+    om.close(h)
+    agent.detach('vol1')
+    image = origin.read_file()
+    for off, data in written.items():
+        assert image[off:off + BS] == data
+    assert image[300 * BS:301 * BS] == b'\x5a' * BS

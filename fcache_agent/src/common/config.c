@@ -85,7 +85,7 @@ enum key_index {
   KEY_CONTROL_ADMIN_GROUP, KEY_ORIGIN_PREFIXES, KEY_ORIGIN_TLS_DIR,
   KEY_ORIGIN_TLS_PSK_FILE, KEY_ALLOCATION, KEY_ALLOCATION_WINDOW,
   KEY_ALLOCATION_SPARE, KEY_ALLOCATION_HEADROOM_PERCENT, KEY_STAGING_FRACTION,
-  KEY_RWS_PREDICTOR, KEY_RWS_TRACKER, KEY_EXPORT_CLIENTS, N_KEYS
+  KEY_RWS_PREDICTOR, KEY_RWS_TRACKER, KEY_EXPORT_CLIENTS, KEY_ORIGIN_RETRY_MS, N_KEYS
 };
 
 static const struct key_desc keys[N_KEYS] = {
@@ -122,6 +122,8 @@ static const struct key_desc keys[N_KEYS] = {
   [KEY_RWS_PREDICTOR] = CHOICE_KEY(rws_predictor, "exp_self|exp|dexp|dexp_self|last"),
   [KEY_RWS_TRACKER] = CHOICE_KEY(rws_tracker, "sampled|exact"),
   [KEY_EXPORT_CLIENTS] = CHOICE_KEY(export_clients, "session|any"),
+  /* 0: never, until the next start; up to an hour. */
+  [KEY_ORIGIN_RETRY_MS] = UINT_KEY(origin_retry_ms, 0, 3600000),
 };
 
 struct parser {
@@ -152,6 +154,7 @@ void fc_config_defaults(struct fc_config *cfg)
   cfg->nbd_threads = 8;
   cfg->origin_connections = 4;
   cfg->writeback_interval_ms = 1000;
+  cfg->origin_retry_ms = 5000;
   cfg->dirty_high_percent = 50;
   strcpy(cfg->dm_prefix, "fcache");
   strcpy(cfg->allocation, "rwss");

@@ -46,6 +46,7 @@ struct fc_config {
   unsigned nbd_threads;               /* workers per NBD connection; default 8 */
   unsigned origin_connections;        /* libnbd handles per NBD origin; default 4 */
   unsigned writeback_interval_ms;     /* default 1000 */
+  unsigned origin_retry_ms;           /* default 5000; 0: never */
   unsigned dirty_high_percent;        /* start writeback above this; default 50 */
   /* engine = dmcache: cache_path is the flash block device, cache_size the
    * bytes of it the agent carves; device-mapper names start with

@@ -122,6 +122,12 @@ uc_open(struct fc_host *host, char *err, size_t errlen)
     snprintf(err, errlen, "cannot start the allocator thread: %s", strerror(-r));
     goto out;
   }
+  r = uc_reviver_start(host, &UCE(host)->reviver);
+  if (r) {
+    snprintf(err, errlen, "cannot start the thread that retries unavailable "
+             "origins: %s", strerror(-r));
+    goto out;
+  }
   return 0;
 out:
   uc_allocator_free(UCE(host)->alloc);
@@ -142,6 +148,10 @@ uc_close(struct fc_host *host)
   struct fc_md_record *recs;
   int r;
 
+  /* First: it may revive a volume, which needs the allocator.  It may
+   * be connecting to an origin: that ends within the origin's timeouts. */
+  uc_reviver_stop(UCE(host)->reviver);
+  UCE(host)->reviver = NULL;
   /* The allocator last saved each volume's state at its last window. */
   uc_allocator_free(UCE(host)->alloc);
   UCE(host)->alloc = NULL;

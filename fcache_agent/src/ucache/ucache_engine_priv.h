@@ -23,6 +23,7 @@ struct uc_engine {
   struct fc_metadata *md;
   struct fc_ucache_pool *pool;      /* every volume's cache */
   struct uc_allocator *alloc;
+  struct uc_reviver *reviver;
 };
 
 /* v->priv */
@@ -65,6 +66,9 @@ int uc_volume_new(struct fc_volume *v);
 /* Open the origin and build the (not yet serving) cache. */
 int uc_volume_prepare(struct fc_host *host, struct fc_volume *v, char *err,
                       size_t errlen);
+/* The same over UV(v)->origin, opened already (closed on failure). */
+int uc_volume_build(struct fc_host *host, struct fc_volume *v, char *err,
+                    size_t errlen);
 /* Serve the volume's NBD export and start its write-back. */
 int uc_volume_start(struct fc_host *host, struct fc_volume *v, char *err,
                     size_t errlen);
@@ -75,6 +79,19 @@ void uc_volume_free(struct fc_volume *v);
  * a process crash (metadata.h, warm.h). */
 int uc_recover(struct fc_host *host, bool was_clean, bool same_boot, char *err,
                size_t errlen);
+/* Volumes whose origin could not be opened at start (revive.c): tried
+ * again every cfg.origin_retry_ms by a thread of their own; one that
+ * opens gets its held blocks back and serves its export.  Stopped before
+ * the volumes are freed. */
+struct uc_reviver;
+int uc_reviver_start(struct fc_host *host, struct uc_reviver **out);
+void uc_reviver_stop(struct uc_reviver *rv);
+/* Under host->lock: v's origin `o` (owned from now on) opened; build its
+ * cache over it, give it its held blocks and serve it.  -errno (err) and
+ * v stays unavailable, its held blocks untouched. */
+int uc_volume_revive_locked(struct fc_host *host, struct fc_volume *v,
+                            struct fc_origin *o, char *err, size_t errlen);
+
 /* Where the destination records pinned blocks that reached the origin. */
 void uc_superseded_path(struct fc_host *host, const char *volume_id, char *buf,
                         size_t len);

@@ -23,6 +23,18 @@ uc_volume_new(struct fc_volume *v)
 int
 uc_volume_prepare(struct fc_host *host, struct fc_volume *v, char *err, size_t errlen)
 {
+  struct fc_origin_policy pol;
+  int r;
+
+  fc_origin_policy_init(&pol, &host->cfg);
+  r = fc_origin_open(v->p.origin, host->cfg.origin_connections, &pol,
+                     &UV(v)->origin, err, errlen);
+  return r ? r : uc_volume_build(host, v, err, errlen);
+}
+
+int
+uc_volume_build(struct fc_host *host, struct fc_volume *v, char *err, size_t errlen)
+{
   uint32_t quota = (uint32_t)(v->p.cache_size / host->cfg.block_size);
   struct fc_ucache_params up = {
     .quota_blocks = quota,
@@ -39,14 +51,8 @@ uc_volume_prepare(struct fc_host *host, struct fc_volume *v, char *err, size_t e
     .dirty_high_percent = host->cfg.dirty_high_percent,
   };
   struct uc_vol *uv = UV(v);
-  struct fc_origin_policy pol;
   int r;
 
-  fc_origin_policy_init(&pol, &host->cfg);
-  r = fc_origin_open(v->p.origin, host->cfg.origin_connections, &pol,
-                     &uv->origin, err, errlen);
-  if (r)
-    return r;
   r = uc_move_prepare(host, v, err, errlen);
   if (r) {
     fc_origin_close(uv->origin);
