@@ -241,7 +241,7 @@ class AgentClient(object):
 
         ``{"volume_id", "scheme", "state", "from", "to", "bytes_total",
         "bytes_copied", "rounds", "held_rounds_cut", "dirty_bytes",
-        "pause_estimate_ms", "eta_s", "downtime_ms",
+        "pause_estimate_ms", "eta_s", "aio_delay_ms", "downtime_ms",
         "elapsed_s", "error", "io": {"a_read_bytes", "a_write_bytes",
         "b_read_bytes", "b_write_bytes", "vm_write_bytes",
         "redundant_write_bytes"}}``; ``state`` is one of

@@ -118,6 +118,8 @@ def test_move_done(make_agent, make_origin, scheme):
         assert io['a_write_bytes'] == 0, st
     if scheme in ('mirror', 'aio'):
         assert io['redundant_write_bytes'] > 0, st
+    assert st['aio_delay_ms'] >= 0 and (scheme == 'aio' or
+                                        st['aio_delay_ms'] == 0), st
     show = call(agent, 'volume-show', volume_id='vol1')
     assert show['origin'] == b.uri
     assert show['move']['state'] == 'done'

@@ -171,6 +171,8 @@ mv_aio_write(struct move_origin *m, const void *buf, uint32_t count, uint64_t of
   while (m->pending >= (m->aio_draining && AIO_DRAIN_PENDING < m->p.aio_threshold ?
                         AIO_DRAIN_PENDING : m->p.aio_threshold) &&
          m->moving && !m->b_error) {
+    if (!m->aio_draining)
+      m->st.aio_delay_us += m->p.aio_delay_us;
     pthread_mutex_unlock(&m->mu);
     usleep(m->p.aio_delay_us);
     pthread_mutex_lock(&m->mu);

@@ -70,25 +70,56 @@ interrupted_locked(const struct move_origin *m)
   return m->stop || m->b_error;
 }
 
+/* due_ns on mv_now_ns's clock as a CLOCK_REALTIME deadline, which
+ * m->cond waits on. */
+static void
+realtime_deadline(uint64_t due_ns, struct timespec *ts)
+{
+  uint64_t now = mv_now_ns(), left = due_ns > now ? due_ns - now : 0;
+
+  clock_gettime(CLOCK_REALTIME, ts);
+  ts->tv_sec += (time_t)(left / 1000000000ull);
+  ts->tv_nsec += (long)(left % 1000000000ull);
+  if (ts->tv_nsec >= 1000000000L) {
+    ts->tv_sec++;
+    ts->tv_nsec -= 1000000000L;
+  }
+}
+
 /* Sleep until due_ns (CLOCK_MONOTONIC, mv_now_ns), waking early for an
  * abort or a failure of B. */
 static void
 wait_until(struct move_origin *m, uint64_t due_ns)
 {
-  uint64_t now = mv_now_ns();
   struct timespec ts;
 
-  if (due_ns <= now)
+  if (due_ns <= mv_now_ns())
     return;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  ts.tv_sec += (time_t)((due_ns - now) / 1000000000ull);
-  ts.tv_nsec += (long)((due_ns - now) % 1000000000ull);
-  if (ts.tv_nsec >= 1000000000L) {
-    ts.tv_sec++;
-    ts.tv_nsec -= 1000000000L;
-  }
+  realtime_deadline(due_ns, &ts);
   pthread_mutex_lock(&m->mu);
   while (!interrupted_locked(m) && mv_now_ns() < due_ns)
+    if (pthread_cond_timedwait(&m->cond, &m->mu, &ts) == ETIMEDOUT)
+      break;
+  pthread_mutex_unlock(&m->mu);
+}
+
+/* AIO puts the VM first.  Its duplicates and the copier share the slower
+ * side, and once more than aio_threshold duplicates wait there the VM's
+ * writes are delayed; a copier that never pauses keeps the slower side
+ * busy with its chunks, one duplicate between two of them.  So before a
+ * chunk the copier lets the queue fall under half the threshold, waiting
+ * at most as long as its last chunk took: the copy keeps at least half of
+ * the slower side's time and always ends. */
+static void
+aio_yield(struct move_origin *m, uint64_t last_chunk_ns)
+{
+  unsigned low = m->p.aio_threshold / 2 ? m->p.aio_threshold / 2 : 1;
+  uint64_t due = mv_now_ns() + last_chunk_ns;
+  struct timespec ts;
+
+  realtime_deadline(due, &ts);
+  pthread_mutex_lock(&m->mu);
+  while (m->pending >= low && !interrupted_locked(m) && mv_now_ns() < due)
     if (pthread_cond_timedwait(&m->cond, &m->mu, &ts) == ETIMEDOUT)
       break;
   pthread_mutex_unlock(&m->mu);
@@ -108,12 +139,14 @@ static int
 first_pass(struct move_origin *m, char *buf)
 {
   const uint64_t per = MOVE_CHUNK / MOVE_GRAIN;
-  uint64_t total = 0;
+  uint64_t total = 0, chunk_ns = 0;
 
   for (uint64_t c = 0; c < m->nr_grains; c += per) {
-    uint64_t hi = c + per < m->nr_grains ? c + per - 1 : m->nr_grains - 1, wrote;
+    uint64_t hi = c + per < m->nr_grains ? c + per - 1 : m->nr_grains - 1, wrote, t;
     int r;
 
+    if (m->p.scheme == FC_MOVE_AIO && chunk_ns)
+      aio_yield(m, chunk_ns);
     pthread_mutex_lock(&m->mu);
     if (interrupted_locked(m)) {
       pthread_mutex_unlock(&m->mu);
@@ -121,7 +154,9 @@ first_pass(struct move_origin *m, char *buf)
     }
     mv_claim_locked(m, c, hi);
     pthread_mutex_unlock(&m->mu);
+    t = mv_now_ns();
     r = copy_grains(m, buf, c, hi, m->p.scheme == FC_MOVE_LR, &wrote);
+    chunk_ns = mv_now_ns() - t;
     pthread_mutex_lock(&m->mu);
     if (!r) {
       m->cursor = hi + 1;

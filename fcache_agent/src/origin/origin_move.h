@@ -66,6 +66,8 @@ struct fc_move_status {
                                  * last held round's pace (0: not known) */
   unsigned held_rounds_cut;     /* dbt: last rounds that reached downtime_ms
                                  * with grains left, the VM let go on */
+  uint64_t aio_delay_us;        /* aio: time VM writes were delayed by
+                                 * aio_threshold during the copy, summed */
   uint64_t downtime_us;         /* requests held for the switch (or fallback) */
   uint64_t elapsed_ms;
   uint64_t eta_s;

@@ -255,7 +255,7 @@ move_status_json(struct fc_host *host, struct fc_volume *v)
                  "b_write_bytes", (json_int_t)st.b_write,
                  "vm_write_bytes", (json_int_t)st.vm_write,
                  "redundant_write_bytes", (json_int_t)st.redundant_write);
-  o = json_pack("{s:s, s:s, s:s, s:s, s:s, s:I, s:I, s:i, s:i, s:I, s:I, s:I, s:f, s:f, s:o}",
+  o = json_pack("{s:s, s:s, s:s, s:s, s:s, s:I, s:I, s:i, s:i, s:I, s:I, s:I, s:f, s:f, s:f, s:o}",
                 "volume_id", v->p.id,
                 "scheme", fc_move_scheme_name(st.scheme),
                 "state", fc_move_state_name(st.state),
@@ -267,6 +267,7 @@ move_status_json(struct fc_host *host, struct fc_volume *v)
                 "dirty_bytes", (json_int_t)st.dirty_bytes,
                 "pause_estimate_ms", (json_int_t)st.pause_estimate_ms,
                 "eta_s", (json_int_t)st.eta_s,
+                "aio_delay_ms", (double)st.aio_delay_us / 1000.0,
                 "downtime_ms", (double)st.downtime_us / 1000.0,
                 "elapsed_s", (double)st.elapsed_ms / 1000.0,
                 "io", io);
