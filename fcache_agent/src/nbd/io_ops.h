@@ -21,8 +21,21 @@ struct fc_extent {
 /* Reads as zeroes. */
 #define FC_EXTENT_ZERO (1u << 1)
 
+/* The end of a read started with pread_start: err is 0 or -errno. */
+typedef void fc_io_done_fn(void *ctx, int err);
+
 struct fc_io_ops {
   int (*pread)(void *handle, void *buf, uint32_t count, uint64_t offset);
+  /* Optional: a read that may end later, so that the thread serving the
+   * connection goes on to its next request instead of waiting for the
+   * origin.  0: buf is filled now.  1: pending; done(ctx, err) is called
+   * exactly once, from another thread and never from inside this call,
+   * when buf is filled (or the read failed); buf is the callback's until
+   * then.  -errno: failed now, done is not called.  done may be called
+   * from the origin's own thread: it must not wait for anything an
+   * origin request may be waiting for. */
+  int (*pread_start)(void *handle, void *buf, uint32_t count,
+                     uint64_t offset, fc_io_done_fn *done, void *ctx);
   int (*pwrite)(void *handle, const void *buf, uint32_t count,
                 uint64_t offset, bool fua);
   int (*flush)(void *handle);

@@ -10,6 +10,14 @@
  * threads_per_conn requests per connection are in the callbacks at once,
  * and replies may go out of order, which the protocol allows.
  *
+ * A read the export can end later (fc_io_ops.pread_start: a cache miss
+ * waiting for the origin) does not hold its worker: the request, its
+ * buffer and its share of the budget become a pending read, the worker
+ * goes back to reading requests, and the thread that ends the read --
+ * the origin's -- sends the reply.  A miss then wakes no worker and puts
+ * no thread to sleep; the connection's thread waits for its pending
+ * reads before it lets the connection go.
+ *
  * Bounded: a request's payload or read reply is counted in the
  * connection's budget (NBD_CONN_INFLIGHT_MAX) from before its buffer is
  * filled until its reply is sent.  A reader that finds the budget spent
@@ -42,6 +50,8 @@
 #define BUF_KEEP (1u * 1024 * 1024)
 #define BUF_MIN (128u * 1024)
 
+struct pending_read;
+
 struct worker {
   struct conn *c;
   pthread_t thread;
@@ -49,7 +59,24 @@ struct worker {
   size_t cap;
   uint64_t held;              /* bytes of the budget this request holds */
   uint32_t nextents;          /* in buf, for a block-status reply */
+  struct pending_read *spare; /* for the next read that goes pending */
 };
+
+/* A read whose reply is sent by whoever ends it (see the top). */
+struct pending_read {
+  struct conn *c;
+  struct nbd_request req;
+  uint8_t *buf;               /* the worker's buffer, now this read's */
+  uint64_t held;              /* its budget, given back after the reply */
+};
+
+/* Reads are at least this in the budget and in a pending read's buffer. */
+#define READ_GRAIN 4096u
+
+static uint32_t read_buf_size(uint32_t count)
+{
+  return (count + READ_GRAIN - 1) / READ_GRAIN * READ_GRAIN;
+}
 
 /* Bytes of agent memory request req needs until its reply is sent: none
  * for a payload the export refuses (drained, or never read). */
@@ -58,6 +85,8 @@ static uint64_t request_cost(const struct nbd_request *req,
 {
   switch (req->type) {
   case NBD_CMD_READ:
+    /* A pending read keeps a buffer of up to twice this (ensure_read_buf). */
+    return req->count <= exp->max_block ? read_buf_size(req->count) : 0;
   case NBD_CMD_WRITE:
     return req->count <= exp->max_block ? req->count : 0;
   case NBD_CMD_BLOCK_STATUS:
@@ -82,16 +111,21 @@ static void budget_take(struct worker *w, uint64_t cost)
   w->held = cost;
 }
 
-static void budget_give(struct worker *w)
+/* The last thing a pending read's end does with c: the connection's
+ * thread may free it once the budget is all back. */
+static void budget_return(struct conn *c, uint64_t held)
 {
-  struct conn *c = w->c;
-
-  if (w->held == 0)
+  if (held == 0)
     return;
   pthread_mutex_lock(&c->budget_lock);
-  c->inflight -= w->held;
+  c->inflight -= held;
   pthread_cond_broadcast(&c->budget_cond);
   pthread_mutex_unlock(&c->budget_lock);
+}
+
+static void budget_give(struct worker *w)
+{
+  budget_return(w->c, w->held);
   w->held = 0;
 }
 
@@ -101,6 +135,22 @@ static int ensure_buf(struct worker *w, size_t n)
   size_t want = n < BUF_MIN ? BUF_MIN : n;
 
   if (n <= w->cap)
+    return 0;
+  free(w->buf);
+  w->buf = malloc(want);
+  w->cap = w->buf ? want : 0;
+  return w->buf ? 0 : -ENOMEM;
+}
+
+/* A read that may go pending hands its buffer over, so the buffer is
+ * sized to the read (at most twice it, rounded to READ_GRAIN), not to the
+ * largest request the worker served: what a pending read holds stays
+ * within twice its budget. */
+static int ensure_read_buf(struct worker *w, uint32_t count)
+{
+  size_t want = read_buf_size(count);
+
+  if (w->cap >= want && w->cap <= 2 * want)
     return 0;
   free(w->buf);
   w->buf = malloc(want);
@@ -208,7 +258,7 @@ static int send_all(int fd, struct iovec *iov, int iovcnt)
 /* The reply's header and payload, in iov (returns 1 or 2 entries); hdr
  * has room for a chunk header and the offset or error after it. */
 static int build_reply(const struct conn *c, const struct nbd_request *req,
-                       int err, const struct worker *w, uint8_t *hdr,
+                       int err, uint8_t *buf, uint32_t nextents, uint8_t *hdr,
                        struct iovec *iov)
 {
   bool read = req->type == NBD_CMD_READ;
@@ -220,7 +270,7 @@ static int build_reply(const struct conn *c, const struct nbd_request *req,
       (!read && req->type != NBD_CMD_BLOCK_STATUS)) {
     nbd_reply_encode(hdr, wire, req->cookie);
     iov[0] = (struct iovec){ hdr, NBD_SIMPLE_REPLY_SIZE };
-    iov[1] = (struct iovec){ w->buf, req->count };
+    iov[1] = (struct iovec){ buf, req->count };
     return read && !err ? 2 : 1;
   }
   if (err) {
@@ -238,27 +288,31 @@ static int build_reply(const struct conn *c, const struct nbd_request *req,
                      req->cookie, 8 + req->count);
     nbd_put64(hdr + NBD_CHUNK_HDR_SIZE, req->offset);
     iov[0] = (struct iovec){ hdr, NBD_CHUNK_HDR_SIZE + 8 };
-    iov[1] = (struct iovec){ w->buf, req->count };
+    iov[1] = (struct iovec){ buf, req->count };
     return 2;
   }
   nbd_chunk_encode(hdr, NBD_REPLY_FLAG_DONE, NBD_REPLY_TYPE_BLOCK_STATUS,
-                   req->cookie, 4 + w->nextents * 8);
+                   req->cookie, 4 + nextents * 8);
   nbd_put32(hdr + NBD_CHUNK_HDR_SIZE, NBD_META_ID_BASE_ALLOCATION);
-  nbd_extents_encode((struct fc_extent *)w->buf, w->nextents);
+  nbd_extents_encode((struct fc_extent *)buf, nextents);
   iov[0] = (struct iovec){ hdr, NBD_CHUNK_HDR_SIZE + 4 };
-  iov[1] = (struct iovec){ w->buf, w->nextents * 8 };
+  iov[1] = (struct iovec){ buf, nextents * 8 };
   return 2;
 }
 
 static int send_reply(struct conn *c, const struct nbd_request *req, int err,
-                      const struct worker *w)
+                      uint8_t *buf, uint32_t nextents)
 {
   uint8_t hdr[NBD_CHUNK_HDR_SIZE + 8];
   /* Header and data in one sendmsg: one syscall, and no chance of
    * another worker's reply landing between them. */
   struct iovec iov[2];
-  int n = build_reply(c, req, err, w, hdr, iov), r;
+  int n = build_reply(c, req, err, buf, nextents, hdr, iov), r;
 
+  if (err)
+    log_debug("nbd: connection %u: cmd %u off %llu len %u: %s", c->id,
+              req->type, (unsigned long long)req->offset, req->count,
+              strerror(-err));
   pthread_mutex_lock(&c->write_lock);
   r = send_all(c->fd, iov, n);
   pthread_mutex_unlock(&c->write_lock);
@@ -343,6 +397,45 @@ static int read_request(struct worker *w, struct nbd_request *req, int *err)
   return 0;
 }
 
+/* The end of a pending read, on whichever thread ended it. */
+static void read_ended(void *ctx, int err)
+{
+  struct pending_read *p = ctx;
+  struct conn *c = p->c;
+  uint64_t held = p->held;
+
+  (void)send_reply(c, &p->req, err, p->buf, 0);
+  free(p->buf);
+  free(p);
+  budget_return(c, held);       /* c may be gone after this */
+}
+
+/* A read through pread_start: 1 when it went pending (the worker's
+ * buffer and budget are the pending read's now), else 0 or -errno with
+ * w->buf filled as after dispatch(). */
+static int read_start(struct worker *w, const struct fc_export *exp,
+                      const struct nbd_request *req)
+{
+  struct pending_read *p = w->spare;
+  int r;
+
+  if (!p && !(p = malloc(sizeof *p)))
+    return dispatch(w, exp, req);
+  w->spare = p;
+  *p = (struct pending_read){ .c = w->c, .req = *req, .buf = w->buf,
+                              .held = w->held };
+  r = exp->ops->pread_start(exp->handle, w->buf, req->count, req->offset,
+                            read_ended, p);
+  if (r != 1)
+    return r > 0 ? 0 : r;
+  /* p may be ended and freed already: nothing of it is touched again. */
+  w->spare = NULL;
+  w->buf = NULL;
+  w->cap = 0;
+  w->held = 0;
+  return 1;
+}
+
 /* Serve one request; false when the worker should exit. */
 static bool serve_one(struct worker *w)
 {
@@ -366,16 +459,19 @@ static bool serve_one(struct worker *w)
   if (!err)
     err = nbd_request_validate(&req, exp, &c->sess);
   if (!err && req.type == NBD_CMD_READ)
-    err = ensure_buf(w, req.count);
+    err = exp->ops->pread_start ? ensure_read_buf(w, req.count)
+                                : ensure_buf(w, req.count);
   if (!err && req.type == NBD_CMD_BLOCK_STATUS)
     err = ensure_buf(w, NBD_BS_MAX_EXTENTS * sizeof(struct fc_extent));
-  if (!err)
+  if (!err && req.type == NBD_CMD_READ && exp->ops->pread_start) {
+    r = read_start(w, exp, &req);
+    if (r == 1)
+      return true;              /* its end replies */
+    err = r;
+  } else if (!err) {
     err = dispatch(w, exp, &req);
-  if (err)
-    log_debug("nbd: connection %u: cmd %u off %llu len %u: %s", c->id,
-              req.type, (unsigned long long)req.offset, req.count,
-              strerror(-err));
-  r = send_reply(c, &req, err, w);
+  }
+  r = send_reply(c, &req, err, w->buf, w->nextents);
   budget_give(w);
   if (w->cap > BUF_KEEP) {
     free(w->buf);
@@ -448,8 +544,16 @@ void *nbd_conn_main(void *arg)
   worker_main(&ws[0]);
   for (i = 1; i < n; i++)
     pthread_join(ws[i].thread, NULL);
-  for (i = 0; i < srv->nthreads; i++)
+  for (i = 0; i < srv->nthreads; i++) {
     free(ws[i].buf);
+    free(ws[i].spare);
+  }
+  /* The pending reads' ends still send on c->fd and give back their
+   * budget: the last of them is the last user of c. */
+  pthread_mutex_lock(&c->budget_lock);
+  while (c->inflight > 0)
+    pthread_cond_wait(&c->budget_cond, &c->budget_lock);
+  pthread_mutex_unlock(&c->budget_lock);
 out:
   free(ws);
   pthread_mutex_lock(&srv->lock);

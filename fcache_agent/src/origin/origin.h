@@ -6,6 +6,7 @@
 #ifndef FCACHE_ORIGIN_H
 #define FCACHE_ORIGIN_H
 
+#include <errno.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -22,8 +23,14 @@ struct fc_origin_extent {
 #define FC_ORIGIN_HOLE (1u << 0)  /* not allocated: reads as zeroes */
 #define FC_ORIGIN_ZERO (1u << 1)  /* reads as zeroes */
 
+/* The end of an asynchronous read: err is 0 or -errno. */
+typedef void fc_origin_done_fn(void *ctx, int err);
+
 struct fc_origin_ops {
   int (*pread)(struct fc_origin *o, void *buf, uint32_t count, uint64_t off);
+  /* Optional; see fc_origin_pread_async. */
+  int (*pread_async)(struct fc_origin *o, void *buf, uint32_t count,
+                     uint64_t off, fc_origin_done_fn *done, void *ctx);
   int (*pwrite)(struct fc_origin *o, const void *buf, uint32_t count,
                 uint64_t off, bool fua);
   int (*flush)(struct fc_origin *o);
@@ -61,6 +68,24 @@ static inline int
 fc_origin_pread(struct fc_origin *o, void *buf, uint32_t count, uint64_t off)
 {
   return o->ops->pread(o, buf, count, off);
+}
+
+/* Start a read whose end is reported to done(ctx, err), exactly once and
+ * always from one of the origin's own threads, never from inside this
+ * call: the caller may hold what it likes across it, and done must not
+ * wait for anything an origin request may be waiting for (it runs where
+ * the origin's replies are read).  buf stays the origin's until then.
+ * 0: started.  -EAGAIN: this origin cannot now (no asynchronous path, a
+ * storage move routing requests, a request too large); nothing was
+ * started and the caller reads with fc_origin_pread instead.  Any other
+ * -errno: failed, nothing started, done is not called. */
+static inline int
+fc_origin_pread_async(struct fc_origin *o, void *buf, uint32_t count,
+                      uint64_t off, fc_origin_done_fn *done, void *ctx)
+{
+  if (!o->ops->pread_async)
+    return -EAGAIN;
+  return o->ops->pread_async(o, buf, count, off, done, ctx);
 }
 
 static inline int

@@ -398,6 +398,67 @@ mv_pread(struct fc_origin *o, void *buf, uint32_t count, uint64_t off)
   return request(mo(o), REQ_READ, buf, count, off, false);
 }
 
+/* An unrouted read passing through asynchronously: a passer until its
+ * end, like a synchronous one. */
+struct mv_async {
+  struct move_origin *m;
+  fc_origin_done_fn *done;
+  void *ctx;
+};
+
+static void
+passer_leave(struct move_origin *m)
+{
+  pthread_mutex_lock(&m->mu);
+  if (--m->passers == 0)
+    pthread_cond_broadcast(&m->cond);
+  pthread_mutex_unlock(&m->mu);
+}
+
+static void
+mv_async_done(void *arg, int err)
+{
+  struct mv_async a = *(struct mv_async *)arg;
+
+  free(arg);
+  passer_leave(a.m);
+  a.done(a.ctx, err);
+}
+
+/* Only while no move runs: a routed read decides from the bitmap under
+ * its grains, which it would have to hold until the end arrives on the
+ * origin's thread; the caller reads synchronously instead. */
+static int
+mv_pread_async(struct fc_origin *o, void *buf, uint32_t count, uint64_t off,
+               fc_origin_done_fn *done, void *ctx)
+{
+  struct move_origin *m = mo(o);
+  struct mv_async *a;
+  struct fc_origin *cur;
+  int r;
+
+  if (count == 0)
+    return -EAGAIN;
+  if (!(a = malloc(sizeof *a)))
+    return -ENOMEM;
+  *a = (struct mv_async){ .m = m, .done = done, .ctx = ctx };
+  pthread_mutex_lock(&m->mu);
+  if (m->paused || m->moving) {
+    pthread_mutex_unlock(&m->mu);
+    free(a);
+    return -EAGAIN;
+  }
+  m->passers++;
+  cur = m->cur;
+  pthread_mutex_unlock(&m->mu);
+  r = fc_origin_pread_async(cur, buf, count, off, mv_async_done, a);
+  if (r) {
+    free(a);
+    passer_leave(m);
+  }
+  return r;
+}
+
 static int
 mv_pwrite(struct fc_origin *o, const void *buf, uint32_t count, uint64_t off, bool fua)
 {
@@ -538,6 +599,7 @@ mv_close(struct fc_origin *o)
 
 static const struct fc_origin_ops move_ops = {
   .pread = mv_pread,
+  .pread_async = mv_pread_async,
   .pwrite = mv_pwrite,
   .flush = mv_flush,
   .trim = mv_trim,

@@ -26,6 +26,13 @@ nbdo_pread(struct fc_origin *o, void *buf, uint32_t count, uint64_t off)
 }
 
 static int
+nbdo_pread_async(struct fc_origin *o, void *buf, uint32_t count, uint64_t off,
+                 fc_origin_done_fn *done, void *ctx)
+{
+  return nbdo_read_async(no(o), buf, count, off, done, ctx);
+}
+
+static int
 nbdo_pwrite(struct fc_origin *o, const void *buf, uint32_t count,
             uint64_t off, bool fua)
 {
@@ -93,6 +100,7 @@ nbdo_close(struct fc_origin *o)
 
 static const struct fc_origin_ops nbd_ops = {
   .pread = nbdo_pread,
+  .pread_async = nbdo_pread_async,
   .pwrite = nbdo_pwrite,
   .flush = nbdo_flush,
   .trim = nbdo_trim,

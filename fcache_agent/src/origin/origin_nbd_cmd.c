@@ -10,12 +10,19 @@
  * for holding one back to wait for its neighbour.
  */
 #include <errno.h>
+#include <stdlib.h>
 
 #include "origin_nbd_priv.h"
 
 /* Commands started per batch; a larger request (rare: max_request is
  * 32 MiB or the server's maximum) goes in several batches. */
 #define CMDS_PER_BATCH 16
+
+/* An asynchronous read: its one command and its end, freed when done. */
+struct nbd_async {
+  struct nbd_wait w;            /* first: the allocation's address */
+  struct nbd_cmd k;
+};
 
 void
 nbd_cmd_finish(struct nbd_cmd *k, int err)
@@ -25,8 +32,14 @@ nbd_cmd_finish(struct nbd_cmd *k, int err)
 
   if (err)
     atomic_compare_exchange_strong(&w->err, &none, err);
-  if (atomic_fetch_sub(&w->remaining, 1) == 1)
-    sem_post(&w->sem);
+  if (atomic_fetch_sub(&w->remaining, 1) != 1)
+    return;
+  if (w->done) {
+    w->done(w->ctx, -atomic_load(&w->err));
+    free(w);                    /* the nbd_async that holds it */
+    return;
+  }
+  sem_post(&w->sem);
 }
 
 /* A live connection with room: the first one with fewer than
@@ -103,6 +116,30 @@ wait_all(struct nbd_wait *w)
   return -atomic_load(&w->err);
 }
 
+int
+nbdo_read_async(struct nbd_origin *n, void *buf, uint32_t count,
+                uint64_t off, fc_origin_done_fn *done, void *ctx)
+{
+  struct nbd_async *a;
+  int r;
+
+  if (count == 0 || count > n->max_request)
+    return -EAGAIN;
+  if (!(a = malloc(sizeof *a)))
+    return -ENOMEM;
+  atomic_init(&a->w.remaining, 1);
+  atomic_init(&a->w.err, 0);
+  a->w.done = done;
+  a->w.ctx = ctx;
+  a->k = (struct nbd_cmd){ .op = NBD_OP_READ, .buf = buf, .count = count,
+                           .off = off, .w = &a->w };
+  r = start_cmd(n, &a->k);
+  if (r)
+    free(a);                    /* never started: libnbd holds no reference */
+  /* Started: the connection's thread may have ended and freed it already. */
+  return r;
+}
+
 /* Run `count` bytes at `off` as commands of at most max_request bytes,
  * CMDS_PER_BATCH at a time, and wait for them.  Every started command
  * finishes: with its reply, with the connection's death, or when the
@@ -120,6 +157,8 @@ nbdo_run(struct nbd_origin *n, enum nbd_cmd_op op, void *vbuf,
     return 0;
   if (sem_init(&w.sem, 0, 0) == -1)
     return -errno;
+  w.done = NULL;
+  w.ctx = NULL;
   do {
     unsigned nr = 0;
 

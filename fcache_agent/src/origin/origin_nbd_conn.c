@@ -136,6 +136,23 @@ cmd_extents(void *user_data, const char *metacontext, uint64_t offset,
   return 0;
 }
 
+static void
+push_done(_Atomic(struct nbd_cmd *) *list, struct nbd_cmd *k)
+{
+  k->next = atomic_load_explicit(list, memory_order_relaxed);
+  while (!atomic_compare_exchange_weak_explicit(list, &k->next, k,
+                                                memory_order_release,
+                                                memory_order_relaxed))
+    ;
+}
+
+/* The command this thread is handing to nbd_aio_*, during the call: the
+ * one whose refusal (libnbd frees it without completing it, in this
+ * thread, before the call returns -1) nbd_conn_submit reports itself.
+ * Per thread, not a flag in the command: once the call succeeded the
+ * loop may end an asynchronous command and free it at any moment. */
+static _Thread_local const struct nbd_cmd *being_submitted;
+
 /* libnbd's last word on a command, exactly once: after the completion
  * callback, or instead of it when the command never reached a reply
  * (refused by nbd_aio_*, or still queued when the handle was closed). */
@@ -145,29 +162,21 @@ cmd_freed(void *user_data)
   struct nbd_cmd *k = user_data;
   struct nbd_conn *c = k->conn;
 
-  if (!k->completed && k->submitting)
+  if (!k->completed && being_submitted == k)
     return;                     /* nbd_aio_* failed: nbd_conn_submit reports it */
   if (!k->completed)
     k->err = ENOTCONN;
   atomic_fetch_sub(&c->in_flight, 1);
-  k->next = atomic_load_explicit(&c->done, memory_order_relaxed);
-  while (!atomic_compare_exchange_weak_explicit(&c->done, &k->next, k,
-                                                memory_order_release,
-                                                memory_order_relaxed))
-    ;
+  push_done(k->w->done ? &c->done_async : &c->done, k);
 }
 
-/* Wake the callers of the commands libnbd is done with.  Called, without
- * the handle's lock, by whichever thread last drove the handle. */
+/* End every command of `list` (taken off a done list), then let callers
+ * waiting for a slot look again. */
 static void
-wake_done(struct nbd_conn *c)
+finish_list(struct nbd_conn *c, struct nbd_cmd *k)
 {
   struct nbd_origin *n = c->origin;
-  struct nbd_cmd *k;
 
-  if (!atomic_load_explicit(&c->done, memory_order_relaxed))
-    return;
-  k = atomic_exchange_explicit(&c->done, NULL, memory_order_acquire);
   while (k) {
     struct nbd_cmd *next = k->next;
 
@@ -179,6 +188,27 @@ wake_done(struct nbd_conn *c)
     pthread_cond_broadcast(&n->slot_cond);
     pthread_mutex_unlock(&n->slot_lock);
   }
+}
+
+/* Wake the callers of the commands libnbd is done with.  Called, without
+ * the handle's lock, by whichever thread last drove the handle. */
+static void
+wake_done(struct nbd_conn *c)
+{
+  if (atomic_load_explicit(&c->done, memory_order_relaxed))
+    finish_list(c, atomic_exchange_explicit(&c->done, NULL,
+                                            memory_order_acquire));
+}
+
+/* End the asynchronous requests libnbd is done with: on the loop's
+ * thread only (see done_async), after wake_done, whose callers may be
+ * what an end is waiting for. */
+static void
+end_async(struct nbd_conn *c)
+{
+  if (atomic_load_explicit(&c->done_async, memory_order_relaxed))
+    finish_list(c, atomic_exchange_explicit(&c->done_async, NULL,
+                                            memory_order_acquire));
 }
 
 int
@@ -203,7 +233,7 @@ nbd_conn_submit(struct nbd_conn *c, struct nbd_cmd *k)
     goto out;
   }
   atomic_fetch_add(&c->in_flight, 1);
-  k->submitting = true;
+  being_submitted = k;
   switch (k->op) {
   case NBD_OP_READ:
     cookie = nbd_aio_pread(h, k->buf, k->count, k->off, cb, 0);
@@ -224,6 +254,7 @@ nbd_conn_submit(struct nbd_conn *c, struct nbd_cmd *k)
     break;
   }
   }
+  being_submitted = NULL;
   if (cookie == -1) {
     /* A dead handle refuses with EINVAL ("invalid state"); the caller
      * should see that as the lost connection it is, and may try another. */
@@ -232,10 +263,13 @@ nbd_conn_submit(struct nbd_conn *c, struct nbd_cmd *k)
     kick(c);                    /* the loop may not know yet */
     goto out;
   }
-  k->submitting = false;
-  /* Sending may have stopped on a full socket, or met a dead server: in
-   * both cases the loop must look again. */
-  if (poll_events(h) != POLLIN)
+  /* From here on `k` may be ended and freed by the loop (asynchronous
+   * commands): it is not touched again. */
+  /* Sending may have stopped on a full socket, or met a dead server (and
+   * ended asynchronous requests, which only the loop may finish): in
+   * each case the loop must look again. */
+  if (poll_events(h) != POLLIN ||
+      atomic_load_explicit(&c->done_async, memory_order_relaxed))
     kick(c);
 out:
   pthread_rwlock_unlock(&c->hlock);
@@ -400,6 +434,7 @@ retire(struct nbd_conn *c, const char *why)
                 "flight failed, reconnecting", c->origin->uri, c->index, why);
   nbd_close(h);
   wake_done(c);
+  end_async(c);
 }
 
 /* ---- the loop ---------------------------------------------------------- */
@@ -458,6 +493,7 @@ drive(struct nbd_conn *c)
       drain_kicks(c);
     r = notify(h, p[0].revents);
     wake_done(c);
+    end_async(c);
     if (r == -1)
       return nbd_get_error();
     if (stalled(c, &st)) {
@@ -492,6 +528,7 @@ disconnect(struct nbd_conn *c)
       break;
   }
   wake_done(c);
+  end_async(c);
 }
 
 static void *

@@ -72,6 +72,10 @@ struct nbd_conn {
    * libnbd let go of its handle lock, so callers starting commands do not
    * queue behind it. */
   _Atomic(struct nbd_cmd *) done;
+  /* The same for asynchronous requests (fc_origin_pread_async), whose
+   * ends run only on the loop's thread: never inside a caller's call,
+   * which may hold what the end wants. */
+  _Atomic(struct nbd_cmd *) done_async;
 };
 
 struct nbd_origin {
@@ -105,14 +109,19 @@ struct nbd_extents {
   bool got;                     /* base:allocation's answer came */
 };
 
-/* One caller's request: done when `remaining` reaches zero. */
+/* One caller's request: done when `remaining` reaches zero.  A caller
+ * waits on sem; an asynchronous request has `done` instead, called then
+ * with the result. */
 struct nbd_wait {
   sem_t sem;
   atomic_uint remaining;
   atomic_int err;               /* first error, positive errno; 0 if none */
+  fc_origin_done_fn *done;      /* asynchronous: NULL for a waiting caller */
+  void *ctx;
 };
 
-/* One command; lives on the caller's stack until its wait is done. */
+/* One command; lives on the caller's stack until its wait is done, or
+ * (asynchronous) on the heap until its end. */
 struct nbd_cmd {
   enum nbd_cmd_op op;
   void *buf;
@@ -124,12 +133,15 @@ struct nbd_cmd {
   int err;                      /* from the completion callback */
   struct nbd_cmd *next;         /* on conn->done */
   bool completed;
-  bool submitting;              /* inside nbd_aio_*, in the caller's thread */
 };
 
 /* origin_nbd_cmd.c */
 int nbdo_run(struct nbd_origin *n, enum nbd_cmd_op op, void *buf,
              uint64_t count, uint64_t off, uint32_t flags);
+/* One read of at most max_request bytes, ended by done(ctx, err) on a
+ * connection's thread.  0 once started, or -errno (nothing started). */
+int nbdo_read_async(struct nbd_origin *n, void *buf, uint32_t count,
+                    uint64_t off, fc_origin_done_fn *done, void *ctx);
 
 /* origin_nbd_conn.c */
 struct nbd_handle *nbd_conn_create_handle(const struct nbd_origin *n);

@@ -54,8 +54,7 @@ uc_lock_stripe_set(struct fc_ucache *uc, const struct stripe_set *set, bool read
 }
 
 static void
-lock_stripes(struct fc_ucache *uc, uint64_t first, uint64_t last,
-             struct stripe_set *set, bool reader)
+set_of_range(uint64_t first, uint64_t last, struct stripe_set *set)
 {
   memset(set, 0, sizeof *set);
   /* Counted from first rather than "b <= last", which never ends when
@@ -69,6 +68,13 @@ lock_stripes(struct fc_ucache *uc, uint64_t first, uint64_t last,
     for (uint64_t i = 0; i <= last - first; i++)
       uc_stripe_set_add(set, to_oblock(first + i));
   }
+}
+
+static void
+lock_stripes(struct fc_ucache *uc, uint64_t first, uint64_t last,
+             struct stripe_set *set, bool reader)
+{
+  set_of_range(first, last, set);
   lock_set(uc, set, reader);
   if (!reader)
     forget_staged(uc, first, last - first + 1 ? last - first + 1 : UINT64_MAX);
@@ -94,6 +100,27 @@ uc_unlock_stripes(struct fc_ucache *uc, const struct stripe_set *set)
   for (unsigned w = 0; w < FC_STRIPES / 64; w++)
     for (uint64_t bits = set->bits[w]; bits; bits &= bits - 1)
       pthread_mutex_unlock(&uc->stripes[w * 64 + (unsigned)__builtin_ctzll(bits)]);
+}
+
+bool
+uc_trylock_stripes_to_read(struct fc_ucache *uc, uint64_t first, uint64_t last,
+                           struct stripe_set *set)
+{
+  struct stripe_set held;
+
+  set_of_range(first, last, set);
+  memset(&held, 0, sizeof held);
+  for (unsigned w = 0; w < FC_STRIPES / 64; w++)
+    for (uint64_t bits = set->bits[w]; bits; bits &= bits - 1) {
+      unsigned s = w * 64 + (unsigned)__builtin_ctzll(bits);
+
+      if (pthread_mutex_trylock(&uc->stripes[s]) != 0) {
+        uc_unlock_stripes(uc, &held);
+        return false;
+      }
+      held.bits[w] |= 1ull << (s % 64);
+    }
+  return true;
 }
 
 uint64_t

@@ -393,6 +393,7 @@ uc_volume_json(struct fc_host *host, struct fc_volume *v)
     S(write_hits); S(write_misses); S(trims); S(flushes); S(origin_read_bytes);
     S(origin_write_bytes); S(cache_read_bytes); S(cache_write_bytes); S(promotions);
     S(evictions); S(invalidations); S(writebacks); S(io_errors); S(staging_hits);
+    S(fills_skipped);
 #undef S
     json_object_set_new(o, "rws_n", json_integer(v->p.rws_n));
     json_object_set_new(o, "staging", json_string(fc_staging_kind_name(v->p.staging)));

@@ -79,6 +79,7 @@ uc_origin_write(struct fc_ucache *uc, const void *buf, uint32_t len, uint64_t of
 
 const struct fc_io_ops fc_ucache_io_ops = {
   .pread = uc_pread,
+  .pread_start = uc_pread_start,
   .pwrite = uc_pwrite,
   .flush = uc_flush,
   .trim = uc_trim,

@@ -41,6 +41,8 @@ int uc_origin_write(struct fc_ucache *uc, const void *buf, uint32_t len,
 /* The fc_io_ops callbacks: reads and prefetches in ucache_read.c, block
  * status in ucache_status.c, the rest in ucache_write.c. */
 int uc_pread(void *handle, void *vbuf, uint32_t count, uint64_t off);
+int uc_pread_start(void *handle, void *buf, uint32_t count, uint64_t off,
+                   fc_io_done_fn *done, void *ctx);
 int uc_cache(void *handle, uint32_t count, uint64_t off);
 int uc_block_status(void *handle, uint32_t count, uint64_t off,
                     struct fc_extent *ext, uint32_t max);

@@ -13,44 +13,130 @@
 /* Not waiting for the origin: the block was served in the first phase. */
 #define NO_FILL UINT64_MAX
 
-/* A run of missed blocks [b, b+n), read from the origin with no stripe
- * held.  seq[i] is the stripe's count when block b+i was found missing;
- * a block is installed only if its stripe's count is still that, so a
- * write, trim or migration install that overtook the origin read wins.
- * The read still returns what the origin gave: it was concurrent with
- * whatever overtook it. */
+/* What a run of missed blocks [b, b+n) read from the origin (in tmp, which
+ * is inside buf when `direct`) does once it arrived: its part of the
+ * caller's buffer, and the blocks installed.  seq[i] is the stripe's
+ * count when block b+i was found missing; a block is installed only if
+ * its stripe's count is still that, so a write, trim or migration
+ * install that overtook the origin read wins.  The read still returns
+ * what the origin gave: it was concurrent with whatever overtook it.
+ * With `may_wait` false (on the origin's own thread, where a stripe's
+ * holder may be waiting for this very thread to read its reply) a taken
+ * stripe skips the installs: a skipped install, like a failed one, only
+ * costs a future miss. */
+static void
+fill_arrived(struct fc_ucache *uc, char *buf, uint32_t count, uint64_t off,
+             uint64_t b, uint32_t n, const uint64_t *seq, const char *tmp,
+             bool direct, bool may_wait)
+{
+  struct stripe_set set;
+
+  STAT_ADD(&uc->stats, origin_read_bytes, (uint64_t)n * uc->bs);
+  STAT_ADD(&uc->stats, read_misses, n);
+  if (!direct)
+    for (uint32_t i = 0; i < n; i++) {
+      struct seg s = seg_of(uc, b + i, off, count);
+
+      memcpy(buf + s.in_buf, tmp + (size_t)i * uc->bs + s.in_block, s.len);
+    }
+  if (may_wait)
+    uc_lock_stripes_to_read(uc, b, b + n - 1, &set);
+  else if (!uc_trylock_stripes_to_read(uc, b, b + n - 1, &set)) {
+    STAT_ADD(&uc->stats, fills_skipped, n);
+    return;
+  }
+  for (uint32_t i = 0; i < n; i++)
+    /* A failed install only costs a future miss: the read succeeded. */
+    if (uc_fill_allowed(uc, to_oblock(b + i), seq[i]))
+      uc_install(uc, to_oblock(b + i), tmp + (size_t)i * uc->bs, false,
+                 UC_READ_MISS);
+  uc_unlock_stripes(uc, &set);
+}
+
+/* Is the run [b, b+n) wholly inside the caller's [off, off+count)? Then
+ * the origin reads straight into the caller's buffer. */
+static bool
+run_is_direct(const struct fc_ucache *uc, uint32_t count, uint64_t off,
+              uint64_t b, uint32_t n)
+{
+  uint64_t rstart = b * uc->bs;
+
+  return rstart >= off && rstart + (uint64_t)n * uc->bs <= off + count;
+}
+
+/* A run of missed blocks, read from the origin with no stripe held. */
 static int
 fill_run(struct fc_ucache *uc, char *buf, uint32_t count, uint64_t off,
          uint64_t b, uint32_t n, const uint64_t *seq)
 {
   uint64_t rstart = b * uc->bs;
-  uint32_t rlen = n * uc->bs;
-  bool direct = rstart >= off && rstart + rlen <= off + count;
-  char *tmp = direct ? buf + (rstart - off) : malloc(rlen);
-  struct stripe_set set;
+  bool direct = run_is_direct(uc, count, off, b, n);
+  char *tmp = direct ? buf + (rstart - off) : malloc((size_t)n * uc->bs);
   int r;
 
   if (!tmp)
     return -ENOMEM;
-  r = uc_origin_read(uc, tmp, rlen, rstart);
-  if (r)
-    goto out;
-  STAT_ADD(&uc->stats, read_misses, n);
-  uc_lock_stripes_to_read(uc, b, b + n - 1, &set);
-  for (uint32_t i = 0; i < n; i++) {
-    struct seg s = seg_of(uc, b + i, off, count);
-
-    if (!direct)
-      memcpy(buf + s.in_buf, tmp + (size_t)i * uc->bs + s.in_block, s.len);
-    /* A failed install only costs a future miss: the read succeeded. */
-    if (uc_fill_allowed(uc, to_oblock(b + i), seq[i]))
-      uc_install(uc, to_oblock(b + i), tmp + (size_t)i * uc->bs, false,
-                 UC_READ_MISS);
-  }
-  uc_unlock_stripes(uc, &set);
-out:
+  r = fc_origin_pread(uc->origin, tmp, n * uc->bs, rstart);
+  if (r == 0)
+    fill_arrived(uc, buf, count, off, b, n, seq, tmp, direct, true);
   if (!direct)
     free(tmp);
+  return r;
+}
+
+/* A run of missed blocks whose origin read ends on the origin's thread
+ * (fc_origin_pread_async), which then finishes the caller's read. */
+struct async_fill {
+  struct fc_ucache *uc;
+  char *buf;                    /* the caller's */
+  uint32_t count;
+  uint64_t off;
+  uint64_t b;
+  uint32_t n;
+  bool direct;
+  char *tmp;
+  fc_io_done_fn *done;
+  void *ctx;
+  uint64_t seq[];               /* n of them, then tmp unless direct */
+};
+
+static void
+async_fill_arrived(void *arg, int err)
+{
+  struct async_fill *f = arg;
+  fc_io_done_fn *done = f->done;
+  void *ctx = f->ctx;
+
+  if (err == 0)
+    fill_arrived(f->uc, f->buf, f->count, f->off, f->b, f->n, f->seq,
+                 f->tmp, f->direct, false);
+  free(f);
+  done(ctx, err);
+}
+
+/* 0: started, done(ctx, err) ends the read.  -EAGAIN: the origin cannot
+ * read asynchronously now; read it with fill_run.  Other -errno: failed. */
+static int
+fill_run_async(struct fc_ucache *uc, char *buf, uint32_t count, uint64_t off,
+               uint64_t b, uint32_t n, const uint64_t *seq,
+               fc_io_done_fn *done, void *ctx)
+{
+  bool direct = run_is_direct(uc, count, off, b, n);
+  size_t extra = direct ? 0 : (size_t)n * uc->bs;
+  struct async_fill *f = malloc(sizeof *f + n * sizeof *seq + extra);
+  int r;
+
+  if (!f)
+    return -ENOMEM;
+  *f = (struct async_fill){ .uc = uc, .buf = buf, .count = count,
+                            .off = off, .b = b, .n = n, .direct = direct,
+                            .done = done, .ctx = ctx };
+  memcpy(f->seq, seq, n * sizeof *seq);
+  f->tmp = direct ? buf + (b * uc->bs - off) : (char *)(f->seq + n);
+  r = fc_origin_pread_async(uc->origin, f->tmp, n * uc->bs, b * uc->bs,
+                            async_fill_arrived, f);
+  if (r)
+    free(f);
   return r;
 }
 
@@ -136,11 +222,13 @@ read_cached(struct fc_ucache *uc, char *buf, uint32_t count, uint64_t off,
   return r;
 }
 
-int
-uc_pread(void *handle, void *vbuf, uint32_t count, uint64_t off)
+/* A read; with `done`, a run of misses that is the read's only one may
+ * end on the origin's thread (uc_pread_start), else everything happens
+ * here.  0 when done here, 1 when pending, or -errno. */
+static int
+pread_any(struct fc_ucache *uc, char *buf, uint32_t count, uint64_t off,
+          fc_io_done_fn *done, void *ctx)
 {
-  struct fc_ucache *uc = handle;
-  char *buf = vbuf;
   uint64_t first = off / uc->bs, last = (off + count - 1) / uc->bs;
   uint32_t n = (uint32_t)(last - first + 1);
   uint32_t stack_cbs[16], *cbs = n <= 16 ? stack_cbs : malloc(n * sizeof *cbs);
@@ -164,13 +252,29 @@ uc_pread(void *handle, void *vbuf, uint32_t count, uint64_t off)
       r = uc_origin_read(uc, buf, count, off);
       goto out;
     }
+    /* A migration's reads stay on this thread: its fetches and gates
+     * are synchronous. */
+    done = NULL;
   }
   r = read_cached(uc, buf, count, off, first, n, cbs, seq);
   for (uint32_t i = 0; i < n && !r;) {
-    uint32_t j = i;
+    uint32_t j = i, k;
 
     while (j < n && seq[j] != NO_FILL)
       j++;
+    for (k = j; k < n && seq[k] == NO_FILL; k++)
+      ;
+    if (j > i && done && k == n) {
+      r = fill_run_async(uc, buf, count, off, first + i, j - i, seq + i,
+                         done, ctx);
+      if (r == 0) {
+        r = 1;
+        break;
+      }
+      if (r != -EAGAIN)
+        break;
+      r = 0;
+    }
     if (j > i)
       r = fill_run(uc, buf, count, off, first + i, j - i, seq + i);
     i = j + 1;
@@ -181,6 +285,19 @@ out:
   if (seq != stack_seq)
     free(seq);
   return r;
+}
+
+int
+uc_pread(void *handle, void *buf, uint32_t count, uint64_t off)
+{
+  return pread_any(handle, buf, count, off, NULL, NULL);
+}
+
+int
+uc_pread_start(void *handle, void *buf, uint32_t count, uint64_t off,
+               fc_io_done_fn *done, void *ctx)
+{
+  return pread_any(handle, buf, count, off, done, ctx);
 }
 
 /* NBD_CMD_CACHE, a prefetch hint: read the range through the read path
