@@ -192,3 +192,58 @@ def test_stalled_origin_fails_requests(make_agent, make_origin):
     wait_reconnected(agent, 1, timeout=30)
     assert h.pread(BS, MiB) == origin.content[MiB:MiB + BS]
     om.close(h)
+
+
+@pytest.mark.parametrize('end', ['detach', 'stop'])
+def test_reads_pending_when_the_export_goes(make_agent, make_origin, end):
+    """Cold reads wait for a slow origin as the export goes away.
+
+    The volume is detached, or the agent stopped.  A miss does not hold
+    an NBD worker: it is pending until the origin's thread ends it
+    (doc/design.rst, "A miss ends on the origin's thread").
+    The export going away must wait for those ends, not free what they
+    still use (the agent runs under ASan here), and must not hang; every
+    read the client got an answer for carries the origin's data.
+    """
+    origin = make_origin(4 * MiB, filters=['delay'],
+                         filter_args=['rdelay=1500ms'])
+    agent = make_agent(cache_size='8M', origin_connections=2,
+                       nbd_threads=2).start()
+    _, h = attach_and_connect(agent, 'vol1', origin, cache_size=4 * MiB,
+                              write_policy='read_only')
+    depth = 48                  # far more than the connection's workers
+    bufs, ends = [], {}
+    for i in range(depth):
+        buf = nbd.Buffer(BS)
+        bufs.append(buf)
+
+        def ended(err, i=i):
+            ends[i] = err.value
+            return 1
+        h.aio_pread(buf, i * 16 * BS, completion=ended)
+    # Every read is on its way to the origin, none answered yet.
+    harness.wait_for(lambda: h.aio_in_flight() == depth and not ends
+                     and h.poll(0) is not None, 1, 'the reads to be sent')
+    time.sleep(0.3)
+    assert not ends, 'a cold read was answered before the origin was'
+
+    start = time.monotonic()
+    if end == 'detach':
+        agent.detach('vol1')
+    else:
+        agent.stop()
+    took = time.monotonic() - start
+    # The origin answers after 1.5 s; the ends wait for it, not longer.
+    assert took < 10, 'the %s took %.1f s' % (end, took)
+    deadline = time.monotonic() + 10
+    while len(ends) < depth and time.monotonic() < deadline:
+        try:
+            h.poll(100)
+        except nbd.Error:
+            break               # the agent closed the connection
+    for i, err in ends.items():
+        if err == 0:
+            off = i * 16 * BS
+            assert bufs[i].to_bytearray() == origin.content[off:off + BS]
+    if end == 'detach':
+        agent.assert_alive()
