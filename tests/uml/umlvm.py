@@ -22,10 +22,12 @@ Usage::
     res.rc, res.output, res.console
 """
 
+import ctypes
 import glob
 import os
 import shlex
 import signal
+import struct
 import subprocess
 import time
 
@@ -39,6 +41,66 @@ MODULES = ('dm-mod', 'dm-bufio', 'dm-bio-prison', 'dm-persistent-data',
 
 class UmlError(AssertionError):
     pass
+
+
+# linux.uml 6.1 saves a guest's FPU state with PTRACE_GETREGSET
+# NT_X86_XSTATE into a buffer of its own size once that call works, and
+# restores it with PTRACE_SETREGSET, which the host refuses (EFAULT) unless
+# the buffer is exactly the host's whole XSAVE size: on a host whose XSAVE
+# area outgrew it (AMX's tiles, 11 KiB) the first guest process dies with
+# "userspace - ptrace set fp regs failed, errno = 14" and init panics.
+# Refusing that one GETREGSET (EIO, as a host without XSAVE answers) makes
+# linux.uml keep to PTRACE_GETFPREGS/SETFPREGS, the legacy 512-byte area,
+# which any host takes.  That area has no AVX upper halves, so the guest's
+# glibc, GnuTLS and OpenSSL are told to use nothing beyond SSE
+# (GUEST_CPU_ENV).
+_PTRACE_GETREGSET = 0x4204
+_NT_X86_XSTATE = 0x202
+_NR_PTRACE = 101
+_AUDIT_ARCH_X86_64 = 0xc000003e
+_SECCOMP_RET_ALLOW = 0x7fff0000
+_SECCOMP_RET_ERRNO = 0x00050000
+_EIO = 5
+GUEST_CPU_ENV = {
+    'GLIBC_TUNABLES': 'glibc.cpu.hwcaps=-AVX,-AVX2,-AVX512F,-AVX512VL,'
+                      '-AVX512BW,-AVX512DQ,-AVX512CD,-AVX_Fast_Unaligned_Load',
+    'GNUTLS_CPUID_OVERRIDE': '0x1',
+    # OpenSSL (Python's hashlib): no AVX (bit 60), no OSXSAVE (bit 59).
+    'OPENSSL_ia32cap': '~0x1800000000000000',
+}
+
+
+def _bpf(code, jt, jf, k):
+    return struct.pack('HBBI', code, jt, jf, k)
+
+
+def _no_xstate_regset():
+    """preexec_fn: refuse ptrace(GETREGSET, NT_X86_XSTATE) with EIO."""
+    ld_w_abs, jeq_k, ret_k = 0x20, 0x15, 0x06
+    prog = b''.join([
+        _bpf(ld_w_abs, 0, 0, 4),                         # arch
+        _bpf(jeq_k, 0, 7, _AUDIT_ARCH_X86_64),
+        _bpf(ld_w_abs, 0, 0, 0),                         # nr
+        _bpf(jeq_k, 0, 5, _NR_PTRACE),
+        _bpf(ld_w_abs, 0, 0, 16),                        # args[0]: request
+        _bpf(jeq_k, 0, 3, _PTRACE_GETREGSET),
+        _bpf(ld_w_abs, 0, 0, 32),                        # args[2]: note type
+        _bpf(jeq_k, 0, 1, _NT_X86_XSTATE),
+        _bpf(ret_k, 0, 0, _SECCOMP_RET_ERRNO | _EIO),
+        _bpf(ret_k, 0, 0, _SECCOMP_RET_ALLOW),
+    ])
+    buf = ctypes.create_string_buffer(prog)
+    fprog = struct.pack('HxxxxxxQ', len(prog) // 8, ctypes.addressof(buf))
+    fbuf = ctypes.create_string_buffer(fprog)
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl.argtypes = [ctypes.c_int] + [ctypes.c_ulong] * 4
+    pr_set_no_new_privs, pr_set_seccomp, seccomp_mode_filter = 38, 22, 2
+    if libc.prctl(pr_set_no_new_privs, 1, 0, 0, 0) != 0 or libc.prctl(
+            pr_set_seccomp, seccomp_mode_filter, ctypes.addressof(fbuf),
+            0, 0) != 0:
+        os.write(2, b'umlvm: cannot install the seccomp filter: %s\n'
+                 % os.strerror(ctypes.get_errno()).encode())
+        os._exit(126)
 
 
 class Result(object):
@@ -77,6 +139,8 @@ INIT = r"""#!/bin/sh
 # PID 1 inside UML: written by tests/uml/umlvm.py.
 export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 export HOME=/root LANG=C.UTF-8
+# Nothing beyond SSE in the guest's processes (see GUEST_CPU_ENV).
+export {cpu_env}
 # No udev in the guest: libdevmapper makes the /dev/mapper nodes itself.
 export DM_DISABLE_UDEV=1
 mount -t proc proc /proc
@@ -138,6 +202,8 @@ class UmlVM(object):
         with open(init, 'w') as f:
             f.write(INIT.format(
                 rt=shlex.quote(self.rt),
+                cpu_env=' '.join('%s=%s' % (k, shlex.quote(v))
+                                 for k, v in sorted(GUEST_CPU_ENV.items())),
                 modules=' '.join(shlex.quote(p) for p in module_paths()),
                 cwd=shlex.quote(cwd or os.getcwd()),
                 env=' '.join('%s=%s' % (k, shlex.quote(v))
@@ -154,7 +220,8 @@ class UmlVM(object):
         with open(console, 'wb') as log:
             proc = subprocess.Popen(args, stdin=subprocess.DEVNULL,
                                     stdout=log, stderr=subprocess.STDOUT,
-                                    start_new_session=True)
+                                    start_new_session=True,
+                                    preexec_fn=_no_xstate_regset)
             try:
                 proc.wait(timeout=timeout)
             except subprocess.TimeoutExpired:
