@@ -29,8 +29,8 @@ struct fc_stats {
   atomic_uint_fast64_t io_errors;
   atomic_uint_fast64_t staging_hits;   /* read blocks served from staged data */
   atomic_uint_fast64_t fills_skipped;  /* missed blocks read but not installed:
-                                        * a stripe was held when the origin's
-                                        * reply arrived (ucache_read.c) */
+                                        * a stripe stayed held after the
+                                        * origin's reply (ucache_read.c) */
 };
 
 #define STAT_ADD(s, field, v) \

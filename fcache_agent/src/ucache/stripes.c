@@ -4,6 +4,7 @@
  * migration, write-back) and none needs to know how they are laid out. */
 #include <errno.h>
 #include <string.h>
+#include <time.h>
 
 #include "ucache_priv.h"
 
@@ -103,18 +104,26 @@ uc_unlock_stripes(struct fc_ucache *uc, const struct stripe_set *set)
 }
 
 bool
-uc_trylock_stripes_to_read(struct fc_ucache *uc, uint64_t first, uint64_t last,
-                           struct stripe_set *set)
+uc_lock_stripes_to_read_within(struct fc_ucache *uc, uint64_t first,
+                               uint64_t last, unsigned max_us,
+                               struct stripe_set *set)
 {
   struct stripe_set held;
+  struct timespec deadline;
 
   set_of_range(first, last, set);
   memset(&held, 0, sizeof held);
+  clock_gettime(CLOCK_MONOTONIC, &deadline);
+  deadline.tv_nsec += (long)max_us * 1000;
+  deadline.tv_sec += deadline.tv_nsec / 1000000000;
+  deadline.tv_nsec %= 1000000000;
+  /* The one ascending order, as lock_set. */
   for (unsigned w = 0; w < FC_STRIPES / 64; w++)
     for (uint64_t bits = set->bits[w]; bits; bits &= bits - 1) {
       unsigned s = w * 64 + (unsigned)__builtin_ctzll(bits);
 
-      if (pthread_mutex_trylock(&uc->stripes[s]) != 0) {
+      if (pthread_mutex_clocklock(&uc->stripes[s], CLOCK_MONOTONIC,
+                                  &deadline) != 0) {
         uc_unlock_stripes(uc, &held);
         return false;
       }

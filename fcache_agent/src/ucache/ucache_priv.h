@@ -139,10 +139,12 @@ void uc_lock_stripes(struct fc_ucache *uc, uint64_t first, uint64_t last,
 void uc_lock_stripes_to_read(struct fc_ucache *uc, uint64_t first,
                              uint64_t last, struct stripe_set *set);
 void uc_unlock_stripes(struct fc_ucache *uc, const struct stripe_set *set);
-/* uc_lock_stripes_to_read without waiting: false, holding nothing, when
- * a stripe is taken (for a thread that must not wait on a holder). */
-bool uc_trylock_stripes_to_read(struct fc_ucache *uc, uint64_t first,
-                                uint64_t last, struct stripe_set *set);
+/* uc_lock_stripes_to_read waiting at most max_us in all: false, holding
+ * nothing, when a stripe stayed taken that long (for a thread that must
+ * not wait indefinitely on a holder that may be waiting for it). */
+bool uc_lock_stripes_to_read_within(struct fc_ucache *uc, uint64_t first,
+                                    uint64_t last, unsigned max_us,
+                                    struct stripe_set *set);
 /* For a batch of scattered blocks (migration): add ob's stripe to a set
  * (zeroed by the caller), then lock the set in the one ascending order;
  * reader as in uc_lock_stripes_to_read.  uc_unlock_stripes releases it. */

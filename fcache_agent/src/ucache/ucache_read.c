@@ -12,6 +12,8 @@
 
 /* Not waiting for the origin: the block was served in the first phase. */
 #define NO_FILL UINT64_MAX
+/* How long the origin's thread waits for a fill's stripes (fill_arrived). */
+#define FILL_LOCK_WAIT_US 2000u
 
 /* What a run of missed blocks [b, b+n) read from the origin (in tmp, which
  * is inside buf when `direct`) does once it arrived: its part of the
@@ -21,9 +23,11 @@
  * install that overtook the origin read wins.  The read still returns
  * what the origin gave: it was concurrent with whatever overtook it.
  * With `may_wait` false (on the origin's own thread, where a stripe's
- * holder may be waiting for this very thread to read its reply) a taken
- * stripe skips the installs: a skipped install, like a failed one, only
- * costs a future miss. */
+ * holder may be waiting for this very thread to read its reply) a stripe
+ * still taken after FILL_LOCK_WAIT_US skips the installs: a skipped
+ * install, like a failed one, only costs a future miss.  Readers hold
+ * stripes for microseconds (a 1 MiB read's lookup takes all of them), so
+ * the wait rarely runs out but for a holder that waits for the origin. */
 static void
 fill_arrived(struct fc_ucache *uc, char *buf, uint32_t count, uint64_t off,
              uint64_t b, uint32_t n, const uint64_t *seq, const char *tmp,
@@ -41,7 +45,8 @@ fill_arrived(struct fc_ucache *uc, char *buf, uint32_t count, uint64_t off,
     }
   if (may_wait)
     uc_lock_stripes_to_read(uc, b, b + n - 1, &set);
-  else if (!uc_trylock_stripes_to_read(uc, b, b + n - 1, &set)) {
+  else if (!uc_lock_stripes_to_read_within(uc, b, b + n - 1,
+                                           FILL_LOCK_WAIT_US, &set)) {
     STAT_ADD(&uc->stats, fills_skipped, n);
     return;
   }
