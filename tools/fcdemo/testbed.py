@@ -43,7 +43,7 @@ class Config(object):
     DEFAULTS = dict(
         job_size=8 * L.MiB,         # vmload --size: one of the 4 jobs' area
         cache_sizes=(8 * L.MiB, 16 * L.MiB, 32 * L.MiB),
-        storage_rate='64M',         # bit/s, nbdkit rate filter
+        storage_rate='32M',         # bit/s, nbdkit rate filter
         storage_delay_ms=0.5,       # nbdkit delay filter, per request
         link_mbps=20.0,             # migration rate limit, MB/s
         neighbours=1,               # per host

@@ -257,9 +257,12 @@ pread_any(struct fc_ucache *uc, char *buf, uint32_t count, uint64_t off,
       r = uc_origin_read(uc, buf, count, off);
       goto out;
     }
-    /* A migration's reads stay on this thread: its fetches and gates
-     * are synchronous. */
-    done = NULL;
+    /* The gate above and the fetches from the source (read_cached) stay
+     * on this thread; what is left to read from the origin may end on
+     * the origin's thread like any miss: an install there is refused the
+     * same way if a copy or a write overtook it (the stripe's sequence).
+     * Kept synchronous, these misses made the first second after a
+     * switchover slower than a cold start's (tools/run-demo.sh). */
   }
   r = read_cached(uc, buf, count, off, first, n, cbs, seq);
   for (uint32_t i = 0; i < n && !r;) {
