@@ -48,10 +48,10 @@ PRESETS = {
 SCALES = {
     1: {},
     4: dict(job_size=32 * L.MiB, cache_sizes=(64 * L.MiB,),
-            storage_rate='128M', link_mbps=40.0, warm_s=20.0, first_s=10.0,
+            storage_rate='64M', link_mbps=40.0, warm_s=20.0, first_s=10.0,
             total_s=20.0),
     16: dict(job_size=128 * L.MiB, cache_sizes=(256 * L.MiB,),
-             storage_rate='256M', link_mbps=80.0, warm_s=40.0, first_s=20.0,
+             storage_rate='128M', link_mbps=80.0, warm_s=40.0, first_s=20.0,
              total_s=40.0),
 }
 

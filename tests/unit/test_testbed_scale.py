@@ -32,8 +32,8 @@ def test_scale_1_is_the_demo():
 
 
 @pytest.mark.parametrize('scale, job, cache, rate, link, warm, first, total', [
-    (4, 32, 64, '128M', 40.0, 20.0, 10.0, 20.0),
-    (16, 128, 256, '256M', 80.0, 40.0, 20.0, 40.0),
+    (4, 32, 64, '64M', 40.0, 20.0, 10.0, 20.0),
+    (16, 128, 256, '128M', 80.0, 40.0, 20.0, 40.0),
 ])
 def test_scale_sets_the_working_set_cache_storage_link_and_windows(
         scale, job, cache, rate, link, warm, first, total):
