@@ -227,9 +227,18 @@ read_cached(struct fc_ucache *uc, char *buf, uint32_t count, uint64_t off,
   return r;
 }
 
-/* A read; with `done`, a run of misses that is the read's only one may
- * end on the origin's thread (uc_pread_start), else everything happens
- * here.  0 when done here, 1 when pending, or -errno. */
+/* Does no run of misses start at or after seq[j]? */
+static bool
+last_run(const uint64_t *seq, uint32_t j, uint32_t n)
+{
+  while (j < n && seq[j] == NO_FILL)
+    j++;
+  return j == n;
+}
+
+/* A read; with `done`, the read's last run of misses may end on the
+ * origin's thread (uc_pread_start), else everything happens here.  0
+ * when done here, 1 when pending, or -errno. */
 static int
 pread_any(struct fc_ucache *uc, char *buf, uint32_t count, uint64_t off,
           fc_io_done_fn *done, void *ctx)
@@ -266,13 +275,11 @@ pread_any(struct fc_ucache *uc, char *buf, uint32_t count, uint64_t off,
   }
   r = read_cached(uc, buf, count, off, first, n, cbs, seq);
   for (uint32_t i = 0; i < n && !r;) {
-    uint32_t j = i, k;
+    uint32_t j = i;
 
     while (j < n && seq[j] != NO_FILL)
       j++;
-    for (k = j; k < n && seq[k] == NO_FILL; k++)
-      ;
-    if (j > i && done && k == n) {
+    if (j > i && done && last_run(seq, j, n)) {
       r = fill_run_async(uc, buf, count, off, first + i, j - i, seq + i,
                          done, ctx);
       if (r == 0) {
