@@ -17,18 +17,34 @@ uc_stripe_set_add(struct stripe_set *set, oblock_t ob)
 }
 
 /* Lock a set's stripes in the one ascending order (what keeps two
- * multi-block requests from deadlocking); a writer bumps each sequence. */
-static void
-lock_set(struct fc_ucache *uc, const struct stripe_set *set, bool reader)
+ * multi-block requests from deadlocking); a writer bumps each sequence.
+ * A reader may give a deadline (CLOCK_MONOTONIC): false, holding nothing,
+ * when a stripe is still taken then.  A writer never gives up (it would
+ * have bumped sequences already). */
+static bool
+lock_set(struct fc_ucache *uc, const struct stripe_set *set, bool reader,
+         const struct timespec *deadline)
 {
+  struct stripe_set held = { { 0 } };
+
   for (unsigned w = 0; w < FC_STRIPES / 64; w++)
     for (uint64_t bits = set->bits[w]; bits; bits &= bits - 1) {
       unsigned s = w * 64 + (unsigned)__builtin_ctzll(bits);
 
+      if (reader && deadline) {
+        if (pthread_mutex_clocklock(&uc->stripes[s], CLOCK_MONOTONIC,
+                                    deadline) != 0) {
+          uc_unlock_stripes(uc, &held);
+          return false;
+        }
+        held.bits[w] |= 1ull << (s % 64);
+        continue;
+      }
       pthread_mutex_lock(&uc->stripes[s]);
       if (!reader)
         uc->stripe_seq[s]++;
     }
+  return true;
 }
 
 /* Every holder that may change data drops the staged copies of its range,
@@ -48,7 +64,7 @@ forget_staged(struct fc_ucache *uc, uint64_t first, uint64_t n)
 void
 uc_lock_stripe_set(struct fc_ucache *uc, const struct stripe_set *set, bool reader)
 {
-  lock_set(uc, set, reader);
+  (void)lock_set(uc, set, reader, NULL);
   /* A scattered writer (a migration's batch) may change any block. */
   if (!reader)
     forget_staged(uc, 0, UINT64_MAX);
@@ -76,7 +92,7 @@ lock_stripes(struct fc_ucache *uc, uint64_t first, uint64_t last,
              struct stripe_set *set, bool reader)
 {
   set_of_range(first, last, set);
-  lock_set(uc, set, reader);
+  (void)lock_set(uc, set, reader, NULL);
   if (!reader)
     forget_staged(uc, first, last - first + 1 ? last - first + 1 : UINT64_MAX);
 }
@@ -108,28 +124,14 @@ uc_lock_stripes_to_read_within(struct fc_ucache *uc, uint64_t first,
                                uint64_t last, unsigned max_us,
                                struct stripe_set *set)
 {
-  struct stripe_set held;
   struct timespec deadline;
 
-  set_of_range(first, last, set);
-  memset(&held, 0, sizeof held);
   clock_gettime(CLOCK_MONOTONIC, &deadline);
   deadline.tv_nsec += (long)max_us * 1000;
   deadline.tv_sec += deadline.tv_nsec / 1000000000;
   deadline.tv_nsec %= 1000000000;
-  /* The one ascending order, as lock_set. */
-  for (unsigned w = 0; w < FC_STRIPES / 64; w++)
-    for (uint64_t bits = set->bits[w]; bits; bits &= bits - 1) {
-      unsigned s = w * 64 + (unsigned)__builtin_ctzll(bits);
-
-      if (pthread_mutex_clocklock(&uc->stripes[s], CLOCK_MONOTONIC,
-                                  &deadline) != 0) {
-        uc_unlock_stripes(uc, &held);
-        return false;
-      }
-      held.bits[w] |= 1ull << (s % 64);
-    }
-  return true;
+  set_of_range(first, last, set);
+  return lock_set(uc, set, true, &deadline);
 }
 
 uint64_t
