@@ -9,6 +9,7 @@
 #include "testutil.h"
 
 #include <fcntl.h>
+#include <sys/uio.h>
 #include <pthread.h>
 #include <time.h>
 
@@ -1596,6 +1597,80 @@ static void test_concurrent_wb(void **state) { concurrent(FC_WRITE_BACK, 1500); 
 static void test_concurrent_wt(void **state) { concurrent(FC_WRITE_THROUGH, 800); }
 static void test_concurrent_ro(void **state) { concurrent(FC_WRITE_READ_ONLY, 800); }
 
+/* ---- the connection reader's reads (FC_IO_NOWAIT) ---- */
+
+static void
+never_done(void *ctx, int err)
+{
+  fail_msg("a read that was not started ended (%d)", err);
+}
+
+static int
+read_nowait(struct env *e, void *buf, uint32_t len, uint64_t off)
+{
+  return fc_ucache_io_ops.pread_start(e->uc, buf, len, off, never_done, NULL,
+                                      FC_IO_NOWAIT);
+}
+
+/* Does the cache file's file system read from the page cache only when
+ * asked (else every nowait hit gives up, which is correct too)? */
+static bool
+cache_file_has_nowait(struct env *e)
+{
+  char b[BS];
+  struct iovec iov = { b, sizeof b };
+  int fd = open(e->cpath, O_RDONLY);
+  ssize_t n;
+
+  assert_true(fd >= 0);
+  n = preadv2(fd, &iov, 1, 0, RWF_NOWAIT);
+  close(fd);
+  return n >= 0 || errno == EAGAIN;
+}
+
+/* A read that would wait gives up having changed nothing -- a miss (this
+ * origin reads only synchronously), a hit whose stripe another request
+ * holds -- and the waiting read after it is counted once; a hit in the
+ * page cache is served at once, counted and touched once. */
+static void
+test_nowait_read_gives_up_or_serves(void **state)
+{
+  struct env *e = env_new(64 * BS, 16, FC_WRITE_THROUGH, FC_ADMIT_ALL);
+  struct stripe_set set;
+  uint64_t reads = ST(e, reads), misses = ST(e, read_misses);
+  int r;
+
+  assert_int_equal(read_nowait(e, scratch, BS, 3 * BS), -EAGAIN);
+  assert_int_equal(ST(e, reads), reads);
+  assert_false(cached(e, 3));
+  check_read(e, 3 * BS, BS);            /* the waiting read installs it */
+  assert_int_equal(ST(e, reads), reads + 1);
+  assert_int_equal(ST(e, read_misses), misses + 1);
+  assert_true(cached(e, 3));
+
+  uc_lock_stripes_to_read(e->uc, 3, 3, &set);
+  assert_int_equal(read_nowait(e, scratch, BS, 3 * BS), -EAGAIN);
+  uc_unlock_stripes(e->uc, &set);
+  assert_int_equal(ST(e, reads), reads + 1);
+
+  /* A hit and a miss: the miss still needs this origin's waiting read. */
+  assert_int_equal(read_nowait(e, scratch, 2 * BS, 3 * BS), -EAGAIN);
+  assert_int_equal(ST(e, reads), reads + 1);
+  assert_int_equal(ST(e, read_hits), 0);
+
+  memset(scratch, 0xee, BS);
+  r = read_nowait(e, scratch, BS, 3 * BS);
+  if (cache_file_has_nowait(e)) {
+    assert_int_equal(r, 0);
+    assert_memory_equal(scratch, e->oracle + 3 * BS, BS);
+    assert_int_equal(ST(e, reads), reads + 2);
+    assert_int_equal(ST(e, read_hits), 1);
+  } else {
+    assert_int_equal(r, -EAGAIN);
+    assert_int_equal(ST(e, reads), reads + 1);
+  }
+}
+
 int
 main(void)
 {
@@ -1658,6 +1733,7 @@ main(void)
     T(test_concurrent_wb),
     T(test_concurrent_wt),
     T(test_concurrent_ro),
+    T(test_nowait_read_gives_up_or_serves),
   };
 #undef T
 

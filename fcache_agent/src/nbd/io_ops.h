@@ -22,6 +22,13 @@ struct fc_extent {
 #define FC_EXTENT_ZERO (1u << 1)
 
 /* The end of a read started with pread_start: err is 0 or -errno. */
+/* pread_start's flag for the thread that reads the connection's requests:
+ * -EAGAIN, having changed nothing (data, hotness, statistics), where the
+ * read would wait for anything but the CPU and the page cache -- another
+ * request's locks, the cache device, the origin, a migration.  The NBD
+ * layer then hands the read to a thread that may wait, and keeps reading
+ * requests meanwhile. */
+#define FC_IO_NOWAIT 1u
 typedef void fc_io_done_fn(void *ctx, int err);
 
 struct fc_io_ops {
@@ -33,9 +40,10 @@ struct fc_io_ops {
    * when buf is filled (or the read failed); buf is the callback's until
    * then.  -errno: failed now, done is not called.  done may be called
    * from the origin's own thread: it must not wait for anything an
-   * origin request may be waiting for. */
+   * origin request may be waiting for.  flags: FC_IO_NOWAIT or 0. */
   int (*pread_start)(void *handle, void *buf, uint32_t count,
-                     uint64_t offset, fc_io_done_fn *done, void *ctx);
+                     uint64_t offset, fc_io_done_fn *done, void *ctx,
+                     unsigned flags);
   int (*pwrite)(void *handle, const void *buf, uint32_t count,
                 uint64_t offset, bool fua);
   int (*flush)(void *handle);

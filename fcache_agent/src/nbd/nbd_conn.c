@@ -3,20 +3,23 @@
  * nbd_server.c, which only listens, accepts and keeps the list of
  * connections.
  *
- * The workers share the socket the way nbdkit's "parallel" thread model
- * does: whoever holds read_lock reads one whole request (header and write
- * payload), drops the lock so a sibling can read the next one, runs the
- * callback, and sends the whole reply under write_lock.  So up to
- * threads_per_conn requests per connection are in the callbacks at once,
- * and replies may go out of order, which the protocol allows.
+ * The workers share the socket as leader and followers: whoever holds
+ * read_lock is the reader.  It reads requests (through a buffer, so one
+ * recv() brings in all the client queued) and serves itself those that
+ * need no waiting: reads the export can answer from the page cache or
+ * start at the origin (fc_io_ops.pread_start with FC_IO_NOWAIT).  The
+ * first request that may wait -- a write, a flush, a hit that is not in
+ * the page cache, a read during a migration -- it serves after dropping
+ * read_lock, and a sibling becomes the reader.  So a stream of cache hits
+ * and misses wakes no sibling at all, up to threads_per_conn requests
+ * that wait are in the callbacks at once, and replies (each sent whole
+ * under write_lock) may go out of order, which the protocol allows.
  *
- * A read the export can end later (fc_io_ops.pread_start: a cache miss
- * waiting for the origin) does not hold its worker: the request, its
- * buffer and its share of the budget become a pending read, the worker
- * goes back to reading requests, and the thread that ends the read --
- * the origin's -- sends the reply.  A miss then wakes no worker and puts
- * no thread to sleep; the connection's thread waits for its pending
- * reads before it lets the connection go.
+ * A read the export ends later (a cache miss waiting for the origin)
+ * does not hold its worker: the request, its buffer and its share of the
+ * budget become a pending read, and the thread that ends the read -- the
+ * origin's -- sends the reply.  The connection's thread waits for its
+ * pending reads before it lets the connection go.
  *
  * Bounded: a request's payload or read reply is counted in the
  * connection's budget (NBD_CONN_INFLIGHT_MAX) from before its buffer is
@@ -49,6 +52,10 @@
 /* Worker buffers grow on demand; ones above this are not kept around. */
 #define BUF_KEEP (1u * 1024 * 1024)
 #define BUF_MIN (128u * 1024)
+/* The largest read the reader serves itself (read_until_blocking): a
+ * page-cache copy of this costs less than waking a sibling; a larger one
+ * would hold up the requests behind it. */
+#define INLINE_READ_MAX (128u * 1024)
 
 struct pending_read;
 
@@ -341,7 +348,7 @@ static int read_request(struct worker *w, struct nbd_request *req, int *err)
 
   if (atomic_load(&c->quit))
     return -1;
-  r = nbd_recv_full(c->fd, hdr, sizeof hdr);
+  r = nbd_inbuf_read(&c->in, hdr, sizeof hdr);
   if (r == -ENODATA) {
     log_debug("nbd: connection %u: client closed", c->id);
     atomic_store(&c->quit, true);
@@ -383,12 +390,12 @@ static int read_request(struct worker *w, struct nbd_request *req, int *err)
       return -1;
     }
     *err = -EINVAL;
-    r = nbd_recv_discard(c->fd, req->count);
+    r = nbd_inbuf_skip(&c->in, req->count);
   } else if (ensure_buf(w, req->count) < 0) {
     *err = -ENOMEM;
-    r = nbd_recv_discard(c->fd, req->count);
+    r = nbd_inbuf_skip(&c->in, req->count);
   } else {
-    r = nbd_recv_full(c->fd, w->buf, req->count);
+    r = nbd_inbuf_read(&c->in, w->buf, req->count);
   }
   if (r < 0) {
     conn_fail(c, "reading write payload", r == -ENODATA ? -ECONNRESET : r);
@@ -410,22 +417,22 @@ static void read_ended(void *ctx, int err)
   budget_return(c, held);       /* c may be gone after this */
 }
 
-/* A read through pread_start: 1 when it went pending (the worker's
- * buffer and budget are the pending read's now), else 0 or -errno with
- * w->buf filled as after dispatch(). */
+/* A read through pread_start (flags: FC_IO_NOWAIT or 0): 1 when it went
+ * pending (the worker's buffer and budget are the pending read's now),
+ * else 0 or -errno with w->buf filled as after dispatch(). */
 static int read_start(struct worker *w, const struct fc_export *exp,
-                      const struct nbd_request *req)
+                      const struct nbd_request *req, unsigned flags)
 {
   struct pending_read *p = w->spare;
   int r;
 
   if (!p && !(p = malloc(sizeof *p)))
-    return dispatch(w, exp, req);
+    return flags & FC_IO_NOWAIT ? -EAGAIN : dispatch(w, exp, req);
   w->spare = p;
   *p = (struct pending_read){ .c = w->c, .req = *req, .buf = w->buf,
                               .held = w->held };
   r = exp->ops->pread_start(exp->handle, w->buf, req->count, req->offset,
-                            read_ended, p);
+                            read_ended, p, flags);
   if (r != 1)
     return r > 0 ? 0 : r;
   /* p may be ended and freed already: nothing of it is touched again. */
@@ -436,7 +443,73 @@ static int read_start(struct worker *w, const struct fc_export *exp,
   return 1;
 }
 
-/* Serve one request; false when the worker should exit. */
+/* What every request passes before it is served: the errno its reply
+ * carries (err, from reading it, first), or 0 with w->buf ready. */
+static int admit(struct worker *w, const struct fc_export *exp,
+                 const struct nbd_request *req, int err)
+{
+  /* shutdown() does not discard requests already queued in the socket,
+   * so stop would otherwise keep running callbacks for them. */
+  if (!err && atomic_load(&w->c->srv->stopping))
+    err = -ESHUTDOWN;
+  if (!err)
+    err = nbd_request_validate(req, exp, &w->c->sess);
+  if (!err && req->type == NBD_CMD_READ)
+    err = exp->ops->pread_start ? ensure_read_buf(w, req->count)
+                                : ensure_buf(w, req->count);
+  if (!err && req->type == NBD_CMD_BLOCK_STATUS)
+    err = ensure_buf(w, NBD_BS_MAX_EXTENTS * sizeof(struct fc_extent));
+  return err;
+}
+
+/* Reply to a request this worker served and give its budget back; false
+ * when the connection failed. */
+static bool reply_and_release(struct worker *w, const struct nbd_request *req,
+                              int err)
+{
+  int r = send_reply(w->c, req, err, w->buf, w->nextents);
+
+  budget_give(w);
+  if (w->cap > BUF_KEEP) {
+    free(w->buf);
+    w->buf = NULL;
+    w->cap = 0;
+  }
+  return r == 0;
+}
+
+/* The reader's part, with read_lock held: requests that can be served
+ * without waiting are -- reads the export starts at the origin or
+ * answers from memory (FC_IO_NOWAIT), replied to at once or by their end
+ * -- and the reader reads on, so its siblings sleep on read_lock instead
+ * of waking for every request.  The first request that may wait is left
+ * in *req (1) for this worker to serve once read_lock is dropped, so that
+ * a sibling reads meanwhile.  0: the worker should stop. */
+static int read_until_blocking(struct worker *w, struct nbd_request *req,
+                               int *err)
+{
+  const struct fc_export *exp = &w->c->srv->exp;
+
+  for (;;) {
+    int r;
+
+    *err = 0;
+    if (read_request(w, req, err) < 0)
+      return 0;
+    *err = admit(w, exp, req, *err);
+    if (*err || req->type != NBD_CMD_READ || !exp->ops->pread_start ||
+        req->count > INLINE_READ_MAX)
+      return 1;
+    r = read_start(w, exp, req, FC_IO_NOWAIT);
+    if (r == -EAGAIN)
+      return 1;
+    if (r != 1 && !reply_and_release(w, req, r))
+      return 0;
+  }
+}
+
+/* Serve one request that may wait (after the reader's own); false when
+ * the worker should exit. */
 static bool serve_one(struct worker *w)
 {
   struct conn *c = w->c;
@@ -445,40 +518,21 @@ static bool serve_one(struct worker *w)
   int err = 0, r;
 
   pthread_mutex_lock(&c->read_lock);
-  r = read_request(w, &req, &err);
+  r = read_until_blocking(w, &req, &err);
   pthread_mutex_unlock(&c->read_lock);
-  if (r < 0) {
+  if (r == 0) {
     budget_give(w);
     return false;
   }
-
-  /* shutdown() does not discard requests already queued in the socket,
-   * so stop would otherwise keep running callbacks for them. */
-  if (!err && atomic_load(&c->srv->stopping))
-    err = -ESHUTDOWN;
-  if (!err)
-    err = nbd_request_validate(&req, exp, &c->sess);
-  if (!err && req.type == NBD_CMD_READ)
-    err = exp->ops->pread_start ? ensure_read_buf(w, req.count)
-                                : ensure_buf(w, req.count);
-  if (!err && req.type == NBD_CMD_BLOCK_STATUS)
-    err = ensure_buf(w, NBD_BS_MAX_EXTENTS * sizeof(struct fc_extent));
   if (!err && req.type == NBD_CMD_READ && exp->ops->pread_start) {
-    r = read_start(w, exp, &req);
+    r = read_start(w, exp, &req, 0);
     if (r == 1)
       return true;              /* its end replies */
     err = r;
   } else if (!err) {
     err = dispatch(w, exp, &req);
   }
-  r = send_reply(c, &req, err, w->buf, w->nextents);
-  budget_give(w);
-  if (w->cap > BUF_KEEP) {
-    free(w->buf);
-    w->buf = NULL;
-    w->cap = 0;
-  }
-  return r == 0;
+  return reply_and_release(w, &req, err);
 }
 
 static void *worker_main(void *arg)
@@ -526,7 +580,7 @@ void *nbd_conn_main(void *arg)
    * send_all() times it out. */
   set_timeouts(c->fd, 0, 0);
   ws = calloc(srv->nthreads, sizeof *ws);
-  if (!ws) {
+  if (!ws || nbd_inbuf_init(&c->in, c->fd) < 0) {
     log_error("nbd: connection %u: out of memory", c->id);
     goto out;
   }
@@ -556,6 +610,7 @@ void *nbd_conn_main(void *arg)
   pthread_mutex_unlock(&c->budget_lock);
 out:
   free(ws);
+  nbd_inbuf_free(&c->in);
   pthread_mutex_lock(&srv->lock);
   close(c->fd);
   c->fd = -1;

@@ -11,6 +11,7 @@
 #include <sys/types.h>
 #include <time.h>
 
+#include "nbd_inbuf.h"
 #include "nbd_server.h"
 #include "nbd_session.h"
 
@@ -36,6 +37,7 @@ struct conn {
   int fd;                     /* -1 once closed; close under srv->lock */
   pthread_t thread;           /* handshake, worker 0, joins its siblings */
   pthread_mutex_t read_lock;  /* one reader of the request stream */
+  struct nbd_inbuf in;        /* that stream, in transmission; read_lock */
   pthread_mutex_t write_lock; /* one writer of the reply stream */
   atomic_bool quit;           /* stop reading requests */
   bool done;                  /* thread finished; under srv->lock */

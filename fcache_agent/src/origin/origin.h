@@ -76,8 +76,8 @@ fc_origin_pread(struct fc_origin *o, void *buf, uint32_t count, uint64_t off)
  * wait for anything an origin request may be waiting for (it runs where
  * the origin's replies are read).  buf stays the origin's until then.
  * 0: started.  -EAGAIN: this origin cannot now (no asynchronous path, a
- * storage move routing requests, a request too large); nothing was
- * started and the caller reads with fc_origin_pread instead.  Any other
+ * storage move routing requests, a request too large, every connection
+ * full: it never waits); nothing was started and the caller reads with fc_origin_pread instead.  Any other
  * -errno: failed, nothing started, done is not called. */
 static inline int
 fc_origin_pread_async(struct fc_origin *o, void *buf, uint32_t count,

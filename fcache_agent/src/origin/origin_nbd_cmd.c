@@ -77,9 +77,10 @@ pick(struct nbd_origin *n, uint32_t skip, bool *full)
   return best;
 }
 
-/* Start `k` somewhere.  0, or -errno when it could not be started. */
+/* Start `k` somewhere.  0, or -errno when it could not be started:
+ * -EAGAIN when every connection is full and the caller may not wait. */
 static int
-start_cmd(struct nbd_origin *n, struct nbd_cmd *k)
+start_cmd(struct nbd_origin *n, struct nbd_cmd *k, bool may_wait)
 {
   uint32_t failed = 0;          /* connections found dead by this command */
 
@@ -88,6 +89,8 @@ start_cmd(struct nbd_origin *n, struct nbd_cmd *k)
     struct nbd_conn *c = pick(n, failed, &full);
     int r;
 
+    if (!c && full && !may_wait)
+      return -EAGAIN;
     if (!c && full) {
       /* Backstop (see NBD_CONN_MAX_IN_FLIGHT): wait for any completion. */
       pthread_mutex_lock(&n->slot_lock);
@@ -133,7 +136,9 @@ nbdo_read_async(struct nbd_origin *n, void *buf, uint32_t count,
   a->w.ctx = ctx;
   a->k = (struct nbd_cmd){ .op = NBD_OP_READ, .buf = buf, .count = count,
                            .off = off, .w = &a->w };
-  r = start_cmd(n, &a->k);
+  /* Its caller goes on to other requests: it reads synchronously
+   * instead, and waits there for a slot. */
+  r = start_cmd(n, &a->k, false);
   if (r)
     free(a);                    /* never started: libnbd holds no reference */
   /* Started: the connection's thread may have ended and freed it already. */
@@ -176,7 +181,7 @@ nbdo_run(struct nbd_origin *n, enum nbd_cmd_op op, void *vbuf,
       *k = (struct nbd_cmd){ .op = op, .buf = buf, .count = len, .off = off,
                              .flags = flags, .w = &w };
       atomic_fetch_add(&w.remaining, 1);
-      e = start_cmd(n, k);
+      e = start_cmd(n, k, true);
       if (e) {
         int none = 0;
 

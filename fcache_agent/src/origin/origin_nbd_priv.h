@@ -139,7 +139,8 @@ struct nbd_cmd {
 int nbdo_run(struct nbd_origin *n, enum nbd_cmd_op op, void *buf,
              uint64_t count, uint64_t off, uint32_t flags);
 /* One read of at most max_request bytes, ended by done(ctx, err) on a
- * connection's thread.  0 once started, or -errno (nothing started). */
+ * connection's thread.  0 once started, or -errno (nothing started):
+ * -EAGAIN rather than wait for a connection with room. */
 int nbdo_read_async(struct nbd_origin *n, void *buf, uint32_t count,
                     uint64_t off, fc_origin_done_fn *done, void *ctx);
 

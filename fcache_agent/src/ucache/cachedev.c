@@ -6,6 +6,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "cachedev.h"
@@ -183,6 +184,21 @@ fc_cachedev_read(struct fc_cachedev *dev, cblock_t cb, uint32_t off,
 {
   return fc_full_pread(dev->fd, buf, len,
                     (off_t)cb.n * dev->block_size + off);
+}
+
+int
+fc_cachedev_read_nowait(struct fc_cachedev *dev, cblock_t cb, uint32_t off,
+                        void *buf, uint32_t len)
+{
+  struct iovec iov = { .iov_base = buf, .iov_len = len };
+  ssize_t n = preadv2(dev->fd, &iov, 1,
+                      (off_t)cb.n * dev->block_size + off, RWF_NOWAIT);
+
+  if (n == (ssize_t)len)
+    return 0;
+  /* EOPNOTSUPP: a file system without RWF_NOWAIT; the reader's caller
+   * reads again, waiting. */
+  return n < 0 && errno != EOPNOTSUPP && errno != EAGAIN ? -errno : -EAGAIN;
 }
 
 int

@@ -46,6 +46,11 @@ void fc_cachedev_rebuild_free(struct fc_cachedev *dev);
 /* Data I/O at a byte offset inside one cache block. */
 int fc_cachedev_read(struct fc_cachedev *dev, cblock_t cb, uint32_t off,
                      void *buf, uint32_t len);
+/* fc_cachedev_read only from the page cache: -EAGAIN where it would wait
+ * for the device (or the file system cannot tell, or the read came out
+ * short), else 0 or -errno. */
+int fc_cachedev_read_nowait(struct fc_cachedev *dev, cblock_t cb, uint32_t off,
+                            void *buf, uint32_t len);
 int fc_cachedev_write(struct fc_cachedev *dev, cblock_t cb, uint32_t off,
                       const void *buf, uint32_t len);
 /* Whole blocks first, first+1, ... scattered to / gathered from iov[0..n)

@@ -33,6 +33,20 @@ uc_lookup_and_pin(struct fc_ucache *uc, uint64_t first, uint32_t n, uint32_t *cb
 }
 
 void
+uc_touch(struct fc_ucache *uc, uint64_t first, uint32_t n)
+{
+  pthread_mutex_lock(&uc->lock);
+  uc_track_access_locked(uc, first, n);
+  for (uint64_t b = first; b < first + n && b < uc->nr_oblocks; b++) {
+    cblock_t cb = uc_lookup_locked(uc, to_oblock(b));
+
+    if (cb.n != CBLOCK_NONE)
+      fc_lru_touch(&uc->lru, uc->dev->table, cb);
+  }
+  pthread_mutex_unlock(&uc->lock);
+}
+
+void
 uc_unpin(struct fc_ucache *uc, const uint32_t *cbs, uint32_t n)
 {
   pthread_mutex_lock(&uc->lock);

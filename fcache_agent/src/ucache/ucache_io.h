@@ -31,6 +31,9 @@ seg_of(const struct fc_ucache *uc, uint64_t b, uint64_t off, uint32_t count)
 void uc_lookup_and_pin(struct fc_ucache *uc, uint64_t first, uint32_t n,
                        uint32_t *cbs, bool touch);
 void uc_unpin(struct fc_ucache *uc, const uint32_t *cbs, uint32_t n);
+/* What uc_lookup_and_pin's touch does, afterwards: for a read that looked
+ * its blocks up untouched because it might have been given up. */
+void uc_touch(struct fc_ucache *uc, uint64_t first, uint32_t n);
 /* Drop the clean blocks among cbs and forget them (CBLOCK_NONE). */
 void uc_invalidate(struct fc_ucache *uc, uint32_t *cbs, uint32_t n);
 /* The origin's I/O, counted in the stats. */
@@ -42,7 +45,7 @@ int uc_origin_write(struct fc_ucache *uc, const void *buf, uint32_t len,
  * status in ucache_status.c, the rest in ucache_write.c. */
 int uc_pread(void *handle, void *vbuf, uint32_t count, uint64_t off);
 int uc_pread_start(void *handle, void *buf, uint32_t count, uint64_t off,
-                   fc_io_done_fn *done, void *ctx);
+                   fc_io_done_fn *done, void *ctx, unsigned flags);
 int uc_cache(void *handle, uint32_t count, uint64_t off);
 int uc_block_status(void *handle, uint32_t count, uint64_t off,
                     struct fc_extent *ext, uint32_t max);

@@ -302,6 +302,94 @@ out:
   return r;
 }
 
+/* Blocks of the largest read pread_nowait takes; a larger one is not
+ * worth keeping the connection's reader busy for. */
+#define NOWAIT_MAX_BLOCKS 64u
+
+/* read_cached for a reader that must not wait (FC_IO_NOWAIT): -EAGAIN,
+ * having changed nothing, wherever read_cached would wait -- for a
+ * stripe, the cache device, the origin's partial tail, a migration source
+ * -- or act on the staging area (whose reads admit blocks).  The hits are
+ * neither touched nor counted: the caller does both once the read goes
+ * on. */
+static int
+read_cached_nowait(struct fc_ucache *uc, char *buf, uint32_t count,
+                   uint64_t off, uint64_t first, uint32_t n, uint32_t *cbs,
+                   uint64_t *seq, uint32_t *hits, uint64_t *hit_bytes)
+{
+  struct stripe_set set;
+  int r = 0;
+
+  if (first + n > uc->nr_oblocks || uc->stage)
+    return -EAGAIN;
+  if (!uc_lock_stripes_to_read_within(uc, first, first + n - 1, 0, &set))
+    return -EAGAIN;
+  uc_lookup_and_pin(uc, first, n, cbs, false);
+  for (uint32_t i = 0; i < n && !r; i++) {
+    uint64_t b = first + i;
+    struct seg s = seg_of(uc, b, off, count);
+
+    seq[i] = NO_FILL;
+    if (cbs[i] != CBLOCK_NONE) {
+      /* Not in the page cache, or failed: the waiting read deals with
+       * it (read_hit's recovery included). */
+      if (fc_cachedev_read_nowait(uc->dev, to_cblock(cbs[i]), s.in_block,
+                                  buf + s.in_buf, s.len) != 0) {
+        r = -EAGAIN;
+        break;
+      }
+      (*hits)++;
+      *hit_bytes += s.len;
+    } else if (uc->m.fetch || uc->m.failed) {
+      r = -EAGAIN;
+    } else {
+      seq[i] = uc_stripe_seq(uc, to_oblock(b));
+    }
+  }
+  uc_unpin(uc, cbs, n);
+  uc_unlock_stripes(uc, &set);
+  return r;
+}
+
+/* A read on the thread that reads the connection's requests: hits from
+ * the page cache, and at most one run of misses -- the last -- started
+ * at the origin to end on its thread.  0 when done, 1 when pending, or
+ * -EAGAIN with nothing changed (every failure is one: the waiting read
+ * that follows meets it again and deals with it). */
+static int
+pread_nowait(struct fc_ucache *uc, char *buf, uint32_t count, uint64_t off,
+             fc_io_done_fn *done, void *ctx)
+{
+  uint64_t first = off / uc->bs, last = (off + count - 1) / uc->bs;
+  uint32_t n = (uint32_t)(last - first + 1), hits = 0, i = 0, j;
+  uint32_t cbs[NOWAIT_MAX_BLOCKS];
+  uint64_t seq[NOWAIT_MAX_BLOCKS], hit_bytes = 0;
+  int r = 0;
+
+  if (n > NOWAIT_MAX_BLOCKS || atomic_load(&uc->m.on) ||
+      read_cached_nowait(uc, buf, count, off, first, n, cbs, seq, &hits,
+                         &hit_bytes) != 0)
+    return -EAGAIN;
+  while (i < n && seq[i] == NO_FILL)
+    i++;
+  for (j = i; j < n && seq[j] != NO_FILL; j++)
+    ;
+  if (!last_run(seq, j, n))
+    return -EAGAIN;             /* the first run would be read here */
+  if (j > i) {
+    if (fill_run_async(uc, buf, count, off, first + i, j - i, seq + i,
+                       done, ctx) != 0)
+      return -EAGAIN;
+    r = 1;                      /* buf is the end's now */
+  }
+  STAT_ADD(&uc->stats, reads, 1);
+  STAT_ADD(&uc->stats, read_bytes, count);
+  STAT_ADD(&uc->stats, read_hits, hits);
+  STAT_ADD(&uc->stats, cache_read_bytes, hit_bytes);
+  uc_touch(uc, first, n);
+  return r;
+}
+
 int
 uc_pread(void *handle, void *buf, uint32_t count, uint64_t off)
 {
@@ -310,8 +398,10 @@ uc_pread(void *handle, void *buf, uint32_t count, uint64_t off)
 
 int
 uc_pread_start(void *handle, void *buf, uint32_t count, uint64_t off,
-               fc_io_done_fn *done, void *ctx)
+               fc_io_done_fn *done, void *ctx, unsigned flags)
 {
+  if (flags & FC_IO_NOWAIT)
+    return pread_nowait(handle, buf, count, off, done, ctx);
   return pread_any(handle, buf, count, off, done, ctx);
 }
 
