@@ -7,8 +7,9 @@
  * read_lock is the reader.  It reads requests (through a buffer, so one
  * recv() brings in all the client queued) and serves itself those that
  * need no waiting: reads the export can answer from the page cache or
- * start at the origin (fc_io_ops.pread_start with FC_IO_NOWAIT).  The
- * first request that may wait -- a write, a flush, a hit that is not in
+ * start at the origin (fc_io_ops.pread_start with FC_IO_NOWAIT), and
+ * gathers the replies it makes to send them together.  The first
+ * request that may wait -- a write, a flush, a hit that is not in
  * the page cache, a read during a migration -- it serves after dropping
  * read_lock, and a sibling becomes the reader.  So a stream of cache hits
  * and misses wakes no sibling at all, up to threads_per_conn requests
@@ -23,7 +24,8 @@
  *
  * Bounded: a request's payload or read reply is counted in the
  * connection's budget (NBD_CONN_INFLIGHT_MAX) from before its buffer is
- * filled until its reply is sent.  A reader that finds the budget spent
+ * filled until its reply is sent, or gathered into the reader's buffer
+ * (OUTBUF_SIZE, the connection's own).  A reader that finds the budget spent
  * waits with read_lock held, so nothing more is read from a client that
  * does not read its replies; the send timeout then drops it.
  */
@@ -56,6 +58,14 @@
  * page-cache copy of this costs less than waking a sibling; a larger one
  * would hold up the requests behind it. */
 #define INLINE_READ_MAX (128u * 1024)
+/* The replies of the reads the reader serves are gathered here and sent
+ * together -- one sendmsg, and one wake-up of the client, for a batch of
+ * its requests -- before the reader could wait for anything: when its
+ * buffer holds no whole request (the next recv may wait), before a write's
+ * payload or a wait for budget, and before it hands a request on. */
+#define OUTBUF_SIZE (256u * 1024)
+_Static_assert(OUTBUF_SIZE >= INLINE_READ_MAX + NBD_CHUNK_HDR_SIZE + 8,
+               "a reply the reader serves fits in its gathering buffer");
 
 struct pending_read;
 
@@ -116,6 +126,17 @@ static void budget_take(struct worker *w, uint64_t cost)
   c->inflight += cost;
   pthread_mutex_unlock(&c->budget_lock);
   w->held = cost;
+}
+
+/* Would budget_take wait now? */
+static bool budget_short(struct conn *c, uint64_t cost)
+{
+  bool short_;
+
+  pthread_mutex_lock(&c->budget_lock);
+  short_ = c->inflight > 0 && c->inflight + cost > NBD_CONN_INFLIGHT_MAX;
+  pthread_mutex_unlock(&c->budget_lock);
+  return short_;
 }
 
 /* The last thing a pending read's end does with c: the connection's
@@ -307,19 +328,11 @@ static int build_reply(const struct conn *c, const struct nbd_request *req,
   return 2;
 }
 
-static int send_reply(struct conn *c, const struct nbd_request *req, int err,
-                      uint8_t *buf, uint32_t nextents)
+/* Sends iov whole under write_lock; a failure drops the connection. */
+static int send_locked(struct conn *c, struct iovec *iov, int n)
 {
-  uint8_t hdr[NBD_CHUNK_HDR_SIZE + 8];
-  /* Header and data in one sendmsg: one syscall, and no chance of
-   * another worker's reply landing between them. */
-  struct iovec iov[2];
-  int n = build_reply(c, req, err, buf, nextents, hdr, iov), r;
+  int r;
 
-  if (err)
-    log_debug("nbd: connection %u: cmd %u off %llu len %u: %s", c->id,
-              req->type, (unsigned long long)req->offset, req->count,
-              strerror(-err));
   pthread_mutex_lock(&c->write_lock);
   r = send_all(c->fd, iov, n);
   pthread_mutex_unlock(&c->write_lock);
@@ -333,6 +346,62 @@ static int send_reply(struct conn *c, const struct nbd_request *req, int err,
     shutdown(c->fd, SHUT_RDWR);
   }
   return r;
+}
+
+static void log_failed(const struct conn *c, const struct nbd_request *req,
+                       int err)
+{
+  if (err)
+    log_debug("nbd: connection %u: cmd %u off %llu len %u: %s", c->id,
+              req->type, (unsigned long long)req->offset, req->count,
+              strerror(-err));
+}
+
+static int send_reply(struct conn *c, const struct nbd_request *req, int err,
+                      uint8_t *buf, uint32_t nextents)
+{
+  uint8_t hdr[NBD_CHUNK_HDR_SIZE + 8];
+  /* Header and data in one sendmsg: one syscall, and no chance of
+   * another worker's reply landing between them. */
+  struct iovec iov[2];
+  int n = build_reply(c, req, err, buf, nextents, hdr, iov);
+
+  log_failed(c, req, err);
+  return send_locked(c, iov, n);
+}
+
+/* The replies the reader gathered (c->obuf), sent as one. */
+static int out_flush(struct conn *c)
+{
+  struct iovec iov = { .iov_base = c->obuf, .iov_len = c->olen };
+
+  if (c->olen == 0)
+    return 0;
+  c->olen = 0;
+  return send_locked(c, &iov, 1);
+}
+
+/* The reply to a read the reader served, added to the gathered ones
+ * (copied: a 4 KiB copy costs less than a system call and the client's
+ * wake-up it saves). */
+static int out_add(struct conn *c, const struct nbd_request *req, int err,
+                   const uint8_t *buf)
+{
+  uint8_t hdr[NBD_CHUNK_HDR_SIZE + 8];
+  struct iovec iov[2];
+  int n = build_reply(c, req, err, (uint8_t *)buf, 0, hdr, iov), r;
+  size_t len = iov[0].iov_len + (n > 1 ? iov[1].iov_len : 0);
+
+  log_failed(c, req, err);
+  /* Never more than OUTBUF_SIZE: reads served here are INLINE_READ_MAX
+   * at most. */
+  if (c->olen + len > OUTBUF_SIZE && (r = out_flush(c)) < 0)
+    return r;
+  for (int i = 0; i < n; i++) {
+    memcpy(c->obuf + c->olen, iov[i].iov_base, iov[i].iov_len);
+    c->olen += iov[i].iov_len;
+  }
+  return 0;
 }
 
 /* Read the request header and any write payload, with read_lock held.
@@ -374,6 +443,10 @@ static int read_request(struct worker *w, struct nbd_request *req, int *err)
    * count the export refuses costs nothing (drained, or not served). */
   cost = request_cost(req, exp);
   if (req->count <= exp->max_block || cost > 0) {
+    /* Gathered replies must not wait for the budget (or the client for
+     * them): a client that reads them may be what frees it. */
+    if (c->olen && budget_short(c, cost) && out_flush(c) < 0)
+      return -1;
     budget_take(w, cost);
     /* The wait may have ended because the connection failed: a dropped
      * client's queued requests are not served. */
@@ -384,6 +457,10 @@ static int read_request(struct worker *w, struct nbd_request *req, int *err)
   }
   if (nbd_request_payload_len(req) == 0)
     return 0;
+  if (nbd_inbuf_buffered(&c->in) < req->count && out_flush(c) < 0) {
+    budget_give(w);
+    return -1;
+  }
   if (req->count > exp->max_block) {
     if (req->count > WRITE_DRAIN_MAX) {
       conn_fail(c, "write payload too large to skip", -EMSGSIZE);
@@ -478,6 +555,17 @@ static bool reply_and_release(struct worker *w, const struct nbd_request *req,
   return r == 0;
 }
 
+/* The same for a read the reader served: its reply gathered, its budget
+ * back (the gathering buffer is the connection's, not the request's). */
+static bool gather_and_release(struct worker *w,
+                               const struct nbd_request *req, int err)
+{
+  int r = out_add(w->c, req, err, w->buf);
+
+  budget_give(w);
+  return r == 0;
+}
+
 /* The reader's part, with read_lock held: requests that can be served
  * without waiting are -- reads the export starts at the origin or
  * answers from memory (FC_IO_NOWAIT), replied to at once or by their end
@@ -488,22 +576,27 @@ static bool reply_and_release(struct worker *w, const struct nbd_request *req,
 static int read_until_blocking(struct worker *w, struct nbd_request *req,
                                int *err)
 {
-  const struct fc_export *exp = &w->c->srv->exp;
+  struct conn *c = w->c;
+  const struct fc_export *exp = &c->srv->exp;
 
   for (;;) {
     int r;
 
-    *err = 0;
-    if (read_request(w, req, err) < 0)
+    if (nbd_inbuf_buffered(&c->in) < NBD_REQUEST_SIZE && out_flush(c) < 0)
       return 0;
+    *err = 0;
+    if (read_request(w, req, err) < 0) {
+      (void)out_flush(c);
+      return 0;
+    }
     *err = admit(w, exp, req, *err);
     if (*err || req->type != NBD_CMD_READ || !exp->ops->pread_start ||
         req->count > INLINE_READ_MAX)
-      return 1;
+      return out_flush(c) < 0 ? 0 : 1;
     r = read_start(w, exp, req, FC_IO_NOWAIT);
     if (r == -EAGAIN)
-      return 1;
-    if (r != 1 && !reply_and_release(w, req, r))
+      return out_flush(c) < 0 ? 0 : 1;
+    if (r != 1 && !gather_and_release(w, req, r))
       return 0;
   }
 }
@@ -580,7 +673,8 @@ void *nbd_conn_main(void *arg)
    * send_all() times it out. */
   set_timeouts(c->fd, 0, 0);
   ws = calloc(srv->nthreads, sizeof *ws);
-  if (!ws || nbd_inbuf_init(&c->in, c->fd) < 0) {
+  c->obuf = malloc(OUTBUF_SIZE);
+  if (!ws || !c->obuf || nbd_inbuf_init(&c->in, c->fd) < 0) {
     log_error("nbd: connection %u: out of memory", c->id);
     goto out;
   }
@@ -611,6 +705,8 @@ void *nbd_conn_main(void *arg)
 out:
   free(ws);
   nbd_inbuf_free(&c->in);
+  free(c->obuf);
+  c->obuf = NULL;
   pthread_mutex_lock(&srv->lock);
   close(c->fd);
   c->fd = -1;

@@ -38,6 +38,8 @@ struct conn {
   pthread_t thread;           /* handshake, worker 0, joins its siblings */
   pthread_mutex_t read_lock;  /* one reader of the request stream */
   struct nbd_inbuf in;        /* that stream, in transmission; read_lock */
+  uint8_t *obuf;              /* replies the reader gathered (nbd_conn.c), */
+  size_t olen;                /* not sent yet; read_lock */
   pthread_mutex_t write_lock; /* one writer of the reply stream */
   atomic_bool quit;           /* stop reading requests */
   bool done;                  /* thread finished; under srv->lock */

@@ -28,5 +28,11 @@ void nbd_inbuf_free(struct nbd_inbuf *in);
 int nbd_inbuf_read(struct nbd_inbuf *in, void *dst, size_t len);
 /* The same, dropping the bytes. */
 int nbd_inbuf_skip(struct nbd_inbuf *in, uint64_t len);
+/* Bytes received and not consumed yet: reading fewer than this never
+ * waits for the client. */
+static inline size_t nbd_inbuf_buffered(const struct nbd_inbuf *in)
+{
+  return in->len - in->pos;
+}
 
 #endif
