@@ -35,9 +35,9 @@ ALL = T.Config.DEFAULTS['strategies']
 PRESETS = {
     'full': dict(runs=3),
     'quick': dict(cache_sizes=(16 * L.MiB,)),
-    'smoke': dict(cache_sizes=(8 * L.MiB,), job_size=4 * L.MiB,
+    'smoke': dict(cache_sizes=(12 * L.MiB,), job_size=4 * L.MiB,
                   strategies=('none', 'firepan', 'firepan_if', 'hybrid'),
-                  nocache_s=2.0, warm_s=8.0, pre_s=3.0, first_s=4.0,
+                  nocache_s=2.0, warm_s=16.0, pre_s=3.0, first_s=4.0,
                   total_s=6.0, neighbour_warm_s=2.0, storage_rate='48M'),
 }
 

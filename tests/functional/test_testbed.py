@@ -53,7 +53,7 @@ def binaries(tmp_path_factory):
     return out
 
 
-@pytest.mark.timeout(180)
+@pytest.mark.timeout(260)
 def test_testbed_smoke(binaries, workdir):
     outdir = os.path.join(workdir, 'tb')
     env = dict(os.environ, FCACHE_AGENT_BIN=binaries['fcache-agent'],
@@ -61,17 +61,17 @@ def test_testbed_smoke(binaries, workdir):
     r = subprocess.run([sys.executable, TESTBED, '--smoke', '--outdir',
                         outdir], env=env, stdout=subprocess.PIPE,
                        stderr=subprocess.STDOUT, universal_newlines=True,
-                       timeout=170)
+                       timeout=250)
     print(r.stdout)
     assert r.returncode == 0, r.stdout[-4000:]
 
     # Every output, complete.
-    names = ('table.txt', 'results.json', 'results.csv', 'bandwidth-8M.png',
+    names = ('table.txt', 'results.json', 'results.csv', 'bandwidth-12M.png',
              'cost.png')
     for name in names:
         path = os.path.join(outdir, name)
         assert os.path.getsize(path) > 0, path
-    with open(os.path.join(outdir, 'bandwidth-8M.png'), 'rb') as f:
+    with open(os.path.join(outdir, 'bandwidth-12M.png'), 'rb') as f:
         assert f.read(8) == b'\x89PNG\r\n\x1a\n'
     with open(os.path.join(outdir, 'results.json')) as f:
         res = json.load(f)
@@ -84,7 +84,7 @@ def test_testbed_smoke(binaries, workdir):
     with open(os.path.join(outdir, 'table.txt')) as f:
         table = f.read()
     for st in strategies:
-        assert '\n8M     %s ' % st in table, table
+        assert '\n12M    %s ' % st in table, table
 
     # No run lost or corrupted data: vmload checked every read.
     for rec in res['records']:
@@ -111,12 +111,16 @@ def test_testbed_smoke(binaries, workdir):
     # hybrid serves a miss on a listed block from the source; firepan_if
     # runs on the origin until its copy completes (that is the algorithm)
     # and its cache counts from then.  None of these depends on how fast
-    # the copy or the machine is.
+    # the copy or the machine is.  A moved cache cannot do better than the
+    # source's own warm cache, which still misses about half as often as a
+    # cold one here (its cold zone, 80 % of the working set, is never all
+    # cached): about 0.5x none's count, where a cache that did not move
+    # gives 1.0x.
     none = rows['none']['storage_reads_per_10k_first_k_attached']
     assert none > 0, rows['none']
     for st in ('firepan', 'firepan_if', 'hybrid'):
         got = rows[st]['storage_reads_per_10k_first_k_attached']
-        assert got < 0.6 * none, (st, got, none)
+        assert got < 0.7 * none, (st, got, none)
     fp = rows['firepan']
     assert fp['blocks_transferred'] == fp['src_cached_blocks'] > 0, fp
     assert rows['none']['blocks_transferred'] == 0
