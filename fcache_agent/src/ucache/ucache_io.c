@@ -7,15 +7,25 @@
 
 #include "ucache_io.h"
 
+/* The VM's own access to blocks [first, first+n), whose cache blocks (or
+ * CBLOCK_NONE) are cbs: the demand the allocator sizes the volume's share
+ * by, and the hits' recency.  cbs must still be what the lookup found:
+ * pinned, or under uc->lock since. */
+static void
+uc_touch_locked(struct fc_ucache *uc, uint64_t first, uint32_t n,
+                const uint32_t *cbs)
+{
+  uc_track_access_locked(uc, first, n);
+  for (uint32_t i = 0; i < n; i++)
+    if (cbs[i] != CBLOCK_NONE)
+      fc_lru_touch(&uc->lru, uc->dev->table, (cblock_t){ cbs[i] });
+}
+
 void
 uc_lookup_and_pin(struct fc_ucache *uc, uint64_t first, uint32_t n, uint32_t *cbs,
                   bool touch)
 {
   pthread_mutex_lock(&uc->lock);
-  /* touch: the VM's own reads and writes, the demand the allocator sizes
-   * the volume's share by. */
-  if (touch)
-    uc_track_access_locked(uc, first, n);
   for (uint32_t i = 0; i < n; i++) {
     uint64_t b = first + i;
     cblock_t cb = { CBLOCK_NONE };
@@ -23,12 +33,11 @@ uc_lookup_and_pin(struct fc_ucache *uc, uint64_t first, uint32_t n, uint32_t *cb
     if (b < uc->nr_oblocks)
       cb = uc_lookup_locked(uc, to_oblock(b));
     cbs[i] = cb.n;
-    if (cb.n != CBLOCK_NONE) {
+    if (cb.n != CBLOCK_NONE)
       uc->dev->table[cb.n].flags |= FC_ENTRY_BUSY;
-      if (touch)
-        fc_lru_touch(&uc->lru, uc->dev->table, cb);
-    }
   }
+  if (touch)
+    uc_touch_locked(uc, first, n, cbs);
   pthread_mutex_unlock(&uc->lock);
 }
 
@@ -46,13 +55,41 @@ uc_touch(struct fc_ucache *uc, uint64_t first, uint32_t n)
   pthread_mutex_unlock(&uc->lock);
 }
 
-void
-uc_unpin(struct fc_ucache *uc, const uint32_t *cbs, uint32_t n)
+static bool
+any_pinned(const uint32_t *cbs, uint32_t n)
 {
-  pthread_mutex_lock(&uc->lock);
+  for (uint32_t i = 0; i < n; i++)
+    if (cbs[i] != CBLOCK_NONE)
+      return true;
+  return false;
+}
+
+static void
+unpin_locked(struct fc_ucache *uc, const uint32_t *cbs, uint32_t n)
+{
   for (uint32_t i = 0; i < n; i++)
     if (cbs[i] != CBLOCK_NONE)
       uc->dev->table[cbs[i]].flags &= ~FC_ENTRY_BUSY;
+}
+
+/* A run of misses pinned nothing: no lock to take for it. */
+void
+uc_unpin(struct fc_ucache *uc, const uint32_t *cbs, uint32_t n)
+{
+  if (!any_pinned(cbs, n))
+    return;
+  pthread_mutex_lock(&uc->lock);
+  unpin_locked(uc, cbs, n);
+  pthread_mutex_unlock(&uc->lock);
+}
+
+void
+uc_unpin_and_touch(struct fc_ucache *uc, uint64_t first, uint32_t n,
+                   const uint32_t *cbs)
+{
+  pthread_mutex_lock(&uc->lock);
+  uc_touch_locked(uc, first, n, cbs);
+  unpin_locked(uc, cbs, n);
   pthread_mutex_unlock(&uc->lock);
 }
 

@@ -32,8 +32,12 @@ void uc_lookup_and_pin(struct fc_ucache *uc, uint64_t first, uint32_t n,
                        uint32_t *cbs, bool touch);
 void uc_unpin(struct fc_ucache *uc, const uint32_t *cbs, uint32_t n);
 /* What uc_lookup_and_pin's touch does, afterwards: for a read that looked
- * its blocks up untouched because it might have been given up. */
+ * its blocks up untouched because it might have been given up.  uc_touch
+ * looks them up again; uc_unpin_and_touch uses the pinned cbs and unpins
+ * them under the same lock. */
 void uc_touch(struct fc_ucache *uc, uint64_t first, uint32_t n);
+void uc_unpin_and_touch(struct fc_ucache *uc, uint64_t first, uint32_t n,
+                        const uint32_t *cbs);
 /* Drop the clean blocks among cbs and forget them (CBLOCK_NONE). */
 void uc_invalidate(struct fc_ucache *uc, uint32_t *cbs, uint32_t n);
 /* The origin's I/O, counted in the stats. */

@@ -310,8 +310,8 @@ out:
  * having changed nothing, wherever read_cached would wait -- for a
  * stripe, the cache device, the origin's partial tail, a migration source
  * -- or act on the staging area (whose reads admit blocks).  The hits are
- * neither touched nor counted: the caller does both once the read goes
- * on. */
+ * not counted, and touched only when every block hit (the read is then
+ * done): the caller does the rest once the read goes on. */
 static int
 read_cached_nowait(struct fc_ucache *uc, char *buf, uint32_t count,
                    uint64_t off, uint64_t first, uint32_t n, uint32_t *cbs,
@@ -346,7 +346,11 @@ read_cached_nowait(struct fc_ucache *uc, char *buf, uint32_t count,
       seq[i] = uc_stripe_seq(uc, to_oblock(b));
     }
   }
-  uc_unpin(uc, cbs, n);
+  /* All hits: the read is done, and one lock both touches and unpins. */
+  if (r == 0 && *hits == n)
+    uc_unpin_and_touch(uc, first, n, cbs);
+  else
+    uc_unpin(uc, cbs, n);
   uc_unlock_stripes(uc, &set);
   return r;
 }
@@ -386,7 +390,8 @@ pread_nowait(struct fc_ucache *uc, char *buf, uint32_t count, uint64_t off,
   STAT_ADD(&uc->stats, read_bytes, count);
   STAT_ADD(&uc->stats, read_hits, hits);
   STAT_ADD(&uc->stats, cache_read_bytes, hit_bytes);
-  uc_touch(uc, first, n);
+  if (hits < n)
+    uc_touch(uc, first, n);     /* all hits were touched as they unpinned */
   return r;
 }
 
