@@ -1671,6 +1671,31 @@ test_nowait_read_gives_up_or_serves(void **state)
   }
 }
 
+/* A read served on the reader's thread is a use like any other: its hits
+ * become the most recent (touched as they are unpinned), so eviction takes
+ * the block it did not read.  Where the file system cannot read without
+ * waiting, the read gives up untouched and the order stays as it was. */
+static void
+test_nowait_hit_is_most_recent(void **state)
+{
+  struct env *e = env_new(32 * BS, 4, FC_WRITE_READ_ONLY, FC_ADMIT_ALL);
+  bool served;
+
+  for (uint64_t ob = 0; ob < 4; ob++)
+    check_read(e, ob * BS, BS);             /* 0 is the least recent */
+  served = read_nowait(e, scratch, 2 * BS, 0) == 0;   /* blocks 0 and 1 */
+  assert_int_equal(served, cache_file_has_nowait(e));
+  if (served)
+    assert_memory_equal(scratch, e->oracle, 2 * BS);
+  check_read(e, 4 * BS, BS);                /* a 5th block: one must go */
+  assert_int_equal(ST(e, evictions), 1);
+  assert_int_equal(cached(e, 0), served);
+  assert_true(cached(e, 1));
+  assert_int_equal(cached(e, 2), !served);  /* least recent once 0, 1 were */
+  assert_true(cached(e, 3));
+  assert_true(cached(e, 4));
+}
+
 int
 main(void)
 {
@@ -1734,6 +1759,7 @@ main(void)
     T(test_concurrent_wt),
     T(test_concurrent_ro),
     T(test_nowait_read_gives_up_or_serves),
+    T(test_nowait_hit_is_most_recent),
   };
 #undef T
 
