@@ -695,6 +695,64 @@ test_wb_never_evicts_dirty(void **state)
   assert_int_equal(ST(e, evictions), 1);
 }
 
+/* A migration source that holds every block clean, as the origin has
+ * it: what a hybrid or cloudcache destination fetches on a miss. */
+static unsigned fetches;
+
+static int
+fetch_clean_from_oracle(void *ctx, oblock_t ob, void *data, bool *dirty,
+                        bool required)
+{
+  struct env *e = ctx;
+
+  (void)required;
+  fetches++;
+  memcpy(data, e->oracle + ob.n * BS, BS);
+  *dirty = false;
+  return 0;
+}
+
+static int
+read_source_never(void *ctx, void *buf, uint32_t count, uint64_t off)
+{
+  (void)ctx, (void)buf, (void)count, (void)off;
+  return -EAGAIN;
+}
+
+/* The destination's quota all dirty, then the VM reads a block the source
+ * holds clean: the fetched data is good whether or not it finds room, so
+ * the read succeeds and the block stays out (the CI failure of 1f20658:
+ * "read ... failed: errno 28" under hybrid write_back).  So does a partial
+ * write over a block the source listed dirty but has cleaned since. */
+static void
+test_fetched_clean_block_without_room_is_served(void **state)
+{
+  struct env *e = env_new(32 * BS, 4, FC_WRITE_BACK, FC_ADMIT_ALL);
+  char sup[600];
+
+  tu_path(sup, sizeof sup, e->dir, "superseded");
+  fetches = 0;
+  assert_int_equal(fc_ucache_migr_in_begin(e->uc, FC_MIGR_ONDEMAND,
+                                           fetch_clean_from_oracle,
+                                           read_source_never, e, sup), 0);
+  assert_int_equal(fc_ucache_migr_add_remote(e->uc, to_oblock(10), false), 0);
+  assert_int_equal(fc_ucache_migr_add_remote(e->uc, to_oblock(12), true), 0);
+  fc_ucache_migr_source_connected(e->uc);
+  fc_ucache_migr_open_gate(e->uc);
+  do_write(e, 0, 4 * BS);                   /* the whole quota dirty */
+  assert_int_equal(info_of(e).dirty_blocks, 4);
+  check_read(e, 10 * BS, BS);
+  assert_int_equal(fetches, 1);
+  assert_false(cached(e, 10));
+  do_write(e, 12 * BS + 512, 1024);         /* listed dirty, fetched clean */
+  assert_int_equal(fetches, 2);
+  assert_false(cached(e, 12));
+  check_all(e);
+  fc_ucache_migr_in_end(e->uc);
+  assert_int_equal(fc_ucache_writeback_all(e->uc), 0);
+  check_origin_all(e);
+}
+
 /* ---- partial blocks and multi-block requests ---- */
 
 static void
@@ -1719,6 +1777,7 @@ main(void)
     T(test_lru_eviction_wb),
     T(test_wb_eviction_takes_clean_block),
     T(test_wb_never_evicts_dirty),
+    T(test_fetched_clean_block_without_room_is_served),
     T(test_partial_io_ro),
     T(test_partial_io_wt),
     T(test_partial_io_wb),
