@@ -34,6 +34,10 @@ struct mem_origin {
   unsigned write_us_per_mib;    /* and its transfer */
   bool one_at_a_time;           /* writes wait for each other, like a disk */
   pthread_mutex_t serial;
+  bool gated;                   /* writes wait until the test opens the gate */
+  bool in_gate;                 /* a write is waiting there */
+  pthread_mutex_t gate_mu;
+  pthread_cond_t gate_cond;
 };
 
 static int
@@ -51,6 +55,13 @@ mem_pwrite(struct fc_origin *o, const void *buf, uint32_t count, uint64_t off, b
   if (m->fail_writes >= 0 && __atomic_add_fetch(&m->writes, 1, __ATOMIC_SEQ_CST) >
       m->fail_writes)
     return -EIO;
+  pthread_mutex_lock(&m->gate_mu);
+  while (m->gated) {
+    m->in_gate = true;
+    pthread_cond_broadcast(&m->gate_cond);
+    pthread_cond_wait(&m->gate_cond, &m->gate_mu);
+  }
+  pthread_mutex_unlock(&m->gate_mu);
   if (m->one_at_a_time)
     pthread_mutex_lock(&m->serial);
   if (m->write_us || m->write_us_per_mib)
@@ -95,6 +106,9 @@ mem_init(struct mem_origin *m, unsigned char fill)
   m->write_us = m->write_us_per_mib = 0;
   m->one_at_a_time = false;
   pthread_mutex_init(&m->serial, NULL);
+  m->gated = m->in_gate = false;
+  pthread_mutex_init(&m->gate_mu, NULL);
+  pthread_cond_init(&m->gate_cond, NULL);
 }
 
 static void
@@ -434,6 +448,88 @@ test_aio_copier_yields_to_the_vm(void **state)
   assert_true(st.aio_delay_us / 1000 * 5 <= st.elapsed_ms);
 }
 
+/* A VM write to the grains the copier holds (read from A, not yet on B)
+ * waits for their copy; a VM read of them does not: the copier writes
+ * only B, and reads of those grains come from A under every scheme.  B
+ * stalls inside the copier's first write until the test lets it go. */
+struct one_write {
+  struct fc_origin *o;
+  bool done;
+};
+
+static void *
+write_grain_zero(void *arg)
+{
+  struct one_write *w = arg;
+  unsigned char buf[4096];
+
+  memset(buf, 'w', sizeof buf);
+  assert_int_equal(fc_origin_pwrite(w->o, buf, sizeof buf, 0, false), 0);
+  __atomic_store_n(&w->done, true, __ATOMIC_SEQ_CST);
+  return NULL;
+}
+
+static void
+reads_pass_the_claim(enum fc_move_scheme scheme)
+{
+  struct mem_origin a, b;
+  struct fc_origin *o;
+  struct fc_move_params p = {
+    .scheme = scheme, .max_rounds = 5, .converge_bytes = 1 << 20,
+    .aio_threshold = 4, .aio_delay_us = 100, .a_uri = "A", .commit = commit,
+  };
+  struct fc_move_status st;
+  struct one_write w = { 0 };
+  unsigned char got[4096];
+  char path[64], err[256];
+  pthread_t t;
+
+  alarm(20);     /* a read that waits for the claim waits forever here */
+  mem_init(&a, 'a');
+  mem_init(&b, 'b');
+  b.gated = true;
+  log_path(path, sizeof path);
+  p.log_path = path;
+  assert_int_equal(fc_origin_move_wrap(&a.base, &o), 0);
+  assert_int_equal(fc_origin_move_start(o, &b.base, &p, err, sizeof err), 0);
+  pthread_mutex_lock(&b.gate_mu);
+  while (!b.in_gate)
+    pthread_cond_wait(&b.gate_cond, &b.gate_mu);
+  pthread_mutex_unlock(&b.gate_mu);
+  /* The copier holds the first chunk and waits in B. */
+  assert_int_equal(fc_origin_pread(o, got, sizeof got, 0), 0);
+  for (size_t k = 0; k < sizeof got; k++)
+    assert_int_equal(got[k], 'a');
+  w.o = o;
+  assert_int_equal(pthread_create(&t, NULL, write_grain_zero, &w), 0);
+  usleep(50 * 1000);
+  assert_false(__atomic_load_n(&w.done, __ATOMIC_SEQ_CST));
+  pthread_mutex_lock(&b.gate_mu);
+  b.gated = false;
+  pthread_cond_broadcast(&b.gate_cond);
+  pthread_mutex_unlock(&b.gate_mu);
+  pthread_join(t, NULL);
+  assert_int_equal(fc_origin_flush(o), 0);
+  wait_end(o, &st);
+  assert_int_equal(st.state, FC_MOVE_DONE);
+  assert_int_equal(fc_origin_pread(o, got, sizeof got, 0), 0);
+  for (size_t k = 0; k < sizeof got; k++)
+    assert_int_equal(got[k], 'w');
+  for (size_t k = 4096; k < SIZE; k++)
+    assert_int_equal(b.data[k], 'a');
+  unlink(path);
+  fc_origin_close(o);
+  free(a.data);
+  free(b.data);
+  alarm(0);
+}
+
+static void test_dbt_reads_pass_the_claim(void **state) { reads_pass_the_claim(FC_MOVE_DBT); }
+static void test_mirror_reads_pass_the_claim(void **state) { reads_pass_the_claim(FC_MOVE_MIRROR); }
+static void test_lr_reads_pass_the_claim(void **state) { reads_pass_the_claim(FC_MOVE_LR); }
+static void test_slr_reads_pass_the_claim(void **state) { reads_pass_the_claim(FC_MOVE_SLR); }
+static void test_aio_reads_pass_the_claim(void **state) { reads_pass_the_claim(FC_MOVE_AIO); }
+
 int main(void)
 {
   const struct CMUnitTest tests[] = {
@@ -451,6 +547,11 @@ int main(void)
     cmocka_unit_test(test_dbt_gives_up_when_rounds_stall),
     cmocka_unit_test(test_aio_switch_after_drain),
     cmocka_unit_test(test_aio_copier_yields_to_the_vm),
+    cmocka_unit_test(test_dbt_reads_pass_the_claim),
+    cmocka_unit_test(test_mirror_reads_pass_the_claim),
+    cmocka_unit_test(test_lr_reads_pass_the_claim),
+    cmocka_unit_test(test_slr_reads_pass_the_claim),
+    cmocka_unit_test(test_aio_reads_pass_the_claim),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -117,6 +117,7 @@ mv_aio_write(struct move_origin *m, const void *buf, uint32_t count, uint64_t of
   job->next = NULL;
   job->range.lo = off / MOVE_GRAIN;
   job->range.hi = (off + count - 1) / MOVE_GRAIN;
+  job->range.reader = false;
   pthread_mutex_lock(&m->mu);
   if (!mv_range_acquire_locked(m, &job->range)) {
     pthread_mutex_unlock(&m->mu);

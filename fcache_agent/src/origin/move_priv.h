@@ -22,9 +22,13 @@
 /* AIO, before the switch: the duplicates B may owe (aio_drain). */
 #define AIO_DRAIN_PENDING 4u
 
-/* A request's (or an AIO duplicate's) hold on grains [lo, hi]. */
+/* A request's (or an AIO duplicate's) hold on grains [lo, hi].  A reader
+ * changes no grain: it waits for no other reader and for no claim of the
+ * copier, which reads A and writes only B (the grains a reader of B could
+ * see, LR's and SLR's, are the ones the copier skips or has not reached). */
 struct mv_range {
   uint64_t lo, hi;
+  bool reader;
   struct mv_range *next;
 };
 

@@ -45,10 +45,12 @@ overlaps(uint64_t lo1, uint64_t hi1, uint64_t lo2, uint64_t hi2)
 static bool
 range_busy_locked(struct move_origin *m, const struct mv_range *r)
 {
-  if (m->paused || (m->claimed && overlaps(r->lo, r->hi, m->claim_lo, m->claim_hi)))
+  if (m->paused)
+    return true;
+  if (!r->reader && m->claimed && overlaps(r->lo, r->hi, m->claim_lo, m->claim_hi))
     return true;
   for (struct mv_range *x = m->ranges; x; x = x->next)
-    if (overlaps(r->lo, r->hi, x->lo, x->hi))
+    if (!(r->reader && x->reader) && overlaps(r->lo, r->hi, x->lo, x->hi))
       return true;
   return false;
 }
@@ -95,7 +97,7 @@ mv_claim_locked(struct move_origin *m, uint64_t lo, uint64_t hi)
     bool busy = false;
 
     for (struct mv_range *x = m->ranges; x; x = x->next)
-      busy |= overlaps(probe.lo, probe.hi, x->lo, x->hi);
+      busy |= !x->reader && overlaps(probe.lo, probe.hi, x->lo, x->hi);
     if (!busy)
       return;
     pthread_cond_wait(&m->cond, &m->mu);
@@ -371,6 +373,7 @@ request(struct move_origin *m, enum req_kind kind, void *buf, uint32_t count,
     }
     range.lo = off / MOVE_GRAIN;
     range.hi = (off + count - 1) / MOVE_GRAIN;
+    range.reader = kind == REQ_READ;
     if (!mv_range_acquire_locked(m, &range)) {
       pthread_mutex_unlock(&m->mu);
       continue;
