@@ -35,6 +35,7 @@ struct mem_origin {
   bool one_at_a_time;           /* writes wait for each other, like a disk */
   pthread_mutex_t serial;
   bool gated;                   /* writes wait until the test opens the gate */
+  int gate_passes;              /* >= 0: so many writes pass, then it closes */
   bool in_gate;                 /* a write is waiting there */
   pthread_mutex_t gate_mu;
   pthread_cond_t gate_cond;
@@ -56,6 +57,12 @@ mem_pwrite(struct fc_origin *o, const void *buf, uint32_t count, uint64_t off, b
       m->fail_writes)
     return -EIO;
   pthread_mutex_lock(&m->gate_mu);
+  if (m->gate_passes > 0) {
+    m->gate_passes--;
+  } else if (m->gate_passes == 0) {
+    m->gated = true;
+    m->gate_passes = -1;
+  }
   while (m->gated) {
     m->in_gate = true;
     pthread_cond_broadcast(&m->gate_cond);
@@ -107,6 +114,7 @@ mem_init(struct mem_origin *m, unsigned char fill)
   m->one_at_a_time = false;
   pthread_mutex_init(&m->serial, NULL);
   m->gated = m->in_gate = false;
+  m->gate_passes = -1;
   pthread_mutex_init(&m->gate_mu, NULL);
   pthread_cond_init(&m->gate_cond, NULL);
 }
@@ -530,6 +538,59 @@ static void test_lr_reads_pass_the_claim(void **state) { reads_pass_the_claim(FC
 static void test_slr_reads_pass_the_claim(void **state) { reads_pass_the_claim(FC_MOVE_SLR); }
 static void test_aio_reads_pass_the_claim(void **state) { reads_pass_the_claim(FC_MOVE_AIO); }
 
+/* AIO from a fast A to a B that stalls: a write to the copied region is
+ * acknowledged once A has it, its duplicate waits for B, and a read of
+ * the same grain, served from A, does not wait for B's half (it did,
+ * for as long as B's queue). */
+static void
+test_aio_read_passes_pending_duplicate(void **state)
+{
+  struct mem_origin a, b;
+  struct fc_origin *o;
+  struct fc_move_params p = {
+    .scheme = FC_MOVE_AIO, .aio_threshold = 4, .aio_delay_us = 100,
+    .a_uri = "A", .commit = commit,
+  };
+  struct fc_move_status st;
+  unsigned char buf[4096], got[4096];
+  char path[64], err[256];
+
+  alarm(20);     /* a read that waits for B's half waits forever here */
+  mem_init(&a, 'a');
+  mem_init(&b, 'b');
+  b.gate_passes = 1;            /* the first chunk's copy, then B stalls */
+  log_path(path, sizeof path);
+  p.log_path = path;
+  assert_int_equal(fc_origin_move_wrap(&a.base, &o), 0);
+  assert_int_equal(fc_origin_move_start(o, &b.base, &p, err, sizeof err), 0);
+  pthread_mutex_lock(&b.gate_mu);
+  while (!b.in_gate)
+    pthread_cond_wait(&b.gate_cond, &b.gate_mu);
+  pthread_mutex_unlock(&b.gate_mu);
+  /* The copier waits in B with the second chunk: grain 0 is copied. */
+  memset(buf, 'w', sizeof buf);
+  assert_int_equal(fc_origin_pwrite(o, buf, sizeof buf, 0, false), 0);
+  assert_int_equal(fc_origin_pread(o, got, sizeof got, 0), 0);
+  assert_memory_equal(got, buf, sizeof buf);
+  fc_origin_move_status(o, &st);
+  assert_int_equal(st.state, FC_MOVE_COPYING);
+  pthread_mutex_lock(&b.gate_mu);
+  b.gated = false;
+  pthread_cond_broadcast(&b.gate_cond);
+  pthread_mutex_unlock(&b.gate_mu);
+  assert_int_equal(fc_origin_flush(o), 0);
+  wait_end(o, &st);
+  assert_int_equal(st.state, FC_MOVE_DONE);
+  assert_memory_equal(b.data, buf, sizeof buf);
+  for (size_t k = 4096; k < SIZE; k++)
+    assert_int_equal(b.data[k], 'a');
+  unlink(path);
+  fc_origin_close(o);
+  free(a.data);
+  free(b.data);
+  alarm(0);
+}
+
 int main(void)
 {
   const struct CMUnitTest tests[] = {
@@ -552,6 +613,7 @@ int main(void)
     cmocka_unit_test(test_lr_reads_pass_the_claim),
     cmocka_unit_test(test_slr_reads_pass_the_claim),
     cmocka_unit_test(test_aio_reads_pass_the_claim),
+    cmocka_unit_test(test_aio_read_passes_pending_duplicate),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

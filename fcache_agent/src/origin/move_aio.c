@@ -5,11 +5,12 @@
  * not yet written; above aio_threshold a new duplicate first sleeps
  * aio_delay_us at a time, which is what keeps the slower side from
  * falling ever further behind.  The duplicate's grains stay held until
- * both halves are written, so a later read or write of them sees both
- * sides equal; a flush waits for pending to reach 0.  Duplicates are
- * logged (move_log.h) because the acknowledging half may be B's: A may
- * lack a write the VM saw acknowledged until the worker writes it, and
- * after a crash only the log has it. */
+ * both halves are written, so a later write of them reaches both sides in
+ * order; a read, which AIO serves from A, waits only for A's half.  A
+ * flush waits for pending to reach 0.  Duplicates are logged
+ * (move_log.h) because the acknowledging half may be B's: A may lack a
+ * write the VM saw acknowledged until the worker writes it, and after a
+ * crash only the log has it. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,10 +24,14 @@ note_latency(uint64_t *lat, uint64_t ns)
   *lat = *lat ? (*lat * 7 + ns) / 8 : ns;
 }
 
-/* Under mu. */
+/* Under mu: one half ended, on A or not, written or not. */
 static void
-half_done_locked(struct move_origin *m, struct aio_job *job)
+half_done_locked(struct move_origin *m, struct aio_job *job, bool a_written)
 {
+  if (a_written) {
+    job->range.a_settled = true;
+    pthread_cond_broadcast(&m->cond);
+  }
   if (--job->halves)
     return;
   mv_range_release_locked(m, &job->range);
@@ -66,7 +71,7 @@ aio_worker(void *arg)
       m->a_error = r;     /* the next flush reports it */
     else if (!r)
       *(job->dst_is_b ? &m->st.b_write : &m->st.a_write) += job->count;
-    half_done_locked(m, job);
+    half_done_locked(m, job, !r && !job->dst_is_b);
   }
   pthread_mutex_unlock(&m->mu);
   return NULL;
@@ -117,7 +122,7 @@ mv_aio_write(struct move_origin *m, const void *buf, uint32_t count, uint64_t of
   job->next = NULL;
   job->range.lo = off / MOVE_GRAIN;
   job->range.hi = (off + count - 1) / MOVE_GRAIN;
-  job->range.reader = false;
+  job->range.reader = job->range.a_settled = false;
   pthread_mutex_lock(&m->mu);
   if (!mv_range_acquire_locked(m, &job->range)) {
     pthread_mutex_unlock(&m->mu);
@@ -205,7 +210,7 @@ mv_aio_write(struct move_origin *m, const void *buf, uint32_t count, uint64_t of
     mv_b_failed_locked(m, r);
     r = 1;
   }
-  half_done_locked(m, job);
+  half_done_locked(m, job, !r && !fast_is_b);
 out:
   if (r == 1)
     /* B failed: retried on A once the copier has fallen back. */

@@ -29,6 +29,9 @@
 struct mv_range {
   uint64_t lo, hi;
   bool reader;
+  /* An AIO duplicate whose half on A is written: a reader (AIO reads A)
+   * need not wait for its half on B. */
+  bool a_settled;
   struct mv_range *next;
 };
 

@@ -50,7 +50,8 @@ range_busy_locked(struct move_origin *m, const struct mv_range *r)
   if (!r->reader && m->claimed && overlaps(r->lo, r->hi, m->claim_lo, m->claim_hi))
     return true;
   for (struct mv_range *x = m->ranges; x; x = x->next)
-    if (!(r->reader && x->reader) && overlaps(r->lo, r->hi, x->lo, x->hi))
+    if (!(r->reader && (x->reader || x->a_settled)) &&
+        overlaps(r->lo, r->hi, x->lo, x->hi))
       return true;
   return false;
 }
@@ -374,6 +375,7 @@ request(struct move_origin *m, enum req_kind kind, void *buf, uint32_t count,
     range.lo = off / MOVE_GRAIN;
     range.hi = (off + count - 1) / MOVE_GRAIN;
     range.reader = kind == REQ_READ;
+    range.a_settled = false;
     if (!mv_range_acquire_locked(m, &range)) {
       pthread_mutex_unlock(&m->mu);
       continue;
