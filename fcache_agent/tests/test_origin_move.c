@@ -456,6 +456,25 @@ test_aio_copier_yields_to_the_vm(void **state)
   assert_true(st.aio_delay_us / 1000 * 5 <= st.elapsed_ms);
 }
 
+/* Until a write waits at m's gate. */
+static void
+wait_in_gate(struct mem_origin *m)
+{
+  pthread_mutex_lock(&m->gate_mu);
+  while (!m->in_gate)
+    pthread_cond_wait(&m->gate_cond, &m->gate_mu);
+  pthread_mutex_unlock(&m->gate_mu);
+}
+
+static void
+open_gate(struct mem_origin *m)
+{
+  pthread_mutex_lock(&m->gate_mu);
+  m->gated = false;
+  pthread_cond_broadcast(&m->gate_cond);
+  pthread_mutex_unlock(&m->gate_mu);
+}
+
 /* A VM write to the grains the copier holds (read from A, not yet on B)
  * waits for their copy; a VM read of them does not: the copier writes
  * only B, and reads of those grains come from A under every scheme.  B
@@ -500,10 +519,7 @@ reads_pass_the_claim(enum fc_move_scheme scheme)
   p.log_path = path;
   assert_int_equal(fc_origin_move_wrap(&a.base, &o), 0);
   assert_int_equal(fc_origin_move_start(o, &b.base, &p, err, sizeof err), 0);
-  pthread_mutex_lock(&b.gate_mu);
-  while (!b.in_gate)
-    pthread_cond_wait(&b.gate_cond, &b.gate_mu);
-  pthread_mutex_unlock(&b.gate_mu);
+  wait_in_gate(&b);
   /* The copier holds the first chunk and waits in B. */
   assert_int_equal(fc_origin_pread(o, got, sizeof got, 0), 0);
   for (size_t k = 0; k < sizeof got; k++)
@@ -512,10 +528,7 @@ reads_pass_the_claim(enum fc_move_scheme scheme)
   assert_int_equal(pthread_create(&t, NULL, write_grain_zero, &w), 0);
   usleep(50 * 1000);
   assert_false(__atomic_load_n(&w.done, __ATOMIC_SEQ_CST));
-  pthread_mutex_lock(&b.gate_mu);
-  b.gated = false;
-  pthread_cond_broadcast(&b.gate_cond);
-  pthread_mutex_unlock(&b.gate_mu);
+  open_gate(&b);
   pthread_join(t, NULL);
   assert_int_equal(fc_origin_flush(o), 0);
   wait_end(o, &st);
@@ -563,10 +576,7 @@ test_aio_read_passes_pending_duplicate(void **state)
   p.log_path = path;
   assert_int_equal(fc_origin_move_wrap(&a.base, &o), 0);
   assert_int_equal(fc_origin_move_start(o, &b.base, &p, err, sizeof err), 0);
-  pthread_mutex_lock(&b.gate_mu);
-  while (!b.in_gate)
-    pthread_cond_wait(&b.gate_cond, &b.gate_mu);
-  pthread_mutex_unlock(&b.gate_mu);
+  wait_in_gate(&b);
   /* The copier waits in B with the second chunk: grain 0 is copied. */
   memset(buf, 'w', sizeof buf);
   assert_int_equal(fc_origin_pwrite(o, buf, sizeof buf, 0, false), 0);
@@ -574,10 +584,7 @@ test_aio_read_passes_pending_duplicate(void **state)
   assert_memory_equal(got, buf, sizeof buf);
   fc_origin_move_status(o, &st);
   assert_int_equal(st.state, FC_MOVE_COPYING);
-  pthread_mutex_lock(&b.gate_mu);
-  b.gated = false;
-  pthread_cond_broadcast(&b.gate_cond);
-  pthread_mutex_unlock(&b.gate_mu);
+  open_gate(&b);
   assert_int_equal(fc_origin_flush(o), 0);
   wait_end(o, &st);
   assert_int_equal(st.state, FC_MOVE_DONE);
