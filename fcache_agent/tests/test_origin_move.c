@@ -475,10 +475,46 @@ open_gate(struct mem_origin *m)
   pthread_mutex_unlock(&m->gate_mu);
 }
 
+/* A move from A (all 'a') to B (all 'b', its gate closing after
+ * gate_passes writes, or never for -1), its log at path. */
+static struct fc_origin *
+start_gated_move(struct mem_origin *a, struct mem_origin *b, enum fc_move_scheme scheme,
+                 int gate_passes, char *path)
+{
+  struct fc_move_params p = {
+    .scheme = scheme, .max_rounds = 5, .converge_bytes = 1 << 20,
+    .aio_threshold = 4, .aio_delay_us = 100, .a_uri = "A", .commit = commit,
+  };
+  struct fc_origin *o;
+  char err[256];
+
+  mem_init(a, 'a');
+  mem_init(b, 'b');
+  b->gate_passes = gate_passes;
+  log_path(path, 64);
+  p.log_path = path;
+  assert_int_equal(fc_origin_move_wrap(&a->base, &o), 0);
+  assert_int_equal(fc_origin_move_start(o, &b->base, &p, err, sizeof err), 0);
+  return o;
+}
+
+static void
+end_gated_move(struct fc_origin *o, struct mem_origin *a, struct mem_origin *b,
+               const char *path)
+{
+  unlink(path);
+  fc_origin_close(o);
+  free(a->data);
+  free(b->data);
+  alarm(0);
+}
+
 /* A VM write to the grains the copier holds (read from A, not yet on B)
- * waits for their copy; a VM read of them does not: the copier writes
- * only B, and reads of those grains come from A under every scheme.  B
- * stalls inside the copier's first write until the test lets it go. */
+ * waits for their copy, but under AIO, which acknowledges it once A has
+ * it and writes B after the copy; a VM read of them does not wait: the
+ * copier writes only B, and reads of those grains come from A under every
+ * scheme.  B stalls inside the copier's first write until the test lets
+ * it go; B must end with the write, not with the copier's older copy. */
 struct one_write {
   struct fc_origin *o;
   bool done;
@@ -501,24 +537,14 @@ reads_pass_the_claim(enum fc_move_scheme scheme)
 {
   struct mem_origin a, b;
   struct fc_origin *o;
-  struct fc_move_params p = {
-    .scheme = scheme, .max_rounds = 5, .converge_bytes = 1 << 20,
-    .aio_threshold = 4, .aio_delay_us = 100, .a_uri = "A", .commit = commit,
-  };
   struct fc_move_status st;
   struct one_write w = { 0 };
   unsigned char got[4096];
-  char path[64], err[256];
+  char path[64];
   pthread_t t;
 
   alarm(20);     /* a read that waits for the claim waits forever here */
-  mem_init(&a, 'a');
-  mem_init(&b, 'b');
-  b.gated = true;
-  log_path(path, sizeof path);
-  p.log_path = path;
-  assert_int_equal(fc_origin_move_wrap(&a.base, &o), 0);
-  assert_int_equal(fc_origin_move_start(o, &b.base, &p, err, sizeof err), 0);
+  o = start_gated_move(&a, &b, scheme, 0, path);
   wait_in_gate(&b);
   /* The copier holds the first chunk and waits in B. */
   assert_int_equal(fc_origin_pread(o, got, sizeof got, 0), 0);
@@ -526,23 +552,26 @@ reads_pass_the_claim(enum fc_move_scheme scheme)
     assert_int_equal(got[k], 'a');
   w.o = o;
   assert_int_equal(pthread_create(&t, NULL, write_grain_zero, &w), 0);
-  usleep(50 * 1000);
-  assert_false(__atomic_load_n(&w.done, __ATOMIC_SEQ_CST));
-  open_gate(&b);
-  pthread_join(t, NULL);
+  if (scheme == FC_MOVE_AIO) {
+    pthread_join(t, NULL);
+    for (size_t k = 0; k < 4096; k++)
+      assert_int_equal(a.data[k], 'w');    /* acknowledged: A has it */
+    open_gate(&b);
+  } else {
+    usleep(50 * 1000);
+    assert_false(__atomic_load_n(&w.done, __ATOMIC_SEQ_CST));
+    open_gate(&b);
+    pthread_join(t, NULL);
+  }
   assert_int_equal(fc_origin_flush(o), 0);
   wait_end(o, &st);
   assert_int_equal(st.state, FC_MOVE_DONE);
   assert_int_equal(fc_origin_pread(o, got, sizeof got, 0), 0);
   for (size_t k = 0; k < sizeof got; k++)
     assert_int_equal(got[k], 'w');
-  for (size_t k = 4096; k < SIZE; k++)
-    assert_int_equal(b.data[k], 'a');
-  unlink(path);
-  fc_origin_close(o);
-  free(a.data);
-  free(b.data);
-  alarm(0);
+  for (size_t k = 0; k < SIZE; k++)
+    assert_int_equal(b.data[k], k < 4096 ? 'w' : 'a');
+  end_gated_move(o, &a, &b, path);
 }
 
 static void test_dbt_reads_pass_the_claim(void **state) { reads_pass_the_claim(FC_MOVE_DBT); }
@@ -560,22 +589,12 @@ test_aio_read_passes_pending_duplicate(void **state)
 {
   struct mem_origin a, b;
   struct fc_origin *o;
-  struct fc_move_params p = {
-    .scheme = FC_MOVE_AIO, .aio_threshold = 4, .aio_delay_us = 100,
-    .a_uri = "A", .commit = commit,
-  };
   struct fc_move_status st;
   unsigned char buf[4096], got[4096];
-  char path[64], err[256];
+  char path[64];
 
   alarm(20);     /* a read that waits for B's half waits forever here */
-  mem_init(&a, 'a');
-  mem_init(&b, 'b');
-  b.gate_passes = 1;            /* the first chunk's copy, then B stalls */
-  log_path(path, sizeof path);
-  p.log_path = path;
-  assert_int_equal(fc_origin_move_wrap(&a.base, &o), 0);
-  assert_int_equal(fc_origin_move_start(o, &b.base, &p, err, sizeof err), 0);
+  o = start_gated_move(&a, &b, FC_MOVE_AIO, 1, path);   /* the first chunk passes */
   wait_in_gate(&b);
   /* The copier waits in B with the second chunk: grain 0 is copied. */
   memset(buf, 'w', sizeof buf);
@@ -591,11 +610,50 @@ test_aio_read_passes_pending_duplicate(void **state)
   assert_memory_equal(b.data, buf, sizeof buf);
   for (size_t k = 4096; k < SIZE; k++)
     assert_int_equal(b.data[k], 'a');
-  unlink(path);
-  fc_origin_close(o);
-  free(a.data);
-  free(b.data);
-  alarm(0);
+  end_gated_move(o, &a, &b, path);
+}
+
+/* AIO writes that pass claims, two chunks running: W1 straddles the
+ * first chunk's end while it is copied, so its half on B waits for that
+ * copy, and the next claim (which W1 overlaps) waits for W1; W2 lands in
+ * that next chunk meanwhile and passes its claim.  The claim must not
+ * wait for W2, whose half on B waits for that very claim: a move that
+ * did hung (test_volume_move.py, b_fails_mid_copy[aio], one run in 4). */
+static void
+test_aio_claim_does_not_wait_for_writes_that_passed_it(void **state)
+{
+  struct mem_origin a, b;
+  struct fc_origin *o;
+  struct fc_move_status st;
+  unsigned char w1[4096], w2[4096];
+  char path[64];
+  const uint64_t w1_off = 255 * 4096 + 2048, w2_off = 300 * 4096;
+
+  alarm(20);
+  o = start_gated_move(&a, &b, FC_MOVE_AIO, 0, path);   /* B stalls the first copy */
+  wait_in_gate(&b);
+  memset(w1, '1', sizeof w1);
+  assert_int_equal(fc_origin_pwrite(o, w1, sizeof w1, w1_off, false), 0);
+  /* The copy of the first chunk goes through; W1's half on B stalls. */
+  pthread_mutex_lock(&b.gate_mu);
+  b.in_gate = false;
+  b.gate_passes = 0;
+  b.gated = false;
+  pthread_cond_broadcast(&b.gate_cond);
+  pthread_mutex_unlock(&b.gate_mu);
+  wait_in_gate(&b);
+  usleep(50 * 1000);            /* the copier claims the next chunk */
+  memset(w2, '2', sizeof w2);
+  assert_int_equal(fc_origin_pwrite(o, w2, sizeof w2, w2_off, false), 0);
+  open_gate(&b);
+  assert_int_equal(fc_origin_flush(o), 0);
+  wait_end(o, &st);
+  assert_int_equal(st.state, FC_MOVE_DONE);
+  assert_memory_equal(b.data + w1_off, w1, sizeof w1);
+  assert_memory_equal(b.data + w2_off, w2, sizeof w2);
+  assert_int_equal(b.data[w1_off - 1], 'a');
+  assert_int_equal(b.data[w2_off + sizeof w2], 'a');
+  end_gated_move(o, &a, &b, path);
 }
 
 int main(void)
@@ -621,6 +679,7 @@ int main(void)
     cmocka_unit_test(test_slr_reads_pass_the_claim),
     cmocka_unit_test(test_aio_reads_pass_the_claim),
     cmocka_unit_test(test_aio_read_passes_pending_duplicate),
+    cmocka_unit_test(test_aio_claim_does_not_wait_for_writes_that_passed_it),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -59,6 +59,12 @@ aio_worker(void *arg)
     m->q_head = job->next;
     if (!m->q_head)
       m->q_tail = NULL;
+    /* A write that passed a claim reaches B after the copier's copy of
+     * the same grains, which may hold what A had before it.  Only that
+     * claim: the next one waits for this write (mv_claim_locked). */
+    while (job->dst_is_b && job->range.passed_claim && m->claimed &&
+           m->claim_seq == job->range.passed_claim && !m->b_error)
+      pthread_cond_wait(&m->cond, &m->mu);
     pthread_mutex_unlock(&m->mu);
     t = mv_now_ns();
     r = fc_origin_pwrite(job->dst, job->data, job->count, job->off, false);
@@ -112,6 +118,7 @@ mv_aio_write(struct move_origin *m, const void *buf, uint32_t count, uint64_t of
   struct fc_origin *fast, *a;
   bool fast_is_b;
   uint64_t t, cursor;
+  bool claimed;
   int r, rb;
 
   if (!job)
@@ -123,6 +130,10 @@ mv_aio_write(struct move_origin *m, const void *buf, uint32_t count, uint64_t of
   job->range.lo = off / MOVE_GRAIN;
   job->range.hi = (off + count - 1) / MOVE_GRAIN;
   job->range.reader = job->range.a_settled = false;
+  /* A FUA write is written to both sides before it is acknowledged, so
+   * it waits for the claim like any request. */
+  job->range.passes_claim = !fua;
+  job->range.passed_claim = 0;
   pthread_mutex_lock(&m->mu);
   if (!mv_range_acquire_locked(m, &job->range)) {
     pthread_mutex_unlock(&m->mu);
@@ -131,8 +142,13 @@ mv_aio_write(struct move_origin *m, const void *buf, uint32_t count, uint64_t of
   }
   m->st.vm_write += count;
   a = m->cur;
-  /* The cursor cannot pass these grains while they are held. */
+  /* The cursor cannot pass these grains while they are held, but for
+   * the copier's claim, which this write passed: then the copier may
+   * copy A's old data to B, so the write is duplicated like one to the
+   * copied region, its half on B after the copy (aio_worker). */
   cursor = m->cursor;
+  claimed = mv_claimed_locked(m, &job->range);
+  job->range.passed_claim = claimed ? m->claim_seq : 0;
   pthread_mutex_unlock(&m->mu);
   if (job->range.lo < cursor) {
     /* The copied part is logged, every time, in order: the half the VM
@@ -153,7 +169,7 @@ mv_aio_write(struct move_origin *m, const void *buf, uint32_t count, uint64_t of
     }
   }
   pthread_mutex_lock(&m->mu);
-  if (job->range.lo >= cursor || fua) {
+  if ((job->range.lo >= cursor && !claimed) || fua) {
     /* Not copied yet: A alone (the copier brings it over).  FUA: both,
      * synchronously, since it must be durable when acknowledged. */
     bool both = job->range.lo < cursor;

@@ -19,7 +19,13 @@
 #define MOVE_GRAIN 4096u
 /* What the copier claims and copies at once. */
 #define MOVE_CHUNK (1u << 20)
-/* AIO, before the switch: the duplicates B may owe (aio_drain). */
+/* AIO, before the switch (aio_drain): the duplicates B may owe when
+ * the switch holds requests, if the queue drained on its own ... */
+#define AIO_SWITCH_PENDING 1u
+/* ... which it is given while it keeps shrinking, at most so long ... */
+#define AIO_DRAIN_STALL_NS (500ull * 1000000ull)
+#define AIO_DRAIN_FREE_NS (2000ull * 1000000ull)
+/* ... else new duplicates are held to this many until it has. */
 #define AIO_DRAIN_PENDING 4u
 
 /* A request's (or an AIO duplicate's) hold on grains [lo, hi].  A reader
@@ -32,6 +38,12 @@ struct mv_range {
   /* An AIO duplicate whose half on A is written: a reader (AIO reads A)
    * need not wait for its half on B. */
   bool a_settled;
+  /* An AIO write that does not wait for the copier's claim: its half on
+   * B waits instead (move_aio.c) ... */
+  bool passes_claim;
+  /* ... for the claim it passed (its claim_seq), or 0: that claim does
+   * not wait for it either. */
+  uint64_t passed_claim;
   struct mv_range *next;
 };
 
@@ -59,6 +71,7 @@ struct move_origin {
   struct mv_range *ranges;      /* routed requests in flight */
   bool claimed;                 /* the copier's grains, no request in them */
   uint64_t claim_lo, claim_hi;
+  uint64_t claim_seq;           /* counts claims: which one a write passed */
   uint64_t nr_grains;
   uint64_t cursor;              /* grains below it are copied */
   struct move_bitmap bm;        /* dbt: dirty; lr, slr: B holds the newest */
@@ -100,6 +113,8 @@ void mv_unclaim_locked(struct move_origin *m);
  * holds any of r's grains, then hold them.  false: the move ended while
  * waiting (the caller serves the request unrouted). */
 bool mv_range_acquire_locked(struct move_origin *m, struct mv_range *r);
+/* Under mu: does the copier's claim cover any of r's grains? */
+bool mv_claimed_locked(const struct move_origin *m, const struct mv_range *r);
 void mv_range_release_locked(struct move_origin *m, struct mv_range *r);
 /* Under mu: B failed with r; the copier falls back to A. */
 void mv_b_failed_locked(struct move_origin *m, int r);

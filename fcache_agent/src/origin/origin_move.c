@@ -42,12 +42,18 @@ overlaps(uint64_t lo1, uint64_t hi1, uint64_t lo2, uint64_t hi2)
   return lo1 <= hi2 && lo2 <= hi1;
 }
 
+bool
+mv_claimed_locked(const struct move_origin *m, const struct mv_range *r)
+{
+  return m->claimed && overlaps(r->lo, r->hi, m->claim_lo, m->claim_hi);
+}
+
 static bool
 range_busy_locked(struct move_origin *m, const struct mv_range *r)
 {
   if (m->paused)
     return true;
-  if (!r->reader && m->claimed && overlaps(r->lo, r->hi, m->claim_lo, m->claim_hi))
+  if (!r->reader && !r->passes_claim && mv_claimed_locked(m, r))
     return true;
   for (struct mv_range *x = m->ranges; x; x = x->next)
     if (!(r->reader && (x->reader || x->a_settled)) &&
@@ -93,12 +99,14 @@ mv_claim_locked(struct move_origin *m, uint64_t lo, uint64_t hi)
   m->claimed = true;
   m->claim_lo = lo;
   m->claim_hi = hi;
+  m->claim_seq++;
   for (;;) {
     struct mv_range probe = { .lo = lo, .hi = hi };
     bool busy = false;
 
     for (struct mv_range *x = m->ranges; x; x = x->next)
-      busy |= !x->reader && overlaps(probe.lo, probe.hi, x->lo, x->hi);
+      busy |= !x->reader && x->passed_claim != m->claim_seq &&
+              overlaps(probe.lo, probe.hi, x->lo, x->hi);
     if (!busy)
       return;
     pthread_cond_wait(&m->cond, &m->mu);
@@ -375,7 +383,8 @@ request(struct move_origin *m, enum req_kind kind, void *buf, uint32_t count,
     range.lo = off / MOVE_GRAIN;
     range.hi = (off + count - 1) / MOVE_GRAIN;
     range.reader = kind == REQ_READ;
-    range.a_settled = false;
+    range.a_settled = range.passes_claim = false;
+    range.passed_claim = 0;
     if (!mv_range_acquire_locked(m, &range)) {
       pthread_mutex_unlock(&m->mu);
       continue;
