@@ -319,17 +319,23 @@ merge_rounds(struct move_origin *m, char *buf, char *why, size_t whylen)
  * queue is down to a few cost every writer a stall as long as the queue
  * (35 to 65 ms SSD to HDD).  Only when it stops shrinking, or after
  * AIO_DRAIN_FREE_NS, are new duplicates kept to AIO_DRAIN_PENDING, which
- * always converges.  The switch then waits for those few of B's writes. */
+ * always converges.  The switch then waits for those few of B's writes.
+ * When the duplicates go to A (B is the faster side), A also serves
+ * every read of the VM and its queue does not drain on its own: waiting
+ * for it only made the move longer (HDD to SSD, HDD to HDD). */
 static void
 aio_drain(struct move_origin *m)
 {
   uint64_t now = mv_now_ns(), start = now, last_low = now;
   unsigned low;
   struct timespec ts;
+  bool dups_to_b;
 
   pthread_mutex_lock(&m->mu);
   low = m->pending;
-  while (m->pending > AIO_SWITCH_PENDING && !interrupted_locked(m) &&
+  /* As mv_aio_write chooses the side a duplicate's worker writes. */
+  dups_to_b = !(m->lat_a_ns && m->lat_b_ns && m->lat_b_ns < m->lat_a_ns);
+  while (dups_to_b && m->pending > AIO_SWITCH_PENDING && !interrupted_locked(m) &&
          now - last_low < AIO_DRAIN_STALL_NS && now - start < AIO_DRAIN_FREE_NS) {
     realtime_deadline(now + 1000000u, &ts);
     pthread_cond_timedwait(&m->cond, &m->mu, &ts);
