@@ -24,6 +24,12 @@ note_latency(uint64_t *lat, uint64_t ns)
   *lat = *lat ? (*lat * 7 + ns) / 8 : ns;
 }
 
+bool
+mv_aio_b_faster_locked(const struct move_origin *m)
+{
+  return m->lat_a_ns && m->lat_b_ns && m->lat_b_ns < m->lat_a_ns;
+}
+
 /* Under mu: one half ended, on A or not, written or not. */
 static void
 half_done_locked(struct move_origin *m, struct aio_job *job, bool a_written)
@@ -201,8 +207,7 @@ mv_aio_write(struct move_origin *m, const void *buf, uint32_t count, uint64_t of
   }
   /* Across the cursor A is written first: its part above the cursor is
    * not logged. */
-  fast_is_b = job->range.hi < cursor && m->lat_a_ns && m->lat_b_ns &&
-              m->lat_b_ns < m->lat_a_ns;
+  fast_is_b = job->range.hi < cursor && mv_aio_b_faster_locked(m);
   fast = fast_is_b ? m->b : a;
   job->dst = fast_is_b ? a : m->b;
   job->dst_is_b = !fast_is_b;

@@ -333,8 +333,7 @@ aio_drain(struct move_origin *m)
 
   pthread_mutex_lock(&m->mu);
   low = m->pending;
-  /* As mv_aio_write chooses the side a duplicate's worker writes. */
-  dups_to_b = !(m->lat_a_ns && m->lat_b_ns && m->lat_b_ns < m->lat_a_ns);
+  dups_to_b = !mv_aio_b_faster_locked(m);
   while (dups_to_b && m->pending > AIO_SWITCH_PENDING && !interrupted_locked(m) &&
          now - last_low < AIO_DRAIN_STALL_NS && now - start < AIO_DRAIN_FREE_NS) {
     realtime_deadline(now + 1000000u, &ts);

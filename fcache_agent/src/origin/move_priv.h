@@ -113,6 +113,9 @@ void mv_unclaim_locked(struct move_origin *m);
  * holds any of r's grains, then hold them.  false: the move ended while
  * waiting (the caller serves the request unrouted). */
 bool mv_range_acquire_locked(struct move_origin *m, struct mv_range *r);
+/* Under mu, AIO: has B written faster than A lately (both measured)?
+ * Then a duplicate's request writes B and the worker A. */
+bool mv_aio_b_faster_locked(const struct move_origin *m);
 /* Under mu: does the copier's claim cover any of r's grains? */
 bool mv_claimed_locked(const struct move_origin *m, const struct mv_range *r);
 void mv_range_release_locked(struct move_origin *m, struct mv_range *r);

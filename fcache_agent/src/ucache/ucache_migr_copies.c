@@ -68,9 +68,7 @@ uc_migr_fetch_miss(struct fc_ucache *uc, oblock_t ob, void *data)
       r = fc_origin_pwrite(uc->origin, data, uc->bs, ob.n * uc->bs, true);
     /* A clean block is also at the origin: the data in hand is good, and
      * a cache with no room (all dirty) only costs a future miss. */
-    if (r < 0 && !src_dirty)
-      r = 0;
-    return r < 0 ? r : 0;
+    return src_dirty && r < 0 ? r : 0;
   }
   if (!dirty) {
     /* A clean block is also at the origin: the VM need not wait for a
