@@ -35,6 +35,7 @@ struct mem_origin {
   bool one_at_a_time;           /* writes wait for each other, like a disk */
   pthread_mutex_t serial;
   bool gated;                   /* writes wait until the test opens the gate */
+  uint64_t gate_below;          /* nonzero: only writes starting below it wait */
   int gate_passes;              /* >= 0: so many writes pass, then it closes */
   bool in_gate;                 /* a write is waiting there */
   pthread_mutex_t gate_mu;
@@ -52,18 +53,21 @@ static int
 mem_pwrite(struct fc_origin *o, const void *buf, uint32_t count, uint64_t off, bool fua)
 {
   struct mem_origin *m = (struct mem_origin *)o;
+  unsigned per_mib;
 
   if (m->fail_writes >= 0 && __atomic_add_fetch(&m->writes, 1, __ATOMIC_SEQ_CST) >
       m->fail_writes)
     return -EIO;
   pthread_mutex_lock(&m->gate_mu);
-  if (m->gate_passes > 0) {
+  if (m->gate_below && off >= m->gate_below) {
+    /* not the gated range: neither waits nor counts */
+  } else if (m->gate_passes > 0) {
     m->gate_passes--;
   } else if (m->gate_passes == 0) {
     m->gated = true;
     m->gate_passes = -1;
   }
-  while (m->gated) {
+  while (m->gated && (!m->gate_below || off < m->gate_below)) {
     m->in_gate = true;
     pthread_cond_broadcast(&m->gate_cond);
     pthread_cond_wait(&m->gate_cond, &m->gate_mu);
@@ -71,8 +75,9 @@ mem_pwrite(struct fc_origin *o, const void *buf, uint32_t count, uint64_t off, b
   pthread_mutex_unlock(&m->gate_mu);
   if (m->one_at_a_time)
     pthread_mutex_lock(&m->serial);
-  if (m->write_us || m->write_us_per_mib)
-    usleep(m->write_us + (unsigned)((uint64_t)count * m->write_us_per_mib >> 20));
+  per_mib = __atomic_load_n(&m->write_us_per_mib, __ATOMIC_RELAXED);
+  if (m->write_us || per_mib)
+    usleep(m->write_us + (unsigned)((uint64_t)count * per_mib >> 20));
   memcpy(m->data + off, buf, count);
   if (m->one_at_a_time)
     pthread_mutex_unlock(&m->serial);
@@ -114,6 +119,7 @@ mem_init(struct mem_origin *m, unsigned char fill)
   m->one_at_a_time = false;
   pthread_mutex_init(&m->serial, NULL);
   m->gated = m->in_gate = false;
+  m->gate_below = 0;
   m->gate_passes = -1;
   pthread_mutex_init(&m->gate_mu, NULL);
   pthread_cond_init(&m->gate_cond, NULL);
@@ -613,6 +619,60 @@ test_aio_read_passes_pending_duplicate(void **state)
   end_gated_move(o, &a, &b, path);
 }
 
+/* AIO's drain before the switch lets the VM run while B's queue is not
+ * growing, however long it stays flat (within AIO_DRAIN_FREE_NS): B
+ * takes the copier's chunks but holds three duplicates of the first MiB
+ * (its "queue"), and 600 ms into the drain -- past the half second a
+ * queue that stopped shrinking used to get before new duplicates were
+ * held and the switch held every request for those three -- a VM write
+ * to the copied region is still acknowledged at once.  Once B lets them
+ * through the move ends on B with every write. */
+static void
+test_aio_drain_waits_while_the_queue_is_flat(void **state)
+{
+  struct mem_origin a, b;
+  struct fc_origin *o;
+  struct fc_move_status st;
+  struct one_write w = { 0 };
+  unsigned char buf[4096];
+  char path[64];
+  pthread_t t;
+
+  alarm(20);
+  o = start_gated_move(&a, &b, FC_MOVE_AIO, -1, path);
+  __atomic_store_n(&b.write_us_per_mib, 100000, __ATOMIC_RELAXED);  /* 300 ms of copy */
+  do {
+    usleep(1000);
+    fc_origin_move_status(o, &st);
+  } while (st.bytes_copied < (1u << 20));
+  pthread_mutex_lock(&b.gate_mu);
+  b.gate_below = 1u << 20;
+  b.gated = true;
+  pthread_mutex_unlock(&b.gate_mu);
+  memset(buf, 'w', sizeof buf);
+  for (uint64_t g = 1; g <= 3; g++)      /* three duplicates owed by B */
+    assert_int_equal(fc_origin_pwrite(o, buf, sizeof buf, g * 4096, false), 0);
+  do {
+    usleep(1000);
+    fc_origin_move_status(o, &st);
+  } while (st.bytes_copied < st.bytes_total);
+  usleep(600 * 1000);
+  w.o = o;
+  assert_int_equal(pthread_create(&t, NULL, write_grain_zero, &w), 0);
+  for (int i = 0; i < 800 && !__atomic_load_n(&w.done, __ATOMIC_SEQ_CST); i++)
+    usleep(1000);
+  assert_true(__atomic_load_n(&w.done, __ATOMIC_SEQ_CST));
+  fc_origin_move_status(o, &st);
+  assert_int_equal(st.state, FC_MOVE_COPYING);
+  open_gate(&b);
+  pthread_join(t, NULL);
+  wait_end(o, &st);
+  assert_int_equal(st.state, FC_MOVE_DONE);
+  for (size_t k = 0; k < SIZE; k++)
+    assert_int_equal(b.data[k], k < 4 * 4096 ? 'w' : 'a');
+  end_gated_move(o, &a, &b, path);
+}
+
 /* AIO writes that pass claims, two chunks running: W1 straddles the
  * first chunk's end while it is copied, so its half on B waits for that
  * copy, and the next claim (which W1 overlaps) waits for W1; W2 lands in
@@ -680,6 +740,7 @@ int main(void)
     cmocka_unit_test(test_aio_reads_pass_the_claim),
     cmocka_unit_test(test_aio_read_passes_pending_duplicate),
     cmocka_unit_test(test_aio_claim_does_not_wait_for_writes_that_passed_it),
+    cmocka_unit_test(test_aio_drain_waits_while_the_queue_is_flat),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

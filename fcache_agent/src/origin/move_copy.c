@@ -313,36 +313,37 @@ merge_rounds(struct move_origin *m, char *buf, char *why, size_t whylen)
 
 /* AIO: the switch must wait for every duplicate B has not written yet,
  * with requests held; on a slow B a full queue is aio_threshold writes
- * of it.  So the queue is drained first with requests flowing.  While it
- * keeps shrinking on its own (B takes duplicates faster than the VM
- * makes them) nothing is held: holding the VM's new duplicates until the
+ * of it.  So the queue is drained first with requests flowing.  As long
+ * as it does not grow (to twice where it started: B keeps up with the
+ * VM's duplicates) nothing is held, however long it hovers before it
+ * touches AIO_SWITCH_PENDING: holding the VM's new duplicates until the
  * queue is down to a few cost every writer a stall as long as the queue
- * (35 to 65 ms SSD to HDD).  Only when it stops shrinking, or after
- * AIO_DRAIN_FREE_NS, are new duplicates kept to AIO_DRAIN_PENDING, which
- * always converges.  The switch then waits for those few of B's writes.
+ * (35 to 65 ms SSD to HDD), and a B busy near its limit (an HDD taking
+ * 460 duplicates a second of a VM's 400) lets the queue wander for
+ * longer than the half second without a new low this drain used to
+ * allow.  AIO is the scheme for gamma near 0, where a longer move costs
+ * nothing.  Only when the queue grows, or after AIO_DRAIN_FREE_NS, are
+ * new duplicates kept to AIO_DRAIN_PENDING, which always converges.  The
+ * switch then waits for those few of B's writes.
  * When the duplicates go to A (B is the faster side), A also serves
  * every read of the VM and its queue does not drain on its own: waiting
  * for it only made the move longer (HDD to SSD, HDD to HDD). */
 static void
 aio_drain(struct move_origin *m)
 {
-  uint64_t now = mv_now_ns(), start = now, last_low = now;
-  unsigned low;
+  uint64_t now = mv_now_ns(), start = now;
+  unsigned ceiling;
   struct timespec ts;
   bool dups_to_b;
 
   pthread_mutex_lock(&m->mu);
-  low = m->pending;
+  ceiling = 2 * (m->pending > AIO_DRAIN_PENDING ? m->pending : AIO_DRAIN_PENDING);
   dups_to_b = !mv_aio_b_faster_locked(m);
-  while (dups_to_b && m->pending > AIO_SWITCH_PENDING && !interrupted_locked(m) &&
-         now - last_low < AIO_DRAIN_STALL_NS && now - start < AIO_DRAIN_FREE_NS) {
+  while (dups_to_b && m->pending > AIO_SWITCH_PENDING && m->pending <= ceiling &&
+         !interrupted_locked(m) && now - start < AIO_DRAIN_FREE_NS) {
     realtime_deadline(now + 1000000u, &ts);
     pthread_cond_timedwait(&m->cond, &m->mu, &ts);
     now = mv_now_ns();
-    if (m->pending < low) {
-      low = m->pending;
-      last_low = now;
-    }
   }
   m->aio_draining = true;
   while (m->pending > AIO_DRAIN_PENDING && !interrupted_locked(m))

@@ -22,8 +22,7 @@
 /* AIO, before the switch (aio_drain): the duplicates B may owe when
  * the switch holds requests, if the queue drained on its own ... */
 #define AIO_SWITCH_PENDING 1u
-/* ... which it is given while it keeps shrinking, at most so long ... */
-#define AIO_DRAIN_STALL_NS (500ull * 1000000ull)
+/* ... which it is given while it does not grow, at most so long ... */
 #define AIO_DRAIN_FREE_NS (2000ull * 1000000ull)
 /* ... else new duplicates are held to this many until it has. */
 #define AIO_DRAIN_PENDING 4u
