@@ -276,10 +276,12 @@ move_with(enum fc_move_scheme scheme, int b_fail_after, enum fc_move_state want)
         assert_int_equal(where[off + k], (unsigned char)i);
   }
   assert_int_equal(commits, want == FC_MOVE_DONE);
+  /* The copier removes the log after it published the move's end:
+   * closing the volume waits for it. */
+  fc_origin_close(o);
   if (scheme == FC_MOVE_LR || scheme == FC_MOVE_SLR)
     assert_int_equal(access(path, F_OK), -1);   /* the log is gone */
   unlink(path);
-  fc_origin_close(o);
   free(a.data);
   free(b.data);
 }
