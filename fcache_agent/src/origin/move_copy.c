@@ -319,7 +319,7 @@ merge_rounds(struct move_origin *m, char *buf, char *why, size_t whylen)
  * touches AIO_SWITCH_PENDING: holding the VM's new duplicates until the
  * queue is down to a few cost every writer a stall as long as the queue
  * (35 to 65 ms SSD to HDD), and a B busy near its limit (an HDD taking
- * 460 duplicates a second of a VM's 400) lets the queue wander for
+ * 480 duplicates a second of a VM's 400) lets the queue wander for
  * longer than the half second without a new low this drain used to
  * allow.  AIO is the scheme for gamma near 0, where a longer move costs
  * nothing.  Only when the queue grows, or after AIO_DRAIN_FREE_NS, are
