@@ -331,20 +331,20 @@ merge_rounds(struct move_origin *m, char *buf, char *why, size_t whylen)
 static void
 aio_drain(struct move_origin *m)
 {
-  uint64_t now = mv_now_ns(), start = now;
+  uint64_t due = mv_now_ns() + AIO_DRAIN_FREE_NS;
   unsigned ceiling;
   struct timespec ts;
   bool dups_to_b;
 
+  realtime_deadline(due, &ts);
   pthread_mutex_lock(&m->mu);
   ceiling = 2 * (m->pending > AIO_DRAIN_PENDING ? m->pending : AIO_DRAIN_PENDING);
   dups_to_b = !mv_aio_b_faster_locked(m);
+  /* Every change of pending, and an abort or B's failure, broadcasts. */
   while (dups_to_b && m->pending > AIO_SWITCH_PENDING && m->pending <= ceiling &&
-         !interrupted_locked(m) && now - start < AIO_DRAIN_FREE_NS) {
-    realtime_deadline(now + 1000000u, &ts);
-    pthread_cond_timedwait(&m->cond, &m->mu, &ts);
-    now = mv_now_ns();
-  }
+         !interrupted_locked(m) && mv_now_ns() < due)
+    if (pthread_cond_timedwait(&m->cond, &m->mu, &ts) == ETIMEDOUT)
+      break;
   m->aio_draining = true;
   while (m->pending > AIO_DRAIN_PENDING && !interrupted_locked(m))
     pthread_cond_wait(&m->cond, &m->mu);
