@@ -853,7 +853,8 @@ def rereport(path):
     return 0
 
 
-def main(argv=None):
+def build_parser():
+    """The benchmark's options: media, workload and run (the probe's too)."""
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument('--quick', action='store_true',
@@ -880,7 +881,11 @@ def main(argv=None):
     ap.add_argument('--report', metavar='JSON',
                     help='no run: recompute the medians, verdicts, tables '
                     'and figure of an earlier run from its JSON')
-    args = ap.parse_args(argv)
+    return ap
+
+
+def main(argv=None):
+    args = build_parser().parse_args(argv)
     if args.report:
         return rereport(args.report)
     args.size = fclab.parse_size(args.size)

@@ -45,14 +45,6 @@ def parse_move_args(text):
     return out
 
 
-def media_args(size):
-    return argparse.Namespace(
-        size=size, hdd_mbps=50, hdd_delay_ms=2.0, ssd_mbps=200,
-        ssd_delay_ms=0.1, rate_iops=800, threads=4, read_share=0.5,
-        baseline_s=3.0, timeout_s=20.0, rate_limit_mbps=0,
-        qemu_granularity=0)
-
-
 def late_requests(wl, slot_s):
     """(start in the run, latency, 'r'/'w') of requests over one slot."""
     recs = [r for rs in wl.records for r in rs]
@@ -81,7 +73,8 @@ def main(argv=None):
         ap.error('unknown system(s) %s' % ', '.join(bad))
     extra = parse_move_args(a.move_args)
     src, dst = a.direction.split('-')
-    args = media_args(fclab.parse_size(a.size))
+    args = sm.build_parser().parse_args(['--size', a.size])
+    args.size = fclab.parse_size(args.size)
     slot_s = args.threads / args.rate_iops
     stamp = time.strftime('%Y%m%d-%H%M%S')
     imgdir = '/dev/shm/fcache-smprobe-%s' % stamp
