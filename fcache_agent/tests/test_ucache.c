@@ -1754,6 +1754,52 @@ test_nowait_hit_is_most_recent(void **state)
   assert_true(cached(e, 4));
 }
 
+/* The background copy's batched read (fc_ucache_migr_read_many) of a
+ * hottest-first batch whose blocks are scattered over the cache file and
+ * no longer in the page cache, as in a cache larger than memory after the
+ * VM's hits reordered the LRU: every block comes back with its own data
+ * (the reads are asked for all at once, then waited for run by run), and
+ * a block that left the cache is -ENOENT. */
+static void
+test_migr_read_many_from_the_device(void **state)
+{
+  enum { N = 48 };
+  struct env *e = env_new(128 * BS, N, FC_WRITE_THROUGH, FC_ADMIT_ALL);
+  static const uint32_t stride = 7;      /* coprime with N: a permutation */
+  uint64_t *list = NULL, obs[N + 1];
+  void *bufs[N + 1];
+  bool dirty[N + 1];
+  int res[N + 1];
+  uint32_t n = 0;
+
+  for (uint64_t ob = 0; ob < N; ob++)
+    check_read(e, ob * BS, BS);           /* cache blocks in oblock order */
+  for (uint32_t i = 0; i < N; i++)
+    check_read(e, (uint64_t)(i * stride % N) * BS, BS);   /* hits reorder the LRU */
+  assert_int_equal(fc_ucache_migr_snapshot(e->uc, &list, &n, false), 0);
+  assert_int_equal(n, N);
+  memcpy(obs, list, n * sizeof *obs);
+  free(list);
+  obs[n] = 100;                           /* never cached */
+  for (uint32_t i = 0; i <= n; i++)
+    bufs[i] = scratch + (size_t)i * BS;
+  memset(scratch, 0xee, (size_t)(n + 1) * BS);
+  assert_int_equal(fdatasync(e->dev->fd), 0);
+  assert_int_equal(posix_fadvise(e->dev->fd, 0, 0, POSIX_FADV_DONTNEED), 0);
+  assert_int_equal(fc_ucache_migr_read_many(e->uc, obs, n + 1, bufs, dirty, res), 0);
+  for (uint32_t i = 0; i < n; i++) {
+    assert_int_equal(res[i], 0);
+    assert_false(dirty[i]);
+    assert_memory_equal(bufs[i], e->oracle + obs[i] * BS, BS);
+  }
+  assert_int_equal(res[n], -ENOENT);
+  /* Again from the page cache, which the first pass filled. */
+  memset(scratch, 0xee, (size_t)n * BS);
+  assert_int_equal(fc_ucache_migr_read_many(e->uc, obs, n, bufs, dirty, res), 0);
+  for (uint32_t i = 0; i < n; i++)
+    assert_memory_equal(bufs[i], e->oracle + obs[i] * BS, BS);
+}
+
 int
 main(void)
 {
@@ -1819,6 +1865,7 @@ main(void)
     T(test_concurrent_ro),
     T(test_nowait_read_gives_up_or_serves),
     T(test_nowait_hit_is_most_recent),
+    T(test_migr_read_many_from_the_device),
   };
 #undef T
 

@@ -216,6 +216,28 @@ fc_cachedev_readv(struct fc_cachedev *dev, cblock_t first, struct iovec *iov, in
 }
 
 int
+fc_cachedev_readv_nowait(struct fc_cachedev *dev, cblock_t first,
+                         const struct iovec *iov, int n)
+{
+  size_t want = 0;
+  ssize_t got;
+
+  for (int i = 0; i < n; i++)
+    want += iov[i].iov_len;
+  got = preadv2(dev->fd, iov, n, (off_t)first.n * dev->block_size, RWF_NOWAIT);
+  if (got == (ssize_t)want)
+    return 0;
+  return got < 0 && errno != EOPNOTSUPP && errno != EAGAIN ? -errno : -EAGAIN;
+}
+
+void
+fc_cachedev_prefetch(struct fc_cachedev *dev, cblock_t first, uint32_t count)
+{
+  (void)posix_fadvise(dev->fd, (off_t)first.n * dev->block_size,
+                      (off_t)count * dev->block_size, POSIX_FADV_WILLNEED);
+}
+
+int
 fc_cachedev_writev(struct fc_cachedev *dev, cblock_t first, struct iovec *iov, int n)
 {
   return fc_full_pwritev(dev->fd, iov, n, (off_t)first.n * dev->block_size);

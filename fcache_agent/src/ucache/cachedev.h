@@ -59,6 +59,14 @@ int fc_cachedev_write(struct fc_cachedev *dev, cblock_t cb, uint32_t off,
 struct iovec;
 int fc_cachedev_readv(struct fc_cachedev *dev, cblock_t first, struct iovec *iov, int n);
 int fc_cachedev_writev(struct fc_cachedev *dev, cblock_t first, struct iovec *iov, int n);
+/* fc_cachedev_readv only from the page cache: -EAGAIN where any of it
+ * would wait for the device (iov is then left as it was), else 0 or
+ * -errno. */
+int fc_cachedev_readv_nowait(struct fc_cachedev *dev, cblock_t first,
+                             const struct iovec *iov, int n);
+/* Start reading blocks [first, first+count) from the device into the page
+ * cache, without waiting.  Only advice: nothing fails. */
+void fc_cachedev_prefetch(struct fc_cachedev *dev, cblock_t first, uint32_t count);
 int fc_cachedev_sync(struct fc_cachedev *dev);
 
 uint32_t fc_cachedev_used(struct fc_cachedev *dev);
