@@ -15,6 +15,11 @@
             (least-squares fit, r^2 and ms per MiB)
   downtime  downtime of firepan_if and hybrid against none (target: within
             100 ms)
+  cold      an unthrottled copy (firepan and hybrid) of a cache that is not
+            in memory, as at a scale larger than RAM, after the VM's hits
+            reordered its LRU (every block read once more in random order):
+            rate against reading the same cache file sequentially from the
+            same device (the peer), and CPU seconds per GiB on the source
 
 Medians of --runs runs.  Results go to results/migration-<timestamp>.json.
 Run with bench/run-migration.sh (installs what it needs first).
@@ -83,6 +88,11 @@ class Lab(object):
         self.pids = []
         self.agents = [self._agent(n, cache_size, tls) for n, tls in
                        zip('abcdefgh', tls_modes)]
+
+    def cache_file(self, agent_index):
+        """The cache file of an agent (the default, in its state_dir)."""
+        return os.path.join(self.dir, 'abcdefgh'[agent_index], 'state',
+                            'cache.img')
 
     def pair(self, tls):
         """The (source, destination) agents of this TLS mode, with pids."""
@@ -302,6 +312,75 @@ def bench_firepan(lab, runs, sizes):
             'r2': r2}
 
 
+def scramble(client, vid, cache_bytes):
+    """Read every cached block once more, in random order.
+
+    All hits: the LRU no longer follows the order of the cache file.
+    """
+    uri = client.show_volume(vid).get('export_uri')
+    if not uri:
+        raise RuntimeError('volume-show %s gave no export_uri' % vid)
+    subprocess.run(['fio', '--name=scramble', '--ioengine=nbd',
+                    '--uri=%s' % uri, '--rw=randread', '--bs=4k',
+                    '--iodepth=16', '--size=%d' % cache_bytes,
+                    '--output=/dev/null'], check=True)
+
+
+def drop_from_memory(path):
+    """Evict a file from the page cache, as if it were larger than RAM."""
+    os.sync()
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
+
+
+def sequential_read_rate(path, nbytes):
+    """The peer: the device reading the file's first nbytes sequentially.
+
+    1 MiB requests, 16 in flight, past the page cache (fio, libaio,
+    O_DIRECT): the most the device gives.
+    """
+    out = subprocess.run(['fio', '--name=device', '--filename=%s' % path,
+                          '--readonly', '--rw=read', '--bs=1M',
+                          '--ioengine=libaio', '--direct=1', '--iodepth=16',
+                          '--size=%d' % nbytes, '--output-format=json'],
+                         check=True, capture_output=True, text=True).stdout
+    job = json.loads(out[out.index('{'):])['jobs'][0]['read']
+    return job['bw_bytes']
+
+
+def bench_cold(lab, runs, cache):
+    rows = []
+    for i in range(runs):
+        r = {}
+        for strategy in ('firepan', 'hybrid'):
+            vid = 'cold-%s-%d' % (strategy, i)
+            warm(lab.agents[0], vid, lab.origin_uri, cache)
+            scramble(lab.agents[0], vid, cache)
+            drop_from_memory(lab.cache_file(0))
+            m = run_migration(lab, vid, strategy)
+            secs = m['downtime_s'] if strategy == 'firepan' \
+                else m['transfer_s']
+            gib = m['bytes_transferred'] / float(1 << 30)
+            r[strategy] = {'bytes': m['bytes_transferred'],
+                           'bytes_per_s': m['bytes_transferred'] / secs,
+                           'src_cpu_s_per_gib': m['cpu_s'][0] / gib}
+        r['device_bytes_per_s'] = sequential_read_rate(lab.cache_file(0),
+                                                       cache)
+        for strategy in ('firepan', 'hybrid'):
+            r[strategy]['ratio'] = (r[strategy]['bytes_per_s']
+                                    / r['device_bytes_per_s'])
+        rows.append(r)
+    med = {'device_bytes_per_s': statistics.median(
+        x['device_bytes_per_s'] for x in rows)}
+    for strategy in ('firepan', 'hybrid'):
+        med[strategy] = {k: statistics.median(x[strategy][k] for x in rows)
+                         for k in rows[0][strategy]}
+    return {'cache_bytes': cache, 'runs': rows, 'median': med}
+
+
 def bench_downtime(lab, runs, cache):
     out = {}
     for strategy in ('none', 'firepan_if', 'hybrid'):
@@ -316,7 +395,8 @@ def bench_downtime(lab, runs, cache):
     return out
 
 
-SECTIONS = ('rate', 'stream', 'tls', 'tls_link', 'firepan', 'downtime')
+SECTIONS = ('rate', 'stream', 'tls', 'tls_link', 'firepan', 'downtime',
+            'cold')
 
 
 def report(r, args):
@@ -357,6 +437,21 @@ def report(r, args):
         print('  downtime vs none: firepan_if %+.1f ms, hybrid %+.1f ms'
               % (r['downtime']['firepan_if_minus_none_ms'],
                  r['downtime']['hybrid_minus_none_ms']))
+    if 'cold' in r:
+        report_cold(r)
+
+
+def report_cold(r):
+    c = r['cold']
+    m = c['median']
+    print('  copy of %d MiB from a cache not in memory, LRU reordered; the '
+          'same file read sequentially from the device: %.0f MB/s'
+          % (c['cache_bytes'] // MiB, m['device_bytes_per_s'] / 1e6))
+    for strategy in ('firepan', 'hybrid'):
+        print('    %-8s %.3f x the device (%.0f MB/s); CPU s/GiB source %.2f'
+              % (strategy, m[strategy]['ratio'],
+                 m[strategy]['bytes_per_s'] / 1e6,
+                 m[strategy]['src_cpu_s_per_gib']))
 
 
 def main(argv=None):
@@ -411,6 +506,8 @@ def main(argv=None):
             results['firepan'] = bench_firepan(lab, args.runs, sizes)
         if 'downtime' in only:
             results['downtime'] = bench_downtime(lab, args.runs, sizes[1])
+        if 'cold' in only:
+            results['cold'] = bench_cold(lab, args.runs, 2 * sizes[-1])
     finally:
         lab.close()
         shutil.rmtree(workdir, ignore_errors=True)
