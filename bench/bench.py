@@ -8,7 +8,9 @@
            front of the origin file.
   miss     the cold-miss path: 4 KiB random reads of blocks never read
            before, through a fresh agent volume whose origin is an nbdkit
-           file server, against fio reading that nbdkit server directly.
+           file server, against fio reading that nbdkit server directly,
+           and against nbdkit's own NBD proxy (the nbd plugin, no cache)
+           in front of it: what any NBD-over-NBD server costs here.
   memory   memory per cached block (agent accounting and RSS) and
            metadata bytes per cache block on disk.
 
@@ -164,9 +166,17 @@ class Bench(object):
         self.rss_started = self.agent.proc.rss_bytes()
         self.client = self.agent.client
 
-    def server_cpu(self):
-        """CPU seconds used so far by the agent and the origin nbdkit."""
-        return self.agent.proc.cpu_seconds() + self.origin_proc.cpu_seconds()
+    def server_cpu(self, proxy=False):
+        """CPU seconds used so far by the servers of a request.
+
+        The agent (or with proxy, nbdkit's NBD proxy) and the origin nbdkit.
+        """
+        front = self.proxy_proc if proxy else self.agent.proc
+        return front.cpu_seconds() + self.origin_proc.cpu_seconds()
+
+    def origin_sock(self):
+        """The unix socket of the origin nbdkit, from its URI."""
+        return self.origin_uri.split('socket=', 1)[1]
 
     def show(self, vid, agent=None):
         agent = agent or self.agent
@@ -366,19 +376,28 @@ class Bench(object):
             # Give the whole cache to the cold volumes.
             self.client.detach_volume(HOT_ID)
             self.hot = None
-        peers = ['agent', 'agent-origin-path', 'nbdkit-origin']
+        peers = ['agent', 'agent-origin-path', 'nbdkit-origin',
+                 'nbdkit-proxy']
+        if not getattr(self, 'proxy_uri', None):
+            # One backend connection per client connection, as the agent's
+            # origin_connections does for its four fio jobs.
+            self.proxy_proc, self.proxy_uri = self.lab.nbdkit(
+                'proxy', ['nbd', 'socket=%s' % self.origin_sock()],
+                threads=a.nbdkit_threads)
         runs = []
         for i in range(a.runs):
             order = peers if i % 2 == 0 else list(reversed(peers))
             run = {}
             for name in order:
-                if name == 'nbdkit-origin':
-                    cpu0 = self.server_cpu()
-                    t = self.fio('miss nbdkit origin',
-                                 self.randread_once(self.origin_uri,
-                                                    a.region_b),
+                if name in ('nbdkit-origin', 'nbdkit-proxy'):
+                    proxy = name == 'nbdkit-proxy'
+                    cpu0 = self.server_cpu(proxy=proxy)
+                    t = self.fio('miss %s' % name.replace('-', ' '),
+                                 self.randread_once(
+                                     self.proxy_uri if proxy
+                                     else self.origin_uri, a.region_b),
                                  quiet=i > 0)
-                    cpu = self.server_cpu() - cpu0
+                    cpu = self.server_cpu(proxy=proxy) - cpu0
                     run[name] = {'iops': t['read_iops'],
                                  'lat_us': t['read_lat_us']}
                 else:
@@ -410,13 +429,17 @@ class Bench(object):
             run['ratio_agent_nbdkit'] = run['agent']['iops'] / base
             run['ratio_agent_path_nbdkit'] = (
                 run['agent-origin-path']['iops'] / base)
+            run['ratio_proxy_nbdkit'] = run['nbdkit-proxy']['iops'] / base
+            run['ratio_agent_proxy'] = (run['agent']['iops']
+                                        / run['nbdkit-proxy']['iops'])
             runs.append(run)
         med = {}
         for name in peers:
             med[name] = median([r[name]['iops'] for r in runs])
             med[name + '_cpu_us'] = median(
                 [r[name]['server_cpu_us_per_io'] for r in runs])
-        for k in ('ratio_agent_nbdkit', 'ratio_agent_path_nbdkit'):
+        for k in ('ratio_agent_nbdkit', 'ratio_agent_path_nbdkit',
+                  'ratio_proxy_nbdkit', 'ratio_agent_proxy'):
             med[k] = median([r[k] for r in runs])
         self.out['miss'] = {
             'runs': runs, 'median': med,
@@ -500,10 +523,16 @@ def report(out, args):
                  '%.1f' % h['agent-origin-path_cpu_us']),
                 ('nbdkit file (origin), no cache',
                  '%.0f' % h['nbdkit-origin'], per('miss', 'nbdkit-origin'),
-                 '', '%.1f' % h['nbdkit-origin_cpu_us'])]
+                 '', '%.1f' % h['nbdkit-origin_cpu_us']),
+                ('nbdkit nbd plugin (proxy to the origin, no cache)',
+                 '%.0f' % h['nbdkit-proxy'], per('miss', 'nbdkit-proxy'),
+                 '%.3f' % h['ratio_proxy_nbdkit'],
+                 '%.1f' % h['nbdkit-proxy_cpu_us'])]
         lines.append(table(rows))
-        lines.append('(server CPU: agent + origin nbdkit.)  Hits during the '
-                     'cold runs: %d (expected 0)' % out['miss']['max_hits'])
+        lines.append('(server CPU: agent or proxy + origin nbdkit.)  Agent '
+                     '/ proxy: %.3f.  Hits during the cold runs: %d '
+                     '(expected 0)' % (h['ratio_agent_proxy'],
+                                       out['miss']['max_hits']))
     if 'memory' in out:
         mm = out['memory']
         lines += ['', 'memory: %d-byte blocks, capacity %d blocks, %d cached'
