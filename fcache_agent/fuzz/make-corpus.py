@@ -160,6 +160,13 @@ def xfer():
           frame(DATA, struct.pack('<Q', 1), flags=8) +
           frame(DATA, struct.pack('<QI', 1, 5), flags=16) +
           frame(DATA, struct.pack('<Q', 7) + b'D' * 512))
+    # A copy in the device's order, then its hot list (LIST flagged ORDER),
+    # for both firepans; and one the destination did not offer (hybrid).
+    order = frame(LIST, struct.pack('<QQQ', 2 | dirty, 1, 9), flags=1 | 32)
+    for s, name in ((2, 'firepan-order'), (3, 'firepan_if-order'),
+                    (5, 'order-not-offered')):
+        write('xfer', name, bytes([s]) + blk + dblk + order +
+              frame(SWITCH, b'{}') + frame(DONE))
     write('xfer', 'error', bytes([0]) + frame(ERROR, b'{"error": "gave up"}'))
     write('xfer', 'bad-list', bytes([5]) + frame(LIST, b'\1' * 12) +
           frame(LIST, b'\0' * 8 * 200))

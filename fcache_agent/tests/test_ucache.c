@@ -1776,7 +1776,7 @@ test_migr_read_many_from_the_device(void **state)
     check_read(e, ob * BS, BS);           /* cache blocks in oblock order */
   for (uint32_t i = 0; i < N; i++)
     check_read(e, (uint64_t)(i * stride % N) * BS, BS);   /* hits reorder the LRU */
-  assert_int_equal(fc_ucache_migr_snapshot(e->uc, &list, &n, false), 0);
+  assert_int_equal(fc_ucache_migr_snapshot(e->uc, &list, &n, false, false), 0);
   assert_int_equal(n, N);
   memcpy(obs, list, n * sizeof *obs);
   free(list);
@@ -1798,6 +1798,82 @@ test_migr_read_many_from_the_device(void **state)
   assert_int_equal(fc_ucache_migr_read_many(e->uc, obs, n, bufs, dirty, res), 0);
   for (uint32_t i = 0; i < n; i++)
     assert_memory_equal(bufs[i], e->oracle + obs[i] * BS, BS);
+}
+
+/* A cache of N blocks filled in oblock order (cache block i holds
+ * oblock i), then every block hit again in a scattered order: the LRU no
+ * longer follows the cache file. */
+static struct env *
+scrambled_cache(uint32_t n, uint32_t stride)
+{
+  struct env *e = env_new(4 * (uint64_t)n * BS, n, FC_WRITE_THROUGH, FC_ADMIT_ALL);
+
+  for (uint64_t ob = 0; ob < n; ob++)
+    check_read(e, ob * BS, BS);
+  for (uint32_t i = 0; i < n; i++)
+    check_read(e, (uint64_t)(i * stride % n) * BS, BS);
+  return e;
+}
+
+/* The source's list for a copy nobody uses before it ends: the same
+ * blocks as the hot list, in the order of their cache blocks. */
+static void
+test_migr_snapshot_device_order(void **state)
+{
+  enum { N = 40 };
+  struct env *e = scrambled_cache(N, 7);
+  uint64_t *hot = NULL, *dev = NULL;
+  uint32_t nh = 0, nd = 0;
+  bool seen[N] = { false };
+
+  assert_int_equal(fc_ucache_migr_snapshot(e->uc, &hot, &nh, false, false), 0);
+  assert_int_equal(fc_ucache_migr_snapshot(e->uc, &dev, &nd, false, true), 0);
+  assert_int_equal(nh, N);
+  assert_int_equal(nd, N);
+  assert_int_equal(hot[0], (N - 1) * 7 % N);      /* the last hit */
+  for (uint32_t i = 0; i < nd; i++) {
+    assert_true(dev[i] < N);
+    assert_false(seen[dev[i]]);
+    seen[dev[i]] = true;
+    if (i)
+      assert_true(cblock_of(e, dev[i - 1]) < cblock_of(e, dev[i]));
+  }
+  free(hot);
+  free(dev);
+}
+
+/* The destination puts a device-order copy back in the source's order:
+ * listed blocks go to the cold end in list order (hottest first), blocks
+ * not listed stay hotter in their own order, ids not cached are
+ * skipped. */
+static void
+test_migr_order_follows_the_list(void **state)
+{
+  enum { N = 24, UNLISTED = 4 };
+  struct env *e = scrambled_cache(N, 5);
+  uint64_t want[N], *before = NULL, *after = NULL, ids[N - UNLISTED + 1];
+  uint32_t nb = 0, na = 0, k = 0;
+
+  assert_int_equal(fc_ucache_migr_snapshot(e->uc, &before, &nb, false, false), 0);
+  assert_int_equal(nb, N);
+  /* The four hottest are not listed; the rest listed in reverse. */
+  for (uint32_t i = N; i-- > UNLISTED;)
+    ids[k++] = before[i];
+  ids[k++] = 3 * N;                          /* never cached */
+  fc_ucache_migr_order(e->uc, ids, k);
+  for (uint32_t i = 0; i < UNLISTED; i++)
+    want[i] = before[i];
+  for (uint32_t i = 0; i < N - UNLISTED; i++)
+    want[UNLISTED + i] = ids[i];
+  assert_int_equal(fc_ucache_migr_snapshot(e->uc, &after, &na, false, false), 0);
+  assert_int_equal(na, N);
+  assert_memory_equal(after, want, sizeof want);
+  /* Eviction follows it: the next miss takes the last listed block. */
+  check_read(e, (uint64_t)(N + 1) * BS, BS);
+  assert_false(cached(e, ids[N - UNLISTED - 1]));
+  assert_true(cached(e, ids[0]));
+  free(before);
+  free(after);
 }
 
 int
@@ -1866,6 +1942,8 @@ main(void)
     T(test_nowait_read_gives_up_or_serves),
     T(test_nowait_hit_is_most_recent),
     T(test_migr_read_many_from_the_device),
+    T(test_migr_snapshot_device_order),
+    T(test_migr_order_follows_the_list),
   };
 #undef T
 

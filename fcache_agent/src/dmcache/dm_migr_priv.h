@@ -54,7 +54,7 @@ int dm_migr_to_error(struct fc_volume *v, char *err, size_t errlen);
 int dm_migr_out_freeze(struct fc_engine_migr *m, bool flush, char *err, size_t errlen);
 int dm_migr_out_thaw(struct fc_engine_migr *m);
 int dm_migr_out_list(struct fc_engine_migr *m, uint64_t **list, uint32_t *n,
-                     bool dirty_only);
+                     bool dirty_only, enum fc_list_order order);
 int dm_migr_out_read(struct fc_engine_migr *m, oblock_t ob, void *data, bool *dirty);
 int dm_migr_out_forget(struct fc_engine_migr *m, oblock_t ob);
 int dm_migr_out_forget_all(struct fc_engine_migr *m);

@@ -56,6 +56,15 @@ cmp_hot(const void *a, const void *b)
   return x->cblock.n < y->cblock.n ? -1 : x->cblock.n > y->cblock.n;
 }
 
+static int
+cmp_cblock(const void *a, const void *b)
+{
+  uint32_t x = ((const struct fc_dmc_mapping *)a)->cblock.n;
+  uint32_t y = ((const struct fc_dmc_mapping *)b)->cblock.n;
+
+  return x < y ? -1 : x > y;
+}
+
 /* After a drain the mappings are the same blocks, now clean; keep the
  * smq levels the first dump had. */
 static void
@@ -181,7 +190,8 @@ dm_migr_out_thaw(struct fc_engine_migr *m)
 }
 
 int
-dm_migr_out_list(struct fc_engine_migr *m, uint64_t **list, uint32_t *n, bool dirty_only)
+dm_migr_out_list(struct fc_engine_migr *m, uint64_t **list, uint32_t *n, bool dirty_only,
+                 enum fc_list_order order)
 {
   struct fc_dm_migr *st = dm_migr_state(m);
   struct fc_dmc_mapping *hot = malloc(((size_t)st->n + 1) * sizeof *hot);
@@ -194,7 +204,7 @@ dm_migr_out_list(struct fc_engine_migr *m, uint64_t **list, uint32_t *n, bool di
     return -ENOMEM;
   }
   memcpy(hot, st->map, (size_t)st->n * sizeof *hot);
-  qsort(hot, st->n, sizeof *hot, cmp_hot);
+  qsort(hot, st->n, sizeof *hot, order == FC_LIST_DEVICE ? cmp_cblock : cmp_hot);
   for (uint32_t i = 0; i < st->n; i++)
     if (!dirty_only || hot[i].dirty)
       v[k++] = hot[i].oblock.n | (hot[i].dirty ? FC_BLOCK_DIRTY_BIT : 0);

@@ -111,6 +111,17 @@ void fc_host_volume_free(struct fc_host *host, struct fc_volume *v);
 /* Free every volume of the registry (engine close, failed open). */
 void fc_host_free_volumes(struct fc_host *host);
 
+/* The order of a source's list of cached blocks. */
+enum fc_list_order {
+  /* Most recently used first: for a destination that uses each block as
+   * it arrives (and for the hot list itself). */
+  FC_LIST_HOTTEST,
+  /* By position on the cache device: for a copy nobody uses before it
+   * ends.  After the VM's hits have reordered the LRU, hottest first is
+   * a random walk over the device; this order reads it sequentially. */
+  FC_LIST_DEVICE,
+};
+
 enum fc_strategy {
   FC_STRAT_NONE = 0,
   FC_STRAT_CACHEMIOR,
@@ -197,10 +208,10 @@ struct fc_engine_migr_ops {
   /* Abort before switchover: the VM goes on here with its cache.  Under
    * host->lock. */
   int (*out_thaw)(struct fc_engine_migr *m);
-  /* The cached blocks, hottest first, as oblock | FC_BLOCK_DIRTY_BIT for
-   * a dirty one.  Caller frees. */
+  /* The cached blocks, as oblock | FC_BLOCK_DIRTY_BIT for a dirty one,
+   * in the given order.  Caller frees. */
   int (*out_list)(struct fc_engine_migr *m, uint64_t **list, uint32_t *n,
-                  bool dirty_only);
+                  bool dirty_only, enum fc_list_order order);
   /* A destination read before the switchover: [off, off+count) as the VM
    * sees it now, changing nothing here.  NULL when the engine's
    * destination cannot forward reads (the kernel serves its VM). */
@@ -247,6 +258,15 @@ struct fc_engine_migr_ops {
    * thread. */
   int (*in_install_many)(struct fc_engine_migr *m, const uint64_t *ids,
                          const void *const *data, uint32_t n, int *res);
+  /* A copy that came in the cache device's order (firepan, firepan_if):
+   * the source's hot list, hottest first, a chunk at a time, once every
+   * copied block is installed.  Put the listed blocks in that order at
+   * the cold end of the LRU, so the copy ends in the order it had at the
+   * source (blocks not listed, which the VM used here, stay hotter).
+   * NULL: the engine cannot, the destination does not offer it and the
+   * source copies hottest first, in which case arrival order is the LRU
+   * order. */
+  int (*in_order)(struct fc_engine_migr *m, const uint64_t *ids, uint32_t n);
   /* cachemior: warm ob from the origin.  0 installed, 1 skipped. */
   int (*in_preload)(struct fc_engine_migr *m, oblock_t ob);
   /* Every copied block is in (or the source is gone): attach what

@@ -63,6 +63,38 @@ on_list(struct fc_migration *m, const uint8_t *p, uint32_t len)
   return r;
 }
 
+/* The hot list of a copy that came in the device's order (F_ORDER), a
+ * part at a time, after every block.  Applied once every frame before it
+ * is installed, so each listed block is where the list says; as long as
+ * on_list's, and only where WELCOME offered it. */
+static int
+on_order(struct fc_migration *m, uint8_t *p, uint32_t len)
+{
+  uint64_t most = m->e.vol && m->bs ? m->e.vol->p.cache_size / m->bs : 0;
+  uint64_t *ids = (uint64_t *)(void *)p;    /* the receive buffer: malloc'd */
+  bool go;
+
+  if (!m->order_after || len % 8 || m->ordered + len / 8 > most) {
+    log_warning("migration %s: ordering LIST of %u bytes after %llu entries: %s",
+                m->e.id, len, (unsigned long long)m->ordered,
+                !m->order_after ? "not offered" : "more than the volume's cache holds, "
+                "or not whole entries");
+    return -EPROTO;
+  }
+  m->ordered += len / 8;
+  pthread_mutex_lock(&m->lock);
+  while (!fc_migr_dest_installed_locked(m) && !m->stopping && m->state != FC_MS_FAILED &&
+         m->state != FC_MS_ABORTED)
+    pthread_cond_wait(&m->cond, &m->lock);
+  go = fc_migr_dest_installed_locked(m);
+  pthread_mutex_unlock(&m->lock);
+  if (!go)
+    return -ECANCELED;
+  for (uint32_t i = 0; i < len / 8; i++)
+    ids[i] = fc_get_le64(p + (size_t)i * 8);
+  return OPS(m)->in_order(&m->e, ids, len / 8);
+}
+
 static void
 complete(struct fc_migration *m)
 {
@@ -133,7 +165,7 @@ dest_rx(void *arg)
       break;
     switch (h.type) {
     case FC_XFER_LIST:
-      r = on_list(m, buf, h.length);
+      r = (h.flags & FC_XFER_F_ORDER) ? on_order(m, buf, h.length) : on_list(m, buf, h.length);
       break;
     case FC_XFER_SWITCH:
       pthread_mutex_lock(&m->lock);
@@ -345,7 +377,14 @@ fc_migr_dest_accept(struct fc_migration *m, struct fc_xfer_conn *c)
     return r;
   }
   OPS(m)->in_connected(&m->e);
-  snprintf(welcome, sizeof welcome, "{\"credits\": %u}", m->inq->credits);
+  /* A copy nobody uses before it ends may come in the cache device's
+   * order if this engine can put the LRU back in the hot list's order
+   * afterwards (on_order); a source that does not know "order" ignores
+   * it and copies hottest first. */
+  m->order_after = OPS(m)->in_order &&
+                   (m->e.strategy == FC_STRAT_FIREPAN || m->e.strategy == FC_STRAT_FIREPAN_IF);
+  snprintf(welcome, sizeof welcome, "{\"credits\": %u%s}", m->inq->credits,
+           m->order_after ? ", \"order\": true" : "");
   r = fc_xfer_send_json(&m->conn, FC_XFER_WELCOME, welcome);
   if (r) {
     fc_migr_fail(m, "cannot welcome the source: %s", strerror(-r));

@@ -227,6 +227,37 @@ serve_read(struct fc_migration *m, const struct peek_req *q, uint8_t *buf)
   return fc_xfer_send(&m->conn, FC_XFER_DATA, 0, buf, 8 + q->len, NULL, 0);
 }
 
+/* After a copy in the device's order, the hot list as it is now, most
+ * recent first, for the destination's LRU.  The source is frozen: only
+ * the dirty blocks the destination already acknowledged (and this host
+ * forgot) are missing from it, and they stay hotter there. */
+static int
+send_order(struct fc_migration *m)
+{
+  enum { PER_FRAME = 65536 };
+  uint64_t *list = NULL;
+  uint8_t *buf = NULL;
+  uint32_t n = 0, i = 0;
+  int r = m->agent->host.ops->migr->out_list(&m->e, &list, &n, false, FC_LIST_HOTTEST);
+
+  if (!r && !(buf = malloc((size_t)PER_FRAME * 8)))
+    r = -ENOMEM;
+  while (!r) {
+    uint32_t k = n - i < PER_FRAME ? n - i : PER_FRAME;
+
+    for (uint32_t j = 0; j < k; j++)
+      fc_put_le64(buf + (size_t)j * 8, list[i + j]);
+    i += k;
+    r = fc_xfer_send(&m->conn, FC_XFER_LIST,
+                     FC_XFER_F_ORDER | (i == n ? FC_XFER_F_LAST : 0), buf, k * 8, NULL, 0);
+    if (i == n)
+      break;
+  }
+  free(buf);
+  free(list);
+  return r;
+}
+
 static void *
 source_tx(void *arg)
 {
@@ -287,6 +318,10 @@ source_tx(void *arg)
       }
       if (m->bg_started && m->bg_next >= m->bg_n && !m->done_sent) {
         m->done_sent = true;
+        /* Sent: the device-order list is not needed any more. */
+        free(m->bg);
+        m->bg = NULL;
+        m->bg_n = m->bg_next = 0;
         what = 3;
         break;
       }
@@ -301,8 +336,11 @@ source_tx(void *arg)
       else
         r = serve_read(m, &rq, readbuf);
     } else if (what == 3) {
-      /* DONE follows every background frame. */
+      /* DONE follows every background frame (and the hot list, which the
+       * destination applies once they are all installed). */
       r = fc_src_pipe_drain(pipe);
+      if (!r && m->order_after)
+        r = send_order(m);
       if (!r)
         r = fc_xfer_send(&m->conn, FC_XFER_DONE, 0, NULL, 0, NULL, 0);
     } else if (what == 2) {
@@ -401,6 +439,9 @@ fc_migr_source_connect(struct fc_migration *m, char *err, size_t errlen)
   setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
   pthread_mutex_lock(&m->lock);
   m->credits = (uint32_t)json_integer_value(json_object_get(welcome, "credits"));
+  /* Offered only for a copy nobody uses before it ends (migr_dest.c). */
+  m->order_after = json_is_true(json_object_get(welcome, "order")) &&
+                   (m->e.strategy == FC_STRAT_FIREPAN || m->e.strategy == FC_STRAT_FIREPAN_IF);
   m->connected = true;
   m->state = FC_MS_CONNECTED;
   pthread_mutex_unlock(&m->lock);
@@ -419,13 +460,20 @@ fc_migr_source_connect(struct fc_migration *m, char *err, size_t errlen)
   return r;
 }
 
-/* Queue every cached block, most recent first, for the background sender. */
+/* Queue every cached block for the background sender: most recent first,
+ * the order the destination's LRU takes them in; or, where nothing uses
+ * the copy before it ends and the destination puts its LRU in the hot
+ * list's order afterwards (order_after), in the cache device's order: a
+ * cache larger than memory is then read sequentially, not in 4 KiB runs
+ * all over the device. */
 static int
 queue_background(struct fc_migration *m)
 {
   uint64_t *list;
   uint32_t n;
-  int r = m->agent->host.ops->migr->out_list(&m->e, &list, &n, false);
+  int r = m->agent->host.ops->migr->out_list(&m->e, &list, &n, false,
+                                             m->order_after ? FC_LIST_DEVICE
+                                                            : FC_LIST_HOTTEST);
 
   if (r)
     return r;
@@ -519,10 +567,10 @@ fc_migr_source_switch(struct fc_migration *m, char *err, size_t errlen)
   switch (m->e.strategy) {
   case FC_STRAT_CACHEMIOR:
   case FC_STRAT_HYBRID:
-    r = ops->out_list(&m->e, &list, &n, false);
+    r = ops->out_list(&m->e, &list, &n, false, FC_LIST_HOTTEST);
     break;
   case FC_STRAT_CLOUDCACHE:
-    r = ops->out_list(&m->e, &list, &n, true);
+    r = ops->out_list(&m->e, &list, &n, true, FC_LIST_HOTTEST);
     break;
   default:
     break;

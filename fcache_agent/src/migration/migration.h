@@ -73,6 +73,9 @@ struct fc_migration {
   uint64_t *bg;                  /* background list: oblock | dirty bit */
   uint32_t bg_n, bg_next;
   bool bg_started, done_sent;
+  /* The destination puts its LRU back in the hot list's order (WELCOME's
+   * "order"): the copy may read the cache in the device's order. */
+  bool order_after;
   uint32_t credits;
   uint64_t *fetchq;              /* on-demand requests, FIFO */
   uint32_t fetchq_n, fetchq_cap;
@@ -97,6 +100,7 @@ struct fc_migration {
   bool switch_received, done_received, complete_sent;
   bool peer_reads;               /* the source answers READ (its HELLO said so) */
   uint64_t listed;               /* LIST entries so far (receiver thread) */
+  uint64_t ordered;              /* F_ORDER LIST entries so far (same) */
   struct read_wait *read_waiters;  /* READs in flight */
   uint32_t reads_inflight;
   uint64_t next_read_tag;

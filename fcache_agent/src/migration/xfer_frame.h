@@ -56,6 +56,9 @@ enum {
    * the volume; the read waits for SWITCH and is served here. */
   FC_XFER_F_RETRY = 1u << 3,
   FC_XFER_F_ERROR = 1u << 4,    /* DATA: u32 errno after the tag */
+  /* LIST: not blocks to fetch but the hot list of a copy sent in the
+   * cache device's order, for the destination's LRU (WELCOME's "order"). */
+  FC_XFER_F_ORDER = 1u << 5,
 };
 
 #define FC_XFER_READ_SIZE 20u

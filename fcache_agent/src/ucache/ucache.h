@@ -146,6 +146,11 @@ int fc_ucache_migr_install_many(struct fc_ucache *uc, const uint64_t *ids,
  * call, or (final, before COMPLETE) everything, if the source had any
  * dirty block at all. */
 int fc_ucache_migr_durable(struct fc_ucache *uc, bool final);
+/* Destination, a copy that came in the cache device's order: ids[0..n)
+ * (oblock | dirty bit), the next part of the source's hot list, hottest
+ * first, go to the cold end in that order; ids not cached here are
+ * skipped.  Takes the volume's lock for a few hundred blocks at a time. */
+void fc_ucache_migr_order(struct fc_ucache *uc, const uint64_t *ids, uint32_t n);
 /* Destination (cachemior): read ob from origin and install it unless
  * already present.  0 installed, 1 skipped, -errno. */
 int fc_ucache_migr_preload(struct fc_ucache *uc, oblock_t ob);
@@ -173,10 +178,12 @@ int fc_ucache_sync_records(struct fc_ucache *uc);
 
 /* Source: refuse writes (the VM has left) or accept them again (rollback). */
 void fc_ucache_migr_freeze(struct fc_ucache *uc, bool frozen);
-/* Source: the cached blocks, most recently used first, as
- * oblock | FC_BLOCK_DIRTY_BIT-style dirty<<63.  Caller frees. */
+/* Source: the cached blocks, as oblock | FC_BLOCK_DIRTY_BIT-style
+ * dirty<<63, most recently used first, or with device_order in the order
+ * of their cache blocks (which costs a bit per block of the cache device
+ * while it runs).  Caller frees. */
 int fc_ucache_migr_snapshot(struct fc_ucache *uc, uint64_t **list, uint32_t *n,
-                            bool dirty_only);
+                            bool dirty_only, bool device_order);
 /* Source: read a cached block's data. -ENOENT if not cached. */
 int fc_ucache_migr_read_block(struct fc_ucache *uc, oblock_t ob, void *data,
                               bool *dirty);

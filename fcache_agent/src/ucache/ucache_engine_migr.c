@@ -41,9 +41,10 @@ out_thaw(struct fc_engine_migr *m)
 }
 
 static int
-out_list(struct fc_engine_migr *m, uint64_t **list, uint32_t *n, bool dirty_only)
+out_list(struct fc_engine_migr *m, uint64_t **list, uint32_t *n, bool dirty_only,
+         enum fc_list_order order)
 {
-  return fc_ucache_migr_snapshot(UC(m), list, n, dirty_only);
+  return fc_ucache_migr_snapshot(UC(m), list, n, dirty_only, order == FC_LIST_DEVICE);
 }
 
 static int
@@ -102,6 +103,13 @@ static void
 in_connected(struct fc_engine_migr *m)
 {
   fc_ucache_migr_source_connected(UC(m));
+}
+
+static int
+in_order(struct fc_engine_migr *m, const uint64_t *ids, uint32_t n)
+{
+  fc_ucache_migr_order(UC(m), ids, n);
+  return 0;
 }
 
 static int
@@ -218,7 +226,7 @@ held_list(struct fc_host *host, struct fc_volume *v, uint64_t **list, uint32_t *
   int r;
 
   uc_superseded_path(host, v->p.id, path, sizeof path);
-  r = fc_ucache_migr_snapshot(UV(v)->uc, &held, &nh, true);
+  r = fc_ucache_migr_snapshot(UV(v)->uc, &held, &nh, true, false);
   if (!r)
     r = fc_superseded_load(path, &sup, &ns);
   if (!r && !(all = realloc(held, ((size_t)nh + ns + 1) * sizeof *held)))
@@ -321,6 +329,7 @@ const struct fc_engine_migr_ops fc_ucache_migr_ops = {
   .in_switch = in_switch,
   .in_install = in_install,
   .in_install_many = in_install_many,
+  .in_order = in_order,
   .in_preload = in_preload,
   .in_end = in_end,
   .in_preloaded = NULL,

@@ -216,6 +216,31 @@ fc_ucache_migr_durable(struct fc_ucache *uc, bool final)
   return r;
 }
 
+/* The VM's requests wait on the volume's lock meanwhile: a few
+ * microseconds per step. */
+#define ORDER_STEP 256u
+
+void
+fc_ucache_migr_order(struct fc_ucache *uc, const uint64_t *ids, uint32_t n)
+{
+  struct fc_entry *table = uc->dev->table;
+
+  for (uint32_t i = 0; i < n; i += ORDER_STEP) {
+    uint32_t end = n - i < ORDER_STEP ? n : i + ORDER_STEP;
+
+    pthread_mutex_lock(&uc->lock);
+    for (uint32_t j = i; j < end; j++) {
+      cblock_t cb = uc_lookup_locked(uc, to_oblock(ids[j] & ~FC_BLOCK_DIRTY_BIT));
+
+      if (cb.n == CBLOCK_NONE)
+        continue;
+      fc_lru_remove(&uc->lru, table, cb);
+      fc_lru_push_tail(&uc->lru, table, cb);
+    }
+    pthread_mutex_unlock(&uc->lock);
+  }
+}
+
 int
 fc_ucache_migr_preload(struct fc_ucache *uc, oblock_t ob)
 {
