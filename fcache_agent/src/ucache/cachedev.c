@@ -64,6 +64,12 @@ fc_cachedev_open(const char *path, uint64_t size, uint32_t block_size,
     r = -errno;
     goto out;
   }
+  /* Cache blocks are read where they are, not in file order: the kernel's
+   * readahead (8 MiB on some hosts) would fetch neighbours nobody asked
+   * for.  A migration copy asks for exactly what it reads next
+   * (fc_cachedev_prefetch); with readahead on as well, a copy in the
+   * device's order ran at a third of its speed one time in two. */
+  (void)posix_fadvise(dev->fd, 0, 0, POSIX_FADV_RANDOM);
   if (S_ISREG(st.st_mode)) {
     /* posix_fallocate returns the error instead of setting errno. */
     r = -posix_fallocate(dev->fd, 0, (off_t)size);
