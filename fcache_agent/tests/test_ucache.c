@@ -1876,6 +1876,43 @@ test_migr_order_follows_the_list(void **state)
   free(after);
 }
 
+/* After a volume leaves (detach, or the source of a finished migration),
+ * its blocks come back from the free list in the device's order, in runs
+ * the next volume writes with one call each, however the LRU had
+ * scrambled them: here the next allocations are blocks 0, 1, 2, ... */
+static void
+check_next_allocations_ascend(struct env *e, uint32_t n)
+{
+  for (uint32_t i = 0; i < n; i++) {
+    cblock_t cb;
+
+    assert_int_equal(fc_cachedev_alloc(e->dev, &cb), 0);
+    assert_int_equal(cb.n, i);
+  }
+}
+
+static void
+test_release_frees_in_device_order(void **state)
+{
+  enum { N = 32 };
+  struct env *e = scrambled_cache(N, 5);
+
+  assert_int_equal(fc_ucache_release(e->uc), 0);
+  assert_false(cached(e, 0));
+  check_next_allocations_ascend(e, N);
+}
+
+static void
+test_forget_all_frees_in_device_order(void **state)
+{
+  enum { N = 32 };
+  struct env *e = scrambled_cache(N, 5);
+
+  assert_int_equal(fc_ucache_migr_forget_all(e->uc), 0);
+  assert_false(cached(e, 0));
+  check_next_allocations_ascend(e, N);
+}
+
 int
 main(void)
 {
@@ -1944,6 +1981,8 @@ main(void)
     T(test_migr_read_many_from_the_device),
     T(test_migr_snapshot_device_order),
     T(test_migr_order_follows_the_list),
+    T(test_release_frees_in_device_order),
+    T(test_forget_all_frees_in_device_order),
   };
 #undef T
 

@@ -3,6 +3,7 @@
  * dirty, dropped.  Separate from ucache.c so the map, LRU and quota rules
  * sit in one place that the request, migration and write-back paths call. */
 #include <errno.h>
+#include <stdlib.h>
 
 #include "common/log.h"
 
@@ -48,6 +49,22 @@ uc_drop_locked(struct fc_ucache *uc, cblock_t cb)
     }
   }
   fc_cachedev_free(uc->dev, cb);
+}
+
+uint64_t *
+uc_device_bitmap_locked(struct fc_ucache *uc, bool (*want)(const struct fc_entry *),
+                        uint32_t *words)
+{
+  const struct fc_entry *table = uc->dev->table;
+  uint64_t *mark;
+
+  *words = (uc->dev->nr_blocks + 63) / 64;
+  if (!(mark = calloc(*words ? *words : 1, sizeof *mark)))
+    return NULL;
+  for (uint32_t i = uc->lru.head; i != CBLOCK_NONE; i = table[i].lru_next)
+    if (!want || want(&table[i]))
+      mark[i / 64] |= 1ull << (i % 64);
+  return mark;
 }
 
 int

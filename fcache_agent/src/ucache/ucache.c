@@ -146,6 +146,8 @@ int
 fc_ucache_release(struct fc_ucache *uc)
 {
   struct fc_entry *table = uc->dev->table;
+  uint64_t *mark = NULL;
+  uint32_t words;
   int r = 0;
 
   pthread_mutex_lock(&uc->lock);
@@ -153,17 +155,27 @@ fc_ucache_release(struct fc_ucache *uc)
     r = -EBUSY;
     goto out;
   }
-  while (uc->lru.tail != CBLOCK_NONE) {
-    cblock_t cb = to_cblock(uc->lru.tail);
+  /* From the device's end down: the free list hands the blocks out again
+   * from its start up, in runs the next volume can write with one call
+   * each (in LRU order they come back scattered). */
+  if (!(mark = uc_device_bitmap_locked(uc, NULL, &words))) {
+    r = -ENOMEM;
+    goto out;
+  }
+  for (uint32_t w = words; w-- > 0;) {
+    for (uint64_t bits = mark[w]; bits; bits &= ~(1ull << (63 - __builtin_clzll(bits)))) {
+      cblock_t cb = to_cblock(w * 64 + 63 - (uint32_t)__builtin_clzll(bits));
 
-    /* Unmap on disk before the block can belong to someone else. */
-    r = fc_md_set(uc->md, cb, 0, 0, 0);
-    if (r)
-      goto out;
-    table[cb.n].flags &= ~FC_ENTRY_DIRTY;
-    uc_drop_locked(uc, cb);
+      /* Unmap on disk before the block can belong to someone else. */
+      r = fc_md_set(uc->md, cb, 0, 0, 0);
+      if (r)
+        goto out;
+      table[cb.n].flags &= ~FC_ENTRY_DIRTY;
+      uc_drop_locked(uc, cb);
+    }
   }
 out:
+  free(mark);
   pthread_mutex_unlock(&uc->lock);
   if (!r)
     r = uc_sync_records(uc);

@@ -28,9 +28,15 @@ fc_ucache_migr_freeze(struct fc_ucache *uc, bool frozen)
 }
 
 static bool
-wanted(const struct fc_entry *e, bool dirty_only)
+valid(const struct fc_entry *e)
 {
-  return (e->flags & FC_ENTRY_VALID) && (!dirty_only || (e->flags & FC_ENTRY_DIRTY));
+  return e->flags & FC_ENTRY_VALID;
+}
+
+static bool
+valid_dirty(const struct fc_entry *e)
+{
+  return (e->flags & FC_ENTRY_VALID) && (e->flags & FC_ENTRY_DIRTY);
 }
 
 static uint64_t
@@ -40,25 +46,20 @@ list_entry(const struct fc_entry *e)
 }
 
 /* Under uc->lock.  The volume's blocks are scattered over a device shared
- * with other volumes: mark them in a bitmap of the device (a bit per
- * cache block), then read it in order, O(blocks + device / 64) with no
- * sort. */
+ * with other volumes: mark them in a bitmap of the device, then read it
+ * in order, O(blocks + device / 64) with no sort. */
 static int
 snapshot_device_order_locked(struct fc_ucache *uc, uint64_t *v, uint32_t *k,
                              bool dirty_only)
 {
-  const struct fc_entry *table = uc->dev->table;
-  uint32_t words = (uc->dev->nr_blocks + 63) / 64;
-  uint64_t *mark = calloc(words ? words : 1, sizeof *mark);
+  uint32_t words;
+  uint64_t *mark = uc_device_bitmap_locked(uc, dirty_only ? valid_dirty : valid, &words);
 
   if (!mark)
     return -ENOMEM;
-  for (uint32_t i = uc->lru.head; i != CBLOCK_NONE; i = table[i].lru_next)
-    if (wanted(&table[i], dirty_only))
-      mark[i / 64] |= 1ull << (i % 64);
   for (uint32_t w = 0; w < words; w++)
     for (uint64_t bits = mark[w]; bits; bits &= bits - 1)
-      v[(*k)++] = list_entry(&table[w * 64 + (uint32_t)__builtin_ctzll(bits)]);
+      v[(*k)++] = list_entry(&uc->dev->table[w * 64 + (uint32_t)__builtin_ctzll(bits)]);
   free(mark);
   return 0;
 }
@@ -82,7 +83,7 @@ fc_ucache_migr_snapshot(struct fc_ucache *uc, uint64_t **list, uint32_t *n,
     r = snapshot_device_order_locked(uc, v, &k, dirty_only);
   } else {
     for (uint32_t i = uc->lru.head; i != CBLOCK_NONE; i = table[i].lru_next)
-      if (wanted(&table[i], dirty_only))
+      if (dirty_only ? valid_dirty(&table[i]) : valid(&table[i]))
         v[k++] = list_entry(&table[i]);
   }
   pthread_mutex_unlock(&uc->lock);
@@ -145,8 +146,11 @@ fc_ucache_migr_forget_all(struct fc_ucache *uc)
   uint32_t n;
   int r;
 
-  r = fc_ucache_migr_snapshot(uc, &list, &n, false, false);
-  for (uint32_t i = 0; i < n && !r; i++)
+  /* From the device's end down: the free list hands the blocks out again
+   * from its start up, in runs the next volume's copies and misses can
+   * write with one call each (in LRU order they come back scattered). */
+  r = fc_ucache_migr_snapshot(uc, &list, &n, false, true);
+  for (uint32_t i = n; i-- > 0 && !r;)
     r = fc_ucache_migr_forget(uc, to_oblock(list[i] & ~FC_BLOCK_DIRTY_BIT));
   if (!r)
     r = uc_sync_records(uc);

@@ -162,6 +162,12 @@ bool uc_fill_allowed(struct fc_ucache *uc, oblock_t ob, uint64_t seq);
 cblock_t uc_lookup_locked(struct fc_ucache *uc, oblock_t ob);
 /* Under uc->lock: unmap and free a clean block. */
 void uc_drop_locked(struct fc_ucache *uc, cblock_t cb);
+/* Under uc->lock: a bitmap of the cache device (one bit per cache block,
+ * *words 64-bit words; caller frees) marking the volume's blocks that
+ * want() accepts, for walking them in the device's order; NULL if out of
+ * memory. */
+uint64_t *uc_device_bitmap_locked(struct fc_ucache *uc, bool (*want)(const struct fc_entry *),
+                                  uint32_t *words);
 /* Under uc->lock: unmap the least recently used clean block nobody is
  * using and hand it over (still allocated on the device, uc->used one
  * less); -ENOSPC when the tail holds none. */
