@@ -28,6 +28,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/fdio.h"
 #include "migration/xfer_frame.h"
 
 #define BS 4096u
@@ -71,13 +72,11 @@ recv_full(int fd, void *buf, size_t len)
   return 0;
 }
 
+/* iov is consumed. */
 static int
-send_full(int fd, const struct iovec *iov_in, int n)
+send_full(int fd, struct iovec *iov, int n)
 {
-  struct iovec iov[2];
-
-  memcpy(iov, iov_in, (size_t)n * sizeof *iov);
-  while (n) {
+  while (n > 0) {
     struct msghdr msg = { .msg_iov = iov, .msg_iovlen = (size_t)n };
     ssize_t w = sendmsg(fd, &msg, MSG_NOSIGNAL);
 
@@ -86,14 +85,7 @@ send_full(int fd, const struct iovec *iov_in, int n)
         continue;
       return -errno;
     }
-    while (n && (size_t)w >= iov[0].iov_len) {
-      w -= (ssize_t)iov[0].iov_len;
-      memmove(iov, iov + 1, (size_t)--n * sizeof *iov);
-    }
-    if (n) {
-      iov[0].iov_base = (uint8_t *)iov[0].iov_base + w;
-      iov[0].iov_len -= (size_t)w;
-    }
+    fc_iov_advance(&iov, &n, (size_t)w);
   }
   return 0;
 }

@@ -20,12 +20,19 @@
 
 #define OPS(m) ((m)->agent->host.ops->migr)
 
-/* The source lists what its cache holds, and its cache is the size of
- * ours: a longer list (or a ragged one) is a peer growing our memory. */
+/* The most entries a source may list: its cache is the size of ours. */
+static uint64_t
+list_bound(const struct fc_migration *m)
+{
+  return m->e.vol && m->bs ? m->e.vol->p.cache_size / m->bs : 0;
+}
+
+/* The source lists what its cache holds: a longer list (or a ragged one)
+ * is a peer growing our memory. */
 static int
 on_list(struct fc_migration *m, const uint8_t *p, uint32_t len)
 {
-  uint64_t most = m->e.vol && m->bs ? m->e.vol->p.cache_size / m->bs : 0;
+  uint64_t most = list_bound(m);
   int r = 0;
 
   if (len % 8 || m->listed + len / 8 > most) {
@@ -70,7 +77,7 @@ on_list(struct fc_migration *m, const uint8_t *p, uint32_t len)
 static int
 on_order(struct fc_migration *m, uint8_t *p, uint32_t len)
 {
-  uint64_t most = m->e.vol && m->bs ? m->e.vol->p.cache_size / m->bs : 0;
+  uint64_t most = list_bound(m);
   uint64_t *ids = (uint64_t *)(void *)p;    /* the receive buffer: malloc'd */
   bool go;
 
@@ -381,8 +388,7 @@ fc_migr_dest_accept(struct fc_migration *m, struct fc_xfer_conn *c)
    * order if this engine can put the LRU back in the hot list's order
    * afterwards (on_order); a source that does not know "order" ignores
    * it and copies hottest first. */
-  m->order_after = OPS(m)->in_order &&
-                   (m->e.strategy == FC_STRAT_FIREPAN || m->e.strategy == FC_STRAT_FIREPAN_IF);
+  m->order_after = OPS(m)->in_order && fc_migr_copy_may_reorder(m->e.strategy);
   snprintf(welcome, sizeof welcome, "{\"credits\": %u%s}", m->inq->credits,
            m->order_after ? ", \"order\": true" : "");
   r = fc_xfer_send_json(&m->conn, FC_XFER_WELCOME, welcome);

@@ -439,9 +439,9 @@ fc_migr_source_connect(struct fc_migration *m, char *err, size_t errlen)
   setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
   pthread_mutex_lock(&m->lock);
   m->credits = (uint32_t)json_integer_value(json_object_get(welcome, "credits"));
-  /* Offered only for a copy nobody uses before it ends (migr_dest.c). */
+  /* Taken only for a copy nobody uses before it ends (migr_dest.c). */
   m->order_after = json_is_true(json_object_get(welcome, "order")) &&
-                   (m->e.strategy == FC_STRAT_FIREPAN || m->e.strategy == FC_STRAT_FIREPAN_IF);
+                   fc_migr_copy_may_reorder(m->e.strategy);
   m->connected = true;
   m->state = FC_MS_CONNECTED;
   pthread_mutex_unlock(&m->lock);

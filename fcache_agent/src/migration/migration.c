@@ -41,6 +41,12 @@ fc_migr_thread_setup(const char *name)
     log_debug("migration thread %s keeps its priority: %m", name);
 }
 
+bool
+fc_migr_copy_may_reorder(enum fc_strategy s)
+{
+  return s == FC_STRAT_FIREPAN || s == FC_STRAT_FIREPAN_IF;
+}
+
 void
 fc_migr_fail(struct fc_migration *m, const char *fmt, ...)
 {

@@ -165,6 +165,10 @@ void fc_migr_free(struct fc_migration *m);
 /* Name the calling transfer thread (seen in perf and top) and give it
  * FC_MIGR_NICE. */
 void fc_migr_thread_setup(const char *name);
+/* Whether nobody uses a strategy's copy before it ends (firepan,
+ * firepan_if), so that it may come in the cache device's order with the
+ * hot list after it (WELCOME's "order"): both ends ask the same. */
+bool fc_migr_copy_may_reorder(enum fc_strategy s);
 void fc_migr_fail(struct fc_migration *m, const char *fmt, ...)
   __attribute__((format(printf, 2, 3)));
 int fc_migr_source_connect(struct fc_migration *m, char *err, size_t errlen);

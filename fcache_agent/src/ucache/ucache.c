@@ -163,9 +163,11 @@ fc_ucache_release(struct fc_ucache *uc)
     goto out;
   }
   for (uint32_t w = words; w-- > 0;) {
-    for (uint64_t bits = mark[w]; bits; bits &= ~(1ull << (63 - __builtin_clzll(bits)))) {
-      cblock_t cb = to_cblock(w * 64 + 63 - (uint32_t)__builtin_clzll(bits));
+    for (uint64_t bits = mark[w]; bits;) {
+      uint32_t top = 63 - (uint32_t)__builtin_clzll(bits);
+      cblock_t cb = to_cblock(w * 64 + top);
 
+      bits &= ~(1ull << top);
       /* Unmap on disk before the block can belong to someone else. */
       r = fc_md_set(uc->md, cb, 0, 0, 0);
       if (r)
