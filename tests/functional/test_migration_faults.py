@@ -19,6 +19,7 @@
 
 import errno
 import gc
+import json
 import os
 import secrets
 import socket
@@ -262,15 +263,20 @@ def test_token_rules_at_registration(make_agent, make_origin):
 # A fake source: authenticated, then a bad frame
 # ---------------------------------------------------------------------------
 
-def fake_source(dst, origin, policy='read_only'):
-    inc = mu.incoming_only(dst, 'vol1', origin.uri, 2 * MiB, policy)
+def fake_source(dst, origin, policy='read_only', strategy='hybrid'):
+    inc = mu.incoming_only(dst, 'vol1', origin.uri, 2 * MiB, policy,
+                           strategy=strategy)
     s = mu.connect_listen(inc['listen'])
     s.sendall(mu.hello(inc['migration_id'], 'vol1', inc['token']))
     ftype, flags, payload = mu.recv_frame(s)
     assert ftype == mu.T_WELCOME, (ftype, payload)
     assert b'credits' in payload
+    inc['welcome'] = payload
     return inc, s
 
+
+# LIST flagged ORDER: the hot list after a copy in the device's order.
+F_ORDER = 32
 
 BAD_FRAMES = {
     'bad CRC': lambda: mu.frame(mu.T_LIST, struct.pack('<Q', 1),
@@ -289,6 +295,9 @@ BAD_FRAMES = {
     'list longer than the cache': lambda: mu.frame(
         mu.T_LIST, struct.pack('<513Q', *range(513))),
     'list of a partial entry': lambda: mu.frame(mu.T_LIST, b'\0' * 12),
+    # hybrid uses blocks as they arrive: its WELCOME offers no ordering.
+    'ordering list not offered': lambda: mu.frame(
+        mu.T_LIST, struct.pack('<Q', 1), flags=F_ORDER),
     'truncated frame then close': lambda: mu.frame(mu.T_LIST,
                                                    b'\0' * 64)[:30],
 }
@@ -300,6 +309,7 @@ def test_corrupt_frame_after_hello(make_agent, make_origin, bad):
     dst = make_agent(name='dst').start()
     origin = make_origin(4 * MiB)
     inc, s = fake_source(dst, origin)
+    assert b'order' not in inc['welcome'], inc['welcome']
     mid = inc['migration_id']
     # (The destination sends WELCOME just before it records the state.)
     mu.wait_state(dst, mid, ('connected',), timeout=5)
@@ -327,6 +337,36 @@ def test_corrupt_frame_after_hello(make_agent, make_origin, bad):
     h = om.connect(res['export_uri'])
     assert om.read_all(h, origin.size) == origin.content
     om.close(h)
+    dst.assert_alive()
+
+
+@pytest.mark.scripted_peer
+@pytest.mark.parametrize('bad', ('longer than the cache', 'partial entry'))
+def test_bad_ordering_list(make_agent, make_origin, bad):
+    """firepan's destination offers the ordering list, within bounds.
+
+    Its WELCOME says "order": true; an ordering LIST longer than the
+    volume's cache (512 blocks) or of a partial entry ends the stream, and
+    the agent goes on.
+    """
+    dst = make_agent(name='dst').start()
+    origin = make_origin(4 * MiB)
+    inc, s = fake_source(dst, origin, strategy='firepan')
+    assert json.loads(inc['welcome'].decode()).get('order') is True, \
+        inc['welcome']
+    mid = inc['migration_id']
+    mu.wait_state(dst, mid, ('connected',), timeout=5)
+    payload = (struct.pack('<513Q', *range(513)) if bad.startswith('longer')
+               else b'\0' * 12)
+    try:
+        s.sendall(mu.frame(mu.T_LIST, payload, flags=F_ORDER))
+        st = mu.wait_state(dst, mid, ('failed',), timeout=15)
+    finally:
+        s.close()
+    assert 'transfer stream from the source lost' in st.get('error', ''), st
+    assert 'ordering LIST' in dst.run_log(), dst.run_log()[-2000:]
+    dst.client().call('migration-abort', migration_id=mid)
+    assert mu.volume_gone(dst, 'vol1')
     dst.assert_alive()
 
 
