@@ -400,8 +400,18 @@ def device_read_rate(path, nbytes, random=False):
     return job['bw_bytes']
 
 
+def rss_kib(pid, field):
+    with open('/proc/%d/status' % pid) as f:
+        for line in f:
+            if line.startswith(field + ':'):
+                return int(line.split()[1])
+    raise RuntimeError('no %s in /proc/%d/status' % (field, pid))
+
+
 def bench_cold(lab, runs, cache):
+    """One size of the cold copy, with how much the source's RSS grew."""
     rows = []
+    src_pid = lab.pair('none')[1][0]
     for i in range(runs):
         r = {}
         for strategy in ('firepan', 'hybrid'):
@@ -409,13 +419,21 @@ def bench_cold(lab, runs, cache):
             warm(lab.agents[0], vid, lab.origin_uri, cache)
             scramble(lab.agents[0], vid, cache)
             drop_from_memory(lab.cache_file(0))
+            # The peak RSS (VmHWM) restarts from here (proc(5),
+            # clear_refs): what the copy itself holds at its largest.
+            with open('/proc/%d/clear_refs' % src_pid, 'w') as f:
+                f.write('5')
+            rss0 = rss_kib(src_pid, 'VmRSS')
             m = run_migration(lab, vid, strategy)
+            peak_growth = (rss_kib(src_pid, 'VmHWM') - rss0) * 1024
             secs = m['downtime_s'] if strategy == 'firepan' \
                 else m['transfer_s']
             gib = m['bytes_transferred'] / float(1 << 30)
             r[strategy] = {'bytes': m['bytes_transferred'],
                            'bytes_per_s': m['bytes_transferred'] / secs,
-                           'src_cpu_s_per_gib': m['cpu_s'][0] / gib}
+                           'src_cpu_s_per_gib': m['cpu_s'][0] / gib,
+                           'dst_cpu_s_per_gib': m['cpu_s'][1] / gib,
+                           'src_peak_rss_growth_bytes': peak_growth}
         r['device_bytes_per_s'] = device_read_rate(lab.cache_file(0), cache)
         r['device_random_bytes_per_s'] = device_read_rate(
             lab.cache_file(0), cache, random=True)
@@ -431,6 +449,27 @@ def bench_cold(lab, runs, cache):
         med[strategy] = {k: statistics.median(x[strategy][k] for x in rows)
                          for k in rows[0][strategy]}
     return {'cache_bytes': cache, 'runs': rows, 'median': med}
+
+
+def cold_sizes(text, default):
+    """--cold-sizes: '256M,1G,4G' -> bytes, in 4 KiB blocks."""
+    if not text:
+        return [default]
+    units = {'K': 1024, 'M': MiB, 'G': 1024 * MiB}
+    out = []
+    for part in text.split(','):
+        t = part.strip().upper().rstrip('B').rstrip('I')
+        try:
+            n = int(float(t[:-1]) * units[t[-1]]) if t[-1:] in units \
+                else int(t)
+        except (ValueError, IndexError):
+            raise ValueError('--cold-sizes: %r is not a size (e.g. 256M, '
+                             '4G)' % part)
+        if n < MiB or n % 4096:
+            raise ValueError('--cold-sizes: %r must be at least 1 MiB and '
+                             'a whole number of 4 KiB blocks' % part)
+        out.append(n)
+    return out
 
 
 def bench_downtime(lab, runs, cache):
@@ -495,12 +534,11 @@ def report(r, args):
         print('  downtime vs none: firepan_if %+.1f ms, hybrid %+.1f ms'
               % (r['downtime']['firepan_if_minus_none_ms'],
                  r['downtime']['hybrid_minus_none_ms']))
-    if 'cold' in r:
-        report_cold(r)
+    for c in r.get('cold', []):
+        report_cold(c)
 
 
-def report_cold(r):
-    c = r['cold']
+def report_cold(c):
     m = c['median']
     print('  copy of %d MiB from a cache not in memory, LRU reordered; the '
           'same file read from the device: %.0f MB/s sequentially, %.0f MB/s '
@@ -509,10 +547,13 @@ def report_cold(r):
              m['device_random_bytes_per_s'] / 1e6))
     for strategy in ('firepan', 'hybrid'):
         print('    %-8s %.0f MB/s: %.3f x the device sequentially, %.3f x at '
-              'random; CPU s/GiB source %.2f'
+              'random; CPU s/GiB source %.2f, destination %.2f; source '
+              'RSS peak +%.1f MiB'
               % (strategy, m[strategy]['bytes_per_s'] / 1e6,
                  m[strategy]['ratio'], m[strategy]['ratio_random'],
-                 m[strategy]['src_cpu_s_per_gib']))
+                 m[strategy]['src_cpu_s_per_gib'],
+                 m[strategy]['dst_cpu_s_per_gib'],
+                 m[strategy]['src_peak_rss_growth_bytes'] / MiB))
 
 
 def main(argv=None):
@@ -529,6 +570,10 @@ def main(argv=None):
                     % ','.join(SECTIONS))
     ap.add_argument('--quick', action='store_true',
                     help='small sizes, for a smoke run')
+    ap.add_argument('--cold-sizes', metavar='SIZES',
+                    help='cache sizes of the cold section, comma-separated '
+                    '(e.g. 256M,1G,4G; default 256M, 64M with --quick); the '
+                    'lab\'s origin and caches grow to the largest')
     ap.add_argument('--perf', metavar='DIR',
                     help='perf record both agents during each migration '
                     '(perf report -i DIR/<strategy>-<tls>-<time>.data)')
@@ -542,8 +587,13 @@ def main(argv=None):
             ap.error('unknown section %r' % s)
     sizes = [8 * MiB, 16 * MiB, 32 * MiB] if args.quick else \
         [16 * MiB, 32 * MiB, 64 * MiB, 128 * MiB]
+    try:
+        colds = cold_sizes(args.cold_sizes, 2 * sizes[-1])
+    except ValueError as e:
+        ap.error(str(e))
+    lab_size = max([2 * sizes[-1]] + (colds if 'cold' in only else []))
     workdir = tempfile.mkdtemp(prefix='fcache-migbench-', dir='/var/tmp')
-    lab = Lab(workdir, origin_size=max(sizes) * 2, cache_size=max(sizes) * 2,
+    lab = Lab(workdir, origin_size=lab_size, cache_size=lab_size,
               tls_modes=('none', 'none', 'psk', 'psk')
               if 'tls' in only or 'tls_link' in only else ('none', 'none'))
     results = {'machine': {'nproc': os.cpu_count(), 'uname': os.uname()[2]},
@@ -568,7 +618,7 @@ def main(argv=None):
         if 'downtime' in only:
             results['downtime'] = bench_downtime(lab, args.runs, sizes[1])
         if 'cold' in only:
-            results['cold'] = bench_cold(lab, args.runs, 2 * sizes[-1])
+            results['cold'] = [bench_cold(lab, args.runs, n) for n in colds]
     finally:
         lab.close()
         shutil.rmtree(workdir, ignore_errors=True)
