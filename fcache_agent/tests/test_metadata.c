@@ -390,6 +390,39 @@ test_write_all(void **state)
   free(back);
 }
 
+/* A volume leaving clears its records in runs: exactly the listed ones,
+ * the neighbours of each run untouched; a list that does not ascend, or
+ * names a block past the end, writes nothing. */
+static void
+test_forget_many(void **state)
+{
+  struct fx *f = *state;
+  const cblock_t gone[] = { { 3 }, { 4 }, { 5 }, { 9 }, { 20 }, { 21 } };
+  const cblock_t unsorted[] = { { 30 }, { 29 } }, past[] = { { 31 }, { NB } };
+  struct fc_md_record back[NB];
+  bool was_clean;
+  struct fc_metadata *md = open_ok(f, BS, NB, &was_clean);
+
+  for (uint32_t i = 0; i < 40; i++)
+    assert_int_equal(fc_md_set(md, to_cblock(i), 100 + i, 7, FC_MD_VALID), 0);
+  assert_int_equal(fc_md_forget_many(md, gone, 6), 0);
+  assert_int_equal(fc_md_forget_many(md, unsorted, 2), -ERANGE);
+  assert_int_equal(fc_md_forget_many(md, past, 2), -ERANGE);
+  assert_int_equal(fc_md_forget_many(md, gone, 0), 0);
+  assert_int_equal(fc_md_read(md, 0, NB, back), 0);
+  for (uint32_t i = 0; i < 40; i++) {
+    bool cleared = false;
+
+    for (size_t k = 0; k < sizeof gone / sizeof gone[0]; k++)
+      cleared |= gone[k].n == i;
+    assert_true(fc_md_record_ok(&back[i]));
+    assert_int_equal(back[i].flags, cleared ? 0 : FC_MD_VALID);
+    if (!cleared)
+      assert_int_equal(back[i].oblock, 100 + i);
+  }
+  fc_md_close(md);
+}
+
 static void
 test_truncated_records(void **state)
 {
@@ -447,6 +480,7 @@ main(void)
     T(test_bad_header_crc),
     T(test_bad_version),
     T(test_write_all),
+    T(test_forget_many),
     T(test_truncated_records),
     T(test_truncated_header),
     T(test_open_nonexistent_dir),

@@ -1913,6 +1913,44 @@ test_forget_all_frees_in_device_order(void **state)
   check_next_allocations_ascend(e, N);
 }
 
+/* A volume of more blocks than one drop batch (UC_DROP_BATCH) leaves:
+ * every record cleared on disk, and the blocks freed in the device's
+ * order across the batches' edges. */
+static void
+check_leaves_in_batches(int (*leave)(struct fc_ucache *))
+{
+  enum { N = 2 * UC_DROP_BATCH + 300 };
+  struct env *e = scrambled_cache(N, 7);
+  struct fc_md_record *recs = calloc(N, sizeof *recs);
+  static const struct fc_md_record zero;
+  uint32_t valid = 0;
+
+  assert_non_null(recs);
+  assert_int_equal(fc_md_read(e->md, 0, N, recs), 0);
+  for (uint32_t i = 0; i < N; i++)
+    valid += recs[i].flags != 0;
+  assert_int_equal(valid, N);
+  assert_int_equal(leave(e->uc), 0);
+  assert_int_equal(info_of(e).cached_blocks, 0);
+  assert_int_equal(fc_md_read(e->md, 0, N, recs), 0);
+  for (uint32_t i = 0; i < N; i++)
+    assert_memory_equal(&recs[i], &zero, sizeof zero);
+  check_next_allocations_ascend(e, N);
+  free(recs);
+}
+
+static void
+test_release_in_batches(void **state)
+{
+  check_leaves_in_batches(fc_ucache_release);
+}
+
+static void
+test_forget_all_in_batches(void **state)
+{
+  check_leaves_in_batches(fc_ucache_migr_forget_all);
+}
+
 int
 main(void)
 {
@@ -1983,6 +2021,8 @@ main(void)
     T(test_migr_order_follows_the_list),
     T(test_release_frees_in_device_order),
     T(test_forget_all_frees_in_device_order),
+    T(test_release_in_batches),
+    T(test_forget_all_in_batches),
   };
 #undef T
 

@@ -22,11 +22,27 @@ uc_lookup_locked(struct fc_ucache *uc, oblock_t ob)
 void
 uc_drop_locked(struct fc_ucache *uc, cblock_t cb)
 {
-  struct fc_entry *e = &uc->dev->table[cb.n];
-
   /* Before the block can be reused or the origin change under it (a
    * failure disarms the warm restart: metadata.h). */
-  int fr = fc_md_forget(uc->md, cb);
+  uc_drop_forgotten_locked(uc, cb, fc_md_forget(uc->md, cb));
+}
+
+int
+uc_forget_many_locked(struct fc_ucache *uc, const cblock_t *desc, uint32_t n)
+{
+  cblock_t asc[UC_DROP_BATCH];
+
+  if (n > UC_DROP_BATCH)
+    return -E2BIG;
+  for (uint32_t i = 0; i < n; i++)
+    asc[i] = desc[n - 1 - i];
+  return fc_md_forget_many(uc->md, asc, n);
+}
+
+void
+uc_drop_forgotten_locked(struct fc_ucache *uc, cblock_t cb, int fr)
+{
+  struct fc_entry *e = &uc->dev->table[cb.n];
 
   fc_blockmap_remove(&uc->map, uc->dev->table, cb);
   fc_lru_remove(&uc->lru, uc->dev->table, cb);

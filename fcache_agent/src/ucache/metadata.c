@@ -190,16 +190,36 @@ fc_md_set(struct fc_metadata *md, cblock_t cb, uint64_t oblock,
   return fc_full_pwrite(md->fd, &rec, sizeof rec, record_offset(cb.n));
 }
 
+/* A record that should be cleared may still name its block: the next
+ * start, not knowing which clean record is stale, must trust none. */
+static void
+disarm_warm_restart(struct fc_metadata *md, cblock_t first, uint32_t n, int err)
+{
+  if (md->warm_marker[0] && unlink(md->warm_marker) == 0) {
+    log_error("cannot clear the metadata records of cache blocks %u-%u (%s): "
+              "the next start drops every clean block", first.n,
+              first.n + n - 1, strerror(-err));
+    md->warm_marker[0] = '\0';
+  }
+}
+
 int
 fc_md_forget(struct fc_metadata *md, cblock_t cb)
 {
   int r = fc_md_set(md, cb, 0, 0, 0);
 
-  if (r && md->warm_marker[0] && unlink(md->warm_marker) == 0) {
-    log_error("cannot clear the metadata record of cache block %u (%s): the "
-              "next start drops every clean block", cb.n, strerror(-r));
-    md->warm_marker[0] = '\0';
-  }
+  if (r)
+    disarm_warm_restart(md, cb, 1, r);
+  return r;
+}
+
+int
+fc_md_forget_many(struct fc_metadata *md, const cblock_t *cbs, uint32_t n)
+{
+  int r = fc_md_set_many(md, cbs, NULL, n, 0, 0);
+
+  if (r && n)
+    disarm_warm_restart(md, cbs[0], cbs[n - 1].n - cbs[0].n + 1, r);
   return r;
 }
 

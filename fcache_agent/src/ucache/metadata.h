@@ -87,8 +87,12 @@ int fc_md_set(struct fc_metadata *md, cblock_t cb, uint64_t oblock,
  * failure disarms the warm-restart marker, so that the next start, not
  * knowing which clean record is stale, trusts none. */
 int fc_md_forget(struct fc_metadata *md, cblock_t cb);
+/* fc_md_forget for n blocks (a volume leaving): cbs must ascend; each
+ * run of adjacent blocks is one write. */
+int fc_md_forget_many(struct fc_metadata *md, const cblock_t *cbs, uint32_t n);
 /* The same for n blocks at once (a batch of migrated blocks): cbs must
- * ascend; each run of adjacent blocks is one write. */
+ * ascend; each run of adjacent blocks is one write; oblocks is not read
+ * when flags is 0 (the records are cleared). */
 int fc_md_set_many(struct fc_metadata *md, const cblock_t *cbs,
                    const uint64_t *oblocks, uint32_t n, uint64_t volume_tag,
                    uint32_t flags);

@@ -142,12 +142,24 @@ fc_ucache_adopt(struct fc_ucache *uc, cblock_t cb, oblock_t ob, bool dirty)
   return 0;
 }
 
+/* Under uc->lock: unmap on disk, then drop, n blocks in descending device
+ * order; stops before dropping any if their records cannot be cleared. */
+static int
+release_batch_locked(struct fc_ucache *uc, const cblock_t *desc, uint32_t n)
+{
+  int r = uc_forget_many_locked(uc, desc, n);
+
+  for (uint32_t i = 0; i < n && !r; i++)
+    uc_drop_forgotten_locked(uc, desc[i], 0);
+  return r;
+}
+
 int
 fc_ucache_release(struct fc_ucache *uc)
 {
-  struct fc_entry *table = uc->dev->table;
+  cblock_t batch[UC_DROP_BATCH];
   uint64_t *mark = NULL;
-  uint32_t words;
+  uint32_t words, k = 0;
   int r = 0;
 
   pthread_mutex_lock(&uc->lock);
@@ -162,20 +174,20 @@ fc_ucache_release(struct fc_ucache *uc)
     r = -ENOMEM;
     goto out;
   }
-  for (uint32_t w = words; w-- > 0;) {
-    for (uint64_t bits = mark[w]; bits;) {
+  for (uint32_t w = words; w-- > 0 && !r;) {
+    for (uint64_t bits = mark[w]; bits && !r;) {
       uint32_t top = 63 - (uint32_t)__builtin_clzll(bits);
-      cblock_t cb = to_cblock(w * 64 + top);
 
       bits &= ~(1ull << top);
-      /* Unmap on disk before the block can belong to someone else. */
-      r = fc_md_set(uc->md, cb, 0, 0, 0);
-      if (r)
-        goto out;
-      table[cb.n].flags &= ~FC_ENTRY_DIRTY;
-      uc_drop_locked(uc, cb);
+      batch[k++] = to_cblock(w * 64 + top);
+      if (k == UC_DROP_BATCH) {
+        r = release_batch_locked(uc, batch, k);
+        k = 0;
+      }
     }
   }
+  if (!r)
+    r = release_batch_locked(uc, batch, k);
 out:
   free(mark);
   pthread_mutex_unlock(&uc->lock);

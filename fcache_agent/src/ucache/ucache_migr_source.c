@@ -139,6 +139,44 @@ fc_ucache_migr_forget(struct fc_ucache *uc, oblock_t ob)
   return r;
 }
 
+/* fc_ucache_migr_forget for n listed blocks (ascending device order) at
+ * once, from the last down: one hold of their stripes and of uc->lock, and
+ * the clean ones' records cleared with one write per run of adjacent
+ * blocks.  A dirty one goes as fc_ucache_migr_forget's, record first. */
+static int
+forget_batch(struct fc_ucache *uc, const uint64_t *list, uint32_t n)
+{
+  cblock_t clean[UC_DROP_BATCH], dirty[UC_DROP_BATCH];
+  struct stripe_set set = { { 0 } };
+  uint32_t nc = 0, nd = 0;
+  int fr, r = 0;
+
+  for (uint32_t i = 0; i < n; i++)
+    uc_stripe_set_add(&set, to_oblock(list[i] & ~FC_BLOCK_DIRTY_BIT));
+  uc_lock_stripe_set(uc, &set, false);
+  pthread_mutex_lock(&uc->lock);
+  for (uint32_t i = n; i-- > 0;) {
+    cblock_t cb = uc_lookup_locked(uc, to_oblock(list[i] & ~FC_BLOCK_DIRTY_BIT));
+
+    if (cb.n == CBLOCK_NONE)
+      continue;
+    if (uc->dev->table[cb.n].flags & FC_ENTRY_DIRTY)
+      dirty[nd++] = cb;
+    else
+      clean[nc++] = cb;
+  }
+  /* As uc_drop_locked: a record that cannot be cleared disarms the warm
+   * restart, and the block goes all the same. */
+  fr = uc_forget_many_locked(uc, clean, nc);
+  for (uint32_t i = 0; i < nc; i++)
+    uc_drop_forgotten_locked(uc, clean[i], fr);
+  pthread_mutex_unlock(&uc->lock);
+  for (uint32_t i = 0; i < nd && !r; i++)
+    r = uc_drop_dirty(uc, dirty[i]);   /* record cleared before the space is reused */
+  uc_unlock_stripes(uc, &set);
+  return r;
+}
+
 int
 fc_ucache_migr_forget_all(struct fc_ucache *uc)
 {
@@ -150,8 +188,12 @@ fc_ucache_migr_forget_all(struct fc_ucache *uc)
    * from its start up, in runs the next volume's copies and misses can
    * write with one call each (in LRU order they come back scattered). */
   r = fc_ucache_migr_snapshot(uc, &list, &n, false, true);
-  for (uint32_t i = n; i-- > 0 && !r;)
-    r = fc_ucache_migr_forget(uc, to_oblock(list[i] & ~FC_BLOCK_DIRTY_BIT));
+  for (uint32_t end = n; end > 0 && !r;) {
+    uint32_t start = end > UC_DROP_BATCH ? end - UC_DROP_BATCH : 0;
+
+    r = forget_batch(uc, list + start, end - start);
+    end = start;
+  }
   if (!r)
     r = uc_sync_records(uc);
   free(list);

@@ -162,6 +162,18 @@ bool uc_fill_allowed(struct fc_ucache *uc, oblock_t ob, uint64_t seq);
 cblock_t uc_lookup_locked(struct fc_ucache *uc, oblock_t ob);
 /* Under uc->lock: unmap and free a clean block. */
 void uc_drop_locked(struct fc_ucache *uc, cblock_t cb);
+/* A volume leaving drops its blocks in batches of at most this many: one
+ * metadata write per run of adjacent blocks instead of one per block (at
+ * 4 KiB blocks and a TiB of cache, minutes under the volume's lock). */
+#define UC_DROP_BATCH 1024u
+/* Under uc->lock: clear the records of n <= UC_DROP_BATCH blocks given in
+ * descending device order (the order they are freed in); fc_md_forget_many's
+ * result.  Then uc_drop_forgotten_locked each, with that result. */
+int uc_forget_many_locked(struct fc_ucache *uc, const cblock_t *desc, uint32_t n);
+/* Under uc->lock: uc_drop_locked for a block whose record the caller
+ * cleared, fr being how that went (not 0: the block is freed all the same
+ * unless a synced dirty record of it may remain, as uc_drop_locked). */
+void uc_drop_forgotten_locked(struct fc_ucache *uc, cblock_t cb, int fr);
 /* Under uc->lock: a bitmap of the cache device (one bit per cache block,
  * *words 64-bit words; caller frees) marking the volume's blocks that
  * want() accepts, for walking them in the device's order; NULL if out of
