@@ -258,10 +258,51 @@ test_insert_after(void **state)
   assert_order(&lru, (uint32_t[]){ 0, 6, 1, 7, 8 }, 5);
 }
 
+struct seen {
+  uint32_t rank_of[N];
+  uint32_t visits;
+};
+
+static void
+note_visit(void *ctx, uint32_t cb, uint32_t rank)
+{
+  struct seen *s = ctx;
+
+  assert_true(cb < N);
+  assert_int_equal(s->rank_of[cb], CBLOCK_NONE);   /* once each */
+  s->rank_of[cb] = rank;
+  s->visits++;
+}
+
+/* The walk from both ends meets in the middle for every length, odd and
+ * even (0 to N): each linked block visited once, with its place from the
+ * head, and nothing else. */
+static void
+test_walk_both_ends(void **state)
+{
+  for (uint32_t n = 0; n <= N; n++) {
+    struct fc_lru lru;
+    struct seen s = { .visits = 0 };
+    uint32_t order[N];
+
+    reset_table();
+    fc_lru_init(&lru);
+    /* A scattered order: block (7 i) mod N at rank i. */
+    for (uint32_t i = n; i-- > 0;)
+      fc_lru_push_head(&lru, table, to_cblock(order[i] = 7 * i % N));
+    memset(s.rank_of, 0xff, sizeof s.rank_of);
+    fc_lru_walk_both_ends(&lru, table, note_visit, &s);
+    assert_int_equal(s.visits, n);
+    for (uint32_t i = 0; i < n; i++)
+      assert_int_equal(s.rank_of[order[i]], i);
+  }
+}
+
 int
 main(void)
 {
   const struct CMUnitTest tests[] = {
+    cmocka_unit_test_setup(test_walk_both_ends, setup),
     cmocka_unit_test_setup(test_init_empty, setup),
     cmocka_unit_test_setup(test_push_one, setup),
     cmocka_unit_test_setup(test_push_two_newest_at_head, setup),

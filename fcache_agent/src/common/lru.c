@@ -78,3 +78,22 @@ fc_lru_touch(struct fc_lru *lru, struct fc_entry *table, cblock_t cb)
   fc_lru_remove(lru, table, cb);
   fc_lru_push_head(lru, table, cb);
 }
+
+void
+fc_lru_walk_both_ends(const struct fc_lru *lru, const struct fc_entry *table,
+                      fc_lru_visit_fn visit, void *ctx)
+{
+  uint32_t hot = lru->head, cold = lru->tail;
+  uint32_t hot_rank = 0, cold_rank = lru->count - 1;
+
+  while (hot != CBLOCK_NONE) {
+    visit(ctx, hot, hot_rank++);
+    if (hot == cold)
+      break;
+    visit(ctx, cold, cold_rank--);
+    hot = table[hot].lru_next;
+    if (hot == cold)
+      break;
+    cold = table[cold].lru_prev;
+  }
+}

@@ -67,20 +67,33 @@ uc_drop_forgotten_locked(struct fc_ucache *uc, cblock_t cb, int fr)
   fc_cachedev_free(uc->dev, cb);
 }
 
+struct marking {
+  const struct fc_entry *table;
+  bool (*want)(const struct fc_entry *);
+  uint64_t *mark;
+};
+
+static void
+mark_block(void *ctx, uint32_t cb, uint32_t rank)
+{
+  struct marking *m = ctx;
+
+  (void)rank;
+  if (!m->want || m->want(&m->table[cb]))
+    m->mark[cb / 64] |= 1ull << (cb % 64);
+}
+
 uint64_t *
 uc_device_bitmap_locked(struct fc_ucache *uc, bool (*want)(const struct fc_entry *),
                         uint32_t *words)
 {
-  const struct fc_entry *table = uc->dev->table;
-  uint64_t *mark;
+  struct marking m = { .table = uc->dev->table, .want = want };
 
   *words = (uc->dev->nr_blocks + 63) / 64;
-  if (!(mark = calloc(*words ? *words : 1, sizeof *mark)))
+  if (!(m.mark = calloc(*words ? *words : 1, sizeof *m.mark)))
     return NULL;
-  for (uint32_t i = uc->lru.head; i != CBLOCK_NONE; i = table[i].lru_next)
-    if (!want || want(&table[i]))
-      mark[i / 64] |= 1ull << (i % 64);
-  return mark;
+  fc_lru_walk_both_ends(&uc->lru, uc->dev->table, mark_block, &m);
+  return m.mark;
 }
 
 int

@@ -64,11 +64,43 @@ snapshot_device_order_locked(struct fc_ucache *uc, uint64_t *v, uint32_t *k,
   return 0;
 }
 
+/* No block id has every bit set: volumes end below 2^64 bytes. */
+#define NOT_LISTED UINT64_MAX
+
+struct listing {
+  const struct fc_entry *table;
+  bool dirty_only;
+  uint64_t *v;
+};
+
+static void
+list_block(void *ctx, uint32_t cb, uint32_t rank)
+{
+  struct listing *l = ctx;
+  const struct fc_entry *e = &l->table[cb];
+
+  l->v[rank] = (l->dirty_only ? valid_dirty(e) : valid(e)) ? list_entry(e) : NOT_LISTED;
+}
+
+/* Under uc->lock: the LRU from the head, each block at its rank, walked
+ * from both ends at once (the lock is held for the whole walk), then the
+ * blocks not wanted squeezed out. */
+static void
+snapshot_hottest_first_locked(struct fc_ucache *uc, uint64_t *v, uint32_t *k,
+                              bool dirty_only)
+{
+  struct listing l = { .table = uc->dev->table, .dirty_only = dirty_only, .v = v };
+
+  fc_lru_walk_both_ends(&uc->lru, uc->dev->table, list_block, &l);
+  for (uint32_t i = 0; i < uc->lru.count; i++)
+    if (v[i] != NOT_LISTED)
+      v[(*k)++] = v[i];
+}
+
 int
 fc_ucache_migr_snapshot(struct fc_ucache *uc, uint64_t **list, uint32_t *n,
                         bool dirty_only, bool device_order)
 {
-  const struct fc_entry *table = uc->dev->table;
   uint64_t *v;
   uint32_t k = 0;
   int r = 0;
@@ -79,13 +111,10 @@ fc_ucache_migr_snapshot(struct fc_ucache *uc, uint64_t **list, uint32_t *n,
     pthread_mutex_unlock(&uc->lock);
     return -ENOMEM;
   }
-  if (device_order) {
+  if (device_order)
     r = snapshot_device_order_locked(uc, v, &k, dirty_only);
-  } else {
-    for (uint32_t i = uc->lru.head; i != CBLOCK_NONE; i = table[i].lru_next)
-      if (dirty_only ? valid_dirty(&table[i]) : valid(&table[i]))
-        v[k++] = list_entry(&table[i]);
-  }
+  else
+    snapshot_hottest_first_locked(uc, v, &k, dirty_only);
   pthread_mutex_unlock(&uc->lock);
   if (r) {
     free(v);
