@@ -196,9 +196,13 @@ static void
 disarm_warm_restart(struct fc_metadata *md, cblock_t first, uint32_t n, int err)
 {
   if (md->warm_marker[0] && unlink(md->warm_marker) == 0) {
-    log_error("cannot clear the metadata records of cache blocks %u-%u (%s): "
-              "the next start drops every clean block", first.n,
-              first.n + n - 1, strerror(-err));
+    if (n == 1)
+      log_error("cannot clear the metadata record of cache block %u (%s): the "
+                "next start drops every clean block", first.n, strerror(-err));
+    else
+      log_error("cannot clear the metadata records of cache blocks %u to %u "
+                "(%s): the next start drops every clean block", first.n,
+                first.n + n - 1, strerror(-err));
     md->warm_marker[0] = '\0';
   }
 }
