@@ -439,6 +439,7 @@ def bench_cold(lab, runs, cache):
                            'bytes_per_s': m['bytes_transferred'] / secs,
                            'src_cpu_s_per_gib': m['cpu_s'][0] / gib,
                            'dst_cpu_s_per_gib': m['cpu_s'][1] / gib,
+                           'downtime_s': m['downtime_s'],
                            'src_peak_rss_growth_bytes': peak_growth,
                            'finish_s': m['finish_s'],
                            'dst_detach_s': m['detach_s']}
@@ -555,13 +556,14 @@ def report_cold(c):
              m['device_random_bytes_per_s'] / 1e6))
     for strategy in ('firepan', 'hybrid'):
         print('    %-8s %.0f MB/s: %.3f x the device sequentially, %.3f x at '
-              'random; CPU s/GiB source %.2f, destination %.2f; source '
-              'RSS peak +%.1f MiB; finish (the source forgets the volume) '
-              '%.2f s, detach at the destination %.2f s'
+              'random; CPU s/GiB source %.2f, destination %.2f; downtime '
+              '%.3f s; source RSS peak +%.1f MiB; finish (the source forgets '
+              'the volume) %.2f s, detach at the destination %.2f s'
               % (strategy, m[strategy]['bytes_per_s'] / 1e6,
                  m[strategy]['ratio'], m[strategy]['ratio_random'],
                  m[strategy]['src_cpu_s_per_gib'],
                  m[strategy]['dst_cpu_s_per_gib'],
+                 m[strategy]['downtime_s'],
                  m[strategy]['src_peak_rss_growth_bytes'] / MiB,
                  m[strategy]['finish_s'], m[strategy]['dst_detach_s']))
 
