@@ -49,6 +49,7 @@ import nbd  # noqa: E402  (Debian's python3-libnbd)
 
 from nova_ext import agent as fc_agent  # noqa: E402
 from nova_ext import migration  # noqa: E402
+from nova_ext import units  # noqa: E402
 
 AGENT = os.environ.get('FCACHE_AGENT_BIN') or os.path.join(
     ROOT, 'fcache_agent', 'build', 'fcache-agent')
@@ -464,16 +465,12 @@ def cold_sizes(text, default):
     """--cold-sizes: '256M,1G,4G' -> bytes, in 4 KiB blocks."""
     if not text:
         return [default]
-    units = {'K': 1024, 'M': MiB, 'G': 1024 * MiB}
     out = []
     for part in text.split(','):
-        t = part.strip().upper().rstrip('B').rstrip('I')
         try:
-            n = int(float(t[:-1]) * units[t[-1]]) if t[-1:] in units \
-                else int(t)
-        except (ValueError, IndexError):
-            raise ValueError('--cold-sizes: %r is not a size (e.g. 256M, '
-                             '4G)' % part)
+            n = units.parse_size(part)
+        except ValueError as e:
+            raise ValueError('--cold-sizes: %r: %s' % (part, e))
         if n < MiB or n % 4096:
             raise ValueError('--cold-sizes: %r must be at least 1 MiB and '
                              'a whole number of 4 KiB blocks' % part)
