@@ -251,7 +251,15 @@ class QMP(object):
         self.sock.connect(path)
         self.f = self.sock.makefile('rwb')
         self.events = []
-        json.loads(self.f.readline())
+        # An event may come ahead of the greeting (see
+        # tests/functional/test_qemu_migration.py's Qmp): keep it.
+        while True:
+            greeting = self._read()
+            if 'event' not in greeting:
+                break
+            self.events.append(greeting)
+        if 'QMP' not in greeting:
+            raise fclab.LabError('not a QMP greeting: %r' % greeting)
         self.cmd('qmp_capabilities')
 
     def _read(self):
