@@ -1,6 +1,7 @@
 #include <errno.h>
 #include <stdlib.h>
 
+#include "bigtable.h"
 #include "blockmap.h"
 
 /* Fibonacci hashing spreads sequential block numbers (the common case for
@@ -19,7 +20,7 @@ fc_blockmap_init(struct fc_blockmap *map, uint32_t capacity)
 
   while (n < capacity && n < (1u << 31))
     n <<= 1;
-  map->buckets = malloc((size_t)n * sizeof *map->buckets);
+  map->buckets = fc_bigtable_alloc(n, sizeof *map->buckets);
   if (!map->buckets)
     return -ENOMEM;
   for (uint32_t i = 0; i < n; i++)
@@ -33,7 +34,7 @@ fc_blockmap_init(struct fc_blockmap *map, uint32_t capacity)
 void
 fc_blockmap_destroy(struct fc_blockmap *map)
 {
-  free(map->buckets);
+  fc_bigtable_free(map->buckets, (size_t)map->mask + 1, sizeof *map->buckets);
   map->buckets = NULL;
   map->count = 0;
 }

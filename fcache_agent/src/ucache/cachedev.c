@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "cachedev.h"
+#include "common/bigtable.h"
 #include "common/fdio.h"
 #include "common/log.h"
 
@@ -46,8 +47,8 @@ fc_cachedev_open(const char *path, uint64_t size, uint32_t block_size,
   dev->fd = -1;
   dev->block_size = block_size;
   dev->nr_blocks = (uint32_t)(size / block_size);
-  dev->table = calloc(dev->nr_blocks, sizeof *dev->table);
-  dev->free_stack = malloc((size_t)dev->nr_blocks * sizeof *dev->free_stack);
+  dev->table = fc_bigtable_alloc(dev->nr_blocks, sizeof *dev->table);
+  dev->free_stack = fc_bigtable_alloc(dev->nr_blocks, sizeof *dev->free_stack);
   if (!dev->table || !dev->free_stack) {
     r = -ENOMEM;
     goto out;
@@ -110,8 +111,8 @@ fc_cachedev_close(struct fc_cachedev *dev)
     close(dev->fd);
   if (dev->table)
     pthread_mutex_destroy(&dev->lock);
-  free(dev->table);
-  free(dev->free_stack);
+  fc_bigtable_free(dev->table, dev->nr_blocks, sizeof *dev->table);
+  fc_bigtable_free(dev->free_stack, dev->nr_blocks, sizeof *dev->free_stack);
   free(dev);
 }
 
