@@ -228,7 +228,10 @@ struct fc_engine_migr_ops {
   /* The destination holds ob durably (after the switchover). */
   int (*out_forget)(struct fc_engine_migr *m, oblock_t ob);
   /* The destination holds everything: forget every block, never write
-   * one back.  Under host->lock, before the volume is detached. */
+   * one back.  Before the volume is detached, and not under host->lock
+   * (it may take a minute at TiB sizes): the migration still holds the
+   * volume, so nothing detaches it meanwhile; take the volume's own
+   * locks. */
   int (*out_forget_all)(struct fc_engine_migr *m);
 
   /* ---- destination ---- */

@@ -370,13 +370,29 @@ fc_migration_finish(struct fc_migration *m, int timeout_ms, char *err, size_t er
              m->error[0] ? ": " : "", m->error);
     return m->state == FC_MS_SWITCHED ? -ETIMEDOUT : -EIO;
   }
-  if (m->e.role == FC_MIGR_DEST || !m->e.vol)
+  if (m->e.role == FC_MIGR_DEST)
     return 0;
+  /* One finish releases the source's volume; a second one (a retry after
+   * a client timeout) waits for it and answers the same. */
+  pthread_mutex_lock(&m->lock);
+  while (m->releasing_source)
+    pthread_cond_wait(&m->cond, &m->lock);
+  if (!m->e.vol) {
+    pthread_mutex_unlock(&m->lock);
+    return 0;
+  }
+  m->releasing_source = true;
+  pthread_mutex_unlock(&m->lock);
   /* The destination holds everything it needs, dirty blocks included and
-   * synced: only now may the source forget them. */
+   * synced: only now may the source forget them.  Not under host.lock,
+   * which every control request takes: forgetting is a write per run of
+   * blocks, about a minute for a 1 TiB cache.  The volume stays this
+   * migration's meanwhile (volume-detach is refused, and the agent stops
+   * only after its control requests end), and the engine takes the
+   * volume's own locks, as the VM's requests still might. */
   fc_migr_join(m);
-  pthread_mutex_lock(&agent->host.lock);
   r = agent->host.ops->migr->out_forget_all(&m->e);
+  pthread_mutex_lock(&agent->host.lock);
   m->e.vol->releasing = true;
   if (r == 0)
     r = fc_agent_detach_locked(agent, m->e.volume_id, err, errlen);
@@ -386,6 +402,10 @@ fc_migration_finish(struct fc_migration *m, int timeout_ms, char *err, size_t er
   if (r == 0)
     m->e.vol = NULL;
   pthread_mutex_unlock(&agent->host.lock);
+  pthread_mutex_lock(&m->lock);
+  m->releasing_source = false;
+  pthread_cond_broadcast(&m->cond);
+  pthread_mutex_unlock(&m->lock);
   if (r == 0)
     log_info("migration %s: source released volume %s", m->e.id, m->e.volume_id);
   return r;

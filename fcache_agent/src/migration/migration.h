@@ -56,6 +56,9 @@ struct fc_migration {
   char error[512];
   bool stopping;
   bool connected;
+  /* Source: a migration-finish is forgetting the volume's blocks, without
+   * host.lock; another finish waits on cond for it. */
+  bool releasing_source;
   struct fc_xfer_conn conn;
   pthread_t rx_thread, worker_thread;
   bool rx_running, worker_running;

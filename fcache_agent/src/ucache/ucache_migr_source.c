@@ -4,6 +4,7 @@
  * the destination's side (ucache_migr.c, ucache_migr_copies.c): the two
  * ends share no state. */
 #include <errno.h>
+#include <sched.h>
 #include <stdlib.h>
 
 #include "ucache_priv.h"
@@ -222,6 +223,10 @@ fc_ucache_migr_forget_all(struct fc_ucache *uc)
 
     r = forget_batch(uc, list + start, end - start);
     end = start;
+    /* Let a request waiting for the volume's lock (agent-status reads
+     * its counters) in between batches: the adaptive lock would otherwise
+     * go back to this thread, batch after batch, until the last. */
+    sched_yield();
   }
   if (!r)
     r = uc_sync_records(uc);
