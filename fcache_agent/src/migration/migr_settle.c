@@ -283,6 +283,19 @@ source_release(struct settle_ctx *c, json_t *args, json_t **result, char *err,
   write_rest = !strcmp(rest, "writeback");
   snprintf(id, sizeof id, "%s", c->v->p.id);   /* detach frees the volume */
   pthread_mutex_lock(&c->agent->host.lock);
+  if (c->m) {
+    /* A migration-finish forgets the volume without host.lock: it owns
+     * the release until it is done. */
+    pthread_mutex_lock(&c->m->lock);
+    r = c->m->releasing_source ? -EBUSY : 0;
+    pthread_mutex_unlock(&c->m->lock);
+    if (r) {
+      pthread_mutex_unlock(&c->agent->host.lock);
+      snprintf(err, errlen, "migration %s is being finished: its source "
+               "releases volume %s itself", c->mid, id);
+      return r;
+    }
+  }
   r = write_rest ? 0 : c->ops->source_forget_all(c->v);
   c->v->releasing = true;
   if (r == 0)

@@ -357,6 +357,7 @@ fc_migration_finish(struct fc_migration *m, int timeout_ms, char *err, size_t er
 {
   struct fc_agent *agent = m->agent;
   struct timespec until;
+  bool mine;
   int r = 0;
 
   clock_gettime(CLOCK_REALTIME, &until);
@@ -373,16 +374,24 @@ fc_migration_finish(struct fc_migration *m, int timeout_ms, char *err, size_t er
   if (m->e.role == FC_MIGR_DEST)
     return 0;
   /* One finish releases the source's volume; a second one (a retry after
-   * a client timeout) waits for it and answers the same. */
-  pthread_mutex_lock(&m->lock);
-  while (m->releasing_source)
+   * a client timeout) waits for it and answers the same.  The claim is
+   * made under host.lock as well, where a settle of the same migration
+   * (migr_settle.c) looks for it before releasing the volume itself. */
+  for (;;) {
+    pthread_mutex_lock(&agent->host.lock);
+    pthread_mutex_lock(&m->lock);
+    if (!m->releasing_source)
+      break;
+    pthread_mutex_unlock(&agent->host.lock);
     pthread_cond_wait(&m->cond, &m->lock);
-  if (!m->e.vol) {
     pthread_mutex_unlock(&m->lock);
-    return 0;
   }
-  m->releasing_source = true;
+  mine = m->e.vol != NULL;
+  m->releasing_source = mine;
   pthread_mutex_unlock(&m->lock);
+  pthread_mutex_unlock(&agent->host.lock);
+  if (!mine)
+    return 0;
   /* The destination holds everything it needs, dirty blocks included and
    * synced: only now may the source forget them.  Not under host.lock,
    * which every control request takes: forgetting is a write per run of
