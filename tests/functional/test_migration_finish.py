@@ -9,7 +9,9 @@ the agent keeps answering meanwhile.  A client that retries a finish (a
 timeout on its side, or an operator and Nova at once) sends a second one
 while the first runs: that one waits for the first and answers the same.
 It used to find the volume gone and crash the agent (a NULL volume in
-``out_forget_all``).
+``out_forget_all``).  And an attach of the volume meanwhile (a new user of
+it on this host) is refused with EBUSY until the volume is gone, rather
+than handed the volume the finish is about to detach.
 
 Each test migrates a full cache with firepan: 1 GiB (262144 blocks) for
 the first, whose forget must last long enough to be asked about.
@@ -19,6 +21,7 @@ import threading
 
 import pytest
 
+from nova_ext import exception
 from nova_ext import migration
 
 from . import migration_util as mu
@@ -117,3 +120,38 @@ def test_finish_sent_twice_at_once(make_agent, make_origin):
     assert again['state'] == 'completed', again
     assert src.status()['used_bytes'] == 0
     assert mu.volume_gone(src, 'vol1')
+
+
+@pytest.mark.timeout(300)
+def test_attach_during_finish_is_never_undone(make_agent, make_origin):
+    src, dst, mid, full = migrated(make_agent, make_origin, 1024 * MiB)
+    vol = src.show('vol1')
+    results, outcomes = [], []
+    t = finisher(src, mid, results)
+    poll = src.client()
+    t.start()
+    # From the moment the forget has begun (before it, the volume is the
+    # migration's, frozen, and an attach with the same parameters is
+    # answered with it as any repeated attach is).
+    while t.is_alive() and poll.call('agent-status')['used_bytes'] == full:
+        pass
+    while t.is_alive():
+        try:
+            poll.call('volume-attach', volume_id='vol1',
+                      origin=vol['origin'], cache_size=vol['cache_size'],
+                      write_policy=vol['write_policy'])
+            outcomes.append('attached')
+            break
+        except exception.AgentError as exc:
+            outcomes.append(exc.error)
+    t.join()
+    assert len(results) == 1 and isinstance(results[0], dict), results
+    refused = [o for o in outcomes if o != 'attached']
+    print('attach answers during the forget: %d refused, then %s' % (
+        len(refused), outcomes[-1] if outcomes else None))
+    assert all('being released' in o for o in refused), refused[:3]
+    if outcomes and outcomes[-1] == 'attached':
+        # Acknowledged: a new volume, not the one the finish detached.
+        st = src.show('vol1')
+        assert st['state'] == 'attached', st
+        assert st['cached_blocks'] == 0, st

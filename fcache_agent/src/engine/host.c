@@ -148,6 +148,12 @@ fc_host_attach_precheck_locked(struct fc_host *host,
 {
   struct fc_volume *old = fc_host_find_locked(host, req->volume_id);
 
+  if (old && old->leaving) {
+    snprintf(err, errlen, "volume %s is being released by the live migration that "
+             "moved it away (%s); attach it again once volume-show no longer "
+             "lists it", req->volume_id, old->p.migration);
+    return -EBUSY;
+  }
   if (old) {
     if (!strcmp(old->p.origin, req->origin) &&
         old->p.write_policy == req->write_policy &&

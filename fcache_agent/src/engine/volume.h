@@ -38,6 +38,9 @@ struct fc_volume {
   char export_uri[sizeof(((struct sockaddr_un *)0)->sun_path) + 32];
   char error[512];                  /* why the volume is unavailable, or "" */
   bool releasing;                   /* a finished migration is detaching it */
+  /* A migration-finish is forgetting its blocks, outside host.lock, and
+   * will detach it: an attach may not take it for a new user. */
+  bool leaving;
   /* The strategy an operator's tool (fcache evacuate) chose for this
    * volume's next live migration, until hint_expires_ms (CLOCK_MONOTONIC);
    * "" for none.  Not persisted: a restart forgets it. */

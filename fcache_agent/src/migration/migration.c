@@ -388,6 +388,8 @@ fc_migration_finish(struct fc_migration *m, int timeout_ms, char *err, size_t er
   }
   mine = m->e.vol != NULL;
   m->releasing_source = mine;
+  if (mine)
+    m->e.vol->leaving = true;
   pthread_mutex_unlock(&m->lock);
   pthread_mutex_unlock(&agent->host.lock);
   if (!mine)
@@ -410,6 +412,8 @@ fc_migration_finish(struct fc_migration *m, int timeout_ms, char *err, size_t er
              m->e.volume_id, strerror(-r));
   if (r == 0)
     m->e.vol = NULL;
+  else
+    m->e.vol->leaving = false;
   pthread_mutex_unlock(&agent->host.lock);
   pthread_mutex_lock(&m->lock);
   m->releasing_source = false;
