@@ -277,7 +277,17 @@ class AgentClient(object):
 
         LOG.debug("Sending %(op)s to the fcache agent at %(path)s",
                   {'op': op, 'path': self.socket_path})
-        line = self._exchange(op, request)
+        deadline = time.monotonic() + self.timeout
+        delay = 0.005
+        while True:
+            line = self._exchange(op, request)
+            if not (_busy(line) and time.monotonic() + delay < deadline):
+                break
+            # The agent serves as many connections as it may and refused
+            # this one before reading the request: nothing ran, so the
+            # same request goes again once it has caught up.
+            time.sleep(delay)
+            delay = min(delay * 2, 0.2)
         result = self._decode(line)
         LOG.debug("fcache agent at %(path)s completed %(op)s",
                   {'op': op, 'path': self.socket_path})
@@ -288,7 +298,15 @@ class AgentClient(object):
         sock = self._connect()
         try:
             try:
-                sock.sendall(request)
+                try:
+                    sock.sendall(request)
+                except (BrokenPipeError, ConnectionResetError) as exc:
+                    # An agent at its connection limit answers "busy" and
+                    # closes without reading the request: read that answer.
+                    line = self._read_line_if_any(sock)
+                    if line is None:
+                        raise exc
+                    return line
                 return self._read_line(sock)
             except socket.timeout:
                 raise exception.AgentTimeout(path=self.socket_path, op=op,
@@ -328,6 +346,13 @@ class AgentClient(object):
                     continue
                 raise exception.AgentUnreachable(
                     path=self.socket_path, reason=_os_reason(exc))
+
+    def _read_line_if_any(self, sock):
+        """The answer already sent on ``sock``, or None if there is none."""
+        try:
+            return self._read_line(sock)
+        except (OSError, exception.ProtocolError):
+            return None
 
     def _read_line(self, sock):
         buf = bytearray()
@@ -384,6 +409,16 @@ class AgentClient(object):
                 err = abs(err)
             raise exception.AgentError(error, err)
         raise bad('response has no boolean "ok" member')
+
+
+def _busy(line):
+    """Whether the agent refused the connection as busy (``"busy": true``)."""
+    try:
+        response = json.loads(line.decode('utf-8'))
+    except (UnicodeDecodeError, ValueError):
+        return False
+    return (isinstance(response, dict) and response.get('ok') is False and
+            response.get('busy') is True)
 
 
 def _non_empty(name, value):

@@ -310,6 +310,55 @@ def raw_connect_ok(path):
         s.close()
 
 
+def status_in_thread(agent):
+    """agent-status through AgentClient in a thread, given 0.5 s to run."""
+    result = {}
+
+    def call():
+        try:
+            result['ok'] = agent.client(timeout=20).status()
+        except Exception as exc:
+            result['error'] = exc
+    t = threading.Thread(target=call)
+    t.start()
+    t.join(0.5)
+    return t, result
+
+
+def test_connection_limit_answers_busy(bystander):
+    """Past its 32 connections the agent answers "busy", and a client retries.
+
+    The refusal comes before the request is read, marked ``"busy": true``
+    so that a client knows nothing ran and may send the same request
+    again; AgentClient does, within its timeout.
+    """
+    agent = bystander.agent
+    idle = []
+    try:
+        for _ in range(32):
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.connect(agent.control_socket)
+            idle.append(s)
+        # Each idle connection has its own thread once accepted.
+
+        def refused():
+            reply = agent.raw_control(b'{"op":"agent-status"}\n')[0][0]
+            return reply if reply.get('busy') else None
+        reply = harness.wait_for(
+            refused, 10, 'the agent to refuse a 33rd connection as busy')
+        assert reply['ok'] is False and reply['busy'] is True, reply
+        assert reply['errno'] == errno.EAGAIN, reply
+        assert 'too many control connections' in reply['error'], reply
+        t, result = status_in_thread(agent)
+        assert t.is_alive(), result
+    finally:
+        for s in idle:
+            s.close()
+    t.join(30)
+    assert 'ok' in result, result
+    bystander.check()
+
+
 def test_client_waits_for_a_busy_agent(bystander):
     """A full accept queue is "busy", not "unreachable".
 
@@ -330,16 +379,7 @@ def test_client_waits_for_a_busy_agent(bystander):
                 s.close()
                 break
             fillers.append(s)
-        result = {}
-
-        def call():
-            try:
-                result['ok'] = agent.client(timeout=20).status()
-            except Exception as exc:
-                result['error'] = exc
-        t = threading.Thread(target=call)
-        t.start()
-        t.join(0.5)
+        t, result = status_in_thread(agent)
     finally:
         os.kill(agent.pid, signal.SIGCONT)
     for s in fillers:

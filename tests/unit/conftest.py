@@ -32,14 +32,16 @@ class FakeAgent(object):
     ``handlers`` maps op names to ``handler(args) -> result``; a handler
     raises :class:`FakeAgentError` to answer with an error.  Setting
     ``raw_reply`` to bytes makes the fake send exactly those bytes, then
-    close, whatever the request.  ``requests`` records every request
-    received, decoded.
+    close, whatever the request; ``busy`` = N makes it refuse the next N
+    connections as the agent does past its connection limit.
+    ``requests`` records every request received, decoded.
     """
 
     def __init__(self, directory):
         self.socket_path = os.path.join(directory, 'agent.sock')
         self.requests = []
         self.raw_reply = None
+        self.busy = 0
         self.volumes = {}
         self.params = {}
         self.handlers = {
@@ -93,6 +95,14 @@ class FakeAgent(object):
             self.requests.append(request)
             if self.raw_reply is not None:
                 conn.sendall(self.raw_reply)
+                return
+            if self.busy:
+                # As the agent refuses a connection past its limit.
+                self.busy -= 1
+                conn.sendall(json.dumps({
+                    'ok': False, 'errno': 11, 'busy': True,
+                    'error': 'too many control connections (limit 32); '
+                             'try again later'}).encode() + b'\n')
                 return
             handler = self.handlers.get(request['op'])
             try:

@@ -5,9 +5,11 @@ limits, error mapping) with the in-process fake of conftest.py; the real
 agent is covered by tests/functional.
 """
 
+import errno
 import os
 import socket
 import threading
+import time
 
 import pytest
 
@@ -128,6 +130,35 @@ def test_agent_error_without_message(client, fake_agent):
         client.status()
     assert info.value.errno is None
     assert 'without a message' in str(info.value)
+
+
+def test_busy_agent_is_asked_again(client, fake_agent):
+    # Refused before the request was read: the same request goes again.
+    fake_agent.busy = 3
+    assert client.status()['engine'] == 'ucache'
+    assert [r['op'] for r in fake_agent.requests] == ['agent-status'] * 4
+
+
+def test_busy_agent_past_the_timeout(fake_agent):
+    fake_agent.busy = 1000
+    client = agent.AgentClient(fake_agent.socket_path, timeout=0.5)
+    started = time.monotonic()
+    with pytest.raises(exception.AgentError) as info:
+        client.status()
+    assert time.monotonic() - started < 2
+    assert info.value.errno == errno.EAGAIN
+    assert 'too many control connections' in info.value.error
+
+
+def test_error_with_eagain_is_not_repeated(client, fake_agent):
+    # Only a refusal marked busy is safe to repeat: an operation that
+    # failed with EAGAIN may have done part of its work.
+    fake_agent.raw_reply = (b'{"ok": false, "error": "try later", '
+                            b'"errno": 11}\n')
+    with pytest.raises(exception.AgentError) as info:
+        client.status()
+    assert info.value.errno == errno.EAGAIN
+    assert len(fake_agent.requests) == 1
 
 
 def test_missing_result_is_empty(client, fake_agent):

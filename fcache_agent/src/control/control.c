@@ -109,7 +109,10 @@ fail:
     snprintf(msg, sizeof msg, "agent cannot serve the connection: %s",
              strerror(-r));
   log_warning("control: refusing connection: %s", msg);
-  fc_control_send_error(fd, -r, "%s", msg);
+  if (full)
+    fc_control_send_busy(fd, msg);
+  else
+    fc_control_send_error(fd, -r, "%s", msg);
   close(fd);
 }
 

@@ -74,6 +74,15 @@ int fc_control_send_error(int fd, int err, const char *fmt, ...)
   return send_json(fd, error_response(msg, err));
 }
 
+int fc_control_send_busy(int fd, const char *msg)
+{
+  json_t *resp = error_response(msg, EAGAIN);
+
+  if (resp)
+    json_object_set_new(resp, "busy", json_true());
+  return send_json(fd, resp);
+}
+
 static void list_ops(const struct fc_control *ctl, char *buf, size_t size)
 {
   size_t len = 0;

@@ -77,5 +77,10 @@ void *fc_control_conn_main(void *arg);
 /* Sends {"ok": false, "error": <message>, "errno": err} on fd. */
 __attribute__((format(printf, 3, 4)))
 int fc_control_send_error(int fd, int err, const char *fmt, ...);
+/* Sends {"ok": false, "error": msg, "errno": EAGAIN, "busy": true}: the
+ * connection is refused before its request is read, so the client may
+ * send the same request again (nova_ext's client does, within its
+ * timeout). */
+int fc_control_send_busy(int fd, const char *msg);
 
 #endif
