@@ -277,18 +277,18 @@ class AgentClient(object):
 
         LOG.debug("Sending %(op)s to the fcache agent at %(path)s",
                   {'op': op, 'path': self.socket_path})
-        deadline = time.monotonic() + self.timeout
-        delay = 0.005
+        backoff = _Backoff(self.timeout)
         while True:
-            line = self._exchange(op, request)
-            if not (_busy(line) and time.monotonic() + delay < deadline):
+            try:
+                result = self._decode(self._exchange(op, request))
                 break
-            # The agent serves as many connections as it may and refused
-            # this one before reading the request: nothing ran, so the
-            # same request goes again once it has caught up.
-            time.sleep(delay)
-            delay = min(delay * 2, 0.2)
-        result = self._decode(line)
+            except exception.AgentError as exc:
+                # The agent serves as many connections as it may and
+                # refused this one before reading the request: nothing
+                # ran, so the same request goes again once it has caught
+                # up.
+                if not (exc.busy and backoff.wait()):
+                    raise
         LOG.debug("fcache agent at %(path)s completed %(op)s",
                   {'op': op, 'path': self.socket_path})
         return result
@@ -324,8 +324,7 @@ class AgentClient(object):
         A unix socket whose listen backlog is full refuses at once with
         EAGAIN: that is a busy agent, not an absent one.
         """
-        deadline = time.monotonic() + self.timeout
-        delay = 0.005
+        backoff = _Backoff(self.timeout)
         while True:
             sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             sock.settimeout(self.timeout)
@@ -339,10 +338,7 @@ class AgentClient(object):
                     reason='connect timed out after %s s' % self.timeout)
             except OSError as exc:
                 sock.close()
-                if (exc.errno == errno.EAGAIN and
-                        time.monotonic() + delay < deadline):
-                    time.sleep(delay)
-                    delay = min(delay * 2, 0.2)
+                if exc.errno == errno.EAGAIN and backoff.wait():
                     continue
                 raise exception.AgentUnreachable(
                     path=self.socket_path, reason=_os_reason(exc))
@@ -407,18 +403,25 @@ class AgentClient(object):
                 err = None
             else:
                 err = abs(err)
-            raise exception.AgentError(error, err)
+            raise exception.AgentError(error, err,
+                                       busy=response.get('busy') is True)
         raise bad('response has no boolean "ok" member')
 
 
-def _busy(line):
-    """Whether the agent refused the connection as busy (``"busy": true``)."""
-    try:
-        response = json.loads(line.decode('utf-8'))
-    except (UnicodeDecodeError, ValueError):
-        return False
-    return (isinstance(response, dict) and response.get('ok') is False and
-            response.get('busy') is True)
+class _Backoff(object):
+    """Pauses of 5 ms doubling up to 0.2 s, within ``timeout`` seconds."""
+
+    def __init__(self, timeout):
+        self.deadline = time.monotonic() + timeout
+        self.delay = 0.005
+
+    def wait(self):
+        """Sleep the next pause and return True, or False if past time."""
+        if time.monotonic() + self.delay >= self.deadline:
+            return False
+        time.sleep(self.delay)
+        self.delay = min(self.delay * 2, 0.2)
+        return True
 
 
 def _non_empty(name, value):

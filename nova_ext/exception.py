@@ -57,14 +57,16 @@ class AgentError(FcacheException):
     """The agent received the request and refused or failed it.
 
     ``error`` is the agent's own one-line message and ``errno`` the
-    (positive) errno value it reported, or None.
+    (positive) errno value it reported, or None.  ``busy``: the agent
+    refused the connection before reading the request (nothing ran).
     """
 
     msg_fmt = "%(error)s (agent errno %(errno_text)s)"
 
-    def __init__(self, error, errno=None):
+    def __init__(self, error, errno=None, busy=False):
         self.error = error
         self.errno = errno
+        self.busy = busy
         if errno is None:
             errno_text = "unknown"
         else:
