@@ -8,9 +8,9 @@
  * (enabled = always or madvise) one TLB entry covers 2 MiB of it.  A
  * smaller table comes from calloc: the TLB's reach in 4 KiB pages (a few
  * thousand entries, some MiB) covers most of it anyway, and a mapping of
- * its own would round it up to 2 MiB.  On the development VM the walk of a 24 MiB to 1.5 GiB
- * table ran 1.16-1.48x faster and a lookup 1.11-1.17x
- * (fcache_agent/tools/table_walk.c, doc/ucache.rst). */
+ * its own would round it up to 2 MiB.  On the development VM the walk of
+ * a 24 MiB to 1.5 GiB table ran 1.16-1.48x faster and a lookup 1.11-1.17x
+ * (fcache_agent/tools/table_walk.c, doc/benchmarks.rst). */
 #ifndef FCACHE_BIGTABLE_H
 #define FCACHE_BIGTABLE_H
 
