@@ -10,6 +10,7 @@ what the oracle says, through the agent and in the origin's file.
 """
 
 import os
+import random
 import signal
 import threading
 import time
@@ -125,6 +126,61 @@ def test_origin_killed_mid_flight(make_agent, make_origin, policy):
     om.close(h)
     agent.assert_alive()
     check_origin_file(agent, origin, orc)
+
+
+@pytest.mark.parametrize('connections', [1, 2])
+@pytest.mark.parametrize('policy', POLICIES)
+def test_origin_restart_loses_no_acknowledged_write(make_agent, make_origin,
+                                                    policy, connections):
+    """The origin keeps acknowledged writes in memory until a flush, and dies.
+
+    nbdkit's cache filter (cache=writeback) is a server with a volatile
+    write cache: killed, it loses every write no flush covered, and after
+    its restart a flush succeeds on the new connection.  The agent must
+    write again what it was told was written (or fail the flush): the
+    VM's FLUSH succeeds only once the origin holds every acknowledged
+    write, and the origin's file is then the oracle.
+    """
+    origin = make_origin(VOLUME_SIZE, filters=['cache'],
+                         filter_args=['cache=writeback'])
+    # No write-back meanwhile (its own flush would cover what went before).
+    agent = make_agent(cache_size='8M', writeback_interval_ms=3600000,
+                       dirty_high_percent=100,
+                       origin_connections=connections).start()
+    _, h = attach_and_connect(agent, 'vol1', origin, cache_size=VOLUME_CACHE,
+                              write_policy=policy)
+    orc = om.Oracle(origin.content)
+    # Whole blocks and parts of blocks: under write_back a part of a block
+    # that is not cached goes around the cache, straight to the origin.
+    rng = random.Random(connections * 10 + POLICIES.index(policy))
+    for _ in range(200):
+        length = rng.choice([BS, 2 * BS, 512, 1536])
+        off = rng.randrange(0, VOLUME_SIZE - 2 * BS) // 512 * 512
+        if length >= BS:
+            off = off // BS * BS
+        data = rng.randbytes(length)
+        h.pwrite(data, off)
+        orc.write(off, data)
+
+    origin.server.proc.kill()
+    origin.server.proc.wait(10)
+    # The test can fail: the server really lost acknowledged writes.
+    assert om.compare(orc, origin.read_file(), 'origin file after the kill')
+    origin.server.start()
+    wait_reconnected(agent, connections)
+
+    h.flush()
+    if policy != 'write_back':
+        # What is dirty in the cache reaches the origin later, at the
+        # write-back; everything else is there now.
+        mism = om.compare(orc, origin.read_file(), 'origin file after FLUSH')
+        assert not mism, mism
+    mism = om.verify_all(h, orc)
+    assert not mism, mism
+    om.close(h)
+    agent.assert_alive()
+    check_origin_file(agent, origin, orc)
+    assert 'wrote again' in agent.log()
 
 
 def test_reconnects_when_origin_returns(make_agent, make_origin):

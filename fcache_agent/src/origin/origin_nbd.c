@@ -32,6 +32,47 @@ nbdo_pread_async(struct fc_origin *o, void *buf, uint32_t count, uint64_t off,
   return nbdo_read_async(no(o), buf, count, off, done, ctx);
 }
 
+/* A flush, and the redo log's changes it covers dropped.  With several
+ * connections the server promised (multi-conn) that a flush on any of
+ * them covers what the others acknowledged. */
+static int
+flush_redo(struct nbd_origin *n)
+{
+  uint64_t mark = nbd_redo_mark(&n->redo);
+  int r = nbdo_run(n, NBD_OP_FLUSH, NULL, 0, 0, 0);
+
+  if (!r)
+    nbd_redo_flushed(&n->redo, mark);
+  return r;
+}
+
+/* A write or trim, kept in the redo log until a flush covers it. */
+static int
+change(struct nbd_origin *n, enum nbd_cmd_op op, const void *buf,
+       uint32_t count, uint64_t off, uint32_t flags)
+{
+  int r;
+
+  if (!n->can_flush)            /* nothing volatile the server admits to */
+    return nbdo_run(n, op, (void *)buf, count, off, flags);
+  if (!nbd_redo_has_room(&n->redo, count)) {
+    /* Before the change is started, so that a failed flush fails it with
+     * nothing done; one writer flushes, the others find room after. */
+    pthread_mutex_lock(&n->redo.room);
+    r = nbd_redo_has_room(&n->redo, count) ? 0 : flush_redo(n);
+    pthread_mutex_unlock(&n->redo.room);
+    if (r)
+      return r;
+  }
+  nbd_redo_begin(&n->redo);
+  /* libnbd only reads from a write's buffer. */
+  r = nbdo_run(n, op, (void *)buf, count, off, flags);
+  if (!r)
+    r = nbd_redo_record(&n->redo, buf, count, off, op == NBD_OP_TRIM);
+  nbd_redo_end(&n->redo);
+  return r;
+}
+
 static int
 nbdo_pwrite(struct fc_origin *o, const void *buf, uint32_t count,
             uint64_t off, bool fua)
@@ -40,13 +81,11 @@ nbdo_pwrite(struct fc_origin *o, const void *buf, uint32_t count,
   uint32_t flags = fua && n->can_fua ? LIBNBD_CMD_FLAG_FUA : 0;
   int r;
 
-  /* libnbd only reads from a write's buffer. */
-  r = nbdo_run(n, NBD_OP_WRITE, (void *)buf, count, off, flags);
+  r = change(n, NBD_OP_WRITE, buf, count, off, flags);
   /* A server without FUA still has FLUSH: durability must not depend on
-   * which one it offers.  With several connections the server promised
-   * (multi-conn) that a flush on any of them covers this write. */
+   * which one it offers. */
   if (!r && fua && !n->can_fua && n->can_flush)
-    r = nbdo_run(n, NBD_OP_FLUSH, NULL, 0, 0, 0);
+    r = flush_redo(n);
   return r;
 }
 
@@ -55,13 +94,13 @@ nbdo_flush(struct fc_origin *o)
 {
   struct nbd_origin *n = no(o);
 
-  return n->can_flush ? nbdo_run(n, NBD_OP_FLUSH, NULL, 0, 0, 0) : 0;
+  return n->can_flush ? flush_redo(n) : 0;
 }
 
 static int
 nbdo_trim(struct fc_origin *o, uint32_t count, uint64_t off)
 {
-  return nbdo_run(no(o), NBD_OP_TRIM, NULL, count, off, 0);
+  return change(no(o), NBD_OP_TRIM, NULL, count, off, 0);
 }
 
 static int
@@ -92,6 +131,8 @@ nbdo_close(struct fc_origin *o)
     nbd_conn_stop(&n->conns[i]);
   pthread_cond_destroy(&n->slot_cond);
   pthread_mutex_destroy(&n->slot_lock);
+  if (n->redo_ready)
+    nbd_redo_destroy(&n->redo);
   free(n->uri);
   free(n->tls_dir);
   free(n->tls_psk_file);
@@ -159,6 +200,12 @@ fc_origin_open_nbd(const char *uri, unsigned connections,
   pthread_mutex_init(&n->slot_lock, NULL);
   pthread_cond_init(&n->slot_cond, NULL);
   n->base.ops = &nbd_ops;
+  r = nbd_redo_init(&n->redo);
+  if (r) {
+    snprintf(err, errlen, "origin %s: %s", uri, strerror(-r));
+    goto out;
+  }
+  n->redo_ready = true;
 
   r = nbd_conn_connect(n, &h, err, errlen);
   if (r)

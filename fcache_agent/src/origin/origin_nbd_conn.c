@@ -353,6 +353,99 @@ check_same_export(struct nbd_origin *n, struct nbd_handle *h)
   return 0;
 }
 
+/* Wait for `cookie` on the new handle, driven by this thread's poll so
+ * that closing the origin interrupts it.  0, or -errno. */
+static int
+await_cmd(struct nbd_conn *c, struct nbd_handle *h, int64_t cookie,
+          uint64_t deadline)
+{
+  for (;;) {
+    int done = nbd_aio_command_completed(h, cookie);
+    struct pollfd p[2] = {
+      { .fd = nbd_aio_get_fd(h), .events = poll_events(h) },
+      { .fd = c->efd, .events = POLLIN },
+    };
+    uint64_t now = fc_now_ms();
+
+    if (done == 1)
+      return 0;
+    if (done == -1)
+      return -nbd_errno(EIO);
+    if (atomic_load(&c->stopping))
+      return -ECANCELED;
+    if (now >= deadline)
+      return -ETIMEDOUT;
+    if (poll(p, 2, (int)(deadline - now)) < 0 && errno != EINTR)
+      return -errno;
+    if (p[1].revents)
+      drain_kicks(c);
+    if (notify(h, p[0].revents) == -1)
+      return -nbd_errno(EIO);
+  }
+}
+
+struct replay {
+  struct nbd_conn *c;
+  struct nbd_handle *h;
+  uint64_t deadline;
+};
+
+/* One change of the redo log on the new handle, in commands of at most
+ * max_request bytes as the first time. */
+static int
+replay_one(void *ctx, const void *buf, uint32_t count, uint64_t off)
+{
+  struct replay *rp = ctx;
+  uint32_t max = rp->c->origin->max_request;
+  const char *p = buf;
+
+  do {
+    uint32_t len = buf && count > max ? max : count;
+    int64_t cookie = buf
+      ? nbd_aio_pwrite(rp->h, p, len, off, NBD_NULL_COMPLETION, 0)
+      : nbd_aio_trim(rp->h, len, off, NBD_NULL_COMPLETION, 0);
+    int r;
+
+    if (cookie == -1)
+      return -nbd_errno(EIO);
+    r = await_cmd(rp->c, rp->h, cookie, rp->deadline);
+    if (r)
+      return r;
+    if (p)
+      p += len;
+    off += len;
+    count -= len;
+  } while (count);
+  return 0;
+}
+
+/* Before a new connection carries anything: what the server acknowledged
+ * and no flush covered may be gone with the connection it came on (the
+ * server restarted), so it is written again.  No write of a caller runs
+ * meanwhile (nbd_redo_replay holds the log's order). */
+static int
+replay(struct nbd_conn *c, struct nbd_handle *h)
+{
+  struct nbd_origin *n = c->origin;
+  struct replay rp = { c, h, fc_now_ms() + NBD_CONN_REPLAY_MS };
+  unsigned done;
+  int r;
+
+  if (!n->can_flush)
+    return 0;
+  r = nbd_redo_replay(&n->redo, replay_one, &rp, &done);
+  if (r)
+    log_error("origin %s: connection %u: cannot write again the changes "
+              "no flush has covered (%u written, then: %s); not using the "
+              "connection, trying again", n->uri, c->index, done,
+              r == -ETIMEDOUT ? "timed out" : strerror(-r));
+  else if (done)
+    log_warning("origin %s: connection %u: wrote again %u change(s) the "
+                "server had acknowledged before the connection was lost "
+                "but no flush had covered", n->uri, c->index, done);
+  return r;
+}
+
 /* One attempt, driven by this thread's poll so that closing the origin
  * interrupts it. */
 static int
@@ -400,6 +493,9 @@ reconnect(struct nbd_conn *c)
     goto out;
   }
   r = check_same_export(n, h);
+  if (r)
+    goto out;
+  r = replay(c, h);
   if (r)
     goto out;
   pthread_rwlock_wrlock(&c->hlock);

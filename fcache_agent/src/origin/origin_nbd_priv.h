@@ -5,7 +5,9 @@
  *                      started on a live connection with libnbd's
  *                      asynchronous API, and the wait for all of them;
  *   origin_nbd_conn.c  one connection: its libnbd handle, the event-loop
- *                      thread that drives it, and its re-establishment.
+ *                      thread that drives it, and its re-establishment;
+ *   origin_nbd_redo.c  the changes no flush has covered yet, written again
+ *                      on every new connection.
  *
  * Glossary.  A *request* is one fc_origin_pread/pwrite/flush/trim call; it
  * becomes one or more *commands* (nbd_aio_*), at most max_request bytes
@@ -46,8 +48,54 @@
 /* One attempt to re-establish a connection; then back off, doubling from
  * the first to the last figure. */
 #define NBD_CONN_CONNECT_MS 10000
+/* Writing the redo log again on a new connection, at most (64 MiB). */
+#define NBD_CONN_REPLAY_MS 30000
 #define NBD_CONN_BACKOFF_MIN_MS 100
 #define NBD_CONN_BACKOFF_MAX_MS 2000
+
+/* The redo log's bound (origin_nbd_redo.c): a write that would pass it
+ * flushes the origin first.  64 MiB is a few seconds of a VM's writes at
+ * full speed, and a flush per 64 MiB costs a busy volume little. */
+#define NBD_REDO_MAX_BYTES (64u << 20)
+#define NBD_REDO_MAX_ENTRIES 65536u
+
+struct nbd_redo_entry;
+
+struct nbd_redo {
+  /* Read-held by a write or trim from before it is started until it is
+   * recorded, and to drop entries; write-held by a replay. */
+  pthread_rwlock_t order;
+  pthread_mutex_t lock;         /* the list and its counts */
+  pthread_mutex_t room;         /* one writer at a time flushes to make room */
+  struct nbd_redo_entry *head, **tail;
+  uint64_t next_seq;
+  uint64_t bytes;               /* data held */
+  uint32_t nr;                  /* entries held */
+};
+
+/* One change again, on the new connection: buf is NULL for a trim.
+ * 0 or -errno. */
+typedef int nbd_redo_apply_fn(void *ctx, const void *buf, uint32_t count,
+                              uint64_t off);
+
+int nbd_redo_init(struct nbd_redo *r);
+void nbd_redo_destroy(struct nbd_redo *r);
+/* True when a change of `count` bytes fits in the bound. */
+bool nbd_redo_has_room(struct nbd_redo *r, uint32_t count);
+/* Around a write or trim: begin before it is started, record once the
+ * server acknowledged it, end after. */
+void nbd_redo_begin(struct nbd_redo *r);
+int nbd_redo_record(struct nbd_redo *r, const void *buf, uint32_t count,
+                    uint64_t off, bool trim);
+void nbd_redo_end(struct nbd_redo *r);
+/* Before a flush is started: what it will cover.  After it succeeded:
+ * nbd_redo_flushed drops what was recorded before the mark. */
+uint64_t nbd_redo_mark(struct nbd_redo *r);
+void nbd_redo_flushed(struct nbd_redo *r, uint64_t mark);
+/* Apply every change held, oldest first, with no write going on.  0, or
+ * the first error (the rest not applied); *replayed counts the applied. */
+int nbd_redo_replay(struct nbd_redo *r, nbd_redo_apply_fn *apply, void *ctx,
+                    unsigned *replayed);
 
 struct nbd_origin;
 
@@ -92,6 +140,10 @@ struct nbd_origin {
   pthread_mutex_t slot_lock;
   pthread_cond_t slot_cond;
   atomic_uint slot_waiters;
+  /* Changes to write again on a new connection (only with can_flush:
+   * without FLUSH nothing could ever be dropped from it). */
+  struct nbd_redo redo;
+  bool redo_ready;
   struct nbd_conn conns[NBD_ORIGIN_MAX_CONNS];
 };
 
