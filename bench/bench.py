@@ -11,6 +11,10 @@
            file server, against fio reading that nbdkit server directly,
            and against nbdkit's own NBD proxy (the nbd plugin, no cache)
            in front of it: what any NBD-over-NBD server costs here.
+  write    4 KiB random writes at queue depth 32 through a write_through
+           volume (every write goes to the cache and to the origin, and is
+           kept in the origin client's redo log until a flush), against fio
+           writing the same nbdkit origin directly.
   memory   memory per cached block (agent accounting and RSS) and
            metadata bytes per cache block on disk.
 
@@ -35,7 +39,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(HERE), 'tools'))
 
 from fcdemo import lab as L  # noqa: E402
 
-SECTIONS = ('memory', 'hit', 'miss')
+SECTIONS = ('memory', 'hit', 'miss', 'write')
 HOT_ID = 'bench-hot'
 # Request size used to fill volumes: the agent's NBD workers keep buffers
 # up to 1 MiB, so 1 MiB reads would add 1 MiB of RSS per worker thread.
@@ -138,6 +142,15 @@ class Bench(object):
                 '--offset_increment=%d' % per, '--randrepeat=0',
                 '--group_reporting']
 
+    def randwrite_timed(self, uri, size, seconds):
+        """4 KiB random writes over [0, size), for `seconds`."""
+        a = self.args
+        return ['--name=randwrite', '--ioengine=nbd', '--uri=%s' % uri,
+                '--rw=randwrite', '--bs=4k', '--iodepth=%d' % a.iodepth,
+                '--numjobs=%d' % a.numjobs, '--size=%d' % size,
+                '--norandommap', '--randrepeat=0', '--time_based',
+                '--runtime=%d' % seconds, '--group_reporting']
+
     def seqread(self, uri, size, bs=FILL_BS):
         return ['--name=fill', '--ioengine=nbd', '--uri=%s' % uri,
                 '--rw=read', '--bs=%d' % bs, '--iodepth=8',
@@ -186,11 +199,12 @@ class Bench(object):
             raise self.lab.agent_error(agent, 'volume-show %s: %s'
                                        % (vid, exc))
 
-    def attach(self, vid, origin, size, agent=None, quiet=False):
+    def attach(self, vid, origin, size, agent=None, quiet=False,
+               policy='read_only'):
         agent = agent or self.agent
         try:
             att = agent.client.attach_volume(vid, origin, cache_size=size,
-                                             write_policy='read_only',
+                                             write_policy=policy,
                                              admission='all')
         except Exception as exc:
             raise self.lab.agent_error(agent, 'volume-attach %s: %s'
@@ -198,9 +212,9 @@ class Bench(object):
         if not quiet:
             self.lab.note('attach %s' % vid,
                           "fcache --socket %s volume-attach %s --origin "
-                          "'%s' --cache-size %d --write-policy read_only"
+                          "'%s' --cache-size %d --write-policy %s"
                           % (agent.conf['control_socket'], vid, origin,
-                             size))
+                             size, policy))
         return att
 
     def fio(self, what, argv, quiet=True, agent=None):
@@ -447,6 +461,46 @@ class Bench(object):
                                 r['agent-origin-path']['hits'])
                             for r in runs)}
 
+    def write(self):
+        a = self.args
+        if self.hot:
+            self.client.detach_volume(HOT_ID)
+            self.hot = None
+        vid = 'bench-write'
+        att = self.attach(vid, self.origin_uri, a.region_b,
+                          policy='write_through')
+        peers = ['agent', 'nbdkit-origin']
+        runs = []
+        for i in range(a.runs):
+            order = peers if i % 2 == 0 else list(reversed(peers))
+            run = {}
+            for name in order:
+                is_agent = name == 'agent'
+                uri = att['export_uri'] if is_agent else self.origin_uri
+                cpu0 = self.server_cpu()
+                t = self.fio('write %s' % name.replace('-', ' '),
+                             self.randwrite_timed(uri, a.region_b,
+                                                  a.seconds),
+                             quiet=i > 0,
+                             agent=self.agent if is_agent else None)
+                cpu = self.server_cpu() - cpu0
+                run[name] = {'iops': t['write_iops']}
+                if is_agent:
+                    run[name]['agent_cpu_us_per_io'] = server_us(cpu, t)
+                print('  write run %d: %-20s %9.0f IOPS'
+                      % (i + 1, name, t['write_iops']), flush=True)
+            run['ratio_agent_nbdkit'] = (run['agent']['iops']
+                                         / run['nbdkit-origin']['iops'])
+            runs.append(run)
+        self.client.detach_volume(vid)
+        med = {name: median([r[name]['iops'] for r in runs])
+               for name in peers}
+        med['agent_cpu_us'] = median(
+            [r['agent']['agent_cpu_us_per_io'] for r in runs])
+        med['ratio_agent_nbdkit'] = median(
+            [r['ratio_agent_nbdkit'] for r in runs])
+        self.out['write'] = {'runs': runs, 'median': med}
+
 
 def table(rows):
     widths = [max(len(str(x)) for x in col) for col in zip(*rows)]
@@ -533,6 +587,19 @@ def report(out, args):
                      '/ proxy: %.3f.  Hits during the cold runs: %d '
                      '(expected 0)' % (h['ratio_agent_proxy'],
                                        out['miss']['max_hits']))
+    if 'write' in out:
+        w = out['write']['median']
+        lines += ['', 'write: 4 KiB random writes over the region, '
+                  'write_through (cache and origin)']
+        rows = [('path', 'IOPS (median)', 'per run', 'vs nbdkit'),
+                ('agent, origin = nbdkit URI', '%.0f' % w['agent'],
+                 per('write', 'agent'), '%.3f' % w['ratio_agent_nbdkit']),
+                ('nbdkit file (origin), no cache',
+                 '%.0f' % w['nbdkit-origin'], per('write', 'nbdkit-origin'),
+                 '')]
+        lines.append(table(rows))
+        lines.append('agent + origin CPU per write: %.1f us'
+                     % w['agent_cpu_us'])
     if 'memory' in out:
         mm = out['memory']
         lines += ['', 'memory: %d-byte blocks, capacity %d blocks, %d cached'

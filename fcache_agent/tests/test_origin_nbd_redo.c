@@ -1,6 +1,7 @@
 /* The NBD origin's redo log: changes come back oldest first, trims among
  * them; a flush drops only what was recorded before its mark; the bound
- * asks for a flush; a failed replay stops at the change that failed. */
+ * asks for a flush, half of it for an early one; a failed replay stops
+ * at the change that failed. */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -115,11 +116,18 @@ test_bound_asks_for_a_flush(void **state)
   assert_int_equal(nbd_redo_init(&r), 0);
   /* An empty log takes any change, however large: it must go somewhere. */
   assert_true(nbd_redo_has_room(&r, UINT32_MAX));
-  r.bytes = NBD_REDO_MAX_BYTES - 4096;
+  assert_false(nbd_redo_half_full(&r));
+  r.bytes = NBD_REDO_MAX_BYTES / 2 - 1;
   r.nr = 1;
+  assert_false(nbd_redo_half_full(&r));
+  r.bytes++;
+  assert_true(nbd_redo_half_full(&r));
+  r.bytes = NBD_REDO_MAX_BYTES - 4096;
   assert_true(nbd_redo_has_room(&r, 4096));
   assert_false(nbd_redo_has_room(&r, 4097));
   r.bytes = 0;
+  r.nr = NBD_REDO_MAX_ENTRIES / 2;
+  assert_true(nbd_redo_half_full(&r));
   r.nr = NBD_REDO_MAX_ENTRIES;
   assert_false(nbd_redo_has_room(&r, 0));
   r.nr = 0;

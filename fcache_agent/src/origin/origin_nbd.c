@@ -70,6 +70,15 @@ change(struct nbd_origin *n, enum nbd_cmd_op op, const void *buf,
   if (!r)
     r = nbd_redo_record(&n->redo, buf, count, off, op == NBD_OP_TRIM);
   nbd_redo_end(&n->redo);
+  /* Past half the bound, one writer flushes while the others go on.  Its
+   * own change is done and kept: a failed flush costs nothing but the
+   * room, which the next one makes. */
+  if (!r && nbd_redo_half_full(&n->redo) &&
+      pthread_mutex_trylock(&n->redo.room) == 0) {
+    if (nbd_redo_half_full(&n->redo))
+      (void)flush_redo(n);
+    pthread_mutex_unlock(&n->redo.room);
+  }
   return r;
 }
 

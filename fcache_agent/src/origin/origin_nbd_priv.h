@@ -54,7 +54,8 @@
 #define NBD_CONN_BACKOFF_MAX_MS 2000
 
 /* The redo log's bound (origin_nbd_redo.c): a write that would pass it
- * flushes the origin first.  64 MiB is a few seconds of a VM's writes at
+ * flushes the origin first; the write that passes half of it flushes
+ * after itself, so that the others rarely wait.  64 MiB is a few seconds of a VM's writes at
  * full speed, and a flush per 64 MiB costs a busy volume little. */
 #define NBD_REDO_MAX_BYTES (64u << 20)
 #define NBD_REDO_MAX_ENTRIES 65536u
@@ -82,6 +83,8 @@ int nbd_redo_init(struct nbd_redo *r);
 void nbd_redo_destroy(struct nbd_redo *r);
 /* True when a change of `count` bytes fits in the bound. */
 bool nbd_redo_has_room(struct nbd_redo *r, uint32_t count);
+/* True past half the bound: time to flush, before writers must wait. */
+bool nbd_redo_half_full(struct nbd_redo *r);
 /* Around a write or trim: begin before it is started, record once the
  * server acknowledged it, end after. */
 void nbd_redo_begin(struct nbd_redo *r);

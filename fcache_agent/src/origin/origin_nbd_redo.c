@@ -21,7 +21,9 @@
  *
  * The log is bounded (NBD_REDO_MAX_BYTES of data, NBD_REDO_MAX_ENTRIES
  * changes): a writer that would pass the bound flushes the origin first,
- * before it starts its write, which empties the log.
+ * before it starts its write, which empties the log.  So that writers
+ * rarely meet the bound, the one whose change fills half of it flushes
+ * after its change, while the others go on.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -91,6 +93,17 @@ nbd_redo_has_room(struct nbd_redo *r, uint32_t count)
                         r->bytes + count <= NBD_REDO_MAX_BYTES);
   pthread_mutex_unlock(&r->lock);
   return room;
+}
+
+bool
+nbd_redo_half_full(struct nbd_redo *r)
+{
+  bool half;
+
+  pthread_mutex_lock(&r->lock);
+  half = r->bytes >= NBD_REDO_MAX_BYTES / 2 || r->nr >= NBD_REDO_MAX_ENTRIES / 2;
+  pthread_mutex_unlock(&r->lock);
+  return half;
 }
 
 void
