@@ -25,23 +25,56 @@ It hooks:
 ``attachments`` create/update and the ``volumes`` action
   ``os-initialize_connection``: the volume type's policy is added to the
   ``connection_info`` in the response, the way nova-compute receives it
-  (:mod:`cinder_ext.policy`).
+  (:mod:`cinder_ext.policy`); an attachment also records, in Cinder's
+  database, the write policy its host caches with
+  (:mod:`cinder_ext.writeback`).
+``snapshots`` and ``group_snapshots`` create, ``volumes``
+  create from a source volume, the ``volumes`` action
+  ``os-volume_upload_image`` and the ``groups`` action ``create-from-src``:
+  refused (400, naming the volume, its server and what to do) while a
+  compute host may cache the volume with ``write_back``, since each reads
+  the volume and would silently lack what the guest flushed into the
+  host's cache (``doc/operations.rst``, "Every server and volume action,
+  per write policy").  ``POST /backups`` is guarded the same way by the
+  WSGI filter :class:`BackupGuard` (why there: its docstring).
 """
 
 import logging
+import re
+
+from oslo_config import cfg
+from oslo_serialization import jsonutils
+import webob
 
 from cinder.api import extensions
 from cinder.api.openstack import wsgi
 from cinder import context as cinder_context
 from cinder import exception as cinder_exception
 from cinder import objects
+from cinder.volume import api as volume_api
 from cinder.volume import volume_types
+from cinder.wsgi import common as base_wsgi
 
 from cinder_ext import exception
 from cinder_ext import extra_specs
 from cinder_ext import policy
+from cinder_ext import writeback
 
 LOG = logging.getLogger(__name__)
+CONF = cfg.CONF
+
+OPTS = [
+    cfg.StrOpt('compute_default_write_policy',
+               default='write_through',
+               choices=extra_specs.WRITE_POLICIES,
+               help='What nova.conf\'s [fcache] default_write_policy is on '
+                    'the compute hosts: the write policy of a volume whose '
+                    'type is cacheable but sets no fcache:write_policy.  '
+                    'With write_back, cinder-api refuses to snapshot, back '
+                    'up or clone such a volume while it is attached.  If '
+                    'the compute hosts differ, set write_back.'),
+]
+CONF.register_opts(OPTS, group='fcache')
 
 
 def _check(specs):
@@ -83,6 +116,240 @@ def _publish(data, volume_id):
                    '--property' % (volume_id, exc))
 
 
+def _active_policies(volume, specs=None, skip=None):
+    """(attachment, write policy) of each attachment a host may cache."""
+    found = []
+    for att in volume.volume_attachment or ():
+        if att.id == skip or not writeback.is_active(att.attach_status):
+            continue
+        if specs is None:
+            specs = (volume_types.get_volume_type_extra_specs(
+                volume.volume_type_id) if volume.volume_type_id else {})
+        found.append((att, writeback.attachment_policy(att.connection_info,
+                                                       specs)))
+    return found
+
+
+def _record_host_policy(attachment_id, volume_id, connection_info):
+    """Record in the attachment the write policy its host caches with.
+
+    What Cinder handed out, unless the volume is already cached by an
+    attachment that stays active meanwhile: the destination of a live
+    migration takes the source agent's write policy, and a swap (the
+    new volume of a retype or migration of an in-use volume, whose
+    ``migration_status`` is ``target:<old id>``) keeps the agent's volume
+    as it was attached.
+    """
+    handed = writeback.handed_policy(connection_info)
+    if not attachment_id or not volume_id:
+        return
+    ctxt = cinder_context.get_admin_context()
+    volume = objects.Volume.get_by_id(ctxt, volume_id)
+    record = handed
+    if handed is not None:
+        cached = [p for _a, p in _active_policies(volume, skip=attachment_id)]
+        source = volume.migration_status or ''
+        if source.startswith('target:'):
+            try:
+                old = objects.Volume.get_by_id(ctxt, source[len('target:'):])
+            except cinder_exception.VolumeNotFound:
+                old = None
+            if old is not None:
+                cached += [p for _a, p in _active_policies(old)]
+        record = writeback.riskier(handed, *cached)
+    attachment = objects.VolumeAttachment.get_by_id(ctxt, attachment_id)
+    info = dict(attachment.connection_info or {})
+    if info.get(writeback.HOST_POLICY_KEY, 'unset') == record:
+        return
+    info[writeback.HOST_POLICY_KEY] = record
+    attachment.connection_info = info
+    attachment.save()
+    if record != handed:
+        LOG.info("Attachment %(att)s of volume %(vol)s: the host keeps "
+                 "caching it with write policy %(rec)s (handed %(handed)s)",
+                 {'att': attachment_id, 'vol': volume_id, 'rec': record,
+                  'handed': handed})
+
+
+# What each guarded action does with the volume, for the refusal.
+SNAPSHOT = 'snapshot'
+BACKUP = 'back up'
+CLONE = 'clone'
+UPLOAD = 'upload to an image'
+GROUP_SNAPSHOT = 'snapshot the group holding'
+GROUP_CLONE = 'clone the group holding'
+
+
+def _refusal(req, action, volume, attachment, resolved_from):
+    ctxt = req.environ['cinder.context']
+    # Cinder shows the compute host of an attachment to admins and
+    # services only (cinder/api/v3/views/volumes.py); so do we.
+    if ctxt.is_admin or 'service' in (ctxt.roles or ()):
+        where = 'on host %s ' % (attachment.attached_host or '(unknown)')
+    else:
+        where = ''
+    server = attachment.instance_uuid or '(no server recorded)'
+    return (
+        'fcache: will not %(action)s volume %(vol)s now: it is attached to '
+        'server %(server)s %(where)s(attachment %(att)s) with the '
+        'write_back cache policy (%(why)s), so that host\'s cache may hold '
+        'writes the server has flushed that the volume does not have yet, '
+        'and what Cinder reads would silently lack them.  Detach it first '
+        '(openstack server remove volume %(server)s %(vol)s): the detach '
+        'writes every cached write back to the volume, then retry.  '
+        'Retyping it while attached does not help: the host keeps the '
+        'policy it attached with until the volume is detached.  A volume '
+        'that must be snapshotted, backed up or cloned while in use '
+        'needs a write_through or read_only type when it is attached.' % {
+            'action': action, 'vol': volume.id, 'server': server,
+            'where': where, 'att': attachment.id, 'why': resolved_from})
+
+
+def _refuse_if_write_back(req, volume_id, action):
+    """Raise a 400 if a host may cache ``volume_id`` with write_back.
+
+    Runs before Cinder's own checks and JSON-schema validation: a request
+    whose volume cannot be found or seen is left to Cinder to answer.
+    """
+    if not isinstance(volume_id, str) or not volume_id:
+        return
+    ctxt = req.environ['cinder.context']
+    try:
+        volume = volume_api.API().get(ctxt, volume_id)
+    except cinder_exception.CinderException:
+        return
+    default = CONF.fcache.compute_default_write_policy
+    for attachment, found in _active_policies(volume):
+        if writeback.resolve(found, default) != writeback.WRITE_BACK:
+            continue
+        if found == writeback.COMPUTE_DEFAULT:
+            why = ('its type sets no fcache:write_policy and cinder.conf '
+                   '[fcache] compute_default_write_policy is write_back')
+        else:
+            why = 'the policy its host attached it with'
+        msg = _refusal(req, action, volume, attachment, why)
+        LOG.info("Refused: %s", msg)
+        raise cinder_exception.InvalidVolume(reason=msg)
+
+
+def _section(body, key):
+    """``body[key]`` if both are dicts, else an empty dict."""
+    if not isinstance(body, dict):
+        return {}
+    part = body.get(key)
+    return part if isinstance(part, dict) else {}
+
+
+def _group_volumes(req, group_id):
+    """The ids of the volumes of a group the caller may see."""
+    if not isinstance(group_id, str) or not group_id:
+        return []
+    ctxt = req.environ['cinder.context']
+    try:
+        group = objects.Group.get_by_id(ctxt, group_id)
+        return [v.id for v in group.volumes]
+    except cinder_exception.CinderException:
+        return []
+
+
+class SnapshotsController(wsgi.Controller):
+    """Pre-processing of ``POST /snapshots`` (with or without force)."""
+
+    @wsgi.extends
+    def create(self, req, body):
+        _refuse_if_write_back(req, _section(body, 'snapshot').get(
+            'volume_id'), SNAPSHOT)
+        yield
+
+
+def _guard_backup(req, body):
+    backup = _section(body, 'backup')
+    # A backup of a snapshot reads the snapshot, which was taken (or
+    # refused) under the same rule.
+    if not backup.get('snapshot_id'):
+        _refuse_if_write_back(req, backup.get('volume_id'), BACKUP)
+
+
+class BackupGuard(base_wsgi.Middleware):
+    """WSGI filter refusing ``POST /backups`` of a write_back volume.
+
+    Not a controller extension like the rest: Cinder 29's v3 router
+    serves ``/backups`` with the core controller it registers first, then
+    the standard extension ``Backups`` registers its own resource under
+    the same name, and controller extensions attach to that one, whose
+    routes never match.  So this filter goes into cinder-api's
+    ``api-paste.ini`` pipeline, after ``keystonecontext`` (it needs the
+    request's context to see only what the caller may see)::
+
+        [filter:fcache_guard]
+        paste.filter_factory = cinder_ext.api:BackupGuard.factory
+    """
+
+    # /v3 is stripped by the URL map; the project id is optional (3.67).
+    _CREATE = re.compile(r'^(/[^/]+)?/backups/?$')
+
+    def process_request(self, req):
+        if req.method != 'POST' or not self._CREATE.match(req.path_info):
+            return None
+        if 'cinder.context' not in req.environ:
+            LOG.warning("fcache BackupGuard runs before cinder-api has a "
+                        "request context; put it after keystonecontext "
+                        "(or noauth) in api-paste.ini.  Backups are not "
+                        "guarded")
+            return None
+        try:
+            body = jsonutils.loads(req.body)
+        except ValueError:
+            # Cinder answers malformed bodies itself.
+            return None
+        try:
+            _guard_backup(req, body)
+        except cinder_exception.InvalidVolume as exc:
+            return wsgi.Fault(webob.exc.HTTPBadRequest(explanation=exc.msg))
+        return None
+
+
+class GroupSnapshotsController(wsgi.Controller):
+    """Pre-processing of ``POST /group_snapshots``."""
+
+    @wsgi.extends
+    def create(self, req, body):
+        group_id = _section(body, 'group_snapshot').get('group_id')
+        for volume_id in _group_volumes(req, group_id):
+            _refuse_if_write_back(req, volume_id, GROUP_SNAPSHOT)
+        yield
+
+
+class GroupsController(wsgi.Controller):
+    """Pre-processing of the ``groups`` action ``create-from-src``."""
+
+    @wsgi.extends(action='create-from-src')
+    def create_from_src(self, req, body):
+        source = _section(body, 'create-from-src').get('source_group_id')
+        for volume_id in _group_volumes(req, source):
+            _refuse_if_write_back(req, volume_id, GROUP_CLONE)
+        yield
+
+
+class VolumesController(wsgi.Controller):
+    """Pre-processing of volume clones and image uploads.
+
+    ``POST /volumes`` with ``source_volid``, and the action
+    ``os-volume_upload_image`` (``--force`` for an in-use volume).
+    """
+
+    @wsgi.extends
+    def create(self, req, body):
+        _refuse_if_write_back(req, _section(body, 'volume').get(
+            'source_volid'), CLONE)
+        yield
+
+    @wsgi.extends(action='os-volume_upload_image')
+    def upload_image(self, req, id, body):
+        _refuse_if_write_back(req, id, UPLOAD)
+        yield
+
+
 class ExtraSpecsController(wsgi.Controller):
     """Pre-processing of ``/types/{type_id}/extra_specs``."""
 
@@ -113,8 +380,12 @@ class AttachmentsController(wsgi.Controller):
 
     def _publish(self, resp_obj):
         attachment = (resp_obj.obj or {}).get('attachment') or {}
-        _publish(attachment.get('connection_info'),
-                 attachment.get('volume_id'))
+        info = attachment.get('connection_info')
+        _publish(info, attachment.get('volume_id'))
+        # Without a connection (no connector yet) no host caches it.
+        if isinstance(info, dict) and info:
+            _record_host_policy(attachment.get('id'),
+                                attachment.get('volume_id'), info)
 
     @wsgi.extends
     def create(self, req, resp_obj, body):
@@ -135,7 +406,11 @@ class VolumeActionsController(wsgi.Controller):
 
 
 class Fcache_volume_policy(extensions.ExtensionDescriptor):
-    """Validates fcache: extra specs; adds the policy to connection_info."""
+    """fcache: specs validated, policy published, write_back guarded.
+
+    Validates fcache: extra specs; adds the policy to connection_info;
+    refuses reads of a volume a host may cache with write_back.
+    """
 
     name = 'FcacheVolumePolicy'
     alias = 'fcache-volume-policy'
@@ -150,4 +425,12 @@ class Fcache_volume_policy(extensions.ExtensionDescriptor):
                                            AttachmentsController()),
             extensions.ControllerExtension(self, 'volumes',
                                            VolumeActionsController()),
+            extensions.ControllerExtension(self, 'volumes',
+                                           VolumesController()),
+            extensions.ControllerExtension(self, 'snapshots',
+                                           SnapshotsController()),
+            extensions.ControllerExtension(self, 'group_snapshots',
+                                           GroupSnapshotsController()),
+            extensions.ControllerExtension(self, 'groups',
+                                           GroupsController()),
         ]
