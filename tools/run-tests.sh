@@ -36,6 +36,7 @@ echo "== Nova and Cinder in process (.venv-nova): the driver, live migrations, s
 # One process each: Nova and Cinder register clashing options on the
 # global oslo.config object.
 .venv-nova/bin/python -m testtools.run tests.nova_functional.test_cinder_api
+.venv-nova/bin/python -m testtools.run tests.nova_functional.test_cinder_actions
 .venv-nova/bin/python -m testtools.run tests.nova_functional.test_live_migration
 .venv-nova/bin/python -m testtools.run tests.nova_functional.test_storage_move
 .venv-nova/bin/python -m testtools.run tests.nova_functional.test_balancing
