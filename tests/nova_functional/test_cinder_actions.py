@@ -376,3 +376,46 @@ class OtherPoliciesAttachedTest(_Base):
         att.save()
         res, body = self._snapshot(volume)
         self.assertRefused(res, body, volume, att.id)
+
+
+class GroupTest(_Base):
+    """A group snapshot or a group cloned from a group reads each volume."""
+
+    def setUp(self):
+        super().setUp()
+        self.gtype = db.group_type_create(
+            self.ctxt, {'name': 'g', 'group_specs': {}})['id']
+
+    def _group_with(self, kind):
+        group = test_utils.create_group(
+            self.ctxt, group_type_id=self.gtype,
+            volume_type_ids=[self.types[kind]])
+        plain = self._volume(kind, group_id=group.id)
+        volume = self._volume(kind, group_id=group.id)
+        return group, plain, volume, self._attach(volume)
+
+    def _group_snapshot(self, group):
+        return self._request('POST', '/group_snapshots',
+                             {'group_snapshot': {'group_id': group.id,
+                                                 'name': 'gs'}})
+
+    def test_group_snapshot_is_refused(self):
+        group, _plain, volume, att = self._group_with('wb')
+        res, body = self._group_snapshot(group)
+        self.assertRefused(res, body, volume, att)
+        self.assertEqual([], db.group_snapshot_get_all(self.ctxt))
+
+    def test_group_clone_is_refused(self):
+        group, _plain, volume, att = self._group_with('wb')
+        res, body = self._request(
+            'POST', '/groups/action',
+            {'create-from-src': {'source_group_id': group.id,
+                                 'name': 'copy'}})
+        self.assertRefused(res, body, volume, att)
+        self.assertEqual(1, len(db.group_get_all(self.ctxt)))
+
+    def test_write_through_group_snapshot_is_taken(self):
+        group, _plain, _volume, _att = self._group_with('wt')
+        res, body = self._group_snapshot(group)
+        self.assertEqual(HTTPStatus.ACCEPTED, res.status_int, body)
+        self.assertEqual(1, len(db.group_snapshot_get_all(self.ctxt)))
