@@ -225,8 +225,11 @@ def _refuse_if_write_back(req, volume_id, action):
         if found == writeback.COMPUTE_DEFAULT:
             why = ('its type sets no fcache:write_policy and cinder.conf '
                    '[fcache] compute_default_write_policy is write_back')
+        elif writeback.HOST_POLICY_KEY in (attachment.connection_info or {}):
+            why = 'the policy its host caches it with'
         else:
-            why = 'the policy its host attached it with'
+            # Attached before attachments recorded it.
+            why = "its volume type's fcache:write_policy"
         msg = _refusal(req, action, volume, attachment, why)
         LOG.info("Refused: %s", msg)
         raise cinder_exception.InvalidVolume(reason=msg)
@@ -383,9 +386,19 @@ class AttachmentsController(wsgi.Controller):
         info = attachment.get('connection_info')
         _publish(info, attachment.get('volume_id'))
         # Without a connection (no connector yet) no host caches it.
-        if isinstance(info, dict) and info:
+        if not isinstance(info, dict) or not info:
+            return
+        try:
             _record_host_policy(attachment.get('id'),
                                 attachment.get('volume_id'), info)
+        except cinder_exception.CinderException:
+            # The attach itself is done: failing its answer now would
+            # leave Nova rolling back a connection the back-end made.
+            # Without the record the volume's type decides.
+            LOG.exception("Could not record the write policy of "
+                          "attachment %s; snapshots, backups and clones "
+                          "of volume %s are checked against its type",
+                          attachment.get('id'), attachment.get('volume_id'))
 
     @wsgi.extends
     def create(self, req, resp_obj, body):

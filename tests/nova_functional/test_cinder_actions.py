@@ -194,7 +194,8 @@ class WriteBackAttachedTest(_Base):
 
     def test_snapshot_with_force_is_refused(self):
         res, body = self._snapshot(self.volume)
-        self.assertRefused(res, body, self.volume, self.att)
+        msg = self.assertRefused(res, body, self.volume, self.att)
+        self.assertIn('the policy its host caches it with', msg)
         self.assertEqual([], db.snapshot_get_all(self.ctxt))
 
     def test_snapshot_of_in_use_without_force_is_refused(self):
@@ -375,7 +376,8 @@ class OtherPoliciesAttachedTest(_Base):
                                'cacheable': True}
         att.save()
         res, body = self._snapshot(volume)
-        self.assertRefused(res, body, volume, att.id)
+        msg = self.assertRefused(res, body, volume, att.id)
+        self.assertIn("volume type's fcache:write_policy", msg)
 
 
 class GroupTest(_Base):
