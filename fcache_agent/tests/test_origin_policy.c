@@ -7,6 +7,8 @@
 
 #include <fcntl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/un.h>
 
 #include "origin/origin_policy.h"
@@ -42,7 +44,8 @@ static int setup(void **state)
   e->pol = (struct fc_origin_policy){ .prefixes = e->prefixes,
                                       .n_prefixes = 2,
                                       .state_dir = e->state,
-                                      .cache_path = e->cache };
+                                      .cache_path = e->cache,
+                                      .block_devices_anywhere = true };
   *state = e;
   return 0;
 }
@@ -106,12 +109,23 @@ static void test_names(void **state)
   expect_refused(e, p, EINVAL, "'.' or '..' components");
   snprintf(p, sizeof p, "%s/./v1", e->vols);
   expect_refused(e, p, EINVAL, "'.' or '..' components");
-  expect_refused(e, "/etc/passwd", EPERM, "not under any of the agent's "
-                 "origin_prefixes; attach the volume os-brick attached, or "
-                 "add its directory to origin_prefixes");
+  expect_refused(e, "/etc/passwd", EPERM, "which is a regular file outside "
+                 "the agent's origin_prefixes; an origin is a block device "
+                 "(any name), or a file under origin_prefixes: add its "
+                 "directory to origin_prefixes");
+  /* A device node outside /dev is no block device "as os-brick names
+   * it": made by root anywhere, it could stand for any disk. */
+  snprintf(p, sizeof p, "%s/sdz", e->dir);
+  assert_int_equal(mknod(p, S_IFBLK | 0600, makedev(7, 250)), 0);
+  expect_refused(e, p, EPERM, "which is a block device node not in /dev "
+                 "outside the agent's origin_prefixes");
+  e->pol.block_devices_anywhere = false;
+  expect_refused(e, p, EPERM, "not under any of the agent's origin_prefixes "
+                 "(and origin_block_devices = prefixes)");
+  e->pol.block_devices_anywhere = true;
   e->pol.n_prefixes = 0;
   snprintf(p, sizeof p, "%s/v1", e->vols);
-  expect_refused(e, p, EPERM, "(empty: only NBD origins allowed)");
+  expect_refused(e, p, EPERM, "origin_prefixes (empty)");
 }
 
 /* A prefix without a trailing '/' is a name prefix, resolved through its
@@ -127,7 +141,7 @@ static void test_name_prefix(void **state)
   expect_ok(e, p);
   snprintf(p, sizeof p, "%s/other", e->vols);
   make_file(p);
-  expect_refused(e, p, EPERM, "not under any");
+  expect_refused(e, p, EPERM, "a regular file outside");
 }
 
 static void test_links(void **state)

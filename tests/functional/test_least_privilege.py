@@ -1,11 +1,13 @@
 """Least privilege: what a client allowed on the control socket can make
 the agent (root) open, and which operations each group may call.
 
-* Origins: only paths under ``origin_prefixes`` (here the work directory);
-  never a host file, the cache, the state directory, a link leading out,
-  a character device, or a mounted block device.  Each refused attach
-  names the key to change, creates no export, and leaves no descriptor on
-  the target in the agent.
+* Origins: a block device by what it is, whatever os-brick calls it
+  (/dev/sdX, /dev/nvmeXnY, ...), a file only under ``origin_prefixes``
+  (here the work directory); never a host file, the cache, the state
+  directory, a link leading out, a character device, a mounted block
+  device, or a disk another volume already caches under another name.
+  Each refused attach names the key to change, creates no export, and
+  leaves no descriptor on the target in the agent.
 * Groups: a member of ``control_group`` reads status but may not attach,
   detach or migrate (EPERM naming ``control_admin_group``); a member of
   ``control_admin_group`` may.  The clients run as throwaway users made
@@ -17,6 +19,7 @@ import errno
 import json
 import os
 import shutil
+import stat
 import subprocess
 import sys
 import uuid
@@ -74,7 +77,7 @@ def agent(make_agent):
 
 def test_host_files_are_refused(agent, workdir, make_origin):
     fine = make_origin(2 * MiB, nbd=False)
-    err = refused(agent, '/etc/passwd', 'not under any of the agent\'s '
+    err = refused(agent, '/etc/passwd', 'a regular file outside the agent\'s '
                   'origin_prefixes', 'add its directory to origin_prefixes')
     assert err.errno == errno.EPERM
     refused(agent, '/etc/shadow', 'origin_prefixes')
@@ -134,8 +137,7 @@ def test_mounted_block_device_is_refused(make_agent, workdir, loop_device):
     """
     if not shutil.which('mkfs.ext4'):
         pytest.skip('needs mkfs.ext4')
-    agent = make_agent(cache_size='8M', origin_prefixes='%s,/dev/loop' %
-                       os.path.join(workdir, '')).start()
+    agent = make_agent(cache_size='8M').start()
     subprocess.run(['mkfs.ext4', '-q', '-F', loop_device], check=True)
     mnt = os.path.join(workdir, 'mnt')
     os.mkdir(mnt)
@@ -153,6 +155,60 @@ def test_mounted_block_device_is_refused(make_agent, workdir, loop_device):
         subprocess.run(['umount', mnt])
     assert r.returncode != 0, 'mounted a device the agent serves'
     agent.detach('loopvol')
+
+
+@pytest.fixture
+def os_brick_nodes(loop_device):
+    """The loop device under names os-brick gives volumes.
+
+    iSCSI and FC volumes are /dev/sdX, NVMe-oF ones /dev/nvmeXnY: device
+    nodes with the loop device's number, made in /dev for the test.
+    """
+    rdev = os.stat(loop_device).st_rdev
+    nodes = []
+    for name in ('/dev/sdfcz', '/dev/nvme99n9'):
+        if os.path.exists(name):
+            os.unlink(name)
+        os.mknod(name, 0o600 | stat.S_IFBLK, rdev)
+        nodes.append(name)
+    yield nodes
+    for name in nodes:
+        os.unlink(name)
+
+
+def test_block_device_taken_by_what_it_is(make_agent, workdir, loop_device,
+                                          os_brick_nodes):
+    """A volume as os-brick names it attaches with the default prefixes.
+
+    The same disk under a second name is refused while the first volume
+    caches it (two caches over one disk would each serve their own idea
+    of its blocks); after the detach it attaches under that name too.
+    """
+    sd, nvme = os_brick_nodes
+    agent = make_agent(cache_size='8M').start()
+    assert '/dev' not in agent.settings['origin_prefixes']
+    with open(loop_device, 'rb') as f:
+        orc = om.Oracle(f.read())
+    uri = agent.attach('iscsi-vol', sd, cache_size=MiB,
+                       write_policy='write_through')['export_uri']
+    h = om.connect(uri)
+    wl = om.Workload(h, orc, seed=5, depth=8)
+    wl.run(nops=400, timeout=60)
+    wl.assert_clean()
+    assert not om.verify_all(h, orc)
+    om.close(h)
+    for other in (nvme, loop_device):
+        err = refused(agent, other, 'is the disk volume iscsi-vol already '
+                      'caches', 'detach iscsi-vol first')
+        assert err.errno == errno.EEXIST
+    agent.detach('iscsi-vol')
+    with open(loop_device, 'rb') as f:
+        assert not om.compare(orc, f.read(), 'the device after the detach')
+    uri = agent.attach('nvme-vol', nvme, cache_size=MiB)['export_uri']
+    h = om.connect(uri)
+    assert not om.verify_all(h, orc)
+    om.close(h)
+    agent.detach('nvme-vol')
 
 
 # -- groups -------------------------------------------------------------

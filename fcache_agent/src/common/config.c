@@ -85,7 +85,8 @@ enum key_index {
   KEY_CONTROL_ADMIN_GROUP, KEY_ORIGIN_PREFIXES, KEY_ORIGIN_TLS_DIR,
   KEY_ORIGIN_TLS_PSK_FILE, KEY_ALLOCATION, KEY_ALLOCATION_WINDOW,
   KEY_ALLOCATION_SPARE, KEY_ALLOCATION_HEADROOM_PERCENT, KEY_STAGING_FRACTION,
-  KEY_RWS_PREDICTOR, KEY_RWS_TRACKER, KEY_EXPORT_CLIENTS, KEY_ORIGIN_RETRY_MS, N_KEYS
+  KEY_RWS_PREDICTOR, KEY_RWS_TRACKER, KEY_EXPORT_CLIENTS, KEY_ORIGIN_RETRY_MS,
+  KEY_ORIGIN_BLOCK_DEVICES, N_KEYS
 };
 
 static const struct key_desc keys[N_KEYS] = {
@@ -122,6 +123,7 @@ static const struct key_desc keys[N_KEYS] = {
   [KEY_RWS_PREDICTOR] = CHOICE_KEY(rws_predictor, "exp_self|exp|dexp|dexp_self|last"),
   [KEY_RWS_TRACKER] = CHOICE_KEY(rws_tracker, "sampled|exact"),
   [KEY_EXPORT_CLIENTS] = CHOICE_KEY(export_clients, "session|any"),
+  [KEY_ORIGIN_BLOCK_DEVICES] = CHOICE_KEY(origin_block_devices, "any|prefixes"),
   /* 0: never, until the next start; up to an hour. */
   [KEY_ORIGIN_RETRY_MS] = UINT_KEY(origin_retry_ms, 0, 3600000),
 };
@@ -165,6 +167,7 @@ void fc_config_defaults(struct fc_config *cfg)
   strcpy(cfg->rws_predictor, "exp_self");
   strcpy(cfg->rws_tracker, "sampled");
   strcpy(cfg->export_clients, "session");
+  strcpy(cfg->origin_block_devices, "any");
   (void)fc_parse_prefixes(FC_ORIGIN_PREFIXES_DEFAULT, cfg->origin_prefixes,
                           &cfg->n_origin_prefixes, NULL, 0);
 }

@@ -72,6 +72,9 @@ struct fc_config {
   char rws_predictor[16];             /* exp_self (default) | exp | dexp | dexp_self | last */
   char rws_tracker[16];               /* sampled (default) | exact */
   char export_clients[16];            /* session (default) | any */
+  /* A block device origin: any name (default), or only under
+   * origin_prefixes like a file. */
+  char origin_block_devices[16];
 };
 
 void fc_config_defaults(struct fc_config *cfg);

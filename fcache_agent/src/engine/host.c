@@ -171,6 +171,16 @@ fc_host_attach_precheck_locked(struct fc_host *host,
              (unsigned long long)old->p.cache_size);
     return -EEXIST;
   }
+  for (unsigned i = 0; i < host->nr_volumes; i++) {
+    const struct fc_volume *v = host->volumes[i];
+
+    if (fc_volume_same_origin(v->p.origin, req->origin)) {
+      snprintf(err, errlen, "origin %s is the disk volume %s already caches "
+               "(as %s); one disk has one cache on a host: detach %s first",
+               req->origin, v->p.id, v->p.origin, v->p.id);
+      return -EEXIST;
+    }
+  }
   if (host->nr_volumes >= FC_MAX_VOLUMES) {
     snprintf(err, errlen, "this agent already serves %d volumes", FC_MAX_VOLUMES);
     return -EMFILE;

@@ -58,6 +58,11 @@ int fc_write_policy_parse(const char *s, enum fc_write_policy *out);
 const char *fc_admission_name(enum fc_admission a);
 int fc_admission_parse(const char *s, enum fc_admission *out);
 
+/* True when origins a and b name the same disk, however spelled: the same
+ * block device, file, NBD socket and export, or NBD host, port and export
+ * (origin_identity.c).  The agent serves one volume per disk. */
+bool fc_volume_same_origin(const char *a, const char *b);
+
 /* A fresh random tag for a new attachment; never 0, which no volume has. */
 int fc_volume_new_tag(uint64_t *tag);
 

@@ -27,6 +27,7 @@ void fc_origin_policy_init(struct fc_origin_policy *pol,
   pol->n_prefixes = cfg->n_origin_prefixes;
   pol->state_dir = cfg->state_dir;
   pol->cache_path = cfg->cache_path;
+  pol->block_devices_anywhere = strcmp(cfg->origin_block_devices, "prefixes") != 0;
   pol->tls_dir = cfg->origin_tls_dir[0] ? cfg->origin_tls_dir : NULL;
   pol->tls_psk_file = cfg->origin_tls_psk_file[0] ? cfg->origin_tls_psk_file : NULL;
 }
@@ -122,15 +123,18 @@ static int check_name(const struct fc_origin_policy *pol, const char *path,
              FC_PATH_MAX);
     return -EINVAL;
   }
+  *prefix = NULL;
   for (unsigned i = 0; i < pol->n_prefixes; i++) {
     if (!strncmp(path, pol->prefixes[i], strlen(pol->prefixes[i]))) {
       *prefix = pol->prefixes[i];
       return 0;
     }
   }
+  if (pol->block_devices_anywhere)
+    return 0;                   /* a block device is judged by what it is */
   snprintf(err, errlen, "origin %.200s is not under any of the agent's "
-           KEY "%s; attach the volume os-brick attached, or add its "
-           "directory to " KEY " in the agent's configuration", path,
+           KEY "%s (and origin_block_devices = prefixes); add its directory "
+           "to " KEY " in the agent's configuration", path,
            pol->n_prefixes ? "" : " (empty: only NBD origins allowed)");
   return -EPERM;
 }
@@ -143,6 +147,26 @@ static int check_target(const struct fc_origin_policy *pol, const char *path,
   char rprefix[PATH_MAX];
   int r;
 
+  if (!prefix) {
+    /* os-brick names a volume /dev/sdX (iSCSI, FC), /dev/dm-N
+     * (multipath), /dev/nvmeXnY (NVMe-oF), /dev/md/... (replicated): any
+     * block device node is taken on what it is -- not the cache nor
+     * stacked with it, not the state directory's disk, and (opened
+     * exclusively) not mounted or held -- while a file names a volume only
+     * where Nova keeps volume files. */
+    if (!S_ISBLK(st->st_mode) || !path_under(real, "/dev")) {
+      snprintf(err, errlen, "origin %s resolves to %s, which is %s outside "
+               "the agent's " KEY "%s; an origin is a block device (any "
+               "name), or a file under " KEY ": add its directory to " KEY
+               " in the agent's configuration", path, real,
+               S_ISREG(st->st_mode) ? "a regular file" :
+               S_ISBLK(st->st_mode) ? "a block device node not in /dev" :
+               kind(st->st_mode),
+               pol->n_prefixes ? "" : " (empty)");
+      return -EPERM;
+    }
+    return check_not_ours(pol, path, st, real, err, errlen);
+  }
   if (!S_ISBLK(st->st_mode) && !S_ISREG(st->st_mode)) {
     snprintf(err, errlen, "origin %s resolves to %s, which is %s; an origin "
              "is a block device or a regular file", path, real,

@@ -18,6 +18,8 @@ struct fc_origin_policy {
   unsigned n_prefixes;
   const char *state_dir;                /* nothing under it */
   const char *cache_path;               /* never the cache, nor under it */
+  /* origin_block_devices = any: a block device needs no prefix. */
+  bool block_devices_anywhere;
   /* nbds:// origins: origin_tls_dir and origin_tls_psk_file, or NULL. */
   const char *tls_dir;
   const char *tls_psk_file;
