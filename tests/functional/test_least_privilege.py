@@ -22,6 +22,7 @@ import shutil
 import stat
 import subprocess
 import sys
+import tempfile
 import uuid
 
 import pytest
@@ -211,6 +212,42 @@ def test_block_device_taken_by_what_it_is(make_agent, workdir, loop_device,
     agent.detach('nvme-vol')
 
 
+def test_nbd_socket_confined(agent, workdir, make_origin):
+    """An nbd+unix origin's socket is judged like a file origin.
+
+    A server's socket outside ``origin_prefixes`` (a root-only NBD server
+    the client could not reach itself), or reached through a link that
+    leads out of the prefix, is refused; one inside serves, and the same
+    server spelled with a doubled slash is the same disk, refused as a
+    second volume.
+    """
+    outside = tempfile.mkdtemp(prefix='fc-outside-')
+    try:
+        content = os.urandom(MiB)
+        path = os.path.join(outside, 'secret.img')
+        with open(path, 'wb') as f:
+            f.write(content)
+        server = harness.NbdkitOrigin(outside, 'secret', path).start()
+        try:
+            refused(agent, server.uri, 'NBD socket', 'is not under any of '
+                    "the agent's origin_prefixes")
+            link = os.path.join(workdir, 'secret.sock')
+            os.symlink(server.socket, link)
+            refused(agent, 'nbd+unix:///?socket=' + link,
+                    'a link must not lead out of its prefix')
+        finally:
+            server.stop()
+    finally:
+        shutil.rmtree(outside)
+    fine = make_origin(MiB)
+    agent.attach('inside', fine.uri, cache_size=MiB)
+    doubled = fine.uri.replace(workdir, workdir + '/')
+    assert doubled != fine.uri
+    err = refused(agent, doubled, 'is the disk volume inside already caches')
+    assert err.errno == errno.EEXIST
+    agent.detach('inside')
+
+
 # -- groups -------------------------------------------------------------
 
 class Principal(object):
@@ -347,6 +384,7 @@ def test_admin_group_needs_control_group(make_agent):
 
 PROBE = '''
 import sys
+import tempfile
 import nbd
 h = nbd.NBD()
 try:

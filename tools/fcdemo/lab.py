@@ -260,6 +260,9 @@ class Lab(object):
             'export_dir': os.path.join(base, 'exports'),
             'migration_listen': '127.0.0.1:%d' % _free_port(),
             'log_level': 'info',
+            # The lab's origins (files, nbdkit sockets) live in its work
+            # directory: only there may the agent open them.
+            'origin_prefixes': os.path.join(self.workdir, ''),
         }
         conf.update({k: str(v) for k, v in keys.items()})
         for d in (base, conf['state_dir'], conf['export_dir']):

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/nbd_uri.h"
 #include "origin_nbd_priv.h"
 
 static struct nbd_origin *
@@ -188,6 +189,21 @@ fc_origin_open_nbd(const char *uri, unsigned connections,
   struct nbd_handle *h = NULL;
   int r;
 
+  if (pol) {
+    struct fc_nbd_uri u;
+
+    if (fc_nbd_uri_parse(uri, &u)) {
+      snprintf(err, errlen, "origin %.300s is not an NBD URI the agent can "
+               "judge (nbd+unix:///EXPORT?socket=PATH, "
+               "nbd://HOST[:PORT]/EXPORT, or their nbds variants)", uri);
+      return -EINVAL;
+    }
+    if (u.is_unix) {
+      r = fc_origin_policy_check_socket(pol, u.socket, err, errlen);
+      if (r)
+        return r;
+    }
+  }
   if (connections == 0)
     connections = 1;
   if (connections > NBD_ORIGIN_MAX_CONNS)

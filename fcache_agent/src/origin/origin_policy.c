@@ -264,3 +264,54 @@ out:
   close(opath);
   return r;
 }
+
+int fc_origin_policy_check_socket(const struct fc_origin_policy *pol,
+                                  const char *path, char *err, size_t errlen)
+{
+  char real[PATH_MAX], rprefix[PATH_MAX], state[PATH_MAX];
+  const char *prefix = NULL;
+  struct stat st;
+  int r;
+
+  if (path[0] != '/' || fc_path_has_dot_component(path) ||
+      strlen(path) >= FC_PATH_MAX) {
+    snprintf(err, errlen, "NBD socket '%.200s' is not an absolute path "
+             "without '.' or '..' components", path);
+    return -EINVAL;
+  }
+  for (unsigned i = 0; i < pol->n_prefixes && !prefix; i++)
+    if (!under_dev(pol->prefixes[i]) &&
+        !strncmp(path, pol->prefixes[i], strlen(pol->prefixes[i])))
+      prefix = pol->prefixes[i];
+  if (!prefix) {
+    snprintf(err, errlen, "NBD socket %.200s is not under any of the agent's "
+             KEY " (outside /dev/); an nbd+unix origin's socket must be "
+             "where origin files may be: add its directory to " KEY, path);
+    return -EPERM;
+  }
+  if (!realpath(path, real) || stat(real, &st) != 0) {
+    r = -errno;
+    snprintf(err, errlen, "cannot resolve NBD socket %.200s: %s", path,
+             strerror(-r));
+    return r;
+  }
+  if (!S_ISSOCK(st.st_mode)) {
+    snprintf(err, errlen, "NBD socket %.200s resolves to %s, which is %s, not "
+             "a socket", path, real, S_ISREG(st.st_mode) ? "a regular file" :
+             S_ISBLK(st.st_mode) ? "a block device" : kind(st.st_mode));
+    return -EPERM;
+  }
+  r = resolve_prefix(prefix, rprefix, sizeof rprefix);
+  if (r < 0 || strncmp(real, rprefix, strlen(rprefix))) {
+    snprintf(err, errlen, "NBD socket %.200s resolves to %s, outside %s (the "
+             KEY " entry %s it matched); a link must not lead out of its "
+             "prefix", path, real, r < 0 ? "(unresolvable)" : rprefix, prefix);
+    return -EPERM;
+  }
+  if (realpath(pol->state_dir, state) && path_under(real, state)) {
+    snprintf(err, errlen, "NBD socket %.200s is inside the agent's state_dir "
+             "%s; refused", path, state);
+    return -EPERM;
+  }
+  return 0;
+}

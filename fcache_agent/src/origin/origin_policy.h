@@ -49,6 +49,15 @@ int fc_origin_policy_open(const struct fc_origin_policy *pol,
                           const char *path, int flags, int *fd_out,
                           char *err, size_t errlen);
 
+/* The unix socket of an nbd+unix origin or move target: like a file, an
+ * absolute path without "." or ".." under one of pol->prefixes that is not
+ * under /dev/, a socket once resolved, inside its resolved prefix, and not
+ * under state_dir -- so that a client of the control socket cannot make
+ * the agent (root) read a root-only NBD server's disk.  0, or -EPERM /
+ * -EINVAL with a one-line message naming origin_prefixes. */
+int fc_origin_policy_check_socket(const struct fc_origin_policy *pol,
+                                  const char *path, char *err, size_t errlen);
+
 /* True when block devices a and b share stored bytes: followed down
  * what each is built on (device-mapper, md, ...: /sys/dev/block/.../slaves)
  * to the devices at the bottom, two of which are the same device or a
