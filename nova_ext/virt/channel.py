@@ -59,9 +59,7 @@ def offer_sources(migrate_data, sources):
 def read_sources(migrate_data):
     """``{volume_id: fcache_source}`` from the source's migrate_data."""
     result = {}
-    if migrate_data is None or not migrate_data.obj_attr_is_set('bdms'):
-        return result
-    for bdmi in migrate_data.bdms:
+    for bdmi in _bdms(migrate_data):
         if not bdmi.obj_attr_is_set('connection_info_json'):
             continue
         data = (bdmi.connection_info or {}).get('data') or {}
@@ -94,7 +92,7 @@ def take_results(driver_bdms):
     """
     results = {}
     for bdm in driver_bdms:
-        data = (bdm.get('connection_info') or {}).get('data') or {}
+        data = policy.connection_data(policy.bdm_connection_info(bdm))
         prepared = data.get(policy.MIGRATION_KEY)
         if not prepared:
             continue
@@ -109,10 +107,22 @@ def take_results(driver_bdms):
     return results
 
 
+def _bdms(migrate_data):
+    """``migrate_data.bdms``, or [] where Nova's migrate data has none.
+
+    An unset field of a versioned object raises on access (the base class
+    cannot load it): a destination that prepared no volume, and Nova's
+    migrate data outside a libvirt-to-libvirt migration, leave it unset.
+    """
+    if migrate_data is None or not migrate_data.obj_attr_is_set('bdms'):
+        return []
+    return migrate_data.bdms
+
+
 def outgoing(migrate_data):
     """The cache migrations the destination prepared, from its answer."""
     result = []
-    for bdm in getattr(migrate_data, 'bdms', None) or []:
+    for bdm in _bdms(migrate_data):
         if not bdm.obj_attr_is_set('connection_info_json'):
             continue
         info = bdm.connection_info or {}

@@ -133,7 +133,7 @@ class FcacheLibvirtDriver(incoming.IncomingMixin, outgoing.OutgoingMixin,
 
     def _get_volume_config(self, connection_info, disk_info):
         conf = super()._get_volume_config(connection_info, disk_info)
-        export_uri = ((connection_info or {}).get('data') or {}).get(
+        export_uri = policy.connection_data(connection_info).get(
             policy.EXPORT_KEY)
         if export_uri:
             conf = disk.point_at_export(conf, export_uri)

@@ -87,7 +87,7 @@ class OutgoingMixin(object):
         sources = {}
         for bdm in (block_device_info or {}).get(
                 'block_device_mapping') or []:
-            info = bdm.get('connection_info') or {}
+            info = policy.bdm_connection_info(bdm)
             pol = policy.resolve(info, self._fcache_conf)
             if pol is None:
                 continue

@@ -4,7 +4,15 @@ Cinder puts ``cacheable`` (its own flag) and, with cinder_ext, the
 ``fcache:`` policy (``cinder_ext.policy``) into ``connection_info['data']``.
 A volume is cached when ``cacheable`` is true; every key its type does not
 set comes from ``[fcache] default_*``.
+
+What the driver is handed as connection_info is not always a dict: Nova's
+driver interface passes through whatever its caller holds (its own unit
+tests hand the driver sentinels and mocks).  Only a mapping whose
+``data`` is a mapping can say ``cacheable``; anything else is a volume
+fcache does not serve, and the driver leaves it to LibvirtDriver.
 """
+
+from collections import abc
 
 from nova_ext import exception
 from nova_ext import units
@@ -20,9 +28,22 @@ AGENT_VOLUME_KEY = 'fcache_volume'
 STORAGE_MOVE_KEY = 'fcache_storage_move'
 
 
+def _mapping(value):
+    return value if isinstance(value, abc.Mapping) else {}
+
+
+def connection_data(connection_info):
+    """``connection_info['data']``, or {} if there is no such mapping."""
+    return _mapping(_mapping(connection_info).get('data'))
+
+
+def bdm_connection_info(bdm):
+    """The connection_info of a driver BDM (a dict), or {} if none."""
+    return _mapping(_mapping(bdm).get('connection_info'))
+
+
 def is_cacheable(connection_info):
-    data = (connection_info or {}).get('data') or {}
-    return data.get('cacheable') is True
+    return connection_data(connection_info).get('cacheable') is True
 
 
 def resolve(connection_info, conf):
@@ -65,13 +86,11 @@ def agent_volume_id(connection_info):
     The Cinder volume id (``data.volume_id``, else ``serial``, as Nova's
     ``get_volume_id``) unless a storage move recorded another one.
     """
-    connection_info = connection_info or {}
-    data = connection_info.get('data') or {}
+    data = connection_data(connection_info)
     return (data.get(AGENT_VOLUME_KEY) or data.get('volume_id') or
-            connection_info.get('serial'))
+            _mapping(connection_info).get('serial'))
 
 
 def origin(connection_info):
     """What the agent caches: the path os-brick connected, if any."""
-    data = (connection_info or {}).get('data') or {}
-    return data.get('device_path')
+    return connection_data(connection_info).get('device_path')

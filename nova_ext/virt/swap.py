@@ -44,8 +44,8 @@ class SwapMixin(object):
 
     def swap_volume(self, context, old_connection_info,
                     new_connection_info, instance, mountpoint, resize_to):
-        old_data = (old_connection_info or {}).get('data') or {}
-        export = old_data.get(policy.EXPORT_KEY)
+        export = policy.connection_data(old_connection_info).get(
+            policy.EXPORT_KEY)
         if (not export or not policy.is_cacheable(new_connection_info) or
                 resize_to):
             if export:

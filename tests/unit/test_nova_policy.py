@@ -123,3 +123,28 @@ def test_bad_default_cache_size_names_the_option(conf):
 def test_origin_is_the_os_brick_device_path():
     assert policy.origin(_info({'device_path': '/dev/sdb'})) == '/dev/sdb'
     assert policy.origin(_info({})) is None
+
+
+class _DriverBlockDevice(dict):
+    """What Nova's DriverVolumeBlockDevice is: a dict with methods."""
+
+
+def test_connection_info_not_a_mapping_is_not_cached(conf):
+    # Nova's driver interface passes connection_info through as its caller
+    # holds it; only a mapping can say cacheable.
+    for info in (None, object(), 'iscsi', ['data'], {'data': 'x'}):
+        assert policy.connection_data(info) == {}
+        assert not policy.is_cacheable(info)
+        assert policy.resolve(info, conf.conf.fcache) is None
+        assert policy.agent_volume_id(info) is None
+        assert policy.origin(info) is None
+
+
+def test_bdm_connection_info(conf):
+    info = _info({'cacheable': True, 'volume_id': 'v'})
+    assert policy.bdm_connection_info(
+        _DriverBlockDevice(connection_info=info)) is info
+    assert policy.bdm_connection_info(_DriverBlockDevice()) == {}
+    assert policy.bdm_connection_info(object()) == {}
+    assert policy.agent_volume_id(
+        _DriverBlockDevice(serial='s', data={})) == 's'
