@@ -207,8 +207,9 @@ def test_cache_size_too_big(bystander, make_origin):
     # What is left does fit; then nothing more.
     left = cap - MiB
     bystander.agent.attach('v2', o.path, cache_size=left)
+    other = make_origin(MiB, nbd=False)
     err = agent_error(bystander, 'volume-attach', errno.ENOSPC,
-                      volume_id='v3', origin=o.path, cache_size=BS)
+                      volume_id='v3', origin=other.path, cache_size=BS)
     assert 'cache device full' in err.error, err.error
     bystander.agent.detach('v2')
     bystander.check()

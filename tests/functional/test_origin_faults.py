@@ -12,6 +12,7 @@ what the oracle says, through the agent and in the origin's file.
 import os
 import random
 import signal
+import socket
 import threading
 import time
 
@@ -181,6 +182,67 @@ def test_origin_restart_loses_no_acknowledged_write(make_agent, make_origin,
     agent.assert_alive()
     check_origin_file(agent, origin, orc)
     assert 'wrote again' in agent.log()
+
+
+def test_silent_origin_does_not_hold_the_control_plane(make_agent, workdir):
+    """An origin that accepts the connection and never says a word.
+
+    The attach fails with a clear message once the handshake's deadline
+    passes; meanwhile every other control request is answered at once,
+    since the origin is opened without the lock they all take.
+    """
+    agent = make_agent(cache_size='4M').start()
+    path = os.path.join(workdir, 'silent.sock')
+    listener = socket.socket(socket.AF_UNIX)
+    listener.bind(path)
+    listener.listen(8)
+    held = []
+    stop = threading.Event()
+
+    def accept():
+        listener.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                held.append(listener.accept()[0])
+            except socket.timeout:
+                pass
+    acceptor = threading.Thread(target=accept)
+    acceptor.start()
+    outcome = {}
+
+    def attach():
+        start = time.monotonic()
+        try:
+            agent.attach('silent', 'nbd+unix:///?socket=' + path,
+                         cache_size=MiB)
+            outcome['error'] = None
+        except Exception as exc:
+            outcome['error'] = exc
+        outcome['took'] = time.monotonic() - start
+    t = threading.Thread(target=attach)
+    try:
+        t.start()
+        harness.wait_for(lambda: held, 5, 'the agent to connect')
+        slowest = 0
+        for _ in range(10):
+            start = time.monotonic()
+            agent.status()
+            agent.client().list_volumes()
+            slowest = max(slowest, time.monotonic() - start)
+            time.sleep(0.2)
+        assert slowest < 1, 'control requests waited %.1f s' % slowest
+        t.join(30)
+        assert not t.is_alive(), 'the attach never ended'
+    finally:
+        stop.set()
+        acceptor.join()
+        for c in held:
+            c.close()
+        listener.close()
+    assert outcome['error'] is not None
+    assert 'no answer to the NBD handshake' in str(outcome['error'])
+    assert outcome['took'] < 15, outcome
+    assert agent.status()['volumes'] == []
 
 
 def test_reconnects_when_origin_returns(make_agent, make_origin):

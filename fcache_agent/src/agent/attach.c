@@ -14,6 +14,42 @@ fc_agent_attach_locked(struct fc_agent *agent, const struct fc_attach_request *r
 }
 
 int
+fc_agent_attach(struct fc_agent *agent, struct fc_attach_request *req,
+                char *export_uri, size_t export_len, char *err, size_t errlen)
+{
+  struct fc_host *host = &agent->host;
+  void *opened = NULL;
+  struct fc_volume *v;
+  int r;
+
+  if (host->ops->open_origin) {
+    bool is_new;
+
+    pthread_mutex_lock(&host->lock);
+    is_new = fc_host_attach_is_new_locked(host, req);
+    pthread_mutex_unlock(&host->lock);
+    /* Otherwise the attach answers without the origin (the same volume
+     * again) or refuses (another one): opening it would only contend
+     * with the volume that holds it. */
+    if (is_new) {
+      r = host->ops->open_origin(host, req->origin, &opened, err, errlen);
+      if (r)
+        return r;
+      req->opened = &opened;
+    }
+  }
+  pthread_mutex_lock(&host->lock);
+  r = fc_agent_attach_locked(agent, req, &v, err, errlen);
+  if (r == 0)
+    snprintf(export_uri, export_len, "%s", v->export_uri);
+  pthread_mutex_unlock(&host->lock);
+  req->opened = NULL;
+  if (opened)
+    host->ops->release_origin(host, opened);
+  return r;
+}
+
+int
 fc_agent_detach_locked(struct fc_agent *agent, const char *id, char *err, size_t errlen)
 {
   struct fc_volume *v = fc_agent_find_locked(agent, id);

@@ -109,7 +109,7 @@ op_attach(void *opaque, json_t *args, json_t **result, char *err, size_t errlen)
 {
   struct fc_agent *agent = opaque;
   struct fc_attach_request req = { 0 };
-  struct fc_volume *v;
+  char export_uri[sizeof(((struct fc_volume *)0)->export_uri)];
   int r;
 
   if ((r = arg_string(args, "volume_id", true, &req.volume_id, err, errlen)) ||
@@ -117,12 +117,11 @@ op_attach(void *opaque, json_t *args, json_t **result, char *err, size_t errlen)
       (r = arg_size(args, "cache_size", &req.cache_size, err, errlen)) ||
       (r = fc_attach_request_policy_from_json(args, &req, err, errlen)))
     return r;
-  pthread_mutex_lock(&agent->host.lock);
-  r = fc_agent_attach_locked(agent, &req, &v, err, errlen);
+  r = fc_agent_attach(agent, &req, export_uri, sizeof export_uri, err, errlen);
   if (r == 0)
-    *result = json_pack("{s:s, s:s}", "volume_id", v->p.id, "export_uri", v->export_uri);
-  pthread_mutex_unlock(&agent->host.lock);
-  return r;
+    *result = json_pack("{s:s, s:s}", "volume_id", req.volume_id,
+                        "export_uri", export_uri);
+  return r || *result ? r : -ENOMEM;
 }
 
 static int

@@ -67,6 +67,10 @@ struct fc_attach_request {
   enum fc_staging_kind staging;   /* with rws; FC_STAGING_ADDRESS is 0 */
   bool staging_set;               /* false: the default, hybrid */
   unsigned rws_window_s;          /* 0 = the agent's allocation_window */
+  /* The origin, already opened by the engine's open_origin, or NULL (a
+   * pointer to the caller's variable: attach sets it to NULL once the
+   * volume owns the origin). */
+  void **opened;
 };
 
 /* The policy arguments of an attach as JSON carries them (the control
@@ -104,6 +108,11 @@ int fc_host_attach_precheck_locked(struct fc_host *host,
 int fc_host_load_volumes(struct fc_host *host,
                          int (*adopt)(struct fc_host *host, struct fc_volume *v),
                          char *err, size_t errlen);
+/* True when attaching req would make a new volume: no volume has its id,
+ * none caches its origin's disk.  (Only then is the origin worth opening
+ * ahead of the attach.) */
+bool fc_host_attach_is_new_locked(struct fc_host *host,
+                                  const struct fc_attach_request *req);
 /* The engine released the volume: take it out of the registry and free it. */
 void fc_host_forget_locked(struct fc_host *host, struct fc_volume *v);
 /* Free a volume and, through the engine, its engine state. */
@@ -331,6 +340,14 @@ struct fc_engine_ops {
   /* Stop serving and free; migrations have ended.  -errno if the state
    * could not be saved (reported here). */
   int (*close)(struct fc_host *host);
+  /* Optional, called without host->lock: open an origin ahead of its
+   * attach (req->opened), since an origin may take seconds to answer, or
+   * never does, and every control request waits for host->lock.  What
+   * attach does not take is given back to release_origin, also without
+   * the lock. */
+  int (*open_origin)(struct fc_host *host, const char *origin, void **opened,
+                     char *err, size_t errlen);
+  void (*release_origin)(struct fc_host *host, void *opened);
   /* Under host->lock. */
   int (*attach)(struct fc_host *host, const struct fc_attach_request *req,
                 struct fc_volume **out, char *err, size_t errlen);

@@ -140,6 +140,18 @@ fc_host_find_locked(struct fc_host *host, const char *id)
   return NULL;
 }
 
+bool
+fc_host_attach_is_new_locked(struct fc_host *host,
+                             const struct fc_attach_request *req)
+{
+  if (fc_host_find_locked(host, req->volume_id))
+    return false;
+  for (unsigned i = 0; i < host->nr_volumes; i++)
+    if (fc_volume_same_origin(host->volumes[i]->p.origin, req->origin))
+      return false;
+  return true;
+}
+
 int
 fc_host_attach_precheck_locked(struct fc_host *host,
                                const struct fc_attach_request *req,

@@ -199,9 +199,13 @@ fc_origin_open_nbd(const char *uri, unsigned connections,
       return -EINVAL;
     }
     if (u.is_unix) {
-      r = fc_origin_policy_check_socket(pol, u.socket, err, errlen);
-      if (r)
+      char why[512];
+
+      r = fc_origin_policy_check_socket(pol, u.socket, why, sizeof why);
+      if (r) {
+        snprintf(err, errlen, "origin %.300s: %s", uri, why);
         return r;
+      }
     }
   }
   if (connections == 0)

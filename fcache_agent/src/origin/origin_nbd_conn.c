@@ -306,8 +306,39 @@ nbd_conn_create_handle(const struct nbd_origin *n)
   return h;
 }
 
-/* The first connections, at open: synchronous, so that the operator gets
- * libnbd's own message when the origin cannot be reached. */
+/* Connect h to the origin by `deadline`, driven by poll so that a server
+ * that accepts and then says nothing costs a bounded wait.  With a
+ * connection `c`, its eventfd is watched too and closing the origin
+ * interrupts the wait (-ECANCELED). */
+static int
+drive_connect(struct nbd_origin *n, struct nbd_conn *c, struct nbd_handle *h,
+              uint64_t deadline)
+{
+  if (nbd_aio_connect_uri(h, n->uri) == -1)
+    return -nbd_errno(EIO);
+  while (nbd_aio_is_connecting(h)) {
+    struct pollfd p[2] = {
+      { .fd = nbd_aio_get_fd(h), .events = poll_events(h) },
+      { .fd = c ? c->efd : -1, .events = POLLIN },
+    };
+    uint64_t now = fc_now_ms();
+
+    if (c && atomic_load(&c->stopping))
+      return -ECANCELED;
+    if (now >= deadline)
+      return -ETIMEDOUT;
+    if (poll(p, 2, (int)(deadline - now)) < 0 && errno != EINTR)
+      return -errno;
+    if (c && p[1].revents)
+      drain_kicks(c);
+    if (notify(h, p[0].revents) == -1)
+      return -nbd_errno(EIO);
+  }
+  return nbd_aio_is_ready(h) ? 0 : -nbd_errno(ENOTCONN);
+}
+
+/* The first connections, at open, so that the operator gets libnbd's own
+ * message when the origin cannot be reached. */
 int
 nbd_conn_connect(struct nbd_origin *n, struct nbd_handle **out,
                  char *err, size_t errlen)
@@ -319,10 +350,14 @@ nbd_conn_connect(struct nbd_origin *n, struct nbd_handle **out,
     snprintf(err, errlen, "libnbd: %s", nbd_get_error());
     return -nbd_errno(ENOMEM);
   }
-  if (nbd_connect_uri(h, n->uri) == -1) {
-    r = -nbd_errno(EIO);
-    snprintf(err, errlen, "cannot connect to origin %s: %s", n->uri,
-             nbd_get_error());
+  r = drive_connect(n, NULL, h, fc_now_ms() + NBD_CONN_CONNECT_MS);
+  if (r) {
+    if (r == -ETIMEDOUT)
+      snprintf(err, errlen, "cannot connect to origin %s: no answer to the "
+               "NBD handshake within %d s", n->uri, NBD_CONN_CONNECT_MS / 1000);
+    else
+      snprintf(err, errlen, "cannot connect to origin %s: %s", n->uri,
+               nbd_get_error());
     nbd_close(h);
     return r;
   }
@@ -458,40 +493,9 @@ reconnect(struct nbd_conn *c)
 
   if (!h)
     return -nbd_errno(ENOMEM);
-  if (nbd_aio_connect_uri(h, n->uri) == -1) {
-    r = -nbd_errno(EIO);
+  r = drive_connect(n, c, h, deadline);
+  if (r)
     goto out;
-  }
-  while (nbd_aio_is_connecting(h)) {
-    struct pollfd p[2] = {
-      { .fd = nbd_aio_get_fd(h), .events = poll_events(h) },
-      { .fd = c->efd, .events = POLLIN },
-    };
-    uint64_t now = fc_now_ms();
-
-    if (atomic_load(&c->stopping)) {
-      r = -ECANCELED;
-      goto out;
-    }
-    if (now >= deadline) {
-      r = -ETIMEDOUT;
-      goto out;
-    }
-    if (poll(p, 2, (int)(deadline - now)) < 0 && errno != EINTR) {
-      r = -errno;
-      goto out;
-    }
-    if (p[1].revents)
-      drain_kicks(c);
-    if (notify(h, p[0].revents) == -1) {
-      r = -nbd_errno(EIO);
-      goto out;
-    }
-  }
-  if (!nbd_aio_is_ready(h)) {
-    r = -nbd_errno(ENOTCONN);
-    goto out;
-  }
   r = check_same_export(n, h);
   if (r)
     goto out;

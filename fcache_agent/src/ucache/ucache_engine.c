@@ -201,6 +201,29 @@ out:
 }
 
 static int
+uc_open_origin(struct fc_host *host, const char *origin, void **opened,
+               char *err, size_t errlen)
+{
+  struct fc_origin_policy pol;
+  struct fc_origin *o;
+  int r;
+
+  fc_origin_policy_init(&pol, &host->cfg);
+  r = fc_origin_open(origin, host->cfg.origin_connections, &pol, &o, err,
+                     errlen);
+  if (r == 0)
+    *opened = o;
+  return r;
+}
+
+static void
+uc_release_origin(struct fc_host *host, void *opened)
+{
+  (void)host;
+  fc_origin_close(opened);
+}
+
+static int
 uc_attach(struct fc_host *host, const struct fc_attach_request *req,
           struct fc_volume **out, char *err, size_t errlen)
 {
@@ -253,7 +276,13 @@ uc_attach(struct fc_host *host, const struct fc_attach_request *req,
     goto out;
   }
   reserved = true;
-  r = uc_volume_prepare(host, v, err, errlen);
+  if (req->opened && *req->opened) {
+    UV(v)->origin = *req->opened;   /* the volume owns it from here on */
+    *req->opened = NULL;
+    r = uc_volume_build(host, v, err, errlen);
+  } else {
+    r = uc_volume_prepare(host, v, err, errlen);
+  }
   if (r)
     goto out;
   /* Persist before serving: a write_back block must never be written
@@ -478,6 +507,8 @@ const struct fc_engine_ops fc_ucache_engine = {
   .name = "ucache",
   .open = uc_open,
   .close = uc_close,
+  .open_origin = uc_open_origin,
+  .release_origin = uc_release_origin,
   .attach = uc_attach,
   .detach = uc_detach,
   .serving = uc_serving,
