@@ -245,6 +245,36 @@ static void test_alignment(void **state)
   assert_int_equal(check(&e, NBD_CMD_READ, 0, 3, 7), 0);
 }
 
+/* A size that is not a multiple of min_block: the request that ends at
+ * the size may be short (QEMU cuts its last sector there); no other. */
+static void test_unaligned_size(void **state)
+{
+  struct fc_export e = export();
+
+  e.size = SIZE + 1000;
+  assert_int_equal(check(&e, NBD_CMD_READ, 0, SIZE, 1000), 0);
+  assert_int_equal(check(&e, NBD_CMD_READ, 0, SIZE - 512, 1512), 0);
+  assert_int_equal(check(&e, NBD_CMD_WRITE, 0, SIZE + 512, 488), 0);
+  assert_int_equal(check(&e, NBD_CMD_WRITE_ZEROES, 0, SIZE, 1000), 0);
+  assert_int_equal(check(&e, NBD_CMD_TRIM, 0, 0, SIZE + 1000), 0);
+  /* Short but not at the end, unaligned offset, or past the end. */
+  assert_int_equal(check(&e, NBD_CMD_READ, 0, SIZE, 999), -EINVAL);
+  assert_int_equal(check(&e, NBD_CMD_READ, 0, SIZE + 1, 999), -EINVAL);
+  assert_int_equal(check(&e, NBD_CMD_READ, 0, SIZE, 1024), -EINVAL);
+  assert_int_equal(check(&e, NBD_CMD_WRITE, 0, SIZE, 1024), -ENOSPC);
+  assert_int_equal(check(&e, NBD_CMD_READ, 0, SIZE + 1000, 0), -EINVAL);
+}
+
+/* ESHUTDOWN on the wire is this server's stop only (nbd_conn.c admit()). */
+static void test_export_errno(void **state)
+{
+  assert_int_equal(nbd_export_errno(-ESHUTDOWN), -EIO);
+  assert_int_equal(nbd_export_errno(0), 0);
+  assert_int_equal(nbd_export_errno(-ENOSPC), -ENOSPC);
+  assert_int_equal(nbd_export_errno(-ENOTCONN), -ENOTCONN);
+  assert_int_equal(nbd_errno_to_wire(nbd_export_errno(-ESHUTDOWN)), NBD_EIO);
+}
+
 static void test_max_block(void **state)
 {
   struct fc_export e = export();
@@ -498,6 +528,8 @@ int main(void)
     cmocka_unit_test(test_read_only),
     cmocka_unit_test(test_zero_count),
     cmocka_unit_test(test_alignment),
+    cmocka_unit_test(test_unaligned_size),
+    cmocka_unit_test(test_export_errno),
     cmocka_unit_test(test_max_block),
     cmocka_unit_test(test_bounds),
     cmocka_unit_test(test_overflow),

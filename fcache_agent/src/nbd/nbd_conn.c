@@ -250,7 +250,7 @@ static int dispatch(struct worker *w, const struct fc_export *exp,
   default:
     r = -EINVAL;
   }
-  return r > 0 ? 0 : r;
+  return r > 0 ? 0 : nbd_export_errno(r);
 }
 
 /* Sends all of iov, failing with -ETIMEDOUT once the client has taken
@@ -488,7 +488,7 @@ static void read_ended(void *ctx, int err)
   struct conn *c = p->c;
   uint64_t held = p->held;
 
-  (void)send_reply(c, &p->req, err, p->buf, 0);
+  (void)send_reply(c, &p->req, nbd_export_errno(err), p->buf, 0);
   free(p->buf);
   free(p);
   budget_return(c, held);       /* c may be gone after this */
@@ -511,7 +511,7 @@ static int read_start(struct worker *w, const struct fc_export *exp,
   r = exp->ops->pread_start(exp->handle, w->buf, req->count, req->offset,
                             read_ended, p, flags);
   if (r != 1)
-    return r > 0 ? 0 : r;
+    return r > 0 ? 0 : nbd_export_errno(r);
   /* p may be ended and freed already: nothing of it is touched again. */
   w->spare = NULL;
   w->buf = NULL;

@@ -41,7 +41,7 @@ int nbd_request_validate(const struct nbd_request *req,
                          const struct nbd_session *sess)
 {
   const struct fc_io_ops *ops = exp->ops;
-  bool writes = false, has_cb;
+  bool writes = false, has_cb, to_end;
   uint32_t min_block = exp->min_block > 1 ? exp->min_block : 1;
 
   switch (req->type) {
@@ -88,7 +88,13 @@ int nbd_request_validate(const struct nbd_request *req,
     return -EPERM;
   if (req->count == 0)
     return -EINVAL;
-  if (req->offset % min_block != 0 || req->count % min_block != 0)
+  /* The export's last request may end at its size when that is not a
+   * multiple of min_block: QEMU (like nbdkit's clients) cuts a read or
+   * write of the last sector at the export's end, and nothing else could
+   * reach the tail. */
+  to_end = req->offset <= exp->size && req->count == exp->size - req->offset;
+  if (req->offset % min_block != 0 ||
+      (req->count % min_block != 0 && !to_end))
     return -EINVAL;
   if ((req->type == NBD_CMD_READ || req->type == NBD_CMD_WRITE) &&
       req->count > exp->max_block)
@@ -140,6 +146,18 @@ uint32_t nbd_errno_to_wire(int err)
      * EINVAL would wrongly blame its request. */
     return NBD_EIO;
   }
+}
+
+int nbd_export_errno(int err)
+{
+  /* NBD_ESHUTDOWN tells the client that the server is going away (the
+   * spec's "Error values"), and a client may act on it: stop retrying,
+   * reconnect elsewhere.  Only this server's own stop means that (see
+   * admit() in nbd_conn.c).  An export failing with ESHUTDOWN reports a
+   * peer that is stopping -- an NBD origin answering its own
+   * NBD_ESHUTDOWN, a socket shut down under it -- while this export goes
+   * on: for the client, that request met an I/O error. */
+  return err == -ESHUTDOWN ? -EIO : err;
 }
 
 /* The callbacks' flags are put on the wire as they are. */

@@ -17,7 +17,9 @@
  *   - WRITE / TRIM / WRITE_ZEROES on a read-only export     -> -EPERM
  *   - count 0 on any command but FLUSH                      -> -EINVAL
  *     (spec: behaviour unspecified, server SHOULD NOT disconnect)
- *   - offset or count not a multiple of min_block           -> -EINVAL
+ *   - offset, or count, not a multiple of min_block         -> -EINVAL
+ *     except a count that ends exactly at the export's size: a size
+ *     that is not a multiple of min_block is readable to its last byte
  *   - READ/WRITE count > max_block                          -> -EINVAL
  *     (the spec says SHOULD EINVAL; EOVERFLOW is reserved for DF reads).
  *     TRIM, WRITE_ZEROES, CACHE and BLOCK_STATUS may be up to 4 GiB-1:
@@ -77,6 +79,11 @@ static inline uint32_t nbd_request_payload_len(const struct nbd_request *req)
 {
   return req->type == NBD_CMD_WRITE ? req->count : 0;
 }
+
+/* What an export's callback returned (0 or -errno), as this server may
+ * answer it: -ESHUTDOWN becomes -EIO, since on the wire ESHUTDOWN means
+ * that this server is stopping, which only the server itself knows. */
+int nbd_export_errno(int err);
 
 /* The one place where a host errno (either sign) becomes an NBD error. */
 uint32_t nbd_errno_to_wire(int err);

@@ -302,9 +302,6 @@ struct nbd_server *nbd_server_start(const char *socket_path, unsigned mode,
   }
   if ((err = nbd_export_check(exp, &why)) < 0)
     goto fail;
-  if (exp->size % exp->min_block)
-    log_warning("nbd: export '%s': size is not a multiple of %u; the tail "
-                "is unreachable", exp->name, exp->min_block);
   if (!(srv = calloc(1, sizeof *srv))) {
     err = -ENOMEM;
     goto fail;

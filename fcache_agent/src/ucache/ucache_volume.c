@@ -89,7 +89,10 @@ uc_volume_start(struct fc_host *host, struct fc_volume *v, char *err, size_t err
     .name = v->p.id,
     .description = "fcache ucache export",
     .size = uv->origin->size,
-    .min_block = 512,
+    /* 512 is what a VM's disk is made of; a size that is not a multiple
+     * of it asks for 1, as nbdkit does: QEMU (7.2) cannot ask for the
+     * block status of a tail shorter than min_block (it asserts). */
+    .min_block = uv->origin->size % 512 ? 1 : 512,
     .pref_block = host->cfg.block_size,
     .max_block = NBD_MAX_BLOCK,
     .read_only = false,
