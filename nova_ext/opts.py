@@ -86,6 +86,19 @@ FCACHE_OPTS = [
                default=agent.DEFAULT_SOCKET,
                help='Path of the local fcache-agent control socket '
                     '(control_socket in the agent configuration).'),
+    cfg.IntOpt('nbd_reconnect_delay',
+               default=30,
+               min=0,
+               max=3600,
+               help='Seconds a guest\'s QEMU holds the I/O of an fcache '
+                    'disk while the fcache-agent restarts (an upgrade, or '
+                    'a crash systemd restarts it after), before failing it '
+                    'to the guest. Set on each fcache disk of a guest as '
+                    'it starts, is attached a volume, or arrives by live '
+                    'migration (QEMU NBD client reconnect-delay). 0: none; '
+                    'the guest then sees I/O errors, and loses the writes '
+                    'among them, when the agent restarts. Make it longer '
+                    'than the agent takes to restart.'),
     cfg.FloatOpt('agent_timeout',
                  default=agent.DEFAULT_TIMEOUT,
                  min=0.1,

@@ -41,6 +41,7 @@ from nova_ext.virt import disk
 from nova_ext.virt import incoming
 from nova_ext.virt import outgoing
 from nova_ext.virt import policy
+from nova_ext.virt import reconnect
 from nova_ext.virt import state
 from nova_ext.virt import swap
 
@@ -130,6 +131,58 @@ class FcacheLibvirtDriver(incoming.IncomingMixin, outgoing.OutgoingMixin,
         data[policy.EXPORT_KEY] = export_uri
         LOG.info("Volume %s cached by fcache, guest disk at %s", volume_id,
                  export_uri, instance=instance)
+
+    # -- guests that ride out an agent restart -----------------------------
+
+    def _create_guest(self, context, xml, instance, power_on=True,
+                      pause=False, post_xml_callback=None):
+        guest = super()._create_guest(context, xml, instance,
+                                      power_on=power_on, pause=pause,
+                                      post_xml_callback=post_xml_callback)
+        if power_on or pause:
+            self._fcache_ride_out_restarts(guest, instance)
+        return guest
+
+    def attach_volume(self, context, connection_info, instance, mountpoint,
+                      disk_bus=None, device_type=None, encryption=None):
+        super().attach_volume(context, connection_info, instance, mountpoint,
+                              disk_bus=disk_bus, device_type=device_type,
+                              encryption=encryption)
+        if policy.connection_data(connection_info).get(policy.EXPORT_KEY):
+            self._fcache_ride_out_restarts(
+                self._host.get_guest(instance), instance)
+
+    def _fcache_ride_out_restarts(self, guest, instance):
+        """Let QEMU hold an fcache disk's I/O across an agent restart.
+
+        (:mod:`nova_ext.virt.reconnect`.)  Never fails the caller: without
+        it the guest runs as before, only an agent restart would give it
+        I/O errors, which the warning says.
+        """
+        delay = self._fcache_conf.nbd_reconnect_delay
+        if not delay:
+            return
+        try:
+            xml = guest.get_xml_desc()
+            # Most guests have no NBD disk on a unix socket: no agent call.
+            if not isinstance(xml, str) or 'transport="unix"' not in \
+                    xml.replace("'", '"'):
+                return
+            sockets = set()
+            for vol in self._local_agent().list_volumes()['volumes']:
+                if vol.get('export_uri'):
+                    kind, _, path = disk.parse_export(vol['export_uri'])
+                    if kind == 'nbd':
+                        sockets.add(path)
+            changed = reconnect.set_delay(guest._domain, sockets, delay)
+            if changed:
+                LOG.debug("fcache: %d disk(s) hold I/O up to %d s across an "
+                          "agent restart", changed, delay, instance=instance)
+        except Exception as exc:
+            LOG.warning("fcache could not set the NBD reconnect delay of "
+                        "this guest's fcache disks (%s): an fcache-agent "
+                        "restart will give it I/O errors", exc,
+                        instance=instance)
 
     def _get_volume_config(self, connection_info, disk_info):
         conf = super()._get_volume_config(connection_info, disk_info)
