@@ -6,6 +6,14 @@ mapping (BDM) ``connection_info['data']``, the one per-volume record that
 both hosts read and that survives Nova's conductor (unknown fields of
 ``LibvirtLiveMigrateData`` are dropped):
 
+``fcache_destination`` (:data:`policy.DESTINATION_KEY`), destination to source
+    Set by the destination in ``check_can_live_migrate_destination`` when
+    its agent answers (:func:`nova_ext.virt.capability.describe`): its host
+    name, agent engine and cache figures.  It rides alone in the
+    ``bdms`` of the destination's check data (a plain LibvirtDriver sets
+    none there), and the source takes it out before it answers: its
+    absence means a host that cannot take a cache, where the source
+    refuses a ``write_back`` volume.
 ``fcache_source`` (:data:`policy.SOURCE_KEY`), source to destination
     Set by the source in ``check_can_live_migrate_source``: whether the
     volume is cached there, the agent strategy it resolved from its own
@@ -42,6 +50,32 @@ RESULT_FIGURES = ('blocks_done', 'bytes_done', 'downtime_s', 'duration_s')
 def _data(connection_info_json):
     info = jsonutils.loads(connection_info_json or 'null') or {}
     return info, info.setdefault('data', {})
+
+
+def offer_destination(migrate_data, destination):
+    """Put this destination's description into its check data."""
+    if destination is None:
+        return
+    migrate_data.bdms = [objects.LibvirtLiveMigrateBDMInfo(
+        serial=policy.DESTINATION_KEY,
+        connection_info_json=jsonutils.dumps(
+            {'data': {policy.DESTINATION_KEY: destination}}))]
+
+
+def take_destination(migrate_data):
+    """Remove and return the destination's description, or None."""
+    found = None
+    for bdmi in _bdms(migrate_data):
+        if not bdmi.obj_attr_is_set('connection_info_json'):
+            continue
+        data = policy.connection_data(bdmi.connection_info)
+        if data.get(policy.DESTINATION_KEY):
+            found = data[policy.DESTINATION_KEY]
+    if found is not None:
+        # Nothing else of the check goes there: leave the field as a plain
+        # destination's check would.
+        del migrate_data.bdms
+    return found
 
 
 def offer_sources(migrate_data, sources):
@@ -117,6 +151,26 @@ def _bdms(migrate_data):
     if migrate_data is None or not migrate_data.obj_attr_is_set('bdms'):
         return []
     return migrate_data.bdms
+
+
+def unprepared(migrate_data):
+    """Volumes the destination connected as cacheable but did not prepare.
+
+    From the destination's ``pre_live_migration`` answer: a plain
+    LibvirtDriver lists every volume with Cinder's connection_info, which
+    says ``cacheable`` for a volume type that is, and never a prepared
+    cache migration.
+    :returns: their volume ids (``serial``).
+    """
+    result = []
+    for bdmi in _bdms(migrate_data):
+        if not bdmi.obj_attr_is_set('connection_info_json'):
+            continue
+        info = bdmi.connection_info
+        if (policy.is_cacheable(info) and not
+                policy.connection_data(info).get(policy.MIGRATION_KEY)):
+            result.append(bdmi.serial)
+    return result
 
 
 def outgoing(migrate_data):

@@ -2,6 +2,10 @@
 
 Runs in the destination's nova-compute and talks only to its own agent:
 
+``check_can_live_migrate_destination``
+    Tells the source that this host takes caches, with its agent's engine
+    and figures, if the agent answers
+    (:func:`nova_ext.virt.capability.describe`).
 ``pre_live_migration``
     Reads what the source said of each volume (``fcache_source`` in
     ``migrate_data.bdms``, see :mod:`nova_ext.virt.channel`); Nova then
@@ -26,6 +30,7 @@ from oslo_utils import excutils
 from nova_ext import exception
 from nova_ext import migration
 from nova_ext.virt import address
+from nova_ext.virt import capability
 from nova_ext.virt import channel
 from nova_ext.virt import outgoing
 
@@ -34,6 +39,19 @@ LOG = logging.getLogger(__name__)
 
 class IncomingMixin(object):
     """Destination hooks; mixed into ``FcacheLibvirtDriver``."""
+
+    def check_can_live_migrate_destination(self, context, instance,
+                                           src_compute_info,
+                                           dst_compute_info,
+                                           block_migration=False,
+                                           disk_over_commit=False):
+        data = super().check_can_live_migrate_destination(
+            context, instance, src_compute_info, dst_compute_info,
+            block_migration=block_migration,
+            disk_over_commit=disk_over_commit)
+        channel.offer_destination(data, capability.describe(
+            self._local_agent(), self._fcache_hostname))
+        return data
 
     def pre_live_migration(self, context, instance, block_device_info,
                            network_info, disk_info, migrate_data):

@@ -8,10 +8,15 @@ to settle a migration that failed after the VM moved (below):
     and (for ``auto``) the cost model choose the agent strategy here, where
     the cache is; the choice and the cache geometry go to the destination
     in ``migrate_data.bdms`` (``fcache_source``,
-    :mod:`nova_ext.virt.channel`).  An agent
-    that cannot answer refuses the migration before anything moves.
+    :mod:`nova_ext.virt.channel`).  An agent that cannot answer refuses
+    the migration before anything moves, and so does a ``write_back``
+    volume whose destination cannot take its cache
+    (:mod:`nova_ext.virt.capability`: no fcache there, or its agent down).
 ``live_migration``
-    With what the destination prepared (``migrate_data.bdms``): register
+    A ``write_back`` volume the destination did not prepare (the check
+    above should have refused it) rolls the migration back before the VM
+    moves.  With what the destination prepared (``migrate_data.bdms``):
+    register
     the outgoing side with the destination's address and token, ``start``
     (``firepan``: pause the guest and copy), then Nova's memory migration
     (a volume on dmcache at the destination: with ``VIR_MIGRATE_PAUSED``,
@@ -31,6 +36,7 @@ After the switchover
 
 import errno
 
+from nova.compute import utils as compute_utils
 from nova import exception as nova_exception
 from nova.virt import block_device as driver_block_device
 from oslo_log import log as logging
@@ -38,6 +44,7 @@ from oslo_log import log as logging
 from nova_ext import exception
 from nova_ext import migration
 from nova_ext import strategies
+from nova_ext.virt import capability
 from nova_ext.virt import channel
 from nova_ext.virt import policy
 
@@ -84,6 +91,8 @@ class OutgoingMixin(object):
         result = super().check_can_live_migrate_source(
             context, instance, dest_check_data,
             block_device_info=block_device_info)
+        destination = channel.take_destination(result)
+        room = {'free_bytes': (destination or {}).get('free_bytes')}
         sources = {}
         for bdm in (block_device_info or {}).get(
                 'block_device_mapping') or []:
@@ -97,16 +106,33 @@ class OutgoingMixin(object):
                 sources[volume_id] = {'cached': False}
                 continue
             try:
-                sources[volume_id] = self._fcache_describe_source(volume_id,
-                                                                  pol)
+                source = self._fcache_describe_source(volume_id, pol,
+                                                      destination)
             except exception.FcacheException as exc:
                 raise nova_exception.MigrationPreCheckError(
                     reason='fcache cannot migrate the cache of volume %s: '
                            '%s' % (volume_id, exc))
+            refused = capability.refusal(volume_id, source, destination,
+                                         room)
+            if refused:
+                LOG.warning("Live migration refused: %s", refused,
+                            instance=instance)
+                raise nova_exception.MigrationPreCheckError(
+                    reason='fcache: %s' % refused)
+            if source['cached'] and destination is None:
+                LOG.info("Volume %s (%s) migrates uncached: the destination "
+                         "does not take fcache caches; this host releases "
+                         "its cache after the migration, with nothing to "
+                         "write back", volume_id, source['write_policy'],
+                         instance=instance)
+            sources[volume_id] = source
+        # Also to a destination without fcache: an fcache host whose agent
+        # did not answer the check then refuses the volume in its
+        # pre_live_migration, naming its agent's error.
         channel.offer_sources(result, sources)
         return result
 
-    def _fcache_describe_source(self, volume_id, pol):
+    def _fcache_describe_source(self, volume_id, pol, destination=None):
         try:
             vol = self._local_agent().show_volume(volume_id)
         except exception.AgentError as exc:
@@ -126,7 +152,8 @@ class OutgoingMixin(object):
             reason = 'planned for this migration (strategy_hint)'
         else:
             strategy, reason = migration.choose_strategy(
-                vol, plugin.agent_strategy(pol, vol), rate_limit_mbps=rate,
+                capability.engine_view(vol, destination),
+                plugin.agent_strategy(pol, vol), rate_limit_mbps=rate,
                 link_mbps=conf.link_mbps, origin_mbps=conf.origin_mbps)
         source = {'cached': True, 'plugin': pol['strategy'],
                   'strategy': strategy, 'reason': reason,
@@ -140,6 +167,21 @@ class OutgoingMixin(object):
                        recover_method, block_migration=False,
                        migrate_data=None):
         outgoing = channel.outgoing(migrate_data)
+        left = self._fcache_left_behind(instance, migrate_data, outgoing)
+        if left:
+            # The check should have refused this (it runs for every
+            # destination Nova tries, forced or not): nothing has moved
+            # yet, so roll back rather than leave dirty blocks behind.
+            exc = nova_exception.MigrationError(reason=(
+                'fcache: the destination %s did not prepare the cache of '
+                'write_back volume(s) %s, which hold dirty blocks only on '
+                'this host; the live migration is rolled back before the '
+                'VM moves.  Live-migrate to a host running fcache with its '
+                'agent up' % (dest, ', '.join(left))))
+            LOG.error("%s", exc, instance=instance)
+            compute_utils.add_instance_fault_from_exc(context, instance, exc)
+            recover_method(context, instance, dest, migrate_data)
+            return
         if not outgoing:
             return super().live_migration(
                 context, instance, dest, post_method, recover_method,
@@ -167,6 +209,36 @@ class OutgoingMixin(object):
         return super().live_migration(context, instance, dest, post,
                                       recover, block_migration,
                                       migrate_data)
+
+    def _fcache_left_behind(self, instance, migrate_data, outgoing):
+        """write_back volumes cached here that the destination left out.
+
+        The candidates are the volumes the destination connected as
+        cacheable without preparing a cache migration (a plain
+        LibvirtDriver there); this host's agent says which of them it
+        caches with write_back.  A volume the agent cannot describe counts:
+        its dirty blocks, if any, would be left behind just the same.
+        """
+        prepared = {p['volume_id'] for p in outgoing}
+        left = []
+        for volume_id in channel.unprepared(migrate_data):
+            if volume_id in prepared:
+                continue
+            try:
+                vol = self._local_agent().show_volume(volume_id)
+            except exception.AgentError as exc:
+                if exc.errno == errno.ENOENT:
+                    continue
+                vol = {'write_policy': 'unknown (%s)' % exc}
+            except exception.FcacheException as exc:
+                vol = {'write_policy': 'unknown (%s)' % exc}
+            if vol.get('write_policy') not in capability.NOTHING_DIRTY:
+                LOG.error("Volume %s is cached here (%s) and the "
+                          "destination did not prepare its cache",
+                          volume_id, vol.get('write_policy'),
+                          instance=instance)
+                left.append(volume_id)
+        return left
 
     def _live_migration_operation(self, context, instance, dest,
                                   block_migration, migrate_data, guest,

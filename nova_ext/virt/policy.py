@@ -21,6 +21,8 @@ POLICY_KEY = 'fcache'            # set by Cinder (cinder_ext.policy)
 EXPORT_KEY = 'fcache_export'     # set here: where the guest disk points
 MIGRATION_KEY = 'fcache_migration'  # set on the destination: prepare()
 SOURCE_KEY = 'fcache_source'     # set on the source: what it will send
+# Set on the destination in its live-migration check: it can take caches.
+DESTINATION_KEY = 'fcache_destination'
 RESULT_KEY = 'fcache_result'     # set on the source: its figures, after
 # Set by swap_volume after a storage move: the id the agent knows the
 # volume by (it keeps the one it attached with) and the move's figures.

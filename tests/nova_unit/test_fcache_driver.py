@@ -1,27 +1,36 @@
-"""FcacheLibvirtDriver where Nova's own libvirt tests found it wrong.
+"""FcacheLibvirtDriver's hooks, LibvirtDriver's own part mocked.
+
+The driver runs here with Nova's fake libvirt (``LibvirtFixture``), and
+its agent is a mock: what is checked is what the hooks decide and hand
+over to LibvirtDriver.
 
 Nova's libvirt unit tests (:mod:`tests.nova_unit.test_libvirt_driver`)
 hand the driver what Nova's interface allows, not only what a live
 nova-compute happens to pass: migrate data whose ``bdms`` was never set,
-and connection_info that is not a dict.  fcache's driver must then do what
-LibvirtDriver does.  The driver runs here with Nova's fake libvirt
-(``LibvirtFixture``); LibvirtDriver's own methods are mocked where only
-the hand-over to them is checked.
+and connection_info that is not a dict; the driver must then do what
+LibvirtDriver does.  A mixed fleet (:mod:`nova_ext.virt.capability`): the
+live-migration checks, and ``live_migration`` refusing a write_back volume
+the destination did not prepare.
 """
 
 import nova.monkey_patch  # noqa: F401  (Nova: first, before anything else)
 
+import errno
 from unittest import mock
 
+import fixtures
 from oslo_utils.fixture import uuidsentinel as uuids
 
+from nova.compute import utils as compute_utils
 from nova import context
+from nova import exception as nova_exception
 from nova import objects
 from nova import test
 from nova.tests import fixtures as nova_fixtures
 from nova.tests.unit import fake_instance
 from nova.virt import fake
 
+from nova_ext import exception
 from nova_ext.virt import channel
 from nova_ext.virt import driver as fcache_driver
 
@@ -102,3 +111,170 @@ class ConnectionInfoNotADictTest(_DriverTest):
                                return_value=conf):
             self.assertIs(conf, self.drvr._get_volume_config(
                 uuids.connection_info, {}))
+
+
+VOLUME = uuids.volume
+MiB = 1 << 20
+
+
+def _cached_bdm(write_policy):
+    """A driver BDM of a volume this host's agent serves."""
+    return {'connection_info': {
+        'driver_volume_type': 'iscsi', 'serial': VOLUME,
+        'data': {'volume_id': VOLUME, 'cacheable': True,
+                 'device_path': '/dev/sdb',
+                 'fcache': {'strategy': 'firepan',
+                            'write_policy': write_policy},
+                 'fcache_export': 'nbd+unix:///%s?socket=/e.sock' % VOLUME}}}
+
+
+def _shown(write_policy):
+    return {'volume_id': VOLUME, 'write_policy': write_policy,
+            'cache_size': 16 * MiB, 'block_size': 4096, 'cached_blocks': 8,
+            'dirty_blocks': 4 if write_policy == 'write_back' else 0,
+            'admission': 'all'}
+
+
+class MixedFleetCheckTest(_DriverTest):
+    """The live-migration checks of a fleet with hosts without fcache."""
+
+    def setUp(self):
+        super().setUp()
+        self.agent = mock.Mock()
+        self.useFixture(fixtures.MockPatchObject(
+            self.drvr, '_local_agent', return_value=self.agent))
+
+    def _dest_check_data(self):
+        return objects.LibvirtLiveMigrateData(filename='f',
+                                              block_migration=False)
+
+    def _check_source(self, dest_check_data, write_policy):
+        self.agent.show_volume.return_value = _shown(write_policy)
+        with mock.patch.object(NOVA_DRIVER, 'check_can_live_migrate_source',
+                               return_value=dest_check_data):
+            return self.drvr.check_can_live_migrate_source(
+                self.context, self.instance, dest_check_data,
+                block_device_info={'block_device_mapping': [
+                    _cached_bdm(write_policy)]})
+
+    def test_destination_describes_itself_when_its_agent_answers(self):
+        self.agent.status.return_value = {
+            'version': '1', 'engine': 'ucache', 'capacity_bytes': 64 * MiB}
+        with mock.patch.object(NOVA_DRIVER,
+                               'check_can_live_migrate_destination',
+                               return_value=self._dest_check_data()):
+            data = self.drvr.check_can_live_migrate_destination(
+                self.context, self.instance, {}, {})
+        self.assertEqual({'host': self.drvr._fcache_hostname,
+                          'version': '1', 'engine': 'ucache',
+                          'capacity_bytes': 64 * MiB, 'free_bytes': None},
+                         channel.take_destination(data))
+        self.assertNotIn('bdms', data)
+
+    def test_destination_without_agent_says_nothing(self):
+        self.agent.status.side_effect = exception.AgentUnreachable(
+            path='/run/fcache/agent.sock', reason='ENOENT')
+        with mock.patch.object(NOVA_DRIVER,
+                               'check_can_live_migrate_destination',
+                               return_value=self._dest_check_data()):
+            data = self.drvr.check_can_live_migrate_destination(
+                self.context, self.instance, {}, {})
+        self.assertNotIn('bdms', data)
+
+    def test_write_back_to_a_host_without_fcache_is_refused(self):
+        exc = self.assertRaises(
+            nova_exception.MigrationPreCheckError, self._check_source,
+            self._dest_check_data(), 'write_back')
+        self.assertIn('fcache: write_back volume %s may hold dirty blocks '
+                      'only in this host\'s cache' % VOLUME, str(exc))
+
+    def test_write_through_to_a_host_without_fcache_migrates(self):
+        result = self._check_source(self._dest_check_data(),
+                                    'write_through')
+        self.assertEqual({VOLUME}, set(channel.read_sources(result)))
+
+    def test_write_back_to_an_fcache_host_migrates(self):
+        data = self._dest_check_data()
+        channel.offer_destination(data, {'host': 'dest', 'engine': 'ucache',
+                                         'capacity_bytes': 64 * MiB})
+        result = self._check_source(data, 'write_back')
+        # The destination's description does not travel on.
+        source = channel.read_sources(result)[VOLUME]
+        self.assertEqual(('write_back', 'firepan'),
+                         (source['write_policy'], source['strategy']))
+        self.assertEqual([VOLUME], [b.serial for b in result.bdms])
+
+    def test_no_room_at_the_fcache_host_is_refused(self):
+        data = self._dest_check_data()
+        channel.offer_destination(data, {'host': 'dest', 'engine': 'ucache',
+                                         'capacity_bytes': 8 * MiB})
+        exc = self.assertRaises(
+            nova_exception.MigrationPreCheckError, self._check_source,
+            data, 'write_through')
+        self.assertIn('the fcache agent on dest has 8388608 bytes', str(exc))
+
+
+class LeftBehindTest(_DriverTest):
+    """live_migration refuses what the check should have refused."""
+
+    def setUp(self):
+        super().setUp()
+        self.agent = mock.Mock()
+        self.useFixture(fixtures.MockPatchObject(
+            self.drvr, '_local_agent', return_value=self.agent))
+
+    def _migrate(self, write_policy, **connection_data):
+        """A plain destination's answer: every volume, none prepared."""
+        self.agent.show_volume.return_value = _shown(write_policy)
+        data = dict({'volume_id': VOLUME, 'cacheable': True},
+                    **connection_data)
+        migrate_data = objects.LibvirtLiveMigrateData(bdms=[
+            objects.LibvirtLiveMigrateBDMInfo(
+                serial=VOLUME, connection_info={'serial': VOLUME,
+                                                'data': data})])
+        post, recover = mock.Mock(), mock.Mock()
+        with mock.patch.object(NOVA_DRIVER, 'live_migration') as live, \
+                mock.patch.object(compute_utils,
+                                  'add_instance_fault_from_exc') as fault:
+            self.drvr.live_migration(self.context, self.instance, 'dest',
+                                     post, recover,
+                                     migrate_data=migrate_data)
+        return live, recover, fault
+
+    def test_write_back_not_prepared_rolls_back(self):
+        live, recover, fault = self._migrate('write_back')
+        live.assert_not_called()
+        recover.assert_called_once_with(self.context, self.instance, 'dest',
+                                        mock.ANY)
+        self.assertIn('did not prepare the cache of write_back volume(s) %s'
+                      % VOLUME, str(fault.call_args[0][2]))
+
+    def test_write_through_not_prepared_migrates(self):
+        live, recover, fault = self._migrate('write_through')
+        live.assert_called_once()
+        recover.assert_not_called()
+        fault.assert_not_called()
+
+    def test_not_cached_here_migrates(self):
+        self.agent.show_volume.side_effect = exception.AgentError(
+            error='volume is not attached', errno=errno.ENOENT)
+        live, recover, _ = self._migrate('write_back')
+        live.assert_called_once()
+        recover.assert_not_called()
+
+    def test_agent_that_cannot_tell_rolls_back(self):
+        self.agent.show_volume.side_effect = exception.AgentUnreachable(
+            path='/run/fcache/agent.sock', reason='ECONNREFUSED')
+        live, recover, _ = self._migrate('write_back')
+        live.assert_not_called()
+        recover.assert_called_once()
+
+    def test_prepared_volumes_are_not_left_behind(self):
+        self.assertEqual([], self.drvr._fcache_left_behind(
+            self.instance, objects.LibvirtLiveMigrateData(bdms=[
+                objects.LibvirtLiveMigrateBDMInfo(
+                    serial=VOLUME, connection_info={'data': {
+                        'cacheable': True, 'fcache_migration': {
+                            'volume_id': VOLUME}}})]),
+            [{'volume_id': VOLUME}]))
+        self.agent.show_volume.assert_not_called()
