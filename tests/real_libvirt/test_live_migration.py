@@ -23,6 +23,7 @@ import libvirt
 import pytest
 
 from nova_ext import migration
+from nova_ext.virt import reconnect
 
 from functional import migration_util as mu
 from functional import oracle as om
@@ -141,6 +142,10 @@ def setup(libvirt_hosts, make_agent, make_origin, policy,
     src_host.conn().defineXML(xml).create()
     g = guest_mod.Guest(src_host, name, 'vol1')
     g.wait_state((libvirt.VIR_DOMAIN_RUNNING,))
+    # As the driver does when the guest starts: the migration must work
+    # with the disk's NBD node replaced (test_agent_restart.py).
+    sock = res['export_uri'].split('socket=', 1)[1]
+    assert reconnect.set_delay(g.dom, [sock], 30) == 1
     # What export_clients = session rests on: libvirt starts each QEMU in
     # a kernel session of its own (doc/security.rst), not libvirtd's and
     # not ours.
