@@ -32,12 +32,13 @@ diff -u etc/fcache/fcache.conf.sample "$sample" || {
 }
 rm -f "$sample"
 
-echo "== Nova and Cinder in process (.venv-nova): the driver, live migrations, storage moves (swap_volume), the Cinder API extension, the Tempest plugin"
+echo "== Nova and Cinder in process (.venv-nova): the driver, live migrations (also to hosts without fcache), storage moves (swap_volume), the Cinder API extension, the Tempest plugin"
 # One process each: Nova and Cinder register clashing options on the
 # global oslo.config object.
 .venv-nova/bin/python -m testtools.run tests.nova_functional.test_cinder_api
 .venv-nova/bin/python -m testtools.run tests.nova_functional.test_cinder_actions
 .venv-nova/bin/python -m testtools.run tests.nova_functional.test_live_migration
+.venv-nova/bin/python -m testtools.run tests.nova_functional.test_mixed_fleet
 .venv-nova/bin/python -m testtools.run tests.nova_functional.test_storage_move
 .venv-nova/bin/python -m testtools.run tests.nova_functional.test_balancing
 .venv-nova/bin/python -m testtools.run tests.nova_functional.test_tempest_plugin

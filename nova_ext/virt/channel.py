@@ -153,24 +153,28 @@ def _bdms(migrate_data):
     return migrate_data.bdms
 
 
+def cacheable(migrate_data):
+    """The destination's entries of the volumes Cinder says are cacheable.
+
+    From the destination's ``pre_live_migration`` answer, which lists every
+    volume with the connection_info it connected: Cinder's (a plain
+    LibvirtDriver there), with a prepared cache migration or an export of
+    its own agent (fcache's driver).
+    """
+    return [bdmi for bdmi in _bdms(migrate_data)
+            if bdmi.obj_attr_is_set('connection_info_json') and
+            policy.is_cacheable(bdmi.connection_info)]
+
+
 def unprepared(migrate_data):
     """Volumes the destination connected as cacheable but did not prepare.
 
-    From the destination's ``pre_live_migration`` answer: a plain
-    LibvirtDriver lists every volume with Cinder's connection_info, which
-    says ``cacheable`` for a volume type that is, and never a prepared
-    cache migration.
+    A plain LibvirtDriver there never prepares one.
     :returns: their volume ids (``serial``).
     """
-    result = []
-    for bdmi in _bdms(migrate_data):
-        if not bdmi.obj_attr_is_set('connection_info_json'):
-            continue
-        info = bdmi.connection_info
-        if (policy.is_cacheable(info) and not
-                policy.connection_data(info).get(policy.MIGRATION_KEY)):
-            result.append(bdmi.serial)
-    return result
+    return [bdmi.serial for bdmi in cacheable(migrate_data)
+            if not policy.connection_data(bdmi.connection_info).get(
+                policy.MIGRATION_KEY)]
 
 
 def outgoing(migrate_data):

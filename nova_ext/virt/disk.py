@@ -10,6 +10,7 @@ exports a device path: a plain block disk.
 
 from urllib import parse
 
+from lxml import etree
 from nova.virt.libvirt import config as vconfig
 
 from nova_ext import exception
@@ -69,3 +70,25 @@ def point_at_export(conf, export_uri):
     disk.nbd_socket = path
     disk.driver_format = 'raw'
     return disk
+
+
+def set_disk_types(domain_xml, types):
+    """Give each volume disk of ``domain_xml`` its destination's type.
+
+    Nova's live migration builds the destination's domain XML from the
+    source's, replacing each volume disk's ``<source>`` and ``<driver>``
+    with the destination's (``nova.virt.libvirt.migration.
+    _update_volume_xml``) but keeping the ``<disk type=...>`` of the
+    source.  A disk that changes kind on the way -- an fcache NBD export
+    here (``network``) becoming the volume's block device on a host
+    without fcache, or a dmcache device there (``block``) -- would reach
+    libvirt as a network disk with a device source, which it refuses.
+
+    :param types: ``{serial: source_type}`` of the destination's disks.
+    """
+    doc = etree.XML(domain_xml, etree.XMLParser(remove_blank_text=True))
+    for dev in doc.findall('./devices/disk'):
+        kind = types.get(dev.findtext('serial'))
+        if kind:
+            dev.set('type', kind)
+    return etree.tostring(doc, encoding='unicode')

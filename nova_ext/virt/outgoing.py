@@ -46,6 +46,7 @@ from nova_ext import migration
 from nova_ext import strategies
 from nova_ext.virt import capability
 from nova_ext.virt import channel
+from nova_ext.virt import disk
 from nova_ext.virt import policy
 
 LOG = logging.getLogger(__name__)
@@ -80,6 +81,27 @@ class PausedAtDestination(object):
     def migrate(self, destination, flags=0, **kwargs):
         return self._guest.migrate(destination,
                                    flags=flags | VIR_MIGRATE_PAUSED, **kwargs)
+
+
+class DestinationDiskTypes(object):
+    """A Nova ``Guest`` whose migrate() gives volume disks their new type.
+
+    See :func:`nova_ext.virt.disk.set_disk_types`.
+    """
+
+    def __init__(self, guest, types):
+        self._guest = guest
+        self._types = types
+
+    def __getattr__(self, name):
+        return getattr(self._guest, name)
+
+    def migrate(self, destination, destination_xml=None, **kwargs):
+        if destination_xml:
+            destination_xml = disk.set_disk_types(destination_xml,
+                                                  self._types)
+        return self._guest.migrate(destination,
+                                   destination_xml=destination_xml, **kwargs)
 
 
 class OutgoingMixin(object):
@@ -247,6 +269,11 @@ class OutgoingMixin(object):
             LOG.info("The guest stays paused on the destination until its "
                      "cache switches over (dmcache)", instance=instance)
             guest = PausedAtDestination(guest)
+        types = {bdmi.serial: self._get_volume_config(
+            bdmi.connection_info, bdmi.as_disk_info()).source_type
+            for bdmi in channel.cacheable(migrate_data)}
+        if types:
+            guest = DestinationDiskTypes(guest, types)
         return super()._live_migration_operation(
             context, instance, dest, block_migration, migrate_data, guest,
             device_names)

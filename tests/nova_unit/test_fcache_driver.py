@@ -9,8 +9,9 @@ hand the driver what Nova's interface allows, not only what a live
 nova-compute happens to pass: migrate data whose ``bdms`` was never set,
 and connection_info that is not a dict; the driver must then do what
 LibvirtDriver does.  A mixed fleet (:mod:`nova_ext.virt.capability`): the
-live-migration checks, and ``live_migration`` refusing a write_back volume
-the destination did not prepare.
+live-migration checks, ``live_migration`` refusing a write_back volume
+the destination did not prepare, and the disk's type in the destination's
+domain XML when the volume arrives there uncached.
 """
 
 import nova.monkey_patch  # noqa: F401  (Nova: first, before anything else)
@@ -19,6 +20,7 @@ import errno
 from unittest import mock
 
 import fixtures
+from lxml import etree
 from oslo_utils.fixture import uuidsentinel as uuids
 
 from nova.compute import utils as compute_utils
@@ -29,9 +31,12 @@ from nova import test
 from nova.tests import fixtures as nova_fixtures
 from nova.tests.unit import fake_instance
 from nova.virt import fake
+from nova.virt.libvirt import config as vconfig
+from nova.virt.libvirt import migration as libvirt_migrate
 
 from nova_ext import exception
 from nova_ext.virt import channel
+from nova_ext.virt import disk
 from nova_ext.virt import driver as fcache_driver
 
 # Nova's class itself, even where tests.nova_unit.test_libvirt_driver has
@@ -278,3 +283,54 @@ class LeftBehindTest(_DriverTest):
                             'volume_id': VOLUME}}})]),
             [{'volume_id': VOLUME}]))
         self.agent.show_volume.assert_not_called()
+
+
+class DestinationDiskTypeTest(_DriverTest):
+    """A volume disk that changes kind on the way keeps a valid type."""
+
+    def _source_domain(self):
+        conf = vconfig.LibvirtConfigGuestDisk()
+        conf.source_type = 'block'
+        conf.source_path = '/dev/sdb'
+        conf.driver_name = 'qemu'
+        conf.driver_format = 'raw'
+        conf.target_dev = 'vda'
+        conf.target_bus = 'virtio'
+        conf.serial = VOLUME
+        conf = disk.point_at_export(
+            conf, 'nbd+unix:///%s?socket=/run/fcache/exports/v.sock' % VOLUME)
+        return '<domain><devices>%s</devices></domain>' % conf.to_xml()
+
+    def _plain_destination(self):
+        """What a plain LibvirtDriver answers from pre_live_migration."""
+        return objects.LibvirtLiveMigrateData(bdms=[
+            objects.LibvirtLiveMigrateBDMInfo(
+                serial=VOLUME, bus='virtio', dev='vda', type='disk',
+                format=None, boot_index=0, connection_info={
+                    'driver_volume_type': 'iscsi', 'serial': VOLUME,
+                    'data': {'volume_id': VOLUME, 'cacheable': True,
+                             'device_path': '/dev/sdc'}})])
+
+    def test_nova_keeps_the_source_type_and_fcache_sets_it(self):
+        migrate_data = self._plain_destination()
+        doc = etree.XML(self._source_domain())
+        libvirt_migrate._update_volume_xml(doc, migrate_data, self.instance,
+                                           self.drvr._get_volume_config)
+        merged = etree.tostring(doc, encoding='unicode')
+        # Nova's merge: the destination's source, the source's disk type.
+        self.assertIn('<disk type="network" device="disk">', merged)
+        self.assertIn('<source dev="/dev/sdc"/>', merged)
+
+        guest = mock.Mock()
+        with mock.patch.object(NOVA_DRIVER,
+                               '_live_migration_operation') as operation:
+            self.drvr._live_migration_operation(
+                self.context, self.instance, 'dest', False, migrate_data,
+                guest, [])
+        migrating = operation.call_args[0][5]
+        migrating.migrate('qemu+tcp://dest/system', destination_xml=merged,
+                          flags=0)
+        sent = guest.migrate.call_args[1]['destination_xml']
+        self.assertIn('<disk type="block" device="disk">', sent)
+        self.assertIn('<source dev="/dev/sdc"/>', sent)
+        self.assertNotIn('nbd', sent)
