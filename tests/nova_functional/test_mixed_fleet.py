@@ -119,6 +119,21 @@ class WriteBackToPlainHostTest(_MixedFleet):
                       % lm.VOLUME, fault.message)
         self.assertIn('Live-migrate it to a host running fcache',
                       fault.details)
+        # Where an administrator reads it: the live-migration action's
+        # conductor event (its details since microversion 2.84).
+        self.api.microversion = 'latest'
+        action = self.api.api_get('/servers/%s/os-instance-actions' %
+                                  self.server['id']).body[
+            'instanceActions'][0]
+        self.assertEqual('live-migration', action['action'])
+        events = {e['event']: e for e in self.api.api_get(
+            '/servers/%s/os-instance-actions/%s' % (
+                self.server['id'], action['request_id'])).body[
+            'instanceAction']['events']}
+        event = events['conductor_live_migrate_instance']
+        self.assertEqual('Error', event['result'])
+        self.assertIn('fcache: write_back volume %s may hold dirty blocks'
+                      % lm.VOLUME, event['details'])
         self._delete_and_check_origin()
 
     def test_bypassed_pre_check_is_rolled_back_by_the_source(self):
