@@ -58,7 +58,8 @@ static int mem_trim(void *h, uint32_t count, uint64_t offset, bool fua)
   return 0;
 }
 
-static int mem_zero(void *h, uint32_t count, uint64_t offset, bool fua)
+static int mem_zero(void *h, uint32_t count, uint64_t offset, bool fua,
+                    bool may_trim)
 {
   check_range(count, offset);
   memset(disk + offset, 0, count);

@@ -30,10 +30,15 @@ static int nop_range(void *h, uint32_t count, uint64_t offset, bool fua)
 {
   return 0;
 }
+static int nop_zero(void *h, uint32_t count, uint64_t offset, bool fua,
+                    bool may_trim)
+{
+  return 0;
+}
 
 static const struct fc_io_ops all_ops = {
   .pread = nop_rw, .pwrite = nop_w, .flush = nop_flush,
-  .trim = nop_range, .zero = nop_range,
+  .trim = nop_range, .zero = nop_zero,
 };
 static int nop_bs(void *h, uint32_t count, uint64_t offset,
                   struct fc_extent *ext, uint32_t max)

@@ -30,7 +30,7 @@
 struct faulty_origin {
   struct fc_origin base;
   struct fc_origin *inner;
-  int fail_pread, fail_pwrite, fail_flush, fail_trim;
+  int fail_pread, fail_pwrite, fail_flush, fail_trim, fail_zero;
 };
 
 static struct faulty_origin *
@@ -64,6 +64,13 @@ fo_trim(struct fc_origin *o, uint32_t count, uint64_t off)
   return fo(o)->fail_trim ? fo(o)->fail_trim : fc_origin_trim(fo(o)->inner, count, off);
 }
 
+static int
+fo_zero(struct fc_origin *o, uint32_t count, uint64_t off, bool may_trim)
+{
+  return fo(o)->fail_zero ? fo(o)->fail_zero
+                          : fc_origin_zero(fo(o)->inner, count, off, may_trim);
+}
+
 static void
 fo_close(struct fc_origin *o)
 {
@@ -73,7 +80,7 @@ fo_close(struct fc_origin *o)
 
 static const struct fc_origin_ops faulty_ops = {
   .pread = fo_pread, .pwrite = fo_pwrite, .flush = fo_flush, .trim = fo_trim,
-  .close = fo_close,
+  .zero = fo_zero, .close = fo_close,
 };
 
 static struct fc_origin *
@@ -223,7 +230,7 @@ do_write(struct env *e, uint64_t off, uint32_t len)
 static void
 do_zero(struct env *e, uint64_t off, uint32_t len)
 {
-  assert_int_equal(fc_ucache_io_ops.zero(e->uc, len, off, false), 0);
+  assert_int_equal(fc_ucache_io_ops.zero(e->uc, len, off, false, true), 0);
   memset(e->oracle + off, 0, len);
 }
 
@@ -985,6 +992,75 @@ zero_policy(enum fc_write_policy policy)
   check_origin_all(e);
 }
 
+/* Bytes the origin file takes on disk. */
+static uint64_t
+origin_allocated(struct env *e)
+{
+  struct stat st;
+
+  assert_int_equal(stat(e->opath, &st), 0);
+  return (uint64_t)st.st_blocks * 512;
+}
+
+/* Whole blocks are zeroed at the origin, not written: a hole where the
+ * client allows one, allocated zeroes where it does not; clean and dirty
+ * copies of what the zeroes replaced are gone, and the partial blocks at
+ * either end are written as any write. */
+static void
+zero_sparse_policy(enum fc_write_policy policy)
+{
+  struct env *e = env_new(64 * BS, 16, policy, FC_ADMIT_ALL);
+  uint64_t full = origin_allocated(e);
+
+  print_message("policy %s\n", policy_name(policy));
+  check_read(e, 8 * BS, 4 * BS);            /* 8..11 clean */
+  do_write(e, 12 * BS, 4 * BS);             /* 12..15 dirty if write_back */
+  do_write(e, 40 * BS, 2 * BS);
+  if (policy == FC_WRITE_BACK)
+    assert_int_equal(info_of(e).dirty_blocks, 6);
+  do_zero(e, 7 * BS + 512, 24 * BS);        /* 8..30 whole */
+  check_read(e, 0, 64 * BS);
+  assert_false(cached(e, 9));
+  assert_false(cached(e, 13));
+  if (policy == FC_WRITE_BACK)
+    assert_int_equal(info_of(e).dirty_blocks, 2);
+  /* 23 blocks punched out of the file (ext4 and tmpfs both can). */
+  assert_true(origin_allocated(e) <= full - 23 * BS);
+  /* NO_HOLE: zeroes, allocated. */
+  assert_int_equal(fc_ucache_io_ops.zero(e->uc, 8 * BS, 40 * BS, false,
+                                         false), 0);
+  memset(e->oracle + 40 * BS, 0, 8 * BS);
+  check_read(e, 32 * BS, 32 * BS);
+  assert_int_equal(fc_ucache_writeback_all(e->uc), 0);
+  check_origin_all(e);
+  assert_int_equal(info_of(e).dirty_blocks, 0);
+}
+
+static void test_zero_sparse_ro(void **state) { zero_sparse_policy(FC_WRITE_READ_ONLY); }
+static void test_zero_sparse_wt(void **state) { zero_sparse_policy(FC_WRITE_THROUGH); }
+static void test_zero_sparse_wb(void **state) { zero_sparse_policy(FC_WRITE_BACK); }
+
+/* The origin refuses the zeroes: the dirty blocks it would have replaced
+ * stay, the newest copy; the clean ones are gone (the origin may have
+ * changed under them). */
+static void
+test_zero_origin_error_keeps_dirty(void **state)
+{
+  struct env *e = env_new(32 * BS, 8, FC_WRITE_BACK, FC_ADMIT_ALL);
+
+  check_read(e, 0, 2 * BS);
+  do_write(e, 2 * BS, 2 * BS);
+  fo(e->origin)->fail_zero = -EIO;
+  assert_int_equal(fc_ucache_io_ops.zero(e->uc, 4 * BS, 0, false, true),
+                   -EIO);
+  fo(e->origin)->fail_zero = 0;
+  assert_true(cached(e, 2) && cached(e, 3));
+  assert_false(cached(e, 0));
+  check_read(e, 0, 8 * BS);
+  assert_int_equal(fc_ucache_writeback_all(e->uc), 0);
+  check_origin_all(e);
+}
+
 static void test_zero_ro(void **state) { zero_policy(FC_WRITE_READ_ONLY); }
 static void test_zero_wt(void **state) { zero_policy(FC_WRITE_THROUGH); }
 static void test_zero_wb(void **state) { zero_policy(FC_WRITE_BACK); }
@@ -1458,6 +1534,24 @@ test_wb_md_error_on_mark_dirty_leaves_no_stale_clean_block(void **state)
   assert_memory_equal(before_evict, scratch, BS);
 }
 
+/* A dirty block whose record cannot be cleared is not dropped: it takes
+ * the zeroes, still dirty, and write-back sends them. */
+static void
+test_zero_md_error_on_dirty_block_takes_zeroes(void **state)
+{
+  struct env *e = env_new(32 * BS, 8, FC_WRITE_BACK, FC_ADMIT_ALL);
+
+  do_write(e, 4 * BS, 2 * BS);
+  swap_fd(e->md->fd, e->mpath, FD_NO_WRITE);
+  do_zero(e, 4 * BS, 2 * BS);
+  swap_fd(e->md->fd, e->mpath, FD_NORMAL);
+  assert_true(cached(e, 4));
+  assert_int_equal(info_of(e).dirty_blocks, 2);
+  check_read(e, 0, 8 * BS);
+  assert_int_equal(fc_ucache_writeback_all(e->uc), 0);
+  check_origin_all(e);
+}
+
 /* ---- two volumes sharing one cache device ---- */
 
 static void
@@ -1582,7 +1676,8 @@ worker_main(void *arg)
                  "thread %u op %u: read of %llu bytes at %llu differs from oracle",
                  w->id, i, (unsigned long long)len, (unsigned long long)off);
     } else if (op == 17) {
-      rc = fc_ucache_io_ops.zero(e->uc, (uint32_t)len, off, false);
+      rc = fc_ucache_io_ops.zero(e->uc, (uint32_t)len, off, false,
+                                 (r >> 40) % 2);
       if (!rc)
         memset(e->oracle + off, 0, len);
     } else if (op == 18 && w->allow_trim) {
@@ -1991,6 +2086,11 @@ main(void)
     T(test_zero_ro),
     T(test_zero_wt),
     T(test_zero_wb),
+    T(test_zero_sparse_ro),
+    T(test_zero_sparse_wt),
+    T(test_zero_sparse_wb),
+    T(test_zero_origin_error_keeps_dirty),
+    T(test_zero_md_error_on_dirty_block_takes_zeroes),
     T(test_dump_adopt_keeps_lru_order),
     T(test_dump_adopt_keeps_dirty),
     T(test_adopt_errors),

@@ -47,18 +47,24 @@ static int mem_flush(void *h)
   return 0;
 }
 
-static int mem_zero(void *h, uint32_t count, uint64_t offset, bool fua)
+static int mem_trim(void *h, uint32_t count, uint64_t offset, bool fua)
 {
   struct memdisk *d = h;
   memset(d->mem + offset, 0, count);
   return 0;
 }
 
+static int mem_zero(void *h, uint32_t count, uint64_t offset, bool fua,
+                    bool may_trim)
+{
+  return mem_trim(h, count, offset, fua);
+}
+
 static const struct fc_io_ops mem_ops = {
   .pread = mem_pread,
   .pwrite = mem_pwrite,
   .flush = mem_flush,
-  .trim = mem_zero,
+  .trim = mem_trim,
   .zero = mem_zero,
 };
 

@@ -48,7 +48,11 @@ struct fc_io_ops {
                 uint64_t offset, bool fua);
   int (*flush)(void *handle);
   int (*trim)(void *handle, uint32_t count, uint64_t offset, bool fua);
-  int (*zero)(void *handle, uint32_t count, uint64_t offset, bool fua);
+  /* NBD_CMD_WRITE_ZEROES.  may_trim: the range may become a hole (the
+   * client did not set NBD_CMD_FLAG_NO_HOLE); otherwise it must stay
+   * allocated. */
+  int (*zero)(void *handle, uint32_t count, uint64_t offset, bool fua,
+              bool may_trim);
   /* Optional (NBD_CMD_BLOCK_STATUS).  Describe the export from `offset`
    * on, within `count` bytes: at most `max` (>= 1) extents, in order and
    * without gaps; they may cover less than `count`, never nothing.

@@ -239,7 +239,8 @@ static int dispatch(struct worker *w, const struct fc_export *exp,
     r = ops->trim(exp->handle, req->count, req->offset, fua);
     break;
   case NBD_CMD_WRITE_ZEROES:
-    r = ops->zero(exp->handle, req->count, req->offset, fua);
+    r = ops->zero(exp->handle, req->count, req->offset, fua,
+                  !(req->flags & NBD_CMD_FLAG_NO_HOLE));
     break;
   case NBD_CMD_CACHE:
     r = ops->cache(exp->handle, req->count, req->offset);

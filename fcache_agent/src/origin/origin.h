@@ -35,6 +35,10 @@ struct fc_origin_ops {
                 uint64_t off, bool fua);
   int (*flush)(struct fc_origin *o);
   int (*trim)(struct fc_origin *o, uint32_t count, uint64_t off);
+  /* Optional; see fc_origin_zero.  -EOPNOTSUPP: cannot here, nothing
+   * done (the caller writes zeroes instead). */
+  int (*zero)(struct fc_origin *o, uint32_t count, uint64_t off,
+              bool may_trim);
   /* Optional; see fc_origin_block_status. */
   int (*block_status)(struct fc_origin *o, uint32_t count, uint64_t off,
                       struct fc_origin_extent *ext, uint32_t max);
@@ -107,6 +111,14 @@ fc_origin_trim(struct fc_origin *o, uint32_t count, uint64_t off)
 {
   return o->can_trim ? o->ops->trim(o, count, off) : -EOPNOTSUPP;
 }
+
+/* Make [off, off+count) read as zeroes.  may_trim: the origin may
+ * deallocate the range (a hole, as the NBD client allowed by leaving
+ * NBD_CMD_FLAG_NO_HOLE unset); otherwise it must stay allocated.  An
+ * origin that cannot zero in place, or a move that must route the
+ * change, gets zeroes written.  Not durable before a flush. */
+int fc_origin_zero(struct fc_origin *o, uint32_t count, uint64_t off,
+                   bool may_trim);
 
 /* The allocation of [off, off+count) from off on: at most max (>= 1)
  * extents, in order, without gaps, covering at least one byte and at most

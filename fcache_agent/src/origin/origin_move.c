@@ -570,6 +570,35 @@ mv_trim(struct fc_origin *o, uint32_t count, uint64_t off)
   return r;
 }
 
+/* Not a hint: the zeroes must be in whichever origin a read goes to.
+ * While a move runs, -EOPNOTSUPP has fc_origin_zero write them through
+ * mv_pwrite, which knows where a change must go; otherwise the current
+ * origin zeroes them its own way. */
+static int
+mv_zero(struct fc_origin *o, uint32_t count, uint64_t off, bool may_trim)
+{
+  struct move_origin *m = mo(o);
+  struct fc_origin *a;
+  int r;
+
+  pthread_mutex_lock(&m->mu);
+  while (m->paused)
+    pthread_cond_wait(&m->cond, &m->mu);
+  if (m->moving) {
+    pthread_mutex_unlock(&m->mu);
+    return -EOPNOTSUPP;
+  }
+  m->passers++;
+  a = m->cur;
+  pthread_mutex_unlock(&m->mu);
+  r = fc_origin_zero(a, count, off, may_trim);
+  pthread_mutex_lock(&m->mu);
+  if (--m->passers == 0)
+    pthread_cond_broadcast(&m->cond);
+  pthread_mutex_unlock(&m->mu);
+  return r;
+}
+
 /* During a move everything is data: the map of two origins half copied
  * is not worth merging for a hint. */
 static int
@@ -617,6 +646,7 @@ static const struct fc_origin_ops move_ops = {
   .pwrite = mv_pwrite,
   .flush = mv_flush,
   .trim = mv_trim,
+  .zero = mv_zero,
   .block_status = mv_block_status,
   .close = mv_close,
 };

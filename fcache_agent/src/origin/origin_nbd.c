@@ -47,7 +47,19 @@ flush_redo(struct nbd_origin *n)
   return r;
 }
 
-/* A write or trim, kept in the redo log until a flush covers it. */
+/* How a change is kept in the redo log. */
+static enum nbd_redo_op
+redo_op(enum nbd_cmd_op op, uint32_t flags)
+{
+  if (op == NBD_OP_WRITE)
+    return NBD_REDO_WRITE;
+  if (op == NBD_OP_TRIM)
+    return NBD_REDO_TRIM;
+  return flags & LIBNBD_CMD_FLAG_NO_HOLE ? NBD_REDO_ZERO_NO_HOLE
+                                         : NBD_REDO_ZERO;
+}
+
+/* A write, trim or zero, kept in the redo log until a flush covers it. */
 static int
 change(struct nbd_origin *n, enum nbd_cmd_op op, const void *buf,
        uint32_t count, uint64_t off, uint32_t flags)
@@ -69,7 +81,8 @@ change(struct nbd_origin *n, enum nbd_cmd_op op, const void *buf,
   /* libnbd only reads from a write's buffer. */
   r = nbdo_run(n, op, (void *)buf, count, off, flags);
   if (!r)
-    r = nbd_redo_record(&n->redo, buf, count, off, op == NBD_OP_TRIM);
+    r = nbd_redo_record(&n->redo, redo_op(op, flags),
+                        op == NBD_OP_WRITE ? buf : NULL, count, off);
   nbd_redo_end(&n->redo);
   /* Past half the bound, one writer flushes while the others go on.  Its
    * own change is done and kept: a failed flush costs nothing but the
@@ -111,6 +124,19 @@ static int
 nbdo_trim(struct fc_origin *o, uint32_t count, uint64_t off)
 {
   return change(no(o), NBD_OP_TRIM, NULL, count, off, 0);
+}
+
+/* NBD_CMD_WRITE_ZEROES: the server keeps the range sparse if it can
+ * (nbdkit's file plugin punches a hole) unless it must stay allocated. */
+static int
+nbdo_zero(struct fc_origin *o, uint32_t count, uint64_t off, bool may_trim)
+{
+  struct nbd_origin *n = no(o);
+
+  if (!n->can_zero)
+    return -EOPNOTSUPP;
+  return change(n, NBD_OP_ZERO, NULL, count, off,
+                may_trim ? 0 : LIBNBD_CMD_FLAG_NO_HOLE);
 }
 
 static int
@@ -155,6 +181,7 @@ static const struct fc_origin_ops nbd_ops = {
   .pwrite = nbdo_pwrite,
   .flush = nbdo_flush,
   .trim = nbdo_trim,
+  .zero = nbdo_zero,
   .block_status = nbdo_block_status,
   .close = nbdo_close,
 };
@@ -173,6 +200,7 @@ describe(struct nbd_origin *n, struct nbd_handle *h, char *err, size_t errlen)
   n->base.can_trim = nbd_can_trim(h) > 0;
   n->can_fua = nbd_can_fua(h) > 0;
   n->can_flush = nbd_can_flush(h) > 0;
+  n->can_zero = nbd_can_zero(h) > 0;
   n->can_block_status =
     nbd_can_meta_context(h, LIBNBD_CONTEXT_BASE_ALLOCATION) > 0;
   max = nbd_get_block_size(h, LIBNBD_SIZE_MAXIMUM);

@@ -247,6 +247,9 @@ nbd_conn_submit(struct nbd_conn *c, struct nbd_cmd *k)
   case NBD_OP_TRIM:
     cookie = nbd_aio_trim(h, k->count, k->off, cb, 0);
     break;
+  case NBD_OP_ZERO:
+    cookie = nbd_aio_zero(h, k->count, k->off, cb, k->flags);
+    break;
   case NBD_OP_BLOCK_STATUS: {
     nbd_extent_callback ecb = { .callback = cmd_extents, .user_data = k->buf };
 
@@ -380,6 +383,7 @@ check_same_export(struct nbd_origin *n, struct nbd_handle *h)
   if ((nbd_can_fua(h) > 0) != n->can_fua ||
       (nbd_can_flush(h) > 0) != n->can_flush ||
       (nbd_can_trim(h) > 0) != n->base.can_trim ||
+      (nbd_can_zero(h) > 0) != n->can_zero ||
       (n->nr_conns > 1 && nbd_can_multi_conn(h) <= 0)) {
     log_error("origin %s: reconnected, but the server's flags changed; "
               "not using it", n->uri);
@@ -428,7 +432,8 @@ struct replay {
 /* One change of the redo log on the new handle, in commands of at most
  * max_request bytes as the first time. */
 static int
-replay_one(void *ctx, const void *buf, uint32_t count, uint64_t off)
+replay_one(void *ctx, enum nbd_redo_op op, const void *buf, uint32_t count,
+           uint64_t off)
 {
   struct replay *rp = ctx;
   uint32_t max = rp->c->origin->max_request;
@@ -436,11 +441,22 @@ replay_one(void *ctx, const void *buf, uint32_t count, uint64_t off)
 
   do {
     uint32_t len = buf && count > max ? max : count;
-    int64_t cookie = buf
-      ? nbd_aio_pwrite(rp->h, p, len, off, NBD_NULL_COMPLETION, 0)
-      : nbd_aio_trim(rp->h, len, off, NBD_NULL_COMPLETION, 0);
+    int64_t cookie;
     int r;
 
+    switch (op) {
+    case NBD_REDO_WRITE:
+      cookie = nbd_aio_pwrite(rp->h, p, len, off, NBD_NULL_COMPLETION, 0);
+      break;
+    case NBD_REDO_TRIM:
+      cookie = nbd_aio_trim(rp->h, len, off, NBD_NULL_COMPLETION, 0);
+      break;
+    default:
+      cookie = nbd_aio_zero(rp->h, len, off, NBD_NULL_COMPLETION,
+                            op == NBD_REDO_ZERO_NO_HOLE
+                            ? LIBNBD_CMD_FLAG_NO_HOLE : 0);
+      break;
+    }
     if (cookie == -1)
       return -nbd_errno(EIO);
     r = await_cmd(rp->c, rp->h, cookie, rp->deadline);

@@ -9,7 +9,8 @@
  *   origin_nbd_redo.c  the changes no flush has covered yet, written again
  *                      on every new connection.
  *
- * Glossary.  A *request* is one fc_origin_pread/pwrite/flush/trim call; it
+ * Glossary.  A *request* is one fc_origin_pread/pwrite/flush/trim/zero
+ * call; it
  * becomes one or more *commands* (nbd_aio_*), at most max_request bytes
  * each.  A command is *in flight* on a connection from the moment
  * nbd_aio_* accepted it until libnbd frees its completion callback, which
@@ -74,10 +75,18 @@ struct nbd_redo {
   uint32_t nr;                  /* entries held */
 };
 
-/* One change again, on the new connection: buf is NULL for a trim.
- * 0 or -errno. */
-typedef int nbd_redo_apply_fn(void *ctx, const void *buf, uint32_t count,
-                              uint64_t off);
+/* What a change of the log was, and is done again as. */
+enum nbd_redo_op {
+  NBD_REDO_WRITE,               /* data: the write's bytes */
+  NBD_REDO_TRIM,
+  NBD_REDO_ZERO,                /* zeroes; the server may punch a hole */
+  NBD_REDO_ZERO_NO_HOLE,        /* zeroes, kept allocated */
+};
+
+/* One change again, on the new connection: buf is the data of a write,
+ * NULL otherwise.  0 or -errno. */
+typedef int nbd_redo_apply_fn(void *ctx, enum nbd_redo_op op, const void *buf,
+                              uint32_t count, uint64_t off);
 
 int nbd_redo_init(struct nbd_redo *r);
 void nbd_redo_destroy(struct nbd_redo *r);
@@ -85,11 +94,12 @@ void nbd_redo_destroy(struct nbd_redo *r);
 bool nbd_redo_has_room(struct nbd_redo *r, uint32_t count);
 /* True past half the bound: time to flush, before writers must wait. */
 bool nbd_redo_half_full(struct nbd_redo *r);
-/* Around a write or trim: begin before it is started, record once the
- * server acknowledged it, end after. */
+/* Around a write, trim or zero: begin before it is started, record once
+ * the server acknowledged it, end after.  buf: a write's data (copied),
+ * NULL for the others. */
 void nbd_redo_begin(struct nbd_redo *r);
-int nbd_redo_record(struct nbd_redo *r, const void *buf, uint32_t count,
-                    uint64_t off, bool trim);
+int nbd_redo_record(struct nbd_redo *r, enum nbd_redo_op op, const void *buf,
+                    uint32_t count, uint64_t off);
 void nbd_redo_end(struct nbd_redo *r);
 /* Before a flush is started: what it will cover.  After it succeeded:
  * nbd_redo_flushed drops what was recorded before the mark. */
@@ -136,6 +146,7 @@ struct nbd_origin {
   char *tls_dir, *tls_psk_file;
   bool can_fua;
   bool can_flush;
+  bool can_zero;                /* NBD_CMD_WRITE_ZEROES */
   bool can_block_status;        /* the server agreed to base:allocation */
   uint32_t max_request;
   unsigned nr_conns;
@@ -151,7 +162,8 @@ struct nbd_origin {
 };
 
 enum nbd_cmd_op {
-  NBD_OP_READ, NBD_OP_WRITE, NBD_OP_FLUSH, NBD_OP_TRIM, NBD_OP_BLOCK_STATUS
+  NBD_OP_READ, NBD_OP_WRITE, NBD_OP_FLUSH, NBD_OP_TRIM, NBD_OP_ZERO,
+  NBD_OP_BLOCK_STATUS
 };
 
 /* A block-status command's answer (its buf): libnbd's extent callback

@@ -16,7 +16,9 @@
  * and none starts until the new connection has the log.  Trims are logged
  * too (without data): a trim replayed out of order must not bring back
  * what a later write replaced, nor a write replayed after a trim that came
- * later.  Writes with FUA are logged like the others: they are durable,
+ * later.  A write of zeroes (NBD_CMD_WRITE_ZEROES) is logged like a trim,
+ * without data, and is done again as a write of zeroes: unlike a trim it
+ * is a promise of what the range reads.  Writes with FUA are logged like the others: they are durable,
  * but replaying an older write over them would not be.
  *
  * The log is bounded (NBD_REDO_MAX_BYTES of data, NBD_REDO_MAX_ENTRIES
@@ -36,7 +38,7 @@ struct nbd_redo_entry {
   uint64_t seq;
   uint64_t off;
   uint32_t count;
-  bool trim;                    /* no data: a trim of count bytes */
+  enum nbd_redo_op op;          /* data only for NBD_REDO_WRITE */
   unsigned char data[];
 };
 
@@ -119,10 +121,10 @@ nbd_redo_end(struct nbd_redo *r)
 }
 
 int
-nbd_redo_record(struct nbd_redo *r, const void *buf, uint32_t count,
-                uint64_t off, bool trim)
+nbd_redo_record(struct nbd_redo *r, enum nbd_redo_op op, const void *buf,
+                uint32_t count, uint64_t off)
 {
-  size_t data = trim ? 0 : count;
+  size_t data = op == NBD_REDO_WRITE ? count : 0;
   struct nbd_redo_entry *e = malloc(sizeof *e + data);
 
   if (!e)
@@ -130,7 +132,7 @@ nbd_redo_record(struct nbd_redo *r, const void *buf, uint32_t count,
   e->next = NULL;
   e->off = off;
   e->count = count;
-  e->trim = trim;
+  e->op = op;
   if (data)
     memcpy(e->data, buf, data);
   pthread_mutex_lock(&r->lock);
@@ -167,7 +169,7 @@ nbd_redo_flushed(struct nbd_redo *r, uint64_t mark)
 
     r->head = e->next;
     r->nr--;
-    r->bytes -= e->trim ? 0 : e->count;
+    r->bytes -= e->op == NBD_REDO_WRITE ? e->count : 0;
     *last = e;
     last = &e->next;
   }
@@ -190,7 +192,8 @@ nbd_redo_replay(struct nbd_redo *r, nbd_redo_apply_fn *apply, void *ctx,
    * (nbd_redo_flushed reads under it too): the list stands still. */
   pthread_rwlock_wrlock(&r->order);
   for (struct nbd_redo_entry *x = r->head; x && !e; x = x->next) {
-    e = apply(ctx, x->trim ? NULL : x->data, x->count, x->off);
+    e = apply(ctx, x->op, x->op == NBD_REDO_WRITE ? x->data : NULL,
+              x->count, x->off);
     if (!e)
       ++*replayed;
   }

@@ -66,6 +66,36 @@ path_trim(struct fc_origin *o, uint32_t count, uint64_t off)
   return 0;
 }
 
+/* Zeroes in place.  A file punches a hole where the client allows one
+ * (it reads as zeroes and takes no space) and otherwise zeroes a range
+ * that stays allocated; a block device discards with zeroes guaranteed
+ * (fallocate on a block device refuses when the device cannot promise
+ * them) or has the kernel write zeroes (BLKZEROOUT, which keeps the
+ * blocks mapped and falls back to writing them itself). */
+static int
+path_zero(struct fc_origin *o, uint32_t count, uint64_t off, bool may_trim)
+{
+  struct path_origin *p = po(o);
+
+  if (may_trim &&
+      fallocate(p->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+                (off_t)off, count) == 0)
+    return 0;
+  if (may_trim && errno != EOPNOTSUPP && errno != ENODEV && errno != EINVAL)
+    return -errno;
+  if (p->is_block) {
+    uint64_t range[2] = { off, count };
+
+    return ioctl(p->fd, BLKZEROOUT, range) == -1 ? -errno : 0;
+  }
+  if (fallocate(p->fd, FALLOC_FL_ZERO_RANGE | FALLOC_FL_KEEP_SIZE,
+                (off_t)off, count) == 0)
+    return 0;
+  /* tmpfs and others: no ZERO_RANGE; fc_origin_zero writes them. */
+  return errno == EOPNOTSUPP || errno == ENODEV || errno == EINVAL
+         ? -EOPNOTSUPP : -errno;
+}
+
 /* Holes of a regular file, from SEEK_DATA / SEEK_HOLE; a block device
  * (or a filesystem without them) is all data. */
 static int
@@ -124,6 +154,7 @@ static const struct fc_origin_ops path_ops = {
   .pwrite = path_pwrite,
   .flush = path_flush,
   .trim = path_trim,
+  .zero = path_zero,
   .block_status = path_block_status,
   .close = path_close,
 };

@@ -57,6 +57,7 @@ int uc_pwrite(void *handle, const void *vbuf, uint32_t count, uint64_t off,
               bool fua);
 int uc_flush(void *handle);
 int uc_trim(void *handle, uint32_t count, uint64_t off, bool fua);
-int uc_zero(void *handle, uint32_t count, uint64_t off, bool fua);
+int uc_zero(void *handle, uint32_t count, uint64_t off, bool fua,
+            bool may_trim);
 
 #endif

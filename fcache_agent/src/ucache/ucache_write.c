@@ -1,5 +1,6 @@
 /* The paths that change data or make it durable: write (through, back
- * or around the cache), trim, write zeroes and flush.  Separate from the
+ * or around the cache), trim, write zeroes (zeroed at the origin, sparse
+ * where the client allows) and flush.  Separate from the
  * read path: they share only the helpers of ucache_io.c. */
 #include <errno.h>
 #include <stdlib.h>
@@ -7,7 +8,8 @@
 
 #include "ucache_io.h"
 
-#define ZERO_CHUNK (1u << 20)
+/* Whole blocks zeroed per hold of their stripes (zero_blocks). */
+#define ZERO_CHUNK (64u << 20)
 
 /* write_through: origin first, so the cache never holds data the origin
  * refused; then refresh hits and install fully written misses. */
@@ -197,11 +199,11 @@ write_around(struct fc_ucache *uc, const char *buf, uint32_t count,
   return r;
 }
 
-int
-uc_pwrite(void *handle, const void *vbuf, uint32_t count, uint64_t off, bool fua)
+/* A write of the VM's, counted by the caller. */
+static int
+write_range(struct fc_ucache *uc, const char *buf, uint32_t count,
+            uint64_t off, bool fua)
 {
-  struct fc_ucache *uc = handle;
-  const char *buf = vbuf;
   uint64_t first = off / uc->bs, last = (off + count - 1) / uc->bs;
   uint32_t n = (uint32_t)(last - first + 1);
   uint32_t stack_cbs[16], *cbs = n <= 16 ? stack_cbs : malloc(n * sizeof *cbs);
@@ -210,8 +212,6 @@ uc_pwrite(void *handle, const void *vbuf, uint32_t count, uint64_t off, bool fua
 
   if (!cbs)
     return -ENOMEM;
-  STAT_ADD(&uc->stats, writes, 1);
-  STAT_ADD(&uc->stats, write_bytes, count);
   if (atomic_load(&uc->m.on)) {
     r = uc_migr_gate(uc);
     if (!r && uc->m.frozen)
@@ -248,6 +248,16 @@ out:
   if (cbs != stack_cbs)
     free(cbs);
   return r;
+}
+
+int
+uc_pwrite(void *handle, const void *vbuf, uint32_t count, uint64_t off, bool fua)
+{
+  struct fc_ucache *uc = handle;
+
+  STAT_ADD(&uc->stats, writes, 1);
+  STAT_ADD(&uc->stats, write_bytes, count);
+  return write_range(uc, vbuf, count, off, fua);
 }
 
 int
@@ -356,23 +366,130 @@ uc_trim(void *handle, uint32_t count, uint64_t off, bool fua)
   return r;
 }
 
-int
-uc_zero(void *handle, uint32_t count, uint64_t off, bool fua)
+/* After the origin zeroed whole block b, with b's stripe held: no copy
+ * of what the zeroes replaced may stay.  A clean one went before the
+ * origin changed (drop_clean); a dirty one goes now, its record first
+ * (uc_drop_dirty), so that a restart does not bring it back.  If that
+ * record cannot be cleared, the block keeps its place, still dirty, and
+ * takes the zeroes instead, as a write would; write-back then sends them
+ * (its pass in flight, if any, is made to send again: uc_mark_dirty). */
+static int
+zero_cached_block(struct fc_ucache *uc, uint64_t b, const char *zeroes)
 {
-  uint32_t chunk = count < ZERO_CHUNK ? count : ZERO_CHUNK;
-  void *zeroes = calloc(1, chunk);
+  cblock_t cb;
+  bool dirty;
+  int r;
+
+  pthread_mutex_lock(&uc->lock);
+  cb = uc_lookup_locked(uc, to_oblock(b));
+  if (cb.n == CBLOCK_NONE) {
+    pthread_mutex_unlock(&uc->lock);
+    return 0;
+  }
+  dirty = uc->dev->table[cb.n].flags & FC_ENTRY_DIRTY;
+  if (!dirty)
+    uc_drop_locked(uc, cb);
+  pthread_mutex_unlock(&uc->lock);
+  STAT_ADD(&uc->stats, invalidations, 1);
+  if (!dirty || uc_drop_dirty(uc, cb) == 0)
+    return 0;
+  STAT_ADD(&uc->stats, io_errors, 1);
+  r = fc_cachedev_write(uc->dev, cb, 0, zeroes, uc->bs);
+  if (r == 0)
+    r = uc_mark_dirty(uc, cb);
+  return r;
+}
+
+/* Whole blocks [first, first+n) of the origin zeroed where they are --
+ * a hole where the client allows one -- rather than written: what makes
+ * WRITE_ZEROES cheap and the origin sparse.  Like a trim, under the
+ * blocks' stripes: clean copies dropped before the origin changes, dirty
+ * ones after it succeeded (if it fails, the cache still holds them). */
+static int
+zero_blocks(struct fc_ucache *uc, uint64_t first, uint32_t n, bool may_trim,
+            const char *zeroes)
+{
+  uint64_t off = first * uc->bs;
+  uint32_t count = n * uc->bs;
+  struct stripe_set set;
+  int r = 0;
+
+  uc_lock_stripes(uc, first, first + n - 1, &set);
+  /* A change of the origin like a write: late copies are stale. */
+  if (atomic_load(&uc->m.on) && uc->m.tracking)
+    r = uc_migr_note_write(uc, first, n, off, count);
+  for (uint64_t b = first; !r && atomic_load(&uc->m.on) && b < first + n; b++)
+    r = uc_migr_release_pinned(uc, b);
+  if (!r) {
+    drop_clean(uc, first, n, true);
+    r = fc_origin_zero(uc->origin, count, off, may_trim);
+    if (r)
+      STAT_ADD(&uc->stats, io_errors, 1);
+  }
+  for (uint64_t b = first; !r && b < first + n; b++)
+    r = zero_cached_block(uc, b, zeroes);
+  uc_unlock_stripes(uc, &set);
+  return r;
+}
+
+/* Zeroes written through the write path, at most a block at a time. */
+static int
+zero_by_writing(struct fc_ucache *uc, uint64_t off, uint64_t end,
+                const char *zeroes)
+{
+  int r = 0;
+
+  while (off < end && !r) {
+    uint32_t len = end - off < uc->bs ? (uint32_t)(end - off) : uc->bs;
+
+    r = write_range(uc, zeroes, len, off, false);
+    off += len;
+  }
+  return r;
+}
+
+/* WRITE_ZEROES: the partial blocks at either end through the write path,
+ * so that every policy treats their other bytes as for any write; the
+ * whole blocks between zeroed at the origin (zero_blocks). */
+int
+uc_zero(void *handle, uint32_t count, uint64_t off, bool fua, bool may_trim)
+{
+  struct fc_ucache *uc = handle;
+  uint64_t end = off + count;
+  /* The whole blocks: [first, stop).  The origin's partial last block
+   * is never one (it is not cached: it is written). */
+  uint64_t first = (off + uc->bs - 1) / uc->bs, stop = end / uc->bs;
+  char *zeroes = calloc(1, uc->bs);
   int r = 0;
 
   if (!zeroes)
     return -ENOMEM;
-  /* Through the write path, so every policy keeps its guarantees for
-   * zeroes exactly as for data. */
-  while (count && !r) {
-    uint32_t len = count < chunk ? count : chunk;
-    r = uc_pwrite(handle, zeroes, len, off, fua);
-    off += len;
-    count -= len;
+  STAT_ADD(&uc->stats, writes, 1);
+  STAT_ADD(&uc->stats, write_bytes, count);
+  if (atomic_load(&uc->m.on)) {
+    r = uc_migr_gate(uc);
+    if (!r && uc->m.frozen)
+      r = -EROFS;     /* the VM has moved on: this host must not diverge */
+    if (r)
+      goto out;
   }
+  if (first >= stop) {
+    r = zero_by_writing(uc, off, end, zeroes);
+    goto out;
+  }
+  r = zero_by_writing(uc, off, first * uc->bs, zeroes);
+  while (!r && first < stop) {
+    uint32_t n = stop - first < ZERO_CHUNK / uc->bs
+                 ? (uint32_t)(stop - first) : ZERO_CHUNK / uc->bs;
+
+    r = zero_blocks(uc, first, n, may_trim, zeroes);
+    first += n;
+  }
+  if (!r)
+    r = zero_by_writing(uc, stop * uc->bs, end, zeroes);
+  if (!r && fua)
+    r = uc_flush(uc);
+out:
   free(zeroes);
   return r;
 }

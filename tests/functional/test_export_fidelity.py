@@ -1,0 +1,280 @@
+"""The export tells QEMU what the origin knows, as nbdkit does.
+
+The reference is nbdkit serving the very file the agent caches (as
+test_block_status.py does): what ``qemu-img`` / ``qemu-io`` / libnbd see
+through the agent's export must be what they see through nbdkit.
+
+* Block status: a volume with 26 MiB of data in 64 MiB (64 KiB extents,
+  not the 1 MiB chunks of test_block_status.py) maps alike.
+* WRITE_ZEROES keeps the origin sparse where the client allowed holes
+  (``qemu-io write -z -u``) and allocates where it did not (``write -z``:
+  NBD_CMD_FLAG_NO_HOLE), under every write policy, and the cache never
+  serves what the zeroes replaced.
+* An export whose size is not a multiple of 512 (nor of the cache block)
+  is readable and writable to its last byte by QEMU.
+* A request the origin could not serve is EIO on the wire, never
+  ESHUTDOWN (which tells the client the export itself is going away).
+"""
+
+import errno
+import json
+import os
+import random
+import shutil
+import subprocess
+
+import nbd
+import pytest
+
+from . import harness
+from . import oracle as om
+
+MiB = 1 << 20
+KiB = 1 << 10
+POLICIES = ('read_only', 'write_through', 'write_back')
+
+
+def _require(*tools):
+    missing = [t for t in tools if shutil.which(t) is None]
+    if missing:
+        pytest.skip('missing tools: %s' % ', '.join(missing))
+
+
+def run(cmd, timeout=60):
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    assert p.returncode == 0, (cmd, p.stdout, p.stderr)
+    return p.stdout
+
+
+def data_bytes(uri):
+    """What ``qemu-img map`` calls data, in bytes."""
+    out = json.loads(run(['qemu-img', 'map', '-f', 'raw', '--output=json',
+                          uri]))
+    return sum(e['length'] for e in out if e['data'])
+
+
+def allocated(path):
+    return os.stat(path).st_blocks * 512
+
+
+def origin_source(origin, kind):
+    return origin.server.uri if kind == 'nbd' else origin.path
+
+
+@pytest.mark.parametrize('kind', ['path', 'nbd'])
+def test_map_of_scattered_data_matches_nbdkit(make_agent, make_origin,
+                                              workdir, kind):
+    _require('qemu-img')
+    path = os.path.join(workdir, 'scattered.img')
+    rng = random.Random(5)
+    with open(path, 'wb') as f:
+        f.truncate(64 * MiB)
+        for ext in rng.sample(range(64 * MiB // (64 * KiB)), 26 * 16):
+            f.seek(ext * 64 * KiB)
+            f.write(rng.randbytes(64 * KiB))
+    server = harness.NbdkitOrigin(workdir, 'scattered', path).start()
+    try:
+        agent = make_agent().start()
+        src = server.uri if kind == 'nbd' else path
+        for policy in POLICIES:
+            uri = agent.attach('v', src, cache_size=8 * MiB,
+                               write_policy=policy)['export_uri']
+            assert data_bytes(uri) == data_bytes(server.uri) == 26 * MiB
+            agent.detach('v')
+    finally:
+        server.stop()
+
+
+# -- WRITE_ZEROES ------------------------------------------------------------
+
+@pytest.mark.parametrize('kind', ['path', 'nbd'])
+@pytest.mark.parametrize('policy', POLICIES)
+def test_write_zeroes_keeps_the_origin_sparse(make_agent, make_origin, kind,
+                                              policy):
+    """1 MiB of data and 15 MiB of zeroes allocate 1 MiB, as via nbdkit."""
+    _require('qemu-io')
+    agent = make_agent(writeback_interval_ms=50).start()
+    origin = make_origin(16 * MiB, filled_fraction=1.0)
+    uri = agent.attach('v', origin_source(origin, kind), cache_size=8 * MiB,
+                       write_policy=policy)['export_uri']
+    h = om.connect(uri)
+    om.read_all(h, 8 * MiB)     # clean blocks in the cache, to be zeroed
+    om.close(h)
+    run(['qemu-io', '-f', 'raw', '-c', 'write -P 0x55 0 1M',
+         '-c', 'write -z -u 1M 15M', '-c', 'flush', uri])
+    # What the cache serves: the zeroes, not the blocks they replaced.
+    run(['qemu-io', '-f', 'raw', '-c', 'read -P 0x55 0 1M',
+         '-c', 'read -P 0 1M 15M', uri])
+    agent.detach('v')           # write_back: dirty blocks reach the origin
+    content = origin.read_file()
+    assert content[:MiB] == b'\x55' * MiB
+    assert content[MiB:] == bytes(15 * MiB)
+    assert allocated(origin.path) <= 2 * MiB, allocated(origin.path)
+
+
+@pytest.mark.parametrize('kind', ['path', 'nbd'])
+def test_write_zeroes_no_hole_allocates(make_agent, make_origin, kind):
+    """NBD_CMD_FLAG_NO_HOLE (qemu-io write -z without -u): allocated."""
+    _require('qemu-io')
+    agent = make_agent().start()
+    origin = make_origin(8 * MiB, filled_fraction=0.0)
+    uri = agent.attach('v', origin_source(origin, kind), cache_size=4 * MiB,
+                       write_policy='write_through')['export_uri']
+    assert allocated(origin.path) == 0
+    run(['qemu-io', '-f', 'raw', '-c', 'write -z 1M 4M', '-c', 'flush', uri])
+    run(['qemu-io', '-f', 'raw', '-c', 'read -P 0 0 8M', uri])
+    agent.detach('v')
+    assert allocated(origin.path) >= 4 * MiB
+    assert origin.read_file() == bytes(8 * MiB)
+
+
+@pytest.mark.parametrize('policy', POLICIES)
+def test_write_zeroes_over_cached_and_dirty_blocks(make_agent, make_origin,
+                                                   policy):
+    """Zeroes over clean, dirty and uncached blocks, whole and partial,
+    with and without NO_HOLE and FUA: every read equals the oracle, and so
+    does the origin once the volume is detached."""
+    agent = make_agent(writeback_interval_ms=600000).start()
+    origin = make_origin(8 * MiB, filled_fraction=0.6)
+    uri = agent.attach('v', origin.server.uri, cache_size=4 * MiB,
+                       write_policy=policy)['export_uri']
+    orc = om.Oracle(origin.content)
+    h = om.connect(uri)
+    om.read_all(h, 4 * MiB)
+    rng = random.Random(7)
+    for i in range(40):
+        off = rng.randrange(0, 8 * MiB // 512 - 1) * 512
+        length = min(rng.choice([512, 4 * KiB, 12 * KiB + 512, 300 * KiB]),
+                     8 * MiB - off)
+        if i % 2:
+            data = rng.randbytes(length)
+            h.pwrite(data, off)
+            orc.write(off, data)
+        else:
+            flags = rng.choice([0, nbd.CMD_FLAG_NO_HOLE, nbd.CMD_FLAG_FUA])
+            h.zero(length, off, flags)
+            orc.zero(off, length)
+    assert not om.verify_all(h, orc)
+    om.close(h)
+    agent.detach('v')
+    assert not om.compare(orc, origin.read_file(), 'origin after detach')
+
+
+# -- sizes that are not a multiple of 512 or of the cache block ---------------
+
+@pytest.mark.parametrize('kind', ['path', 'nbd'])
+@pytest.mark.parametrize('size', [MiB + 1000, MiB + 4608])
+def test_unaligned_size_readable_and_writable_to_its_end(
+        make_agent, make_origin, workdir, kind, size):
+    _require('qemu-io', 'qemu-img')
+    path = os.path.join(workdir, 'odd.img')
+    content = bytearray(os.urandom(size))
+    with open(path, 'wb') as f:
+        f.write(content)
+    server = harness.NbdkitOrigin(workdir, 'odd', path).start()
+    try:
+        # 64 KiB cache blocks: the last one is partial for both sizes.
+        agent = make_agent(block_size='64K').start()
+        src = server.uri if kind == 'nbd' else path
+        for policy in POLICIES:
+            uri = agent.attach('v', src, cache_size=4 * MiB,
+                               write_policy=policy)['export_uri']
+            last = '0x%02x' % content[-1]
+            for u in (server.uri, uri):
+                out = run(['qemu-io', '-f', 'raw', '-c',
+                           'read -P %s %d 1' % (last, size - 1), u])
+                assert 'read 1/1 bytes' in out, out
+            copies = []
+            for u in (server.uri, uri):
+                copies.append(os.path.join(workdir, 'copy%d.img' %
+                                           len(copies)))
+                run(['qemu-img', 'convert', '-f', 'raw', '-O', 'raw', u,
+                     copies[-1]])
+            with open(copies[0], 'rb') as f, open(copies[1], 'rb') as g:
+                ref = f.read()
+                assert ref[:size] == content    # QEMU pads to 512
+                assert g.read() == ref
+            # Writes at the tail, through QEMU (a read-modify-write of the
+            # last sector) and through libnbd; then read back and detached.
+            byte = (content[-1] + 1) % 256
+            run(['qemu-io', '-f', 'raw', '-c',
+                 'write -P %d %d 1' % (byte, size - 1),
+                 '-c', 'read -P %d %d 1' % (byte, size - 1), uri])
+            content[-1] = byte
+            h = om.connect(uri, strict=False)
+            tail = (size - 1) // 512 * 512
+            data = os.urandom(size - tail)
+            h.pwrite(data, tail)
+            content[tail:] = data
+            blk = size // (64 * KiB) * 64 * KiB
+            assert h.pread(size - blk, blk) == bytes(content[blk:])
+            assert h.pread(4096, size - 4096) == bytes(content[-4096:])
+            om.close(h)
+            agent.detach('v')
+            with open(path, 'rb') as f:
+                assert f.read() == content, policy
+    finally:
+        server.stop()
+
+
+# -- errors ------------------------------------------------------------------
+
+@pytest.mark.parametrize('policy', POLICIES)
+def test_origin_shutdown_is_eio_on_the_wire(make_agent, make_origin, policy):
+    """An origin answering ESHUTDOWN (it is stopping) is an I/O error of
+    this export, which goes on: the client must not hear that the export
+    is shutting down."""
+    origin = make_origin(4 * MiB, filters=['error'],
+                         filter_args=['error=ESHUTDOWN',
+                                      'error-pread-rate=100%',
+                                      'error-pwrite-rate=100%',
+                                      'error-zero-rate=100%'])
+    agent = make_agent().start()
+    uri = agent.attach('v', origin.server.uri, cache_size=2 * MiB,
+                       write_policy=policy)['export_uri']
+    h = om.connect(uri)
+    ops = [('read', lambda: h.pread(4096, 0)),
+           ('write around the cache', lambda: h.pwrite(b'x' * 512, 512)),
+           ('zero', lambda: h.zero(4096, 8192))]
+    for what, fn in ops:
+        with pytest.raises(nbd.Error) as exc:
+            fn()
+        assert exc.value.errnum == errno.EIO, (what, exc.value)
+    om.close(h)
+    agent.assert_alive()
+
+
+@pytest.mark.parametrize('policy', ['write_through', 'write_back'])
+def test_origin_restart_keeps_acknowledged_zeroes(make_agent, make_origin,
+                                                  policy):
+    """Zeroes sent to the origin as NBD_CMD_WRITE_ZEROES are in the redo
+    log like writes (test_origin_faults.py plays writes): an origin that
+    loses them in a restart gets them again before the VM's FLUSH
+    succeeds."""
+    origin = make_origin(8 * MiB, filled_fraction=1.0, filters=['cache'],
+                         filter_args=['cache=writeback'])
+    agent = make_agent(writeback_interval_ms=3600000,
+                       dirty_high_percent=100,
+                       origin_connections=1).start()
+    uri = agent.attach('v', origin.server.uri, cache_size=4 * MiB,
+                       write_policy=policy)['export_uri']
+    orc = om.Oracle(origin.content)
+    h = om.connect(uri)
+    rng = random.Random(3)
+    for i in range(12):
+        off = rng.randrange(0, 7 * MiB // 4096) * 4096 + (i % 3) * 512
+        length = rng.choice([64 * KiB, 300 * KiB, MiB])
+        flags = nbd.CMD_FLAG_NO_HOLE if i % 2 else 0
+        h.zero(length, off, flags)
+        orc.zero(off, length)
+    origin.server.proc.kill()
+    origin.server.proc.wait(10)
+    assert om.compare(orc, origin.read_file(), 'origin file after the kill')
+    origin.server.start()
+    harness.wait_for(lambda: 're-established' in agent.log(), 20,
+                     'the origin connection to be re-established')
+    h.flush()
+    assert not om.compare(orc, origin.read_file(), 'origin after FLUSH')
+    assert not om.verify_all(h, orc)
+    om.close(h)
+    assert 'wrote again' in agent.log()
