@@ -85,6 +85,32 @@ def test_map_of_scattered_data_matches_nbdkit(make_agent, make_origin,
         server.stop()
 
 
+@pytest.mark.parametrize('kind', ['path', 'nbd'])
+def test_convert_into_the_export_keeps_its_holes(make_agent, make_origin,
+                                                 workdir, kind):
+    """``qemu-img convert -n`` of an image with 26 MiB of data in 64 MiB
+    onto a volume: the holes arrive as zeroes the origin may punch, so the
+    volume then maps as 26 MiB of data, as nbdkit sees its file."""
+    _require('qemu-img')
+    image = os.path.join(workdir, 'image.raw')
+    rng = random.Random(6)
+    with open(image, 'wb') as f:
+        f.truncate(64 * MiB)
+        for ext in rng.sample(range(64), 26):
+            f.seek(ext * MiB)
+            f.write(rng.randbytes(MiB))
+    origin = make_origin(64 * MiB, filled_fraction=1.0)
+    agent = make_agent().start()
+    uri = agent.attach('v', origin_source(origin, kind), cache_size=8 * MiB,
+                       write_policy='write_through')['export_uri']
+    run(['qemu-img', 'convert', '-n', '-f', 'raw', '-O', 'raw', image, uri],
+        timeout=120)
+    assert data_bytes(uri) == data_bytes(origin.server.uri) == 26 * MiB
+    assert allocated(origin.path) <= 27 * MiB
+    with open(image, 'rb') as f:
+        assert origin.read_file() == f.read()
+
+
 # -- WRITE_ZEROES ------------------------------------------------------------
 
 @pytest.mark.parametrize('kind', ['path', 'nbd'])
