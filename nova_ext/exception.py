@@ -76,6 +76,15 @@ class AgentError(FcacheException):
                                          errno_text=errno_text)
 
 
+class DirtyDataKept(FcacheException):
+    msg_fmt = ("volume %(volume_id)s is cached write_back and the fcache "
+               "agent could not detach it (%(reason)s): its cache may hold "
+               "the only copy of data the guest wrote, so the volume stays "
+               "attached on this host. Make its storage reachable (the "
+               "agent writes every dirty block back at detach) and detach "
+               "again.")
+
+
 class ProtocolError(FcacheException):
     msg_fmt = ("unexpected exchange with the fcache agent at %(path)s: "
                "%(reason)s")

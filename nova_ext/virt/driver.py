@@ -227,11 +227,36 @@ class FcacheLibvirtDriver(incoming.IncomingMixin, outgoing.OutgoingMixin,
             if exc.errno == errno.ENOENT:
                 # Released by a migration, or never attached: nothing to do.
                 return
-            # EBUSY: a migration still owns it (doc/migration.rst).  The
-            # agent keeps every block; disconnecting os-brick under it
-            # would not lose data, but the operator must settle it.
+            if self._fcache_kept_write_back(connection_info, volume_id):
+                # The agent kept dirty blocks it could not write back (the
+                # origin unreachable) or a migration owns the volume.  A
+                # detach that went on would let Cinder hand the volume to
+                # another host while its newest data stays here: fail it,
+                # and Nova rolls the volume back to in-use.
+                LOG.error("fcache agent kept write_back volume %s: %s; "
+                          "failing the detach", volume_id, exc,
+                          instance=instance)
+                raise exception.DirtyDataKept(volume_id=volume_id,
+                                              reason=exc)
+            # read_only, write_through: the origin holds every write; the
+            # agent keeps its (clean) blocks until the operator settles
+            # what holds it (a migration, doc/migration.rst).
             LOG.error("fcache agent kept volume %s: %s", volume_id, exc,
                       instance=instance)
+
+    def _fcache_kept_write_back(self, connection_info, volume_id):
+        """Whether the agent caches volume_id write_back (or holds dirt).
+
+        The agent's own word first: a retype or a swap keeps the policy the
+        volume was attached with, whatever connection_info says now.
+        """
+        try:
+            show = self._local_agent().show_volume(volume_id)
+            return (show.get('write_policy') == 'write_back' or
+                    bool(show.get('dirty_blocks')))
+        except exception.FcacheException:
+            pol = policy.resolve(connection_info, self._fcache_conf) or {}
+            return pol.get('write_policy') == 'write_back'
 
     # -- both sides of a migration -----------------------------------------
 
