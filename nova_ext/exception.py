@@ -85,6 +85,14 @@ class DirtyDataKept(FcacheException):
                "again.")
 
 
+class WriteBackEvacuationRefused(FcacheException):
+    # Short: Nova keeps 255 characters of an instance fault's message.
+    msg_fmt = ("not evacuating: the write_back cache on %(host)s may hold "
+               "the only copy of the last writes to %(volumes)s; bring "
+               "%(host)s back and migrate, or set [fcache] "
+               "evacuate_write_back = discard here to accept the loss")
+
+
 class ProtocolError(FcacheException):
     msg_fmt = ("unexpected exchange with the fcache agent at %(path)s: "
                "%(reason)s")

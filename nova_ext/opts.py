@@ -86,6 +86,23 @@ FCACHE_OPTS = [
                default=agent.DEFAULT_SOCKET,
                help='Path of the local fcache-agent control socket '
                     '(control_socket in the agent configuration).'),
+    cfg.StrOpt('evacuate_write_back',
+               default='refuse',
+               choices=(
+                   ('refuse', 'Fail the evacuation of an instance with a '
+                              'write_back volume: the failed host\'s cache '
+                              'may hold the only copy of what the guest '
+                              'wrote.'),
+                   ('discard', 'Evacuate anyway, losing what the failed '
+                               'host\'s cache held and the origin lacks; '
+                               'logged as an error per volume.'),
+               ),
+               help='What this host does when asked to rebuild an instance '
+                    'evacuated from a failed host and one of its volumes '
+                    'is cached write_back there. Set it to discard only '
+                    'for the evacuation the loss is accepted for, and keep '
+                    'the failed host\'s fcache-agent from writing its old '
+                    'cache back when it returns (doc/operations.rst).'),
     cfg.IntOpt('nbd_reconnect_delay',
                default=30,
                min=0,

@@ -40,7 +40,7 @@ echo "== Nova and Cinder in process (.venv-nova): the driver, live migrations (a
 .venv-nova/bin/python -m testtools.run tests.nova_functional.test_live_migration
 .venv-nova/bin/python -m testtools.run tests.nova_functional.test_mixed_fleet
 .venv-nova/bin/python -m testtools.run tests.nova_functional.test_storage_move
-.venv-nova/bin/python -m testtools.run tests.nova_functional.test_volume_detach
+.venv-nova/bin/python -m testtools.run tests.nova_functional.test_volume_life
 .venv-nova/bin/python -m testtools.run tests.nova_functional.test_balancing
 .venv-nova/bin/python -m testtools.run tests.nova_functional.test_tempest_plugin
 

@@ -25,10 +25,12 @@ Live migration
 
 import errno
 
+from nova import exception as nova_exception
 from nova import rpc
 from nova.virt.libvirt import driver as libvirt_driver
 from oslo_config import cfg
 from oslo_log import log as logging
+from oslo_serialization import jsonutils
 from oslo_utils import excutils
 
 from nova_ext import agent
@@ -47,6 +49,12 @@ from nova_ext.virt import swap
 
 LOG = logging.getLogger(__name__)
 CONF = cfg.CONF
+
+
+class EvacuationRefused(nova_exception.NovaException):
+    # A NovaException: its message, not only its class name, is what Nova
+    # records as the instance's fault for the operator.
+    msg_fmt = "%(reason)s"
 
 
 class FcacheLibvirtDriver(incoming.IncomingMixin, outgoing.OutgoingMixin,
@@ -131,6 +139,57 @@ class FcacheLibvirtDriver(incoming.IncomingMixin, outgoing.OutgoingMixin,
         data[policy.EXPORT_KEY] = export_uri
         LOG.info("Volume %s cached by fcache, guest disk at %s", volume_id,
                  export_uri, instance=instance)
+
+    # -- evacuation ---------------------------------------------------------
+
+    def rebuild(self, context, instance, image_meta, injected_files,
+                admin_password, allocations, bdms, detach_block_devices,
+                attach_block_devices, network_info=None, evacuate=False,
+                block_device_info=None, preserve_ephemeral=False,
+                accel_uuids=None, reimage_boot_volume=False):
+        # Before anything is detached or attached: an evacuation fails
+        # here as a whole, and the volumes stay as they were.
+        if evacuate:
+            self._fcache_check_evacuation(instance, bdms)
+        # LibvirtDriver has no rebuild of its own: NotImplementedError
+        # makes Nova run its default one.
+        return super().rebuild(
+            context, instance, image_meta, injected_files, admin_password,
+            allocations, bdms, detach_block_devices, attach_block_devices,
+            network_info=network_info, evacuate=evacuate,
+            block_device_info=block_device_info,
+            preserve_ephemeral=preserve_ephemeral, accel_uuids=accel_uuids,
+            reimage_boot_volume=reimage_boot_volume)
+
+    def _fcache_check_evacuation(self, instance, bdms):
+        """Refuse to evacuate away from write_back cache data (or log it).
+
+        The source host is down: whatever its cache held and the origin
+        lacks is out of reach, and its agent would write its old blocks
+        back when it returns.
+        """
+        write_back = []
+        for bdm in bdms or []:
+            info = getattr(bdm, 'connection_info', None)
+            if isinstance(info, str):
+                info = jsonutils.loads(info)
+            pol = policy.resolve(info, self._fcache_conf)
+            if pol and pol['write_policy'] == 'write_back':
+                write_back.append(bdm.volume_id)
+        if not write_back:
+            return
+        source = instance.host or 'the failed host'
+        if self._fcache_conf.evacuate_write_back != 'discard':
+            why = exception.WriteBackEvacuationRefused(
+                volumes=', '.join(write_back), host=source)
+            raise EvacuationRefused(reason=why)
+        for volume_id in write_back:
+            LOG.error("Evacuating with [fcache] evacuate_write_back = "
+                      "discard: what volume %s's write_back cache on %s held "
+                      "and its storage lacks is lost; keep that host's "
+                      "fcache-agent from writing it back when the host "
+                      "returns (doc/operations.rst)", volume_id, source,
+                      instance=instance)
 
     # -- guests that ride out an agent restart -----------------------------
 

@@ -1,4 +1,6 @@
-"""Detaching a cached volume through Nova's API, when the agent cannot.
+"""A cached volume's life through Nova's API where fcache must say no.
+
+Detaching it when the agent cannot:
 
 A write_back cache may hold the only copy of what the guest wrote.  Its
 detach writes every dirty block back to the origin and flushes it; when
@@ -8,6 +10,12 @@ let Cinder hand a volume to another host whose newest data stays here.
 Once the origin is back, the same API call detaches it, and the origin
 holds what the guest wrote.  A write_through volume in the same situation
 has nothing to lose: its detach goes on.
+
+Evacuating its server when the host that caches it write_back is down:
+that cache may hold the only copy of what the guest wrote, so the
+destination refuses to rebuild the server before anything moves, with
+the way out in the fault; with ``[fcache] evacuate_write_back = discard``
+the operator accepts the loss and the evacuation goes on, logged.
 
 Real agent, real nbdkit origin, Nova in process with fakelibvirt (the
 guest's I/O is qemu-io on the agent's export); os-brick's iSCSI connector
@@ -99,3 +107,39 @@ class WriteThroughDetachTest(_DetachBase):
         self._detach()
         self._wait_for_volume_detach(self.server['id'], lm.VOLUME)
         self.assertTrue(os.path.exists(self.origin.path))
+
+
+class WriteBackEvacuateTest(_DetachBase):
+    specs = lm._specs('firepan', write_policy='write_back')
+
+    def test_evacuation_refused_unless_the_loss_is_accepted(self):
+        self._boot_from_volume()
+        self._guest_io(self._connection_data()['fcache_export'],
+                       'write -P %d 0 %d' % (PATTERN, MiB))
+        self.assertGreater(
+            self.agents['src'].show(lm.VOLUME)['dirty_blocks'], 0)
+        # The source host fails.
+        self.computes['src'].stop()
+        service = self.api.get_services(host='src',
+                                        binary='nova-compute')[0]
+        self.api.put_service(service['id'], {'forced_down': True})
+
+        # Casts run as calls here: the destination's refusal comes back
+        # through the API call (a cloud answers 200 and records the fault).
+        self.assertRaises(api_client.OpenStackApiException,
+                          self.api.post_server_action, self.server['id'],
+                          {'evacuate': {}})
+        self._wait_for_migration_status(self.server, ['failed', 'error'])
+        server = self._wait_for_state_change(self.server, 'ERROR')
+        self.assertIn('not evacuating', server['fault']['message'])
+        self.assertIn('evacuate_write_back = discard',
+                      server['fault']['message'])
+        # Nothing moved: the destination's agent has no volume.
+        self.assertEqual([], self._client('dest').list_volumes()['volumes'])
+
+        self.flags(evacuate_write_back='discard', group='fcache')
+        self._evacuate_server(self.server, expected_host='dest',
+                              expected_state='ACTIVE')
+        self.assertEqual([lm.VOLUME], [
+            v['volume_id']
+            for v in self._client('dest').list_volumes()['volumes']])
