@@ -131,6 +131,10 @@ class IncomingMixin(object):
             block_device_info=block_device_info)
         if not incoming or not incoming.volumes:
             return
+        # libvirt started this QEMU from XML, without the reconnect delay
+        # the source's QEMU had (nova_ext.virt.reconnect).
+        self._fcache_ride_out_restarts(self._host.get_guest(instance),
+                                       instance)
         volumes = list(incoming.volumes.values())
         if any(p['strategy'] == 'firepan' for p in volumes) or \
                 outgoing.hold_guest_at_destination(volumes):
