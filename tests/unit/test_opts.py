@@ -24,6 +24,9 @@ def test_list_opts():
         'default_storage_migration', 'default_medium',
         'default_wear_weight', 'storage_move_timeout',
         'storage_move_poll_interval', 'storage_move_rate_limit',
+        # A volume's whole life (issue 28): guests that ride out an agent
+        # restart, evacuation away from write_back data.
+        'nbd_reconnect_delay', 'evacuate_write_back',
         'ssd_mbps', 'hdd_mbps', 'storage_move_write_mbps'}
 
 
