@@ -93,6 +93,15 @@ class WriteBackEvacuationRefused(FcacheException):
                "evacuate_write_back = discard here to accept the loss")
 
 
+class VolumeFormatNotCached(FcacheException):
+    msg_fmt = ("volume %(volume_id)s is a %(format)s file (%(driver)s); "
+               "fcache caches raw volumes only: an image file grows as the "
+               "guest writes, while the cache's export has a fixed size. "
+               "Use a volume type without cacheable for this back-end, or "
+               "have it make raw volumes (Cinder NFS: nfs_qcow2_volumes = "
+               "False)")
+
+
 class ProtocolError(FcacheException):
     msg_fmt = ("unexpected exchange with the fcache agent at %(path)s: "
                "%(reason)s")

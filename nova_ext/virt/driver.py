@@ -103,6 +103,16 @@ class FcacheLibvirtDriver(incoming.IncomingMixin, outgoing.OutgoingMixin,
         data = connection_info['data']
         volume_id = policy.agent_volume_id(connection_info)
         origin = policy.origin(connection_info)
+        volume_format = data.get('format') or 'raw'
+        if volume_format != 'raw':
+            # Served as raw bytes, a qcow2 volume's guest would see qcow2's
+            # own tables; served as qcow2 over the export, its growth would
+            # meet the export's end.
+            super()._disconnect_volume(context, connection_info, instance,
+                                       encryption=encryption)
+            raise exception.VolumeFormatNotCached(
+                volume_id=volume_id, format=volume_format,
+                driver=connection_info.get('driver_volume_type'))
         if not origin:
             LOG.warning("Volume %s is cacheable but its connection (%s) "
                         "gives no device path for the fcache agent to "

@@ -334,3 +334,39 @@ class DestinationDiskTypeTest(_DriverTest):
         self.assertIn('<disk type="block" device="disk">', sent)
         self.assertIn('<source dev="/dev/sdc"/>', sent)
         self.assertNotIn('nbd', sent)
+
+
+class VolumeFormatTest(_DriverTest):
+    """A cacheable NFS volume kept as a qcow2 file is refused, clearly."""
+
+    def _nfs(self, volume_format):
+        return {'driver_volume_type': 'nfs', 'serial': VOLUME,
+                'data': {'volume_id': VOLUME, 'cacheable': True,
+                         'device_path': '/var/lib/nova/mnt/abc/volume-1',
+                         'format': volume_format,
+                         'fcache': {'write_policy': 'write_back'}}}
+
+    def test_qcow2_is_refused_and_disconnected(self):
+        info = self._nfs('qcow2')
+        with mock.patch.object(NOVA_DRIVER, '_connect_volume'), \
+                mock.patch.object(NOVA_DRIVER, '_disconnect_volume') as disc, \
+                mock.patch.object(self.drvr, '_local_agent') as agent:
+            err = self.assertRaises(exception.VolumeFormatNotCached,
+                                    self.drvr._connect_volume, self.context,
+                                    info, self.instance)
+        self.assertIn('qcow2 file (nfs)', str(err))
+        self.assertIn('nfs_qcow2_volumes = False', str(err))
+        agent.assert_not_called()
+        disc.assert_called_once()
+        self.assertNotIn('fcache_export', info['data'])
+
+    def test_raw_file_is_cached(self):
+        info = self._nfs('raw')
+        with mock.patch.object(NOVA_DRIVER, '_connect_volume'), \
+                mock.patch.object(self.drvr, '_local_agent') as agent:
+            agent.return_value.attach_volume.return_value = {
+                'export_uri': 'nbd+unix:///v?socket=/e.sock'}
+            self.drvr._connect_volume(self.context, info, self.instance)
+        agent.return_value.attach_volume.assert_called_once()
+        self.assertEqual('nbd+unix:///v?socket=/e.sock',
+                         info['data']['fcache_export'])
