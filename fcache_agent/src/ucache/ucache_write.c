@@ -435,14 +435,14 @@ zero_blocks(struct fc_ucache *uc, uint64_t first, uint32_t n, bool may_trim,
 /* Zeroes written through the write path, at most a block at a time. */
 static int
 zero_by_writing(struct fc_ucache *uc, uint64_t off, uint64_t end,
-                const char *zeroes)
+                const char *zeroes, bool fua)
 {
   int r = 0;
 
   while (off < end && !r) {
     uint32_t len = end - off < uc->bs ? (uint32_t)(end - off) : uc->bs;
 
-    r = write_range(uc, zeroes, len, off, false);
+    r = write_range(uc, zeroes, len, off, fua);
     off += len;
   }
   return r;
@@ -474,10 +474,11 @@ uc_zero(void *handle, uint32_t count, uint64_t off, bool fua, bool may_trim)
       goto out;
   }
   if (first >= stop) {
-    r = zero_by_writing(uc, off, end, zeroes);
+    /* No whole block: a write, FUA and all. */
+    r = zero_by_writing(uc, off, end, zeroes, fua);
     goto out;
   }
-  r = zero_by_writing(uc, off, first * uc->bs, zeroes);
+  r = zero_by_writing(uc, off, first * uc->bs, zeroes, false);
   while (!r && first < stop) {
     uint32_t n = stop - first < ZERO_CHUNK / uc->bs
                  ? (uint32_t)(stop - first) : ZERO_CHUNK / uc->bs;
@@ -486,7 +487,9 @@ uc_zero(void *handle, uint32_t count, uint64_t off, bool fua, bool may_trim)
     first += n;
   }
   if (!r)
-    r = zero_by_writing(uc, stop * uc->bs, end, zeroes);
+    r = zero_by_writing(uc, stop * uc->bs, end, zeroes, false);
+  /* As for a trim: the zeroes at the origin and whatever the cache holds
+   * for the ends, durable together. */
   if (!r && fua)
     r = uc_flush(uc);
 out:
