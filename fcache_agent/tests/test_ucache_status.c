@@ -27,6 +27,10 @@ struct test_origin {
   struct fc_origin base;
   struct fc_origin *inner;
   int fail_bs;
+  /* If set, the map the origin tells, from offset 0 on, in place of the
+   * file's (which a filesystem keeps in whole pages). */
+  const struct fc_origin_extent *script;
+  uint32_t nscript;
 };
 
 static struct test_origin *to(struct fc_origin *o)
@@ -55,11 +59,34 @@ static int t_trim(struct fc_origin *o, uint32_t n, uint64_t off)
   return fc_origin_trim(to(o)->inner, n, off);
 }
 
+static int scripted_bs(const struct test_origin *t, uint32_t n, uint64_t off,
+                       struct fc_origin_extent *ext, uint32_t max)
+{
+  uint64_t start = 0, end = off + n;
+  uint32_t got = 0;
+
+  for (uint32_t i = 0; i < t->nscript && got < max && start < end; i++) {
+    uint64_t e = start + t->script[i].length;
+
+    if (e > off) {
+      uint64_t s = start > off ? start : off, stop = e < end ? e : end;
+
+      ext[got++] = (struct fc_origin_extent){
+        .length = (uint32_t)(stop - s), .flags = t->script[i].flags };
+    }
+    start = e;
+  }
+  return (int)got;
+}
+
 static int t_bs(struct fc_origin *o, uint32_t n, uint64_t off,
                 struct fc_origin_extent *ext, uint32_t max)
 {
-  return to(o)->fail_bs ? to(o)->fail_bs
-                        : fc_origin_block_status(to(o)->inner, n, off, ext, max);
+  if (to(o)->fail_bs)
+    return to(o)->fail_bs;
+  if (to(o)->script)
+    return scripted_bs(to(o), n, off, ext, max);
+  return fc_origin_block_status(to(o)->inner, n, off, ext, max);
 }
 
 static void t_close(struct fc_origin *o)
@@ -84,7 +111,8 @@ struct env {
 static struct env E;
 static unsigned char buf[SIZE];
 
-static void env_open(enum fc_write_policy policy)
+/* A volume over the origin, cache blocks of `bs` bytes. */
+static void env_open_bs(enum fc_write_policy policy, uint32_t bs)
 {
   static const char prefixes[1][FC_PATH_MAX] = { "/" };
   struct fc_origin_policy pol = { .prefixes = prefixes, .n_prefixes = 1,
@@ -119,13 +147,18 @@ static void env_open(enum fc_write_policy policy)
   E.origin->base = (struct fc_origin){ .ops = &t_ops,
                                        .size = E.origin->inner->size,
                                        .can_trim = true };
-  assert_int_equal(fc_cachedev_open(E.cpath, 256 * BS, BS, &E.dev, err,
+  assert_int_equal(fc_cachedev_open(E.cpath, 256 * bs, bs, &E.dev, err,
                                     sizeof err), 0);
-  assert_int_equal(fc_md_open(E.mpath, BS, E.dev->nr_blocks, &was_clean,
+  assert_int_equal(fc_md_open(E.mpath, bs, E.dev->nr_blocks, &was_clean,
                               &E.md, err, sizeof err), 0);
   assert_int_equal(fc_cachedev_reserve(E.dev, p.quota_blocks), 0);
   assert_int_equal(fc_ucache_create(E.dev, E.md, &E.origin->base, &p, &E.uc),
                    0);
+}
+
+static void env_open(enum fc_write_policy policy)
+{
+  env_open_bs(policy, BS);
 }
 
 static int teardown(void **state)
@@ -202,6 +235,54 @@ static void test_dirty_over_hole_is_data(void **state)
          HOLE_END - HOLE_START - 52 * KiB, H);
 }
 
+/* Cache blocks larger than the origin's: the origin's map comes through
+ * to the sector, not rounded out to whole cache blocks, except where a
+ * block is dirty. */
+static void test_origin_map_finer_than_a_block(void **state)
+{
+  int fd;
+
+  env_open_bs(FC_WRITE_BACK, 64 * KiB);
+  /* A 4 KiB hole inside the first 64 KiB block, data around it. */
+  fd = open(E.opath, O_RDWR);
+  assert_true(fd >= 0);
+  assert_int_equal(fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+                             8 * KiB, 4 * KiB), 0);
+  close(fd);
+  expect(0, 64 * KiB, 64, 3, 8 * KiB, 0, 4 * KiB, H, 52 * KiB, 0);
+  expect(HOLE_START, 320 * KiB, 64, 2, HOLE_END - HOLE_START, H,
+         64 * KiB, 0);
+  /* Cached clean: the same; dirty: the whole block is data. */
+  assert_int_equal(fc_ucache_io_ops.pread(E.uc, buf, 64 * KiB, 0), 0);
+  expect(0, 64 * KiB, 64, 3, 8 * KiB, 0, 4 * KiB, H, 52 * KiB, 0);
+  write_at(HOLE_START + 64 * KiB, 64 * KiB);
+  expect(HOLE_START, 256 * KiB, 64, 3, 64 * KiB, H, 64 * KiB, 0,
+         128 * KiB, H);
+  /* A count that ends inside a sector-aligned piece, and REQ_ONE. */
+  expect(8 * KiB, 2 * KiB, 64, 1, 2 * KiB, H);
+  expect(0, 64 * KiB, 1, 1, 8 * KiB, 0);
+}
+
+/* An origin that describes its map in pieces smaller than a sector (an
+ * NBD server may): each sector is a hole only if all of it is, so every
+ * extent but the export's last is whole sectors. */
+static void test_origin_map_in_sectors(void **state)
+{
+  static const struct fc_origin_extent script[] = {
+    { 1000, 0 }, { 3096, H }, { 512, 0 }, { 100, H }, { 412, H },
+    { SIZE - 5120, 0 },
+  };
+
+  env_open_bs(FC_WRITE_THROUGH, 64 * KiB);
+  E.origin->script = script;
+  E.origin->nscript = sizeof script / sizeof script[0];
+  /* 0-1000 data, so sector 1 (512-1024) is data; 1024-4096 a hole;
+   * 4096-4608 data; 4608-5120 a hole in two pieces. */
+  expect(0, 8 * KiB, 64, 5, 1024, 0, 3072, H, 512, 0, 512, H, 3072, 0);
+  expect(512, 1024, 64, 2, 512, 0, 512, H);
+  expect(4608, 512, 1, 1, 512, H);
+}
+
 static void test_unsure_is_data(void **state)
 {
   env_open(FC_WRITE_BACK);
@@ -239,6 +320,8 @@ int main(void)
   const struct CMUnitTest tests[] = {
     T(test_origin_holes),
     T(test_dirty_over_hole_is_data),
+    T(test_origin_map_finer_than_a_block),
+    T(test_origin_map_in_sectors),
     T(test_unsure_is_data),
     T(test_cache_prefetches),
   };

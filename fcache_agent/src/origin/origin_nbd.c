@@ -150,7 +150,8 @@ nbdo_block_status(struct fc_origin *o, uint32_t count, uint64_t off,
 
   if (!n->can_block_status)
     return fc_origin_block_status_unknown(count, ext);
-  r = nbdo_run(n, NBD_OP_BLOCK_STATUS, &x, count, off, 0);
+  r = nbdo_run(n, NBD_OP_BLOCK_STATUS, &x, count, off,
+               max == 1 ? LIBNBD_CMD_FLAG_REQ_ONE : 0);
   if (r)
     return r;
   /* A server that answered without base:allocation: it no longer has it

@@ -253,7 +253,7 @@ nbd_conn_submit(struct nbd_conn *c, struct nbd_cmd *k)
   case NBD_OP_BLOCK_STATUS: {
     nbd_extent_callback ecb = { .callback = cmd_extents, .user_data = k->buf };
 
-    cookie = nbd_aio_block_status(h, k->count, k->off, ecb, cb, 0);
+    cookie = nbd_aio_block_status(h, k->count, k->off, ecb, cb, k->flags);
     break;
   }
   }
