@@ -308,3 +308,45 @@ def test_origin_restart_keeps_acknowledged_zeroes(make_agent, make_origin,
     assert not om.verify_all(h, orc)
     om.close(h)
     assert 'wrote again' in agent.log()
+
+
+@pytest.fixture
+def loop_device(workdir):
+    """A loop device over a file with data in all of it."""
+    if os.geteuid() != 0 or not shutil.which('losetup'):
+        pytest.skip('needs root and losetup')
+    backing = os.path.join(workdir, 'loop-backing.img')
+    with open(backing, 'wb') as f:
+        f.write(os.urandom(16 * MiB))
+    r = subprocess.run(['losetup', '--find', '--show', backing],
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    if r.returncode != 0:
+        pytest.skip('no loop device: %s' % r.stdout.decode().strip())
+    dev = r.stdout.decode().strip()
+    yield dev, backing
+    subprocess.run(['losetup', '-d', dev])
+
+
+def test_write_zeroes_on_a_block_device(make_agent, loop_device):
+    """A block device origin: zeroes the client allows to be a hole are a
+    discard that guarantees them (the loop device punches its file), the
+    others BLKZEROOUT; both read back as zeroes, through the cache too."""
+    _require('qemu-io')
+    dev, backing = loop_device
+    agent = make_agent().start()
+    uri = agent.attach('v', dev, cache_size=8 * MiB,
+                       write_policy='write_through')['export_uri']
+    h = om.connect(uri)
+    om.read_all(h, 8 * MiB)
+    om.close(h)
+    run(['qemu-io', '-f', 'raw', '-c', 'write -z -u 1M 6M',
+         '-c', 'write -z 8M 4M', '-c', 'flush',
+         '-c', 'read -P 0 1M 6M', '-c', 'read -P 0 8M 4M', uri])
+    agent.detach('v')
+    with open(backing, 'rb') as f:
+        content = f.read()
+    assert content[MiB:7 * MiB] == bytes(6 * MiB)
+    assert content[8 * MiB:12 * MiB] == bytes(4 * MiB)
+    assert content[:MiB] != bytes(MiB)
+    # The 6 MiB the client let go are gone from the loop device's file.
+    assert allocated(backing) <= 11 * MiB, allocated(backing)
