@@ -65,9 +65,11 @@ def origin_source(origin, kind):
 @pytest.mark.parametrize('kind', ['path', 'nbd'])
 def test_map_of_scattered_data_matches_nbdkit(make_agent, make_origin,
                                               workdir, kind, block_size):
-    """26 MiB of data in 16 KiB extents: mapped alike, also with cache
-    blocks larger than the extents (the origin's map holds inside a
-    block the cache does not hold dirty)."""
+    """26 MiB of data in 16 KiB extents map alike through both servers.
+
+    Also with cache blocks larger than the extents: the origin's map holds
+    inside a block the cache does not hold dirty.
+    """
     _require('qemu-img')
     path = os.path.join(workdir, 'scattered.img')
     rng = random.Random(5)
@@ -92,9 +94,12 @@ def test_map_of_scattered_data_matches_nbdkit(make_agent, make_origin,
 @pytest.mark.parametrize('kind', ['path', 'nbd'])
 def test_convert_into_the_export_keeps_its_holes(make_agent, make_origin,
                                                  workdir, kind):
-    """``qemu-img convert -n`` of an image with 26 MiB of data in 64 MiB
-    onto a volume: the holes arrive as zeroes the origin may punch, so the
-    volume then maps as 26 MiB of data, as nbdkit sees its file."""
+    """A volume written by ``qemu-img convert -n`` keeps the image's holes.
+
+    The image holds 26 MiB of data in 64 MiB: the holes arrive as zeroes
+    the origin may punch, so the volume then maps as 26 MiB of data, as
+    nbdkit sees its file.
+    """
     _require('qemu-img')
     image = os.path.join(workdir, 'image.raw')
     rng = random.Random(6)
@@ -161,9 +166,11 @@ def test_write_zeroes_no_hole_allocates(make_agent, make_origin, kind):
 @pytest.mark.parametrize('policy', POLICIES)
 def test_write_zeroes_over_cached_and_dirty_blocks(make_agent, make_origin,
                                                    policy):
-    """Zeroes over clean, dirty and uncached blocks, whole and partial,
-    with and without NO_HOLE and FUA: every read equals the oracle, and so
-    does the origin once the volume is detached."""
+    """Zeroes over clean, dirty and uncached blocks read as the oracle.
+
+    Whole and partial blocks, with and without NO_HOLE and FUA: every read
+    equals the oracle, and so does the origin once the volume is detached.
+    """
     agent = make_agent(writeback_interval_ms=600000).start()
     origin = make_origin(8 * MiB, filled_fraction=0.6)
     uri = agent.attach('v', origin.server.uri, cache_size=4 * MiB,
@@ -251,9 +258,11 @@ def test_unaligned_size_readable_and_writable_to_its_end(
 
 @pytest.mark.parametrize('policy', POLICIES)
 def test_origin_shutdown_is_eio_on_the_wire(make_agent, make_origin, policy):
-    """An origin answering ESHUTDOWN (it is stopping) is an I/O error of
-    this export, which goes on: the client must not hear that the export
-    is shutting down."""
+    """An origin answering ESHUTDOWN is an I/O error of this export.
+
+    The origin is stopping, not this export, which goes on: the client
+    must not hear that the export is shutting down.
+    """
     origin = make_origin(4 * MiB, filters=['error'],
                          filter_args=['error=ESHUTDOWN',
                                       'error-pread-rate=100%',
@@ -277,10 +286,11 @@ def test_origin_shutdown_is_eio_on_the_wire(make_agent, make_origin, policy):
 @pytest.mark.parametrize('policy', ['write_through', 'write_back'])
 def test_origin_restart_keeps_acknowledged_zeroes(make_agent, make_origin,
                                                   policy):
-    """Zeroes sent to the origin as NBD_CMD_WRITE_ZEROES are in the redo
-    log like writes (test_origin_faults.py plays writes): an origin that
-    loses them in a restart gets them again before the VM's FLUSH
-    succeeds."""
+    """Zeroes sent as NBD_CMD_WRITE_ZEROES are in the origin's redo log.
+
+    Like writes (test_origin_faults.py plays writes): an origin that loses
+    them in a restart gets them again before the VM's FLUSH succeeds.
+    """
     origin = make_origin(8 * MiB, filled_fraction=1.0, filters=['cache'],
                          filter_args=['cache=writeback'])
     agent = make_agent(writeback_interval_ms=3600000,
@@ -328,9 +338,12 @@ def loop_device(workdir):
 
 
 def test_write_zeroes_on_a_block_device(make_agent, loop_device):
-    """A block device origin: zeroes the client allows to be a hole are a
-    discard that guarantees them (the loop device punches its file), the
-    others BLKZEROOUT; both read back as zeroes, through the cache too."""
+    """A block device origin zeroes with a discard or BLKZEROOUT.
+
+    Zeroes the client allows to be a hole are a discard that guarantees
+    them (the loop device punches its file), the others BLKZEROOUT; both
+    read back as zeroes, through the cache too.
+    """
     _require('qemu-io')
     dev, backing = loop_device
     agent = make_agent().start()
