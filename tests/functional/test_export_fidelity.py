@@ -363,3 +363,46 @@ def test_write_zeroes_on_a_block_device(make_agent, loop_device):
     assert content[:MiB] != bytes(MiB)
     # The 6 MiB the client let go are gone from the loop device's file.
     assert allocated(backing) <= 11 * MiB, allocated(backing)
+
+
+@pytest.mark.parametrize('strategy', ['none', 'hybrid'])
+def test_migrate_a_dirty_partial_last_block(make_agent, workdir, strategy):
+    """The partial last block is cached like any other: dirty on the
+    source, it is written back (none) or moves dirty to the destination
+    (hybrid), which writes it back; neither writes past the origin's end
+    (the file keeps its size) and every byte reads as written."""
+    from . import migration_util as mu
+    size = 4 * MiB + 1536
+    path = os.path.join(workdir, 'odd.img')
+    content = bytearray(os.urandom(size))
+    with open(path, 'wb') as f:
+        f.write(content)
+    src, dst = mu.agent_pair(make_agent, cache_size='8M',
+                             src_extra={'writeback_interval_ms': 3600000,
+                                        'dirty_high_percent': 100})
+    uri = src.attach('vol1', path, cache_size=2 * MiB,
+                     write_policy='write_back')['export_uri']
+    h = om.connect(uri)
+    assert h.pread(1536, size - 1536) == content[-1536:]   # cached, clean
+    tail = os.urandom(1024)
+    h.pwrite(tail, size - 1024)                 # dirty, in the cache
+    content[-1024:] = tail
+    whole = os.urandom(4096)
+    h.pwrite(whole, MiB)
+    content[MiB:MiB + 4096] = whole
+    om.close(h)
+    assert src.show('vol1')['dirty_blocks'] == 2
+    with open(path, 'rb') as f:
+        assert f.read()[-1024:] != tail
+    res = mu.fcache_json(['migrate', 'vol1', '--from', src.control_socket,
+                          '--to', dst.control_socket, '--strategy', strategy,
+                          '--rate-limit', '50', '--wait'])
+    assert res['state'] == 'completed', res
+    st = dst.show('vol1')
+    h = om.connect(st['export_uri'])
+    assert h.pread(size, 0) == content
+    om.close(h)
+    dst.detach('vol1')
+    assert os.path.getsize(path) == size
+    with open(path, 'rb') as f:
+        assert f.read() == content

@@ -43,7 +43,7 @@ fc_ucache_create(struct fc_cachedev *dev, struct fc_metadata *md,
   uc->origin = origin;
   uc->p = *params;
   uc->bs = dev->block_size;
-  uc->nr_oblocks = origin->size / uc->bs;
+  uc->nr_oblocks = (origin->size + uc->bs - 1) / uc->bs;
   uc->share = params->share_blocks ? params->share_blocks : params->quota_blocks;
   fc_lru_init(&uc->lru);
   r = fc_blockmap_init(&uc->map, params->quota_blocks);

@@ -65,7 +65,8 @@ uc_migr_fetch_miss(struct fc_ucache *uc, oblock_t ob, void *data)
       pthread_mutex_unlock(&uc->lock);
     }
     if (r < 0 && src_dirty && !(r = uc_migr_release_pinned(uc, ob.n)))
-      r = fc_origin_pwrite(uc->origin, data, uc->bs, ob.n * uc->bs, true);
+      r = fc_origin_pwrite(uc->origin, data, uc_block_bytes(uc, ob.n),
+                           ob.n * uc->bs, true);
     /* A clean block is also at the origin: the data in hand is good, and
      * a cache with no room (all dirty) only costs a future miss. */
     return src_dirty && r < 0 ? r : 0;
@@ -176,7 +177,8 @@ fc_ucache_migr_install_copy(struct fc_ucache *uc, oblock_t ob, const void *data,
      * one is the only copy and goes to the origin. */
     r = dirty ? uc_migr_release_pinned(uc, ob.n) : 1;
     if (r == 0)
-      r = fc_origin_pwrite(uc->origin, data, uc->bs, ob.n * uc->bs, true);
+      r = fc_origin_pwrite(uc->origin, data, uc_block_bytes(uc, ob.n),
+                           ob.n * uc->bs, true);
   }
   if (r == 0) {
     pthread_mutex_lock(&uc->lock);
@@ -267,7 +269,9 @@ fc_ucache_migr_preload(struct fc_ucache *uc, oblock_t ob)
   }
   /* The origin read runs with no stripe held, as a read miss's does: the
    * preload must not make the VM's requests wait for the storage. */
-  r = fc_origin_pread(uc->origin, buf, uc->bs, ob.n * uc->bs);
+  memset(buf, 0, uc->bs);      /* past a partial last block */
+  r = fc_origin_pread(uc->origin, buf, uc_block_bytes(uc, ob.n),
+                      ob.n * uc->bs);
   if (r)
     goto out;
   STAT_ADD(&uc->stats, origin_read_bytes, uc->bs);

@@ -247,7 +247,8 @@ fc_ucache_migr_writeback_block(struct fc_ucache *uc, oblock_t ob)
   if (r == 0 && !dirty)
     r = 1;
   if (r == 0)
-    r = fc_origin_pwrite(uc->origin, buf, uc->bs, ob.n * uc->bs, false);
+    r = fc_origin_pwrite(uc->origin, buf, uc_block_bytes(uc, ob.n),
+                         ob.n * uc->bs, false);
   if (r == 0)
     STAT_ADD(&uc->stats, origin_write_bytes, uc->bs);
   free(buf);

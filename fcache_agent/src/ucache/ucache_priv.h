@@ -39,7 +39,11 @@ struct fc_ucache {
   struct fc_origin *origin;
   struct fc_ucache_params p;
   uint32_t bs;
-  uint64_t nr_oblocks;          /* whole blocks of the origin: the cacheable part */
+  /* Blocks of the origin, the last one partial when the origin's size
+   * is not a multiple of bs: cached like the others, but only its part
+   * inside the origin is ever read from or written to it
+   * (uc_block_bytes). */
+  uint64_t nr_oblocks;
 
   pthread_mutex_t lock;         /* map, lru, stage, rws, counters below, entry flags */
   struct fc_blockmap map;
@@ -303,5 +307,18 @@ int uc_migr_release_pinned(struct fc_ucache *uc, uint64_t b);
 
 void uc_wake_writeback(struct fc_ucache *uc);
 int uc_writeback_pass(struct fc_ucache *uc, uint32_t max_blocks, uint32_t *done);
+
+/* Bytes of block b (< nr_oblocks) inside the origin: bs but for a
+ * partial last block.  Whole-block origin I/O -- fills, write-back, a
+ * migration's copies -- reads and writes this much, never past the
+ * origin's end (a file would grow, an NBD server refuse); the rest of a
+ * cached partial block is zeroes. */
+static inline uint32_t
+uc_block_bytes(const struct fc_ucache *uc, uint64_t b)
+{
+  uint64_t left = uc->origin->size - b * uc->bs;
+
+  return left < uc->bs ? (uint32_t)left : uc->bs;
+}
 
 #endif

@@ -35,7 +35,8 @@ fill_arrived(struct fc_ucache *uc, char *buf, uint32_t count, uint64_t off,
 {
   struct stripe_set set;
 
-  STAT_ADD(&uc->stats, origin_read_bytes, (uint64_t)n * uc->bs);
+  STAT_ADD(&uc->stats, origin_read_bytes,
+           (uint64_t)(n - 1) * uc->bs + uc_block_bytes(uc, b + n - 1));
   STAT_ADD(&uc->stats, read_misses, n);
   if (!direct)
     for (uint32_t i = 0; i < n; i++) {
@@ -69,6 +70,19 @@ run_is_direct(const struct fc_ucache *uc, uint32_t count, uint64_t off,
   return rstart >= off && rstart + (uint64_t)n * uc->bs <= off + count;
 }
 
+/* Bytes of the run [b, b+n) inside the origin; the rest of tmp, past a
+ * partial last block, is zeroed here (a run that reaches it is never
+ * read into the caller's buffer directly: it ends past the request). */
+static uint32_t
+run_bytes(const struct fc_ucache *uc, char *tmp, uint64_t b, uint32_t n)
+{
+  uint32_t last = uc_block_bytes(uc, b + n - 1);
+
+  if (last < uc->bs)
+    memset(tmp + (size_t)(n - 1) * uc->bs + last, 0, uc->bs - last);
+  return (n - 1) * uc->bs + last;
+}
+
 /* A run of missed blocks, read from the origin with no stripe held. */
 static int
 fill_run(struct fc_ucache *uc, char *buf, uint32_t count, uint64_t off,
@@ -81,7 +95,7 @@ fill_run(struct fc_ucache *uc, char *buf, uint32_t count, uint64_t off,
 
   if (!tmp)
     return -ENOMEM;
-  r = fc_origin_pread(uc->origin, tmp, n * uc->bs, rstart);
+  r = fc_origin_pread(uc->origin, tmp, run_bytes(uc, tmp, b, n), rstart);
   if (r == 0)
     fill_arrived(uc, buf, count, off, b, n, seq, tmp, direct, true);
   if (!direct)
@@ -138,8 +152,8 @@ fill_run_async(struct fc_ucache *uc, char *buf, uint32_t count, uint64_t off,
                             .done = done, .ctx = ctx };
   memcpy(f->seq, seq, n * sizeof *seq);
   f->tmp = direct ? buf + (b * uc->bs - off) : (char *)(f->seq + n);
-  r = fc_origin_pread_async(uc->origin, f->tmp, n * uc->bs, b * uc->bs,
-                            async_fill_arrived, f);
+  r = fc_origin_pread_async(uc->origin, f->tmp, run_bytes(uc, f->tmp, b, n),
+                            b * uc->bs, async_fill_arrived, f);
   if (r)
     free(f);
   return r;
@@ -169,9 +183,9 @@ read_hit(struct fc_ucache *uc, char *buf, uint32_t count, uint64_t off,
   return uc_origin_read(uc, buf + s.in_buf, s.len, s.start);
 }
 
-/* First phase of a read, under the stripes: serve hits, blocks fetched
- * from a migration source and the origin's partial tail; leave in seq the
- * misses to be filled from the origin. */
+/* First phase of a read, under the stripes: serve hits and blocks
+ * fetched from a migration source; leave in seq the misses to be filled
+ * from the origin. */
 static int
 read_cached(struct fc_ucache *uc, char *buf, uint32_t count, uint64_t off,
             uint64_t first, uint32_t n, uint32_t *cbs, uint64_t *seq)
@@ -187,10 +201,7 @@ read_cached(struct fc_ucache *uc, char *buf, uint32_t count, uint64_t off,
     struct seg s = seg_of(uc, b, off, count);
 
     seq[i] = NO_FILL;
-    if (b >= uc->nr_oblocks) {
-      /* The origin's last partial block is never cached. */
-      r = uc_origin_read(uc, buf + s.in_buf, s.len, s.start);
-    } else if (cbs[i] != CBLOCK_NONE) {
+    if (cbs[i] != CBLOCK_NONE) {
       r = read_hit(uc, buf, count, off, b, &cbs[i]);
     } else {
       if (uc->m.fetch || uc->m.failed) {
@@ -308,7 +319,7 @@ out:
 
 /* read_cached for a reader that must not wait (FC_IO_NOWAIT): -EAGAIN,
  * having changed nothing, wherever read_cached would wait -- for a
- * stripe, the cache device, the origin's partial tail, a migration source
+ * stripe, the cache device, a migration source
  * -- or act on the staging area (whose reads admit blocks).  The hits are
  * not counted, and touched only when every block hit (the read is then
  * done): the caller does the rest once the read goes on. */

@@ -457,7 +457,7 @@ uc_zero(void *handle, uint32_t count, uint64_t off, bool fua, bool may_trim)
   struct fc_ucache *uc = handle;
   uint64_t end = off + count;
   /* The whole blocks: [first, stop).  The origin's partial last block
-   * is never one (it is not cached: it is written). */
+   * is never one: the write path writes its part inside the origin. */
   uint64_t first = (off + uc->bs - 1) / uc->bs, stop = end / uc->bs;
   char *zeroes = calloc(1, uc->bs);
   int r = 0;

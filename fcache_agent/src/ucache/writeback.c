@@ -81,9 +81,10 @@ uc_writeback_pass(struct fc_ucache *uc, uint32_t max_blocks, uint32_t *done)
     if (ours) {
       r = fc_cachedev_read(uc->dev, to_cblock(items[i].cb), 0, buf, uc->bs);
       if (!r)
-        r = fc_origin_pwrite(uc->origin, buf, uc->bs, items[i].ob * uc->bs, false);
+        r = fc_origin_pwrite(uc->origin, buf, uc_block_bytes(uc, items[i].ob),
+                             items[i].ob * uc->bs, false);
       if (!r) {
-        STAT_ADD(&uc->stats, origin_write_bytes, uc->bs);
+        STAT_ADD(&uc->stats, origin_write_bytes, uc_block_bytes(uc, items[i].ob));
         pthread_mutex_lock(&uc->lock);
         uc->dev->table[items[i].cb].flags |= FC_ENTRY_WB_PENDING;
         pthread_mutex_unlock(&uc->lock);
