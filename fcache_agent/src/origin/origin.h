@@ -122,10 +122,11 @@ int fc_origin_zero(struct fc_origin *o, uint32_t count, uint64_t off,
 
 /* The allocation of [off, off+count) from off on: at most max (>= 1)
  * extents, in order, without gaps, covering at least one byte and at most
- * count.  With max 1 an NBD origin asks its server for one extent
- * (NBD_CMD_FLAG_REQ_ONE), which spares it describing the whole range.  Returns how many, or -errno.  An origin that cannot tell (a
+ * count.  Returns how many, or -errno.  An origin that cannot tell (a
  * block device, an NBD server without base:allocation) answers "data"
- * (flags 0) for all of it. */
+ * (flags 0) for all of it.  With max 1 an NBD origin asks its server for
+ * one extent (NBD_CMD_FLAG_REQ_ONE), which spares the server describing
+ * the whole range on every call. */
 static inline int
 fc_origin_block_status_unknown(uint32_t count, struct fc_origin_extent *ext)
 {

@@ -319,10 +319,10 @@ out:
 
 /* read_cached for a reader that must not wait (FC_IO_NOWAIT): -EAGAIN,
  * having changed nothing, wherever read_cached would wait -- for a
- * stripe, the cache device, a migration source
- * -- or act on the staging area (whose reads admit blocks).  The hits are
- * not counted, and touched only when every block hit (the read is then
- * done): the caller does the rest once the read goes on. */
+ * stripe, the cache device, a migration source -- or act on the staging
+ * area (whose reads admit blocks).  The hits are not counted, and touched
+ * only when every block hit (the read is then done): the caller does the
+ * rest once the read goes on. */
 static int
 read_cached_nowait(struct fc_ucache *uc, char *buf, uint32_t count,
                    uint64_t off, uint64_t first, uint32_t n, uint32_t *cbs,

@@ -4,12 +4,12 @@
  *
  * A block cached dirty is data: the origin may still hold a hole there.
  * Every other block reads what the origin holds (a clean block is a copy
- * of it), so the origin's own block status answers for it, to the sector.  Anything less
- * sure is answered "data", which is always correct: a false hole loses
- * data in the client's copy, a false "data" only costs reading it.  That
- * is the answer during a live migration (either side, before and after
- * the switchover while blocks may be only on the source), when the
- * origin cannot tell, and when asking it fails.
+ * of it), so the origin's own block status answers for it, to the
+ * sector.  Anything less sure is answered "data", which is always
+ * correct: a false hole loses data in the client's copy, a false "data"
+ * only costs reading it.  That is the answer during a live migration
+ * (either side, before and after the switchover while blocks may be only
+ * on the source), when the origin cannot tell, and when asking it fails.
  *
  * Order matters.  A block's cache state is looked at before the origin is
  * asked about it: a dirty block is written back to the origin (and the
