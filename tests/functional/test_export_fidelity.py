@@ -4,14 +4,18 @@ The reference is nbdkit serving the very file the agent caches (as
 test_block_status.py does): what ``qemu-img`` / ``qemu-io`` / libnbd see
 through the agent's export must be what they see through nbdkit.
 
-* Block status: a volume with 26 MiB of data in 64 MiB (64 KiB extents,
-  not the 1 MiB chunks of test_block_status.py) maps alike.
+* Block status: a volume with 26 MiB of data in 64 MiB (16 KiB extents,
+  not the 1 MiB chunks of test_block_status.py) maps alike, with 4 KiB
+  and with 64 KiB cache blocks; so does one ``qemu-img convert -n`` wrote.
 * WRITE_ZEROES keeps the origin sparse where the client allowed holes
   (``qemu-io write -z -u``) and allocates where it did not (``write -z``:
-  NBD_CMD_FLAG_NO_HOLE), under every write policy, and the cache never
-  serves what the zeroes replaced.
+  NBD_CMD_FLAG_NO_HOLE), under every write policy, on files, NBD servers
+  and block devices; the cache never serves what the zeroes replaced, and
+  an origin that loses them in a restart gets them again.
 * An export whose size is not a multiple of 512 (nor of the cache block)
-  is readable and writable to its last byte by QEMU.
+  is readable and writable to its last byte by QEMU; its partial last
+  block is cached, and moves in a migration, without a byte past the
+  origin's end.
 * A request the origin could not serve is EIO on the wire, never
   ESHUTDOWN (which tells the client the export itself is going away).
 """
