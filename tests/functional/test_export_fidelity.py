@@ -371,10 +371,13 @@ def test_write_zeroes_on_a_block_device(make_agent, loop_device):
 
 @pytest.mark.parametrize('strategy', ['none', 'hybrid'])
 def test_migrate_a_dirty_partial_last_block(make_agent, workdir, strategy):
-    """The partial last block is cached like any other: dirty on the
-    source, it is written back (none) or moves dirty to the destination
-    (hybrid), which writes it back; neither writes past the origin's end
-    (the file keeps its size) and every byte reads as written."""
+    """A dirty partial last block migrates without growing the origin.
+
+    The partial last block is cached like any other: dirty on the source,
+    it is written back (none) or moves dirty to the destination (hybrid),
+    which writes it back; neither writes past the origin's end (the file
+    keeps its size) and every byte reads as written.
+    """
     from . import migration_util as mu
     size = 4 * MiB + 1536
     path = os.path.join(workdir, 'odd.img')
