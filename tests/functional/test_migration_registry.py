@@ -26,7 +26,10 @@ def test_a_host_takes_more_migrations_than_its_registry_holds(
     s, d = src.client(), dst.client()
     for i in range(COUNT):
         vid = 'vol%d' % i
-        src.attach(vid, origin.uri, cache_size=64 * 1024,
+        # One disk per volume, as the agent sees it (an export each); the
+        # server serves the same file under every name.
+        uri = origin.uri.replace(':///', ':///%s' % vid, 1)
+        src.attach(vid, uri, cache_size=64 * 1024,
                    write_policy='read_only')
         res = migration.migrate(s, d, vid, 'none')
         assert res['state'] == 'completed', (i, res)

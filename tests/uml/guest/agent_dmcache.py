@@ -165,13 +165,20 @@ def lifecycle():
           're-create: %r (had %d cached)' % (show, cached))
     check(pread(dev, 0, len(data)) == data, 're-created device differs')
     out['recreated_warm_blocks'] = cached
-    # A device with our name that we did not create is refused.
+    # A device with our name that we did not create is refused.  (Over
+    # an origin of its own: vol1's disk under vol2 is refused before.)
     osz = blksize(ORIGIN) // 512
     dmsetup("create fcache-vol2 --table '0 %d error'" % osz)
+    dmsetup("create origin-2 --table '0 %d error'" % osz)
     r = a.call('volume-attach', volume_id='vol2', origin=ORIGIN,
                cache_size='4M')
+    check(not r['ok'] and r['errno'] == 17 and
+          'already caches' in r['error'], r)
+    r = a.call('volume-attach', volume_id='vol2',
+               origin='/dev/mapper/origin-2', cache_size='4M')
     check(not r['ok'] and 'was not created' in r['error'], r)
     out['foreign_attach'] = r['error']
+    dmsetup('remove origin-2')
     st = a.ok('agent-status')
     check(st['used_bytes'] == 13 * MiB, 'refused attach leaked space %r' % st)
     # ... and at start, one that replaced ours is not adopted.
