@@ -17,7 +17,7 @@ make -s -C fcache_agent asan check
 
 echo "== fuzzing: each libFuzzer harness for 10 s (ASan/UBSan)"
 make -s -C fcache_agent -j2 fuzz
-make -s -C fcache_agent fuzz-run FUZZ_SECONDS=10
+make -s -C fcache_agent -j2 fuzz-run FUZZ_SECONDS=10
 
 echo "== pep8"
 flake8
