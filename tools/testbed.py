@@ -37,7 +37,7 @@ PRESETS = {
     'quick': dict(cache_sizes=(16 * L.MiB,)),
     'smoke': dict(cache_sizes=(12 * L.MiB,), job_size=4 * L.MiB,
                   strategies=('none', 'firepan', 'firepan_if', 'hybrid'),
-                  nocache_s=2.0, warm_s=16.0, pre_s=3.0, first_s=4.0,
+                  nocache_s=1.5, warm_s=10.0, pre_s=3.0, first_s=4.0,
                   total_s=6.0, neighbour_warm_s=2.0, storage_rate='48M'),
 }
 
