@@ -33,15 +33,17 @@ diff -u etc/fcache/fcache.conf.sample "$sample" || {
 rm -f "$sample"
 
 echo "== Nova and Cinder in process (.venv-nova): the driver, live migrations (also to hosts without fcache), storage moves (swap_volume), the Cinder API extension, the Tempest plugin"
-# One process each: Nova and Cinder register clashing options on the
-# global oslo.config object.
-.venv-nova/bin/python -m testtools.run tests.nova_functional.test_cinder_api
-.venv-nova/bin/python -m testtools.run tests.nova_functional.test_cinder_actions
-.venv-nova/bin/python -m testtools.run tests.nova_functional.test_live_migration
-.venv-nova/bin/python -m testtools.run tests.nova_functional.test_mixed_fleet
-.venv-nova/bin/python -m testtools.run tests.nova_functional.test_storage_move
-.venv-nova/bin/python -m testtools.run tests.nova_functional.test_volume_life
-.venv-nova/bin/python -m testtools.run tests.nova_functional.test_balancing
+# Cinder's tests and Nova's in processes of their own: they register
+# clashing options on the global oslo.config object.  Within each, one
+# process (importing Nova takes seconds).
+.venv-nova/bin/python -m testtools.run tests.nova_functional.test_cinder_api \
+  tests.nova_functional.test_cinder_actions
+.venv-nova/bin/python -m testtools.run \
+  tests.nova_functional.test_live_migration \
+  tests.nova_functional.test_mixed_fleet \
+  tests.nova_functional.test_storage_move \
+  tests.nova_functional.test_volume_life \
+  tests.nova_functional.test_balancing
 .venv-nova/bin/python -m testtools.run tests.nova_functional.test_tempest_plugin
 
 echo "== Nova's libvirt driver unit tests with fcache's driver in LibvirtDriver's place (tests/nova_unit)"
