@@ -123,11 +123,11 @@ class Bench(object):
 
     # -- fio command lines --------------------------------------------------
 
-    def randread_timed(self, uri, size, seconds):
-        """4 KiB random reads over [0, size), for `seconds`."""
+    def randread_timed(self, uri, size, seconds, rw='randread'):
+        """4 KiB random reads (or rw) over [0, size), for `seconds`."""
         a = self.args
-        return ['--name=randread', '--ioengine=nbd', '--uri=%s' % uri,
-                '--rw=randread', '--bs=4k', '--iodepth=%d' % a.iodepth,
+        return ['--name=%s' % rw, '--ioengine=nbd', '--uri=%s' % uri,
+                '--rw=%s' % rw, '--bs=4k', '--iodepth=%d' % a.iodepth,
                 '--numjobs=%d' % a.numjobs, '--size=%d' % size,
                 '--norandommap', '--randrepeat=0', '--time_based',
                 '--runtime=%d' % seconds, '--group_reporting']
@@ -141,15 +141,6 @@ class Bench(object):
                 '--numjobs=%d' % a.numjobs, '--size=%d' % per,
                 '--offset_increment=%d' % per, '--randrepeat=0',
                 '--group_reporting']
-
-    def randwrite_timed(self, uri, size, seconds):
-        """4 KiB random writes over [0, size), for `seconds`."""
-        a = self.args
-        return ['--name=randwrite', '--ioengine=nbd', '--uri=%s' % uri,
-                '--rw=randwrite', '--bs=4k', '--iodepth=%d' % a.iodepth,
-                '--numjobs=%d' % a.numjobs, '--size=%d' % size,
-                '--norandommap', '--randrepeat=0', '--time_based',
-                '--runtime=%d' % seconds, '--group_reporting']
 
     def seqread(self, uri, size, bs=FILL_BS):
         return ['--name=fill', '--ioengine=nbd', '--uri=%s' % uri,
@@ -479,8 +470,8 @@ class Bench(object):
                 uri = att['export_uri'] if is_agent else self.origin_uri
                 cpu0 = self.server_cpu()
                 t = self.fio('write %s' % name.replace('-', ' '),
-                             self.randwrite_timed(uri, a.region_b,
-                                                  a.seconds),
+                             self.randread_timed(uri, a.region_b,
+                                                 a.seconds, rw='randwrite'),
                              quiet=i > 0,
                              agent=self.agent if is_agent else None)
                 cpu = self.server_cpu() - cpu0
