@@ -18,8 +18,9 @@ from .conftest import attach_and_connect
 
 MiB = 1 << 20
 BS = 4096
-# Not a multiple of the 4 KiB cache block: the tail block is never cached
-# and must still read and write correctly.
+# Not a multiple of the 4 KiB cache block: the partial tail block is
+# cached without reading or writing past the origin's end, and must read
+# and write correctly.
 VOLUME_SIZE = 24 * MiB + 2560
 VOLUME_CACHE = 2 * MiB
 POLICIES = ['read_only', 'write_through', 'write_back']
