@@ -176,6 +176,13 @@ test_bound_asks_for_a_flush(void **state)
   assert_false(nbd_redo_half_full(&r));
   r.bytes++;
   assert_true(nbd_redo_half_full(&r));
+  /* Recording says so too: the writer that passes half flushes. */
+  r.bytes = NBD_REDO_MAX_BYTES / 2 - 512;
+  assert_int_equal(nbd_redo_record(&r, NBD_REDO_WRITE, (char[511]){ 0 }, 511,
+                                   0), 0);
+  assert_int_equal(nbd_redo_record(&r, NBD_REDO_TRIM, NULL, 4096, 0), 0);
+  assert_int_equal(nbd_redo_record(&r, NBD_REDO_WRITE, (char[1]){ 0 }, 1, 0),
+                   1);
   r.bytes = NBD_REDO_MAX_BYTES - 4096;
   assert_true(nbd_redo_has_room(&r, 4096));
   assert_false(nbd_redo_has_room(&r, 4097));

@@ -64,6 +64,7 @@ static int
 change(struct nbd_origin *n, enum nbd_cmd_op op, const void *buf,
        uint32_t count, uint64_t off, uint32_t flags)
 {
+  bool half = false;
   int r;
 
   if (!n->can_flush)            /* nothing volatile the server admits to */
@@ -80,15 +81,18 @@ change(struct nbd_origin *n, enum nbd_cmd_op op, const void *buf,
   nbd_redo_begin(&n->redo);
   /* libnbd only reads from a write's buffer. */
   r = nbdo_run(n, op, (void *)buf, count, off, flags);
-  if (!r)
+  if (!r) {
     r = nbd_redo_record(&n->redo, redo_op(op, flags),
                         op == NBD_OP_WRITE ? buf : NULL, count, off);
+    half = r > 0;
+    if (half)
+      r = 0;
+  }
   nbd_redo_end(&n->redo);
   /* Past half the bound, one writer flushes while the others go on.  Its
    * own change is done and kept: a failed flush costs nothing but the
    * room, which the next one makes. */
-  if (!r && nbd_redo_half_full(&n->redo) &&
-      pthread_mutex_trylock(&n->redo.room) == 0) {
+  if (half && pthread_mutex_trylock(&n->redo.room) == 0) {
     if (nbd_redo_half_full(&n->redo))
       (void)flush_redo(n);
     pthread_mutex_unlock(&n->redo.room);

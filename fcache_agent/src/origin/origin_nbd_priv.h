@@ -96,7 +96,9 @@ bool nbd_redo_has_room(struct nbd_redo *r, uint32_t count);
 bool nbd_redo_half_full(struct nbd_redo *r);
 /* Around a write, trim or zero: begin before it is started, record once
  * the server acknowledged it, end after.  buf: a write's data (copied),
- * NULL for the others. */
+ * NULL for the others.  nbd_redo_record returns 1 when the log is now
+ * past half its bound (as nbd_redo_half_full, without asking again on a
+ * write's path), 0, or -ENOMEM. */
 void nbd_redo_begin(struct nbd_redo *r);
 int nbd_redo_record(struct nbd_redo *r, enum nbd_redo_op op, const void *buf,
                     uint32_t count, uint64_t off);

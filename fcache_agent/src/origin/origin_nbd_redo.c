@@ -97,13 +97,19 @@ nbd_redo_has_room(struct nbd_redo *r, uint32_t count)
   return room;
 }
 
+static bool
+half_full_locked(const struct nbd_redo *r)
+{
+  return r->bytes >= NBD_REDO_MAX_BYTES / 2 || r->nr >= NBD_REDO_MAX_ENTRIES / 2;
+}
+
 bool
 nbd_redo_half_full(struct nbd_redo *r)
 {
   bool half;
 
   pthread_mutex_lock(&r->lock);
-  half = r->bytes >= NBD_REDO_MAX_BYTES / 2 || r->nr >= NBD_REDO_MAX_ENTRIES / 2;
+  half = half_full_locked(r);
   pthread_mutex_unlock(&r->lock);
   return half;
 }
@@ -126,6 +132,7 @@ nbd_redo_record(struct nbd_redo *r, enum nbd_redo_op op, const void *buf,
 {
   size_t data = op == NBD_REDO_WRITE ? count : 0;
   struct nbd_redo_entry *e = malloc(sizeof *e + data);
+  bool half;
 
   if (!e)
     return -ENOMEM;
@@ -141,8 +148,9 @@ nbd_redo_record(struct nbd_redo *r, enum nbd_redo_op op, const void *buf,
   r->tail = &e->next;
   r->nr++;
   r->bytes += data;
+  half = half_full_locked(r);
   pthread_mutex_unlock(&r->lock);
-  return 0;
+  return half;
 }
 
 uint64_t
