@@ -140,16 +140,22 @@ fc_host_find_locked(struct fc_host *host, const char *id)
   return NULL;
 }
 
+/* The volume that already caches origin's disk, however spelled. */
+static struct fc_volume *
+find_disk_locked(struct fc_host *host, const char *origin)
+{
+  for (unsigned i = 0; i < host->nr_volumes; i++)
+    if (fc_volume_same_origin(host->volumes[i]->p.origin, origin))
+      return host->volumes[i];
+  return NULL;
+}
+
 bool
 fc_host_attach_is_new_locked(struct fc_host *host,
                              const struct fc_attach_request *req)
 {
-  if (fc_host_find_locked(host, req->volume_id))
-    return false;
-  for (unsigned i = 0; i < host->nr_volumes; i++)
-    if (fc_volume_same_origin(host->volumes[i]->p.origin, req->origin))
-      return false;
-  return true;
+  return !fc_host_find_locked(host, req->volume_id) &&
+         !find_disk_locked(host, req->origin);
 }
 
 int
@@ -183,15 +189,12 @@ fc_host_attach_precheck_locked(struct fc_host *host,
              (unsigned long long)old->p.cache_size);
     return -EEXIST;
   }
-  for (unsigned i = 0; i < host->nr_volumes; i++) {
-    const struct fc_volume *v = host->volumes[i];
-
-    if (fc_volume_same_origin(v->p.origin, req->origin)) {
-      snprintf(err, errlen, "origin %s is the disk volume %s already caches "
-               "(as %s); one disk has one cache on a host: detach %s first",
-               req->origin, v->p.id, v->p.origin, v->p.id);
-      return -EEXIST;
-    }
+  old = find_disk_locked(host, req->origin);
+  if (old) {
+    snprintf(err, errlen, "origin %s is the disk volume %s already caches "
+             "(as %s); one disk has one cache on a host: detach %s first",
+             req->origin, old->p.id, old->p.origin, old->p.id);
+    return -EEXIST;
   }
   if (host->nr_volumes >= FC_MAX_VOLUMES) {
     snprintf(err, errlen, "this agent already serves %d volumes", FC_MAX_VOLUMES);
