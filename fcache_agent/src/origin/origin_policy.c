@@ -66,6 +66,24 @@ static int resolve_prefix(const char *prefix, char *out, size_t outlen)
   return 0;
 }
 
+/* What `path` resolved to (`real`) stays inside the prefix it matched,
+ * resolved too: a link in /var/lib/nova/mnt must not lead to /etc. */
+static int check_inside_prefix(const char *what, const char *path,
+                               const char *real, const char *prefix,
+                               char *err, size_t errlen)
+{
+  char rprefix[PATH_MAX];
+  int r = resolve_prefix(prefix, rprefix, sizeof rprefix);
+
+  if (r < 0 || strncmp(real, rprefix, strlen(rprefix))) {
+    snprintf(err, errlen, "%s %s resolves to %s, outside %s (the " KEY
+             " entry %s it matched); a link must not lead out of its prefix",
+             what, path, real, r < 0 ? "(unresolvable)" : rprefix, prefix);
+    return -EPERM;
+  }
+  return 0;
+}
+
 static const char *kind(mode_t m)
 {
   return S_ISCHR(m) ? "a character device" : S_ISSOCK(m) ? "a socket" :
@@ -144,7 +162,6 @@ static int check_target(const struct fc_origin_policy *pol, const char *path,
                         const char *prefix, const struct stat *st,
                         const char *real, char *err, size_t errlen)
 {
-  char rprefix[PATH_MAX];
   int r;
 
   if (!prefix) {
@@ -191,14 +208,9 @@ static int check_target(const struct fc_origin_policy *pol, const char *path,
       return -EPERM;
     }
   } else {
-    r = resolve_prefix(prefix, rprefix, sizeof rprefix);
-    if (r < 0 || strncmp(real, rprefix, strlen(rprefix))) {
-      snprintf(err, errlen, "origin %s resolves to %s, outside %s (the "
-               KEY " entry %s it matched); a link must not lead out of its "
-               "prefix", path, real, r < 0 ? "(unresolvable)" : rprefix,
-               prefix);
-      return -EPERM;
-    }
+    r = check_inside_prefix("origin", path, real, prefix, err, errlen);
+    if (r < 0)
+      return r;
   }
   return check_not_ours(pol, path, st, real, err, errlen);
 }
@@ -268,7 +280,7 @@ out:
 int fc_origin_policy_check_socket(const struct fc_origin_policy *pol,
                                   const char *path, char *err, size_t errlen)
 {
-  char real[PATH_MAX], rprefix[PATH_MAX], state[PATH_MAX];
+  char real[PATH_MAX], state[PATH_MAX];
   const char *prefix = NULL;
   struct stat st;
   int r;
@@ -301,13 +313,9 @@ int fc_origin_policy_check_socket(const struct fc_origin_policy *pol,
              S_ISBLK(st.st_mode) ? "a block device" : kind(st.st_mode));
     return -EPERM;
   }
-  r = resolve_prefix(prefix, rprefix, sizeof rprefix);
-  if (r < 0 || strncmp(real, rprefix, strlen(rprefix))) {
-    snprintf(err, errlen, "NBD socket %.200s resolves to %s, outside %s (the "
-             KEY " entry %s it matched); a link must not lead out of its "
-             "prefix", path, real, r < 0 ? "(unresolvable)" : rprefix, prefix);
-    return -EPERM;
-  }
+  r = check_inside_prefix("NBD socket", path, real, prefix, err, errlen);
+  if (r < 0)
+    return r;
   if (realpath(pol->state_dir, state) && path_under(real, state)) {
     snprintf(err, errlen, "NBD socket %.200s is inside the agent's state_dir "
              "%s; refused", path, state);
