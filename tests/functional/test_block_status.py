@@ -19,17 +19,11 @@ import nbd
 import pytest
 
 from . import oracle as om
+from .conftest import _require
 
 MiB = 1 << 20
 BS = 4096
 SIZE = 64 * MiB
-
-
-def _require(*tools):
-    import shutil
-    missing = [t for t in tools if shutil.which(t) is None]
-    if missing:
-        pytest.skip('missing tools: %s' % ', '.join(missing))
 
 
 def run(cmd, timeout=60):

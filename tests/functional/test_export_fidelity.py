@@ -21,7 +21,6 @@ through the agent's export must be what they see through nbdkit.
 """
 
 import errno
-import json
 import os
 import random
 import shutil
@@ -32,29 +31,18 @@ import pytest
 
 from . import harness
 from . import oracle as om
+from .conftest import _require
+from .test_block_status import qemu_map
+from .test_block_status import run
 
 MiB = 1 << 20
 KiB = 1 << 10
 POLICIES = ('read_only', 'write_through', 'write_back')
 
 
-def _require(*tools):
-    missing = [t for t in tools if shutil.which(t) is None]
-    if missing:
-        pytest.skip('missing tools: %s' % ', '.join(missing))
-
-
-def run(cmd, timeout=60):
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-    assert p.returncode == 0, (cmd, p.stdout, p.stderr)
-    return p.stdout
-
-
 def data_bytes(uri):
     """What ``qemu-img map`` calls data, in bytes."""
-    out = json.loads(run(['qemu-img', 'map', '-f', 'raw', '--output=json',
-                          uri]))
-    return sum(e['length'] for e in out if e['data'])
+    return sum(length for _, length, data, _ in qemu_map(uri) if data)
 
 
 def allocated(path):
