@@ -61,7 +61,8 @@ struct key_desc {
   size_t offset;
   size_t size;        /* field size, for strings */
   unsigned min, max;  /* for K_UINT */
-  const char *choices;  /* for K_CHOICE */
+  const char *choices;  /* for K_CHOICE; K_PREFIXES: an example */
+  size_t count_offset;  /* for K_PREFIXES: where the number of entries goes */
 };
 
 #define STR_KEY(field, type) \
@@ -72,6 +73,9 @@ struct key_desc {
     sizeof(unsigned), lo, hi, NULL }
 #define OTHER_KEY(field, type) \
   { #field, type, offsetof(struct fc_config, field), 0, 0, 0, NULL }
+#define PREFIXES_KEY(field, count, example) \
+  { #field, K_PREFIXES, offsetof(struct fc_config, field), 0, 0, 0, example, \
+    offsetof(struct fc_config, count) }
 #define CHOICE_KEY(field, list) \
   { #field, K_CHOICE, offsetof(struct fc_config, field), \
     sizeof(((struct fc_config *)0)->field), 0, 0, list }
@@ -86,7 +90,8 @@ enum key_index {
   KEY_ORIGIN_TLS_PSK_FILE, KEY_ALLOCATION, KEY_ALLOCATION_WINDOW,
   KEY_ALLOCATION_SPARE, KEY_ALLOCATION_HEADROOM_PERCENT, KEY_STAGING_FRACTION,
   KEY_RWS_PREDICTOR, KEY_RWS_TRACKER, KEY_EXPORT_CLIENTS, KEY_ORIGIN_RETRY_MS,
-  KEY_ORIGIN_BLOCK_DEVICES, N_KEYS
+  KEY_ORIGIN_BLOCK_DEVICES, KEY_ORIGIN_RBD_DIRS, KEY_ORIGIN_RBD_MS_MODE,
+  N_KEYS
 };
 
 static const struct key_desc keys[N_KEYS] = {
@@ -111,7 +116,12 @@ static const struct key_desc keys[N_KEYS] = {
   [KEY_DM_PREFIX] = STR_KEY(dm_prefix, K_STRING),
   [KEY_MIGRATION_TLS] = OTHER_KEY(migration_tls, K_TLS),
   [KEY_MIGRATION_TLS_DIR] = STR_KEY(migration_tls_dir, K_PATH),
-  [KEY_ORIGIN_PREFIXES] = OTHER_KEY(origin_prefixes, K_PREFIXES),
+  [KEY_ORIGIN_PREFIXES] = PREFIXES_KEY(origin_prefixes, n_origin_prefixes,
+                                       FC_ORIGIN_PREFIXES_DEFAULT),
+  [KEY_ORIGIN_RBD_DIRS] = PREFIXES_KEY(origin_rbd_dirs, n_origin_rbd_dirs,
+                                       FC_ORIGIN_RBD_DIRS_DEFAULT),
+  /* secure: msgr2's AES-GCM, as tenant data crosses the storage network. */
+  [KEY_ORIGIN_RBD_MS_MODE] = CHOICE_KEY(origin_rbd_ms_mode, "secure|crc"),
   [KEY_ORIGIN_TLS_DIR] = STR_KEY(origin_tls_dir, K_OPT_PATH),
   [KEY_ORIGIN_TLS_PSK_FILE] = STR_KEY(origin_tls_psk_file, K_OPT_PATH),
   [KEY_ALLOCATION] = CHOICE_KEY(allocation, "rwss|fixed"),
@@ -170,6 +180,9 @@ void fc_config_defaults(struct fc_config *cfg)
   strcpy(cfg->origin_block_devices, "any");
   (void)fc_parse_prefixes(FC_ORIGIN_PREFIXES_DEFAULT, cfg->origin_prefixes,
                           &cfg->n_origin_prefixes, NULL, 0);
+  (void)fc_parse_prefixes(FC_ORIGIN_RBD_DIRS_DEFAULT, cfg->origin_rbd_dirs,
+                          &cfg->n_origin_rbd_dirs, NULL, 0);
+  strcpy(cfg->origin_rbd_ms_mode, "secure");
 }
 
 __attribute__((format(printf, 4, 5)))
@@ -309,11 +322,12 @@ static int set_value(struct parser *p, const struct key_desc *k,
   case K_PREFIXES: {
     char why[FC_PATH_MAX + 96];
 
-    if (fc_parse_prefixes(v, p->cfg->origin_prefixes,
-                          &p->cfg->n_origin_prefixes, why, sizeof why) < 0)
+    if (fc_parse_prefixes(v, field,
+                          (unsigned *)((char *)p->cfg + k->count_offset),
+                          why, sizeof why) < 0)
       return fail(p, p->line, k->name,
                   "%s; use comma-separated absolute paths (a directory "
-                  "ends with '/'), e.g. %s", why, FC_ORIGIN_PREFIXES_DEFAULT);
+                  "ends with '/'), e.g. %s", why, k->choices);
     return 0;
   }
   case K_CHOICE:

@@ -20,6 +20,10 @@
 #define FC_ORIGIN_PREFIXES_MAX 16
 #define FC_ORIGIN_PREFIXES_DEFAULT \
   "/dev/disk/by-path/,/dev/disk/by-id/,/dev/mapper/,/dev/rbd,/var/lib/nova/mnt/"
+/* origin_rbd_dirs: where an rbd: origin's conf and keyring may be (the
+ * host's Ceph configuration, and the keyrings fcache's Nova driver writes
+ * from libvirt's secrets). */
+#define FC_ORIGIN_RBD_DIRS_DEFAULT "/etc/ceph/,/run/fcache/ceph/"
 
 /* How agents authenticate and encrypt the migration stream
  * (migration/xfer_tls.h). */
@@ -75,6 +79,12 @@ struct fc_config {
   /* A block device origin: any name (default), or only under
    * origin_prefixes like a file. */
   char origin_block_devices[16];
+  /* rbd: origins: the only directories their conf= and keyring= files may
+   * be read from (same syntax as origin_prefixes), and the messenger mode
+   * to the Ceph cluster ("secure" or "crc"). */
+  char origin_rbd_dirs[FC_ORIGIN_PREFIXES_MAX][FC_PATH_MAX];
+  unsigned n_origin_rbd_dirs;
+  char origin_rbd_ms_mode[8];
 };
 
 void fc_config_defaults(struct fc_config *cfg);

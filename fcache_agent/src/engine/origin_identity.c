@@ -6,7 +6,9 @@
  *               (/dev/sdb, /dev/disk/by-id/..., /dev/dm-3 spelled any way),
  *               anything else by its file system and inode;
  *   nbd+unix    the socket's inode and the export name;
- *   nbd (TCP)   host (case folded), port (10809 when absent) and export.
+ *   nbd (TCP)   host (case folded), port (10809 when absent) and export;
+ *   rbd         pool, namespace and image (a second cluster with the same
+ *               names is taken for the same: refused, never doubled).
  *
  * The nbds variants name the same disk as their plaintext twins.  An
  * origin that cannot be resolved (not there yet, a malformed URI) has no
@@ -17,13 +19,15 @@
 #include <sys/stat.h>
 
 #include "common/nbd_uri.h"
+#include "common/rbd_spec.h"
 #include "volume.h"
 
 struct origin_identity {
-  char kind;                    /* 'b', 'f', 'u', 't'; 0: unknown */
+  char kind;                    /* 'b', 'f', 'u', 't', 'r'; 0: unknown */
   dev_t dev;
   ino_t ino;
   struct fc_nbd_uri nbd;
+  struct fc_rbd_spec rbd;
 };
 
 static void
@@ -43,6 +47,13 @@ identify(const char *origin, struct origin_identity *id)
       id->dev = st.st_dev;
       id->ino = st.st_ino;
     }
+    return;
+  }
+  if (fc_rbd_spec_is_rbd(origin)) {
+    char err[8];
+
+    if (fc_rbd_spec_parse(origin, &id->rbd, err, sizeof err) == 0)
+      id->kind = 'r';
     return;
   }
   if (fc_nbd_uri_parse(origin, &id->nbd))
@@ -79,6 +90,9 @@ fc_volume_same_origin(const char *a, const char *b)
   case 'u':
     return x.dev == y.dev && x.ino == y.ino &&
            !strcmp(x.nbd.export, y.nbd.export);
+  case 'r':
+    return !strcmp(x.rbd.pool, y.rbd.pool) && !strcmp(x.rbd.ns, y.rbd.ns) &&
+           !strcmp(x.rbd.image, y.rbd.image);
   default:
     return !strcmp(x.nbd.host, y.nbd.host) &&
            !strcmp(x.nbd.port, y.nbd.port) &&

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/rbd_spec.h"
 #include "origin.h"
 
 int
@@ -15,8 +16,11 @@ fc_origin_open(const char *uri, unsigned connections,
   if (!strncmp(uri, "nbd://", 6) || !strncmp(uri, "nbd+unix://", 11) ||
       !strncmp(uri, "nbds://", 7) || !strncmp(uri, "nbds+unix://", 12))
     return fc_origin_open_nbd(uri, connections, pol, out, err, errlen);
-  snprintf(err, errlen, "origin '%s' is neither an absolute path nor an "
-           "nbd://, nbd+unix://, nbds:// or nbds+unix:// URI", uri);
+  if (fc_rbd_spec_is_rbd(uri))
+    return fc_origin_open_rbd(uri, pol, out, err, errlen);
+  snprintf(err, errlen, "origin '%s' is neither an absolute path, an "
+           "nbd://, nbd+unix://, nbds:// or nbds+unix:// URI, nor an "
+           "rbd:pool/image origin", uri);
   return -EINVAL;
 }
 

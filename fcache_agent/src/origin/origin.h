@@ -42,6 +42,8 @@ struct fc_origin_ops {
   /* Optional; see fc_origin_block_status. */
   int (*block_status)(struct fc_origin *o, uint32_t count, uint64_t off,
                       struct fc_origin_extent *ext, uint32_t max);
+  /* Optional; see fc_origin_release. */
+  int (*release)(struct fc_origin *o);
   void (*close)(struct fc_origin *o);
 };
 
@@ -54,7 +56,9 @@ struct fc_origin {
 /* uri: an absolute path, "nbd://host[:port]/export",
  * "nbd+unix:///export?socket=/path", or the same with TLS required,
  * "nbds://" / "nbds+unix://" (credentials from pol: origin_tls_dir,
- * origin_tls_psk_file).  `connections` is how many parallel NBD
+ * origin_tls_psk_file), or a Ceph RBD image in QEMU's syntax,
+ * "rbd:pool/image:id=user:keyring=/path:mon_host=..." (common/rbd_spec.h;
+ * conf and keyring files under pol's origin_rbd_dirs).  `connections` is how many parallel NBD
  * connections to open (ignored for paths).  A path must pass `pol`
  * (origin_policy.h), and a block device is opened exclusively: one that
  * is mounted or held by someone else is refused. */
@@ -64,6 +68,8 @@ int fc_origin_open(const char *uri, unsigned connections,
 
 int fc_origin_open_path(const char *path, const struct fc_origin_policy *pol,
                         struct fc_origin **out, char *err, size_t errlen);
+int fc_origin_open_rbd(const char *uri, const struct fc_origin_policy *pol,
+                       struct fc_origin **out, char *err, size_t errlen);
 int fc_origin_open_nbd(const char *uri, unsigned connections,
                        const struct fc_origin_policy *pol,
                        struct fc_origin **out, char *err, size_t errlen);
@@ -141,6 +147,18 @@ fc_origin_block_status(struct fc_origin *o, uint32_t count, uint64_t off,
   if (o->ops->block_status)
     return o->ops->block_status(o, count, off, ext, max);
   return fc_origin_block_status_unknown(count, ext);
+}
+
+/* Give up what lets this host alone change the origin, so that another
+ * host may: a live migration's source calls it once the volume is frozen
+ * for the switchover.  The next change made here takes it back if no one
+ * else holds it (a migration that did not switch over), and fails with
+ * -EIO if someone does.  0 for origins without such a thing (files,
+ * block devices, NBD: their exclusion is the host's or the server's). */
+static inline int
+fc_origin_release(struct fc_origin *o)
+{
+  return o->ops->release ? o->ops->release(o) : 0;
 }
 
 static inline void

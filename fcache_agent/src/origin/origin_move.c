@@ -627,6 +627,21 @@ mv_block_status(struct fc_origin *o, uint32_t count, uint64_t off,
   return r;
 }
 
+/* A live migration's source, frozen: whatever it writes to gives way. */
+static int
+mv_release(struct fc_origin *o)
+{
+  struct move_origin *m = mo(o);
+  int r;
+
+  pthread_mutex_lock(&m->mu);
+  r = fc_origin_release(m->cur);
+  if (r == 0 && m->moving)
+    r = fc_origin_release(m->b);
+  pthread_mutex_unlock(&m->mu);
+  return r;
+}
+
 static void
 mv_close(struct fc_origin *o)
 {
@@ -648,6 +663,7 @@ static const struct fc_origin_ops move_ops = {
   .trim = mv_trim,
   .zero = mv_zero,
   .block_status = mv_block_status,
+  .release = mv_release,
   .close = mv_close,
 };
 

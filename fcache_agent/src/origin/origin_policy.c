@@ -30,6 +30,9 @@ void fc_origin_policy_init(struct fc_origin_policy *pol,
   pol->block_devices_anywhere = strcmp(cfg->origin_block_devices, "prefixes") != 0;
   pol->tls_dir = cfg->origin_tls_dir[0] ? cfg->origin_tls_dir : NULL;
   pol->tls_psk_file = cfg->origin_tls_psk_file[0] ? cfg->origin_tls_psk_file : NULL;
+  pol->rbd_dirs = cfg->origin_rbd_dirs;
+  pol->n_rbd_dirs = cfg->n_origin_rbd_dirs;
+  pol->rbd_ms_mode = cfg->origin_rbd_ms_mode;
 }
 
 static bool under_dev(const char *prefix)
@@ -69,16 +72,17 @@ static int resolve_prefix(const char *prefix, char *out, size_t outlen)
 /* What `path` resolved to (`real`) stays inside the prefix it matched,
  * resolved too: a link in /var/lib/nova/mnt must not lead to /etc. */
 static int check_inside_prefix(const char *what, const char *path,
-                               const char *real, const char *prefix,
-                               char *err, size_t errlen)
+                               const char *real, const char *key,
+                               const char *prefix, char *err, size_t errlen)
 {
   char rprefix[PATH_MAX];
   int r = resolve_prefix(prefix, rprefix, sizeof rprefix);
 
   if (r < 0 || strncmp(real, rprefix, strlen(rprefix))) {
-    snprintf(err, errlen, "%s %s resolves to %s, outside %s (the " KEY
-             " entry %s it matched); a link must not lead out of its prefix",
-             what, path, real, r < 0 ? "(unresolvable)" : rprefix, prefix);
+    snprintf(err, errlen, "%s %s resolves to %s, outside %s (the %s entry %s "
+             "it matched); a link must not lead out of its prefix",
+             what, path, real, r < 0 ? "(unresolvable)" : rprefix, key,
+             prefix);
     return -EPERM;
   }
   return 0;
@@ -208,7 +212,8 @@ static int check_target(const struct fc_origin_policy *pol, const char *path,
       return -EPERM;
     }
   } else {
-    r = check_inside_prefix("origin", path, real, prefix, err, errlen);
+    r = check_inside_prefix("origin", path, real, KEY, prefix, err,
+                            errlen);
     if (r < 0)
       return r;
   }
@@ -313,7 +318,8 @@ int fc_origin_policy_check_socket(const struct fc_origin_policy *pol,
              S_ISBLK(st.st_mode) ? "a block device" : kind(st.st_mode));
     return -EPERM;
   }
-  r = check_inside_prefix("NBD socket", path, real, prefix, err, errlen);
+  r = check_inside_prefix("NBD socket", path, real, KEY, prefix, err,
+                          errlen);
   if (r < 0)
     return r;
   if (realpath(pol->state_dir, state) && path_under(real, state)) {
@@ -322,4 +328,76 @@ int fc_origin_policy_check_socket(const struct fc_origin_policy *pol,
     return -EPERM;
   }
   return 0;
+}
+
+int fc_origin_policy_open_rbd_file(const struct fc_origin_policy *pol,
+                                   const char *what, const char *path,
+                                   int *fd_out, char *err, size_t errlen)
+{
+  char link[64], real[PATH_MAX], state[PATH_MAX];
+  const char *dir = NULL;
+  struct stat st;
+  ssize_t n;
+  int opath, fd, r;
+
+  if (path[0] != '/' || fc_path_has_dot_component(path) ||
+      strlen(path) >= FC_PATH_MAX) {
+    snprintf(err, errlen, "RBD %s '%.200s' is not an absolute path without "
+             "'.' or '..' components", what, path);
+    return -EINVAL;
+  }
+  for (unsigned i = 0; i < pol->n_rbd_dirs && !dir; i++)
+    if (!strncmp(path, pol->rbd_dirs[i], strlen(pol->rbd_dirs[i])))
+      dir = pol->rbd_dirs[i];
+  if (!dir) {
+    snprintf(err, errlen, "RBD %s %.200s is not under any of the agent's "
+             "origin_rbd_dirs; put it there or add its directory to "
+             "origin_rbd_dirs in the agent's configuration", what, path);
+    return -EPERM;
+  }
+  /* As for origins: O_PATH opens nothing (a device's driver does not
+   * run) and pins the inode the checks judge. */
+  opath = open(path, O_PATH | O_CLOEXEC);
+  if (opath < 0) {
+    r = -errno;
+    snprintf(err, errlen, "cannot open RBD %s %.200s: %s", what, path,
+             strerror(-r));
+    return r;
+  }
+  snprintf(link, sizeof link, "/proc/self/fd/%d", opath);
+  n = readlink(link, real, sizeof real - 1);
+  if (n < 0 || fstat(opath, &st) < 0) {
+    r = -errno;
+    snprintf(err, errlen, "cannot resolve RBD %s %.200s: %s", what, path,
+             strerror(-r));
+    goto out;
+  }
+  real[n] = '\0';
+  if (!S_ISREG(st.st_mode)) {
+    r = -EPERM;
+    snprintf(err, errlen, "RBD %s %.200s resolves to %s, which is %s, not a "
+             "regular file", what, path, real, kind(st.st_mode));
+    goto out;
+  }
+  r = check_inside_prefix(what, path, real, "origin_rbd_dirs", dir, err,
+                          errlen);
+  if (r < 0)
+    goto out;
+  if (realpath(pol->state_dir, state) && path_under(real, state)) {
+    r = -EPERM;
+    snprintf(err, errlen, "RBD %s %.200s is inside the agent's state_dir %s; "
+             "refused", what, path, state);
+    goto out;
+  }
+  fd = open(link, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+  if (fd < 0) {
+    r = -errno;
+    snprintf(err, errlen, "cannot open RBD %s %.200s: %s", what, path,
+             strerror(-r));
+    goto out;
+  }
+  *fd_out = fd;
+out:
+  close(opath);
+  return r;
 }

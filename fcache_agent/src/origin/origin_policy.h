@@ -23,6 +23,10 @@ struct fc_origin_policy {
   /* nbds:// origins: origin_tls_dir and origin_tls_psk_file, or NULL. */
   const char *tls_dir;
   const char *tls_psk_file;
+  /* rbd: origins: origin_rbd_dirs and origin_rbd_ms_mode. */
+  const char (*rbd_dirs)[FC_PATH_MAX];
+  unsigned n_rbd_dirs;
+  const char *rbd_ms_mode;
 };
 
 void fc_origin_policy_init(struct fc_origin_policy *pol,
@@ -57,6 +61,16 @@ int fc_origin_policy_open(const struct fc_origin_policy *pol,
  * -EINVAL with a one-line message naming origin_prefixes. */
 int fc_origin_policy_check_socket(const struct fc_origin_policy *pol,
                                   const char *path, char *err, size_t errlen);
+
+/* The conf= or keyring= file of an rbd: origin (`what` names which):
+ * absolute, without "." or ".." components, under one of pol->rbd_dirs, a
+ * regular file once resolved, inside its resolved directory and not under
+ * state_dir.  Opened read-only; librados is then given /proc/self/fd/N,
+ * so it reads the inode that was checked.  0 with *fd_out set, or -EPERM /
+ * -EINVAL / -errno with a one-line message naming origin_rbd_dirs. */
+int fc_origin_policy_open_rbd_file(const struct fc_origin_policy *pol,
+                                   const char *what, const char *path,
+                                   int *fd_out, char *err, size_t errlen);
 
 /* True when block devices a and b share stored bytes: followed down
  * what each is built on (device-mapper, md, ...: /sys/dev/block/.../slaves)

@@ -170,6 +170,9 @@ void fc_ucache_migr_settled(struct fc_ucache *uc);
  * 0 written, 1 cached but clean, -ENOENT not cached, -errno. */
 int fc_ucache_migr_writeback_block(struct fc_ucache *uc, oblock_t ob);
 int fc_ucache_flush_origin(struct fc_ucache *uc);
+/* Source, frozen for the switchover: the origin's exclusive hold (an RBD
+ * image's lock) goes, for the destination to take (fc_origin_release). */
+int fc_ucache_release_origin(struct fc_ucache *uc);
 /* Source, before the switchover: [off, off+count) as the VM sees it now
  * (cache, else origin), changing nothing: no fill, no LRU move, no
  * counters.  A destination read is forwarded here. */

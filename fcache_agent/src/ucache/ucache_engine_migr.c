@@ -30,6 +30,14 @@ out_freeze(struct fc_engine_migr *m, bool flush, char *err, size_t errlen)
       snprintf(err, errlen, "cannot write dirty blocks back before switchover: %s",
                strerror(-r));
   }
+  /* Nothing more is written here unless the migration fails: the
+   * destination takes the origin over (an RBD image's lock moves). */
+  if (r == 0) {
+    r = fc_ucache_release_origin(UC(m));
+    if (r)
+      snprintf(err, errlen, "cannot give the origin's exclusive lock up for "
+               "the destination: %s", strerror(-r));
+  }
   return r;
 }
 

@@ -262,6 +262,12 @@ fc_ucache_flush_origin(struct fc_ucache *uc)
 }
 
 int
+fc_ucache_release_origin(struct fc_ucache *uc)
+{
+  return fc_origin_release(uc->origin);
+}
+
+int
 fc_ucache_sync_records(struct fc_ucache *uc)
 {
   return uc_sync_records(uc);
