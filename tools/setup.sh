@@ -21,6 +21,10 @@ APT_PACKAGES=(
 # systemd unit (shellcheck, bats, systemd-analyze, man for the unit's
 # Documentation=), the architecture picture (graphviz).
 APT_PACKAGES+=(shellcheck bats graphviz systemd man-db)
+# A real Ceph cluster for the RBD origin tests (tools/ceph-box.sh: one
+# mon, one OSD, no mgr), librbd to build against, its Python bindings.
+APT_PACKAGES+=(ceph-mon ceph-osd ceph-common librbd-dev librados-dev
+  python3-rbd python3-rados)
 
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
