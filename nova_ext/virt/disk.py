@@ -51,11 +51,23 @@ def parse_export(uri):
 
 
 def point_at_export(conf, export_uri):
-    """Return a copy of disk ``conf`` whose source is the agent export."""
+    """Return a copy of disk ``conf`` whose source is the agent export.
+
+    Nothing of the volume's own source stays: an RBD network disk's
+    monitors and its ``<auth>`` (the cephx user and libvirt secret) are
+    the agent's business, not QEMU's, which opens the export only.
+    """
     kind, name, path = parse_export(export_uri)
+    conf.auth_username = None
+    conf.auth_secret_type = None
+    conf.auth_secret_uuid = None
     if kind == 'block':
         conf.source_type = 'block'
         conf.source_path = path
+        conf.source_protocol = None
+        conf.source_name = None
+        conf.source_hosts = []
+        conf.source_ports = []
         return conf
     disk = NbdUnixGuestDisk()
     for key, value in vars(conf).items():
