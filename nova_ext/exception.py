@@ -102,6 +102,21 @@ class VolumeFormatNotCached(FcacheException):
                "False)")
 
 
+class RbdKeyUnavailable(FcacheException):
+    msg_fmt = ("cannot cache RBD volume %(volume_id)s: the cephx key of "
+               "client.%(user)s is to come from libvirt secret "
+               "%(secret_uuid)s (%(source)s), which %(reason)s on this "
+               "host. Define it here as Nova needs it for this volume "
+               "anyway (virsh secret-define of a ceph secret with that "
+               "uuid, not private; virsh secret-set-value %(secret_uuid)s "
+               "--base64 <key>), or correct %(source)s")
+
+
+class RbdKeyringFailed(FcacheException):
+    msg_fmt = ("cannot write the keyring of RBD volume %(volume_id)s in "
+               "[fcache] rbd_keyring_dir %(directory)s: %(reason)s")
+
+
 class ProtocolError(FcacheException):
     msg_fmt = ("unexpected exchange with the fcache agent at %(path)s: "
                "%(reason)s")

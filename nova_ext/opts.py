@@ -116,6 +116,22 @@ FCACHE_OPTS = [
                     'the guest then sees I/O errors, and loses the writes '
                     'among them, when the agent restarts. Make it longer '
                     'than the agent takes to restart.'),
+    cfg.StrOpt('rbd_keyring_dir',
+               default='/run/fcache/ceph',
+               help='Directory where nova-compute writes the keyring of '
+                    'each cached Ceph RBD volume attached here (the cephx '
+                    'key of its libvirt secret, one file per volume, '
+                    'removed once the volume leaves the host), for the '
+                    'fcache-agent to open the image with. It must be one '
+                    'of the agent\'s origin_rbd_dirs, writable by '
+                    'nova-compute and by no other user, and is created '
+                    '(0700, or 0750 with rbd_keyring_group) if missing.'),
+    cfg.StrOpt('rbd_keyring_group',
+               help='Group given the keyring files, then mode 0640 instead '
+                    'of 0600, when the fcache-agent runs as a user other '
+                    'than nova-compute\'s and root (the packaged unit\'s '
+                    'dynamic user): a group the agent is a member of '
+                    '(SupplementaryGroups) and nova-compute too.'),
     cfg.FloatOpt('agent_timeout',
                  default=agent.DEFAULT_TIMEOUT,
                  min=0.1,

@@ -6,6 +6,9 @@ Where it hooks Nova's flow (nova/virt/libvirt/driver.py, Nova 34):
     After os-brick has connected the volume, a cacheable one is attached
     through the local agent, and ``connection_info['data']['fcache_export']``
     records the export; ``_get_volume_config`` points the guest disk at it.
+    The agent's origin is os-brick's device, or for a Ceph RBD network
+    disk its image and a keyring written here from the volume's libvirt
+    secret (:mod:`nova_ext.virt.rbd`), removed in ``_disconnect_volume``.
     On the destination of a live migration (inside ``pre_live_migration``)
     the volume is instead *prepared* (:mod:`nova_ext.virt.incoming`).
 ``_disconnect_volume``
@@ -43,6 +46,7 @@ from nova_ext.virt import disk
 from nova_ext.virt import incoming
 from nova_ext.virt import outgoing
 from nova_ext.virt import policy
+from nova_ext.virt import rbd
 from nova_ext.virt import reconnect
 from nova_ext.virt import state
 from nova_ext.virt import swap
@@ -113,14 +117,15 @@ class FcacheLibvirtDriver(incoming.IncomingMixin, outgoing.OutgoingMixin,
             raise exception.VolumeFormatNotCached(
                 volume_id=volume_id, format=volume_format,
                 driver=connection_info.get('driver_volume_type'))
-        if not origin:
+        if not origin and not rbd.is_rbd(connection_info):
             LOG.warning("Volume %s is cacheable but its connection (%s) "
-                        "gives no device path for the fcache agent to "
-                        "cache; it is used uncached", volume_id,
+                        "gives no device path or RBD image for the fcache "
+                        "agent to cache; it is used uncached", volume_id,
                         connection_info.get('driver_volume_type'),
                         instance=instance)
             return
         try:
+            origin = self._fcache_origin(connection_info)
             arriving = self._fcache_state.incoming(instance.uuid)
             prepared = None
             if arriving is not None:
@@ -143,12 +148,83 @@ class FcacheLibvirtDriver(incoming.IncomingMixin, outgoing.OutgoingMixin,
                 LOG.exception("fcache could not attach volume %s; "
                               "disconnecting it", volume_id,
                               instance=instance)
+                self._fcache_forget_origin(connection_info, instance)
                 super()._disconnect_volume(context, connection_info,
                                            instance, encryption=encryption)
         data.pop(policy.SOURCE_KEY, None)
         data[policy.EXPORT_KEY] = export_uri
         LOG.info("Volume %s cached by fcache, guest disk at %s", volume_id,
                  export_uri, instance=instance)
+
+    def _fcache_origin(self, connection_info):
+        """The origin the agent caches: os-brick's device, or RBD's image.
+
+        An RBD volume's origin names a keyring written here from the
+        libvirt secret Nova uses for it (:mod:`nova_ext.virt.rbd`).
+
+        :raises nova_ext.exception.RbdKeyUnavailable: no such secret, or
+            it has no readable value.
+        """
+        path = policy.origin(connection_info)
+        if path or not rbd.is_rbd(connection_info):
+            return path
+        src = rbd.source(connection_info, rbd_user=CONF.libvirt.rbd_user,
+                         rbd_secret_uuid=CONF.libvirt.rbd_secret_uuid)
+        if not src.secret_uuid:
+            return rbd.origin_string(src)
+        volume_id = rbd.volume_id(connection_info)
+        name = rbd.keyring_name(volume_id)
+        text = rbd.keyring_text(src.user, self._fcache_ceph_key(
+            src, volume_id))
+        conf = self._fcache_conf
+        try:
+            path = rbd.write_keyring(conf.rbd_keyring_dir, name, text,
+                                     group=conf.rbd_keyring_group)
+        except OSError as exc:
+            raise exception.RbdKeyringFailed(
+                volume_id=volume_id, directory=conf.rbd_keyring_dir,
+                reason=exc)
+        return rbd.origin_string(src, keyring=path)
+
+    def _fcache_ceph_key(self, src, volume_id):
+        """The cephx key in libvirt secret ``src.secret_uuid`` (bytes).
+
+        Nova's Host looks secrets up by usage only; its RBD image backend
+        reads ``[libvirt] rbd_secret_uuid`` by uuid from the connection, as
+        here.
+        """
+        def unavailable(reason):
+            return exception.RbdKeyUnavailable(
+                volume_id=volume_id, user=src.user,
+                secret_uuid=src.secret_uuid, source=src.secret_source,
+                reason=reason)
+        try:
+            secret = self._host.get_connection().secretLookupByUUIDString(
+                src.secret_uuid)
+        except Exception as exc:
+            raise unavailable('cannot be found (%s)' % exc)
+        try:
+            key = secret.value() if secret is not None else None
+        except Exception as exc:
+            raise unavailable('has no value libvirt gives (%s)' % exc)
+        if not key:
+            raise unavailable('is not defined or has no value')
+        return key
+
+    def _fcache_forget_origin(self, connection_info, instance):
+        """Remove an RBD volume's keyring; never fails the caller."""
+        if not rbd.is_rbd(connection_info):
+            return
+        directory = self._fcache_conf.rbd_keyring_dir
+        try:
+            name = rbd.keyring_name(rbd.volume_id(connection_info))
+            if rbd.remove_keyring(directory, name):
+                LOG.debug("Removed keyring %s from %s", name, directory,
+                          instance=instance)
+        except (OSError, exception.FcacheException) as exc:
+            LOG.warning("Could not remove the keyring of RBD volume %s "
+                        "from %s: %s", rbd.volume_id(connection_info),
+                        directory, exc, instance=instance)
 
     # -- evacuation ---------------------------------------------------------
 
@@ -266,6 +342,10 @@ class FcacheLibvirtDriver(incoming.IncomingMixin, outgoing.OutgoingMixin,
                            force=False):
         if policy.is_cacheable(connection_info):
             self._fcache_release(context, connection_info, instance)
+            # Released (or never attached): the agent reads the keyring
+            # no more.  On a migration's source after it, or on its
+            # destination after an abort, as on a detach.
+            self._fcache_forget_origin(connection_info, instance)
         super()._disconnect_volume(context, connection_info, instance,
                                    encryption=encryption,
                                    destroy_secrets=destroy_secrets,

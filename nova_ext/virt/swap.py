@@ -6,7 +6,8 @@ compute manager's ``swap_volume``); Nova's libvirt driver connects the new
 volume and has QEMU block-copy the guest disk onto it.  For a volume the
 fcache agent serves, the guest disk is the agent's NBD export, and the
 agent copies instead (``volume-move``): origin A is the old volume, origin
-B the device os-brick connected for the new one.  The guest keeps the same
+B the device os-brick connected for the new one (or, for RBD, its image
+and a keyring of its own: :mod:`nova_ext.virt.rbd`).  The guest keeps the same
 export and its disk XML does not change.
 
 The scheme is the new volume type's ``fcache:storage_migration`` (else the
@@ -38,7 +39,8 @@ LOG = logging.getLogger(__name__)
 class SwapMixin(object):
     """``swap_volume`` of the fcache driver.
 
-    Needs ``_local_agent()``, ``_fcache_conf`` and the os-brick-only
+    Needs ``_local_agent()``, ``_fcache_conf``, ``_fcache_origin`` /
+    ``_fcache_forget_origin`` and the os-brick-only
     ``_fcache_brick_connect`` / ``_fcache_brick_disconnect`` of the driver.
     """
 
@@ -65,12 +67,13 @@ class SwapMixin(object):
 
         self._fcache_brick_connect(context, new_connection_info, instance)
         try:
-            to = policy.origin(new_connection_info)
+            to = self._fcache_origin(new_connection_info)
             if not to:
                 raise exception.StorageMoveFailed(
                     volume_id=volume_id, to='(none)', state='refused',
                     reason='the new volume\'s connection (%s) gives no '
-                    'device path for the fcache agent to move to' %
+                    'device path or RBD image for the fcache agent to '
+                    'move to' %
                     new_connection_info.get('driver_volume_type'))
             wanted = (new_pol['storage_migration'] or
                       old_pol['storage_migration'])
@@ -89,6 +92,7 @@ class SwapMixin(object):
                 LOG.error("fcache could not move volume %s to the new "
                           "volume; the old one keeps serving the guest",
                           volume_id, instance=instance)
+                self._fcache_forget_origin(new_connection_info, instance)
                 self._fcache_brick_disconnect(context, new_connection_info,
                                               instance)
 
@@ -101,9 +105,11 @@ class SwapMixin(object):
                 'elapsed_s', 'downtime_ms'))
         if auto is not None:
             data[policy.STORAGE_MOVE_KEY]['auto'] = True
-        # The agent no longer reads the old volume: os-brick lets it go.
+        # The agent no longer reads the old volume: os-brick lets it go,
+        # and an RBD volume's keyring goes.
         self._fcache_brick_disconnect(context, old_connection_info,
                                       instance)
+        self._fcache_forget_origin(old_connection_info, instance)
         LOG.info("Volume %(volume)s moved by the fcache agent to %(to)s "
                  "with %(scheme)s in %(elapsed)s s; the guest disk is "
                  "still %(export)s",

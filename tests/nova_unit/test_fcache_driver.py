@@ -16,11 +16,15 @@ domain XML when the volume arrives there uncached.
 
 import nova.monkey_patch  # noqa: F401  (Nova: first, before anything else)
 
+import base64
 import errno
+import os
+import stat
 from unittest import mock
 
 import fixtures
 from lxml import etree
+from oslo_serialization import jsonutils
 from oslo_utils.fixture import uuidsentinel as uuids
 
 from nova.compute import utils as compute_utils
@@ -29,6 +33,7 @@ from nova import exception as nova_exception
 from nova import objects
 from nova import test
 from nova.tests import fixtures as nova_fixtures
+from nova.tests.fixtures import libvirt as fakelibvirt
 from nova.tests.unit import fake_instance
 from nova.virt import fake
 from nova.virt.libvirt import config as vconfig
@@ -370,3 +375,256 @@ class VolumeFormatTest(_DriverTest):
         agent.return_value.attach_volume.assert_called_once()
         self.assertEqual('nbd+unix:///v?socket=/e.sock',
                          info['data']['fcache_export'])
+
+
+RBD_SECRET = uuids.rbd_secret
+# A ceph secret's value in libvirt: the cephx key's bytes.
+CEPHX_KEY = b'\x9e\x11fcache-test-key\x00\x7f'
+CEPHX_KEY_B64 = base64.b64encode(CEPHX_KEY).decode()
+
+
+def _rbd_info(**data):
+    """connection_info of Cinder's RBD driver (cinder/volume/drivers/rbd)."""
+    base = {'name': 'volumes/volume-%s' % VOLUME,
+            'hosts': ['192.0.2.1', 'fd00::2'], 'ports': ['6789', '3300'],
+            'cluster_name': 'ceph', 'auth_enabled': True,
+            'auth_username': 'cinder', 'secret_type': 'ceph',
+            'secret_uuid': RBD_SECRET, 'volume_id': VOLUME,
+            'discard': True, 'cacheable': True,
+            'fcache': {'write_policy': 'write_through'}}
+    base.update(data)
+    return {'driver_volume_type': 'rbd', 'serial': VOLUME, 'data': base}
+
+
+class RbdVolumeTest(_DriverTest):
+    """A cacheable RBD network disk: the agent caches the image itself."""
+
+    def setUp(self):
+        super().setUp()
+        self.keyring_dir = self.useFixture(fixtures.TempDir()).path + '/ceph'
+        self.flags(rbd_keyring_dir=self.keyring_dir, group='fcache')
+        self.keyring = '%s/%s.keyring' % (self.keyring_dir, VOLUME)
+        # libvirt's virSecretLookupByUUIDString, which Nova's fake lacks:
+        # over the fake connection's own secrets.
+        self.conn = self.drvr._host.get_connection()
+
+        def lookup(uuid):
+            try:
+                return self.conn._secrets[uuid]
+            except KeyError:
+                raise fakelibvirt.make_libvirtError(
+                    fakelibvirt.libvirtError,
+                    "Secret not found: no secret with matching uuid '%s'" %
+                    uuid, error_code=fakelibvirt.VIR_ERR_NO_SECRET,
+                    error_domain=fakelibvirt.VIR_FROM_SECRET)
+        self.useFixture(fixtures.MockPatchObject(
+            fakelibvirt.Connection, 'secretLookupByUUIDString',
+            side_effect=lookup, create=True))
+        self.agent = mock.Mock()
+        self.agent.attach_volume.return_value = {
+            'volume_id': VOLUME,
+            'export_uri': 'nbd+unix:///%s?socket=/run/fcache/e/v.sock' %
+            VOLUME}
+        self.useFixture(fixtures.MockPatchObject(
+            self.drvr, '_local_agent', return_value=self.agent))
+
+    def _define_secret(self, uuid=RBD_SECRET, value=CEPHX_KEY):
+        secret = self.conn.secretDefineXML(
+            "<secret ephemeral='no' private='no'><uuid>%s</uuid>"
+            "<usage type='ceph'><name>client.cinder</name></usage>"
+            "</secret>" % uuid)
+        if value is not None:
+            secret.setValue(value)
+
+    def _connect(self, info):
+        with mock.patch.object(NOVA_DRIVER, '_connect_volume'), \
+                mock.patch.object(NOVA_DRIVER, '_disconnect_volume') as disc:
+            self.drvr._connect_volume(self.context, info, self.instance)
+        return disc
+
+    def _origin(self):
+        return self.agent.attach_volume.call_args[0][1]
+
+    def test_cached_with_a_keyring_from_the_libvirt_secret(self):
+        self._define_secret()
+        info = _rbd_info()
+        self._connect(info)
+        self.assertEqual(
+            'rbd:volumes/volume-%s:id=cinder:keyring=%s:mon_host='
+            '192.0.2.1\\:6789;[fd00\\:\\:2]\\:3300' % (VOLUME, self.keyring),
+            self._origin())
+        self.assertEqual(VOLUME, self.agent.attach_volume.call_args[0][0])
+        with open(self.keyring) as f:
+            self.assertEqual('[client.cinder]\n\tkey = %s\n' % CEPHX_KEY_B64,
+                             f.read())
+        self.assertEqual(0o600, stat.S_IMODE(os.stat(self.keyring).st_mode))
+        self.assertEqual(self.agent.attach_volume.return_value['export_uri'],
+                         info['data']['fcache_export'])
+        # The key goes to the keyring file only.
+        for where in (jsonutils.dumps(info), self.stdlog.logger.output,
+                      repr(self.agent.mock_calls)):
+            self.assertNotIn(CEPHX_KEY_B64, where)
+
+    def test_nova_conf_secret_when_cinder_gives_none(self):
+        self.flags(rbd_user='nova', rbd_secret_uuid=uuids.nova_secret,
+                   group='libvirt')
+        self._define_secret(uuids.nova_secret)
+        self._connect(_rbd_info(secret_uuid=None))
+        self.assertIn(':id=nova:keyring=', self._origin())
+        with open(self.keyring) as f:
+            self.assertEqual('[client.nova]\n\tkey = %s\n' % CEPHX_KEY_B64,
+                             f.read())
+
+    def test_no_auth_no_keyring(self):
+        self._connect(_rbd_info(auth_enabled=False, auth_username=None,
+                                secret_uuid=None))
+        self.assertEqual('rbd:volumes/volume-%s:mon_host=192.0.2.1\\:6789;'
+                         '[fd00\\:\\:2]\\:3300' % VOLUME, self._origin())
+        self.assertFalse(os.path.exists(self.keyring_dir))
+
+    def test_missing_secret_fails_the_attach_clearly(self):
+        info = _rbd_info()
+        with mock.patch.object(NOVA_DRIVER, '_connect_volume'), \
+                mock.patch.object(NOVA_DRIVER, '_disconnect_volume') as disc:
+            err = self.assertRaises(exception.RbdKeyUnavailable,
+                                    self.drvr._connect_volume, self.context,
+                                    info, self.instance)
+        self.assertIn(RBD_SECRET, str(err))
+        self.assertIn('rbd_secret_uuid', str(err))
+        self.assertIn('client.cinder', str(err))
+        self.agent.attach_volume.assert_not_called()
+        disc.assert_called_once()
+        self.assertNotIn('fcache_export', info['data'])
+        self.assertFalse(os.path.exists(self.keyring))
+
+    def test_secret_without_value_fails_the_attach(self):
+        self._define_secret(value=None)
+        with mock.patch.object(NOVA_DRIVER, '_connect_volume'), \
+                mock.patch.object(NOVA_DRIVER, '_disconnect_volume'):
+            err = self.assertRaises(exception.RbdKeyUnavailable,
+                                    self.drvr._connect_volume, self.context,
+                                    _rbd_info(), self.instance)
+        self.assertIn('has no value', str(err))
+        self.agent.attach_volume.assert_not_called()
+
+    def test_agent_refusal_removes_the_keyring(self):
+        self._define_secret()
+        self.agent.attach_volume.side_effect = exception.AgentError(
+            'cannot open origin', errno=errno.EACCES)
+        with mock.patch.object(NOVA_DRIVER, '_connect_volume'), \
+                mock.patch.object(NOVA_DRIVER, '_disconnect_volume') as disc:
+            self.assertRaises(exception.AgentError, self.drvr._connect_volume,
+                              self.context, _rbd_info(), self.instance)
+        disc.assert_called_once()
+        self.assertTrue(os.path.isdir(self.keyring_dir))
+        self.assertEqual([], os.listdir(self.keyring_dir))
+
+    def test_detach_removes_the_keyring(self):
+        self._define_secret()
+        info = _rbd_info()
+        self._connect(info)
+        self.assertTrue(os.path.exists(self.keyring))
+        with mock.patch.object(NOVA_DRIVER, '_disconnect_volume') as disc:
+            self.drvr._disconnect_volume(self.context, info, self.instance)
+        self.agent.detach_volume.assert_called_once_with(VOLUME)
+        disc.assert_called_once()
+        self.assertFalse(os.path.exists(self.keyring))
+
+    def test_released_by_a_migration_removes_the_keyring(self):
+        # The source after the switchover: the agent let the volume go.
+        self._define_secret()
+        info = _rbd_info()
+        self._connect(info)
+        self.agent.detach_volume.side_effect = exception.AgentError(
+            'no such volume', errno=errno.ENOENT)
+        with mock.patch.object(NOVA_DRIVER, '_disconnect_volume'):
+            self.drvr._disconnect_volume(self.context, info, self.instance)
+        self.assertFalse(os.path.exists(self.keyring))
+
+    def test_write_back_kept_keeps_the_keyring(self):
+        self._define_secret()
+        info = _rbd_info(fcache={'write_policy': 'write_back'})
+        self._connect(info)
+        self.agent.detach_volume.side_effect = exception.AgentError(
+            'dirty blocks', errno=errno.EIO)
+        self.agent.show_volume.return_value = {'write_policy': 'write_back',
+                                               'dirty_blocks': 3}
+        with mock.patch.object(NOVA_DRIVER, '_disconnect_volume'):
+            self.assertRaises(exception.DirtyDataKept,
+                              self.drvr._disconnect_volume, self.context,
+                              info, self.instance)
+        # The agent still writes back through it.
+        self.assertTrue(os.path.exists(self.keyring))
+
+    def test_migration_destination_prepares_with_its_own_origin(self):
+        self._define_secret()
+        self.drvr._fcache_state.begin_incoming(
+            self.instance.uuid, 'src', {VOLUME: {
+                'cached': True, 'strategy': 'hybrid', 'cache_size': MiB,
+                'write_policy': 'write_through', 'admission': 'all'}})
+        self.agent.call.return_value = {
+            'export_uri': 'nbd+unix:///v?socket=/run/fcache/e/v.sock',
+            'listen': '0.0.0.0:7440'}
+        info = _rbd_info()
+        self._connect(info)
+        self.agent.attach_volume.assert_not_called()
+        incoming = self.agent.call.call_args
+        self.assertEqual('migration-incoming', incoming[0][0])
+        self.assertTrue(incoming[1]['origin'].startswith(
+            'rbd:volumes/volume-%s:id=cinder:keyring=%s:' %
+            (VOLUME, self.keyring)))
+        self.assertTrue(os.path.exists(self.keyring))
+        self.assertNotIn(CEPHX_KEY_B64, jsonutils.dumps(info))
+        # Nova's rollback disconnects the volume: the abort, the keyring.
+        with mock.patch.object(NOVA_DRIVER, '_disconnect_volume'):
+            self.drvr._disconnect_volume(self.context, info, self.instance)
+        self.assertEqual('migration-abort', self.agent.call.call_args[0][0])
+        self.assertFalse(os.path.exists(self.keyring))
+
+    def test_guest_disk_points_at_the_export_without_rbd_auth(self):
+        info = _rbd_info(fcache_export='nbd+unix:///%s?socket=/run/fcache/'
+                         'exports/v.sock' % VOLUME)
+        disk_info = {'bus': 'virtio', 'dev': 'vdb', 'type': 'disk'}
+        # Nova's own rbd disk config first, as without fcache.
+        plain = etree.XML(NOVA_DRIVER._get_volume_config(
+            self.drvr, info, disk_info).to_xml())
+        self.assertEqual('rbd', plain.find('source').get('protocol'))
+        self.assertIsNotNone(plain.find('auth'))
+
+        conf = self.drvr._get_volume_config(info, disk_info)
+        doc = etree.XML(conf.to_xml())
+        self.assertEqual('network', doc.get('type'))
+        source = doc.find('source')
+        self.assertEqual('nbd', source.get('protocol'))
+        self.assertEqual(VOLUME, source.get('name'))
+        hosts = source.findall('host')
+        self.assertEqual([{'transport': 'unix',
+                           'socket': '/run/fcache/exports/v.sock'}],
+                         [dict(h.attrib) for h in hosts])
+        self.assertIsNone(doc.find('auth'))
+        self.assertIsNone(doc.find('source/auth'))
+        self.assertEqual('raw', doc.find('driver').get('type'))
+        self.assertEqual(VOLUME, doc.findtext('serial'))
+        xml = etree.tostring(doc, encoding='unicode')
+        for gone in ('rbd', RBD_SECRET, 'cinder', '192.0.2.1'):
+            self.assertNotIn(gone, xml)
+
+    def test_swap_to_an_rbd_volume_moves_to_its_image(self):
+        self._define_secret()
+        old = _rbd_info(fcache_export='nbd+unix:///v?socket=/e.sock')
+        self._connect(_rbd_info())   # the old volume's keyring
+        new_id = uuids.new_volume
+        new = _rbd_info(name='volumes/volume-%s' % new_id, volume_id=new_id)
+        new['serial'] = new_id
+        new_keyring = '%s/%s.keyring' % (self.keyring_dir, new_id)
+        with mock.patch.object(self.drvr, '_fcache_brick_connect'), \
+                mock.patch.object(self.drvr, '_fcache_brick_disconnect'), \
+                mock.patch.object(self.drvr, '_fcache_move') as move:
+            move.return_value = {'elapsed_s': 1}
+            self.drvr.swap_volume(self.context, old, new, self.instance,
+                                  '/dev/vdb', None)
+        self.assertEqual('rbd:volumes/volume-%s:id=cinder:keyring=%s:'
+                         'mon_host=192.0.2.1\\:6789;[fd00\\:\\:2]\\:3300' %
+                         (new_id, new_keyring), move.call_args[0][1])
+        self.assertTrue(os.path.exists(new_keyring))
+        self.assertFalse(os.path.exists(self.keyring))

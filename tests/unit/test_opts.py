@@ -27,7 +27,9 @@ def test_list_opts():
         # A volume's whole life (issue 28): guests that ride out an agent
         # restart, evacuation away from write_back data.
         'nbd_reconnect_delay', 'evacuate_write_back',
-        'ssd_mbps', 'hdd_mbps', 'storage_move_write_mbps'}
+        'ssd_mbps', 'hdd_mbps', 'storage_move_write_mbps',
+        # Ceph RBD volumes: where their keyrings go, for the agent.
+        'rbd_keyring_dir', 'rbd_keyring_group'}
 
 
 def test_storage_move_defaults_and_bounds(conf):
@@ -72,6 +74,9 @@ def test_defaults(conf):
     # No remote control channel unless the operator sets one up.
     assert conf.fcache.peer_agent_socket is None
     assert conf.fcache.migration_address is None
+    # One of the agent's default origin_rbd_dirs.
+    assert conf.fcache.rbd_keyring_dir == '/run/fcache/ceph'
+    assert conf.fcache.rbd_keyring_group is None
 
 
 def test_strategy_choices():
