@@ -26,7 +26,8 @@ nova_log=$(mktemp)
   # clashing options on the global oslo.config object.  Within each, one
   # process (importing Nova takes seconds).
   .venv-nova/bin/python -m testtools.run tests.nova_functional.test_cinder_api \
-    tests.nova_functional.test_cinder_actions
+    tests.nova_functional.test_cinder_actions \
+    tests.nova_functional.test_cinder_rbd_cacheable
   .venv-nova/bin/python -m testtools.run \
     tests.nova_functional.test_live_migration \
     tests.nova_functional.test_mixed_fleet \
