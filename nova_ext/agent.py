@@ -118,8 +118,9 @@ class AgentClient(object):
         """Put a cache in front of ``origin`` and export it over NBD.
 
         :param volume_id: the Cinder volume id (any non-empty string).
-        :param origin: block device or file path, or an ``nbd://`` /
-            ``nbd+unix://`` URI.
+        :param origin: block device or file path, an ``nbd://`` /
+            ``nbd+unix://`` URI, or a Ceph RBD image in QEMU's ``rbd:``
+            syntax (:mod:`nova_ext.virt.rbd`).
         :param cache_size: bytes of cache for this volume (int), or None
             for the agent's default.
         :param write_policy: one of :data:`WRITE_POLICIES` or None.
@@ -201,8 +202,8 @@ class AgentClient(object):
         B (``to``) with ``scheme`` and then serves the same export from B;
         :meth:`move_status` follows the copy.
 
-        :param to: the new origin: a block device or file path, or an
-            ``nbd://`` / ``nbd+unix://`` URI.
+        :param to: the new origin, as ``origin`` of
+            :meth:`attach_volume`.
         :param scheme: one of :data:`MOVE_SCHEMES`, or None for the
             agent's default.
         :param max_rounds: ``dbt``: copy rounds before it gives up (int
