@@ -167,6 +167,11 @@ class _Base(base.LibvirtMigrationMixin, base.ServersTestBase,
         opts.register_opts(CONF)
         self.workdir = self.useFixture(fixtures.TempDir()).path
         self.binary = harness.ensure_asan_agent(self.workdir)
+        # The origins stop last, once the agents let go of them: nbdkit
+        # 1.32 ignores SIGTERM while a client is connected, and stop()
+        # waits 10 s before it kills it.
+        self.origins = {}
+        self.addCleanup(self._stop_origins)
         self.agents = {}
         for host in HOSTS:
             agent = harness.Agent(self.binary, self.workdir, name=host,
@@ -177,7 +182,6 @@ class _Base(base.LibvirtMigrationMixin, base.ServersTestBase,
             agent.start()
             self.addCleanup(self._stop_agent, agent)
             self.agents[host] = agent
-        self.origins = {}
         self.originals = {}
         self.guests = {}
         self.asked = []
@@ -237,6 +241,10 @@ class _Base(base.LibvirtMigrationMixin, base.ServersTestBase,
         agent.stop()
         self.assertEqual([], agent.sanitizer_reports())
 
+    def _stop_origins(self):
+        for origin in self.origins.values():
+            origin.stop()
+
     # -- Nova through novaclient ------------------------------------------
     def novaclient(self):
         from novaclient import client as nova_client
@@ -257,9 +265,8 @@ class _Base(base.LibvirtMigrationMixin, base.ServersTestBase,
         with open(path, 'rb') as f:
             self.originals[vol] = f.read()
         origin = harness.NbdkitOrigin(self.workdir, name, path)
-        origin.start()
-        self.addCleanup(origin.stop)
         self.origins[vol] = origin
+        origin.start()
         data = {'target_lun': '1', 'cacheable': True,
                 'test_origin': origin.uri}
         cinder_policy.add_to_connection_data(data, _specs(self.strategy))
