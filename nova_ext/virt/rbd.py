@@ -146,12 +146,23 @@ def _escape(value, special):
                    for c in value)
 
 
+# msgr1's port.  Cinder's RBD driver reports each monitor's legacy
+# address (``mon dump``'s ``addr``), which is this port; msgr1 cannot
+# encrypt, and the agent asks for msgr2's secure mode by default.  Given
+# without a port, librados tries the monitor's msgr2 port (3300) and its
+# msgr1 port both, as a monitor listens on by default.
+MSGR1_PORT = '6789'
+
+
 def _mon_host(monitors):
     out = []
     for host, port in monitors:
         if ':' in host:
             host = '[%s]' % host
-        out.append(host if port is None else '%s:%s' % (host, port))
+        if port is None or str(port) == MSGR1_PORT:
+            out.append(host)
+        else:
+            out.append('%s:%s' % (host, port))
     return ';'.join(out)
 
 

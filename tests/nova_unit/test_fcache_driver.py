@@ -451,7 +451,7 @@ class RbdVolumeTest(_DriverTest):
         self._connect(info)
         self.assertEqual(
             'rbd:volumes/volume-%s:id=cinder:keyring=%s:mon_host='
-            '192.0.2.1\\:6789;[fd00\\:\\:2]\\:3300' % (VOLUME, self.keyring),
+            '192.0.2.1;[fd00\\:\\:2]\\:3300' % (VOLUME, self.keyring),
             self._origin())
         self.assertEqual(VOLUME, self.agent.attach_volume.call_args[0][0])
         with open(self.keyring) as f:
@@ -478,7 +478,7 @@ class RbdVolumeTest(_DriverTest):
     def test_no_auth_no_keyring(self):
         self._connect(_rbd_info(auth_enabled=False, auth_username=None,
                                 secret_uuid=None))
-        self.assertEqual('rbd:volumes/volume-%s:mon_host=192.0.2.1\\:6789;'
+        self.assertEqual('rbd:volumes/volume-%s:mon_host=192.0.2.1;'
                          '[fd00\\:\\:2]\\:3300' % VOLUME, self._origin())
         self.assertFalse(os.path.exists(self.keyring_dir))
 
@@ -624,7 +624,7 @@ class RbdVolumeTest(_DriverTest):
             self.drvr.swap_volume(self.context, old, new, self.instance,
                                   '/dev/vdb', None)
         self.assertEqual('rbd:volumes/volume-%s:id=cinder:keyring=%s:'
-                         'mon_host=192.0.2.1\\:6789;[fd00\\:\\:2]\\:3300' %
+                         'mon_host=192.0.2.1;[fd00\\:\\:2]\\:3300' %
                          (new_id, new_keyring), move.call_args[0][1])
         self.assertTrue(os.path.exists(new_keyring))
         self.assertFalse(os.path.exists(self.keyring))
