@@ -11,6 +11,7 @@
 #                                  until an RBD image can be created
 #   ceph-box.sh stop DIR           stop the daemons (idempotent)
 #   ceph-box.sh kill-osd DIR       SIGKILL the OSD (an origin that dies)
+#                                  and have the mon mark it down
 #   ceph-box.sh start-osd DIR      start it again on the same store, wait
 #                                  until it serves I/O
 #   ceph-box.sh env DIR            CEPH_CONF=..., CEPH_KEYRING_CINDER=...,
@@ -322,6 +323,7 @@ EOF
     die_log "rbd pool init $POOL failed or timed out (${OSD_WAIT}s)" \
       "$dir/log/osd.$OSD_ID.log"
   wait_io
+  starting=
 }
 
 cmd_stop() {
@@ -338,6 +340,14 @@ cmd_kill_osd() {
   need_box
   [ -n "$(pid_of "osd.$OSD_ID")" ] || die "the OSD of $dir is not running"
   stop_daemon "osd.$OSD_ID" KILL
+  # In a cluster of several OSDs the peers of a dead one have the mon mark
+  # it down within seconds; this one has none.  A client whose map still
+  # says up keeps sending to the dead address: it asks the mon for a new
+  # map only once an operation is older than objecter_timeout (10 s), and
+  # never if its operations time out sooner (rados_osd_op_timeout).
+  admin timeout "$MON_WAIT" ceph osd down "$OSD_ID" >/dev/null \
+    2>>"$dir/log/ceph-cli.log" ||
+    die_log "the mon does not mark osd.$OSD_ID down" "$dir/log/ceph-cli.log"
 }
 
 cmd_start_osd() {
