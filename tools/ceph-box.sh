@@ -189,6 +189,8 @@ keyring = $dir/ceph.\$name.keyring
 
 [mon]
 mon_data = $dir/mon.\$id
+# A daemon's core dump lands in DIR, not in the caller's directory.
+chdir = $dir
 log_file = $dir/log/\$name.log
 pid_file = $dir/run/\$name.pid
 # Commit changes (the OSD's boot, the pool) at once, not after 1 s.
@@ -197,6 +199,7 @@ mon_rocksdb_options = write_buffer_size=8388608,compression=kNoCompression
 
 [osd]
 osd_data = $dir/osd.\$id
+chdir = $dir
 log_file = $dir/log/\$name.log
 pid_file = $dir/run/\$name.pid
 osd_objectstore = bluestore
