@@ -182,12 +182,19 @@ class NbdkitOrigin(object):
         except OSError:
             return ''
 
-    def stop(self, timeout=10):
+    def stop(self, timeout=10, grace=1):
+        """SIGTERM, then SIGKILL if nbdkit is still there after ``grace`` s.
+
+        nbdkit 1.32 does not exit on SIGTERM while a client that has sent
+        requests stays connected (an agent that still has the volume):
+        waiting longer would only delay the SIGKILL.  Without such a
+        client it exits at once.
+        """
         if self.proc is None or self.proc.poll() is not None:
             return
         self.proc.terminate()
         try:
-            self.proc.wait(timeout)
+            self.proc.wait(grace)
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait(timeout)
