@@ -320,11 +320,11 @@ def test_rbd_migrate_under_load(make_agent, ceph_box, workdir, strategy):
 
     src, dst, origin, orc, vm, uri = mu.setup_source(
         make_rbd_agent, make_origin, 'write_back')
-    # Writeback sends one block at a time, and a write to this OSD (a
-    # bluestore file, a sync per commit) takes milliseconds: the warm-up
-    # leaves most of the cache dirty, and dirty blocks are not evicted.
-    # Let writeback bring it down to its threshold (dirty_high_percent)
-    # so that the hot set fits, as on the NBD origin of test_migration.
+    # A write to this OSD (a bluestore file, a sync per commit) takes
+    # milliseconds: the warm-up can leave more of the cache dirty than on
+    # test_migration's NBD origin, and dirty blocks are not evicted.  Let
+    # writeback bring it down to its threshold (dirty_high_percent) so
+    # that the hot set fits.
     quota = src.show('vol1')['quota_blocks']
     harness.wait_for(lambda: src.show('vol1')['dirty_blocks'] <= quota // 4,
                      60, 'writeback to bring the dirty blocks down')

@@ -8,6 +8,8 @@
  * WB_PENDING mark and stays dirty.
  */
 #include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <time.h>
 
@@ -58,51 +60,124 @@ still_ours_locked(struct fc_ucache *uc, const struct wb_item *it)
            (FC_ENTRY_VALID | FC_ENTRY_DIRTY) && e->oblock == it->ob;
 }
 
+/* Up to this many of a pass's blocks travel to the origin at once.  Each
+ * write waits for the origin's acknowledgement, which on remote storage
+ * (an OSD's commit, an iSCSI round trip) takes a millisecond or more: one
+ * at a time, writeback would manage a few hundred blocks a second. */
+#define WB_SENDERS 8u
+
+struct wb_send {
+  struct fc_ucache *uc;
+  const struct wb_item *items;
+  bool *sent;                   /* per item: at the origin, not flushed */
+  uint32_t n;
+  atomic_uint next;             /* the next item to take */
+  atomic_uint nr_sent;
+  atomic_int err;               /* the first failure; the others stop */
+};
+
+/* One block to the origin.  Its stripe is held from the check to the
+ * origin's answer, as by a write: a write around the cache to this block
+ * cannot reach the origin between our read of it and our write. */
+static int
+send_one(struct fc_ucache *uc, const struct wb_item *it, char *buf,
+         bool *sent)
+{
+  struct stripe_set set;
+  bool ours;
+  int r = 0;
+
+  lock_one(uc, it->ob, &set);
+  pthread_mutex_lock(&uc->lock);
+  ours = still_ours_locked(uc, it);
+  pthread_mutex_unlock(&uc->lock);
+  if (ours) {
+    r = fc_cachedev_read(uc->dev, to_cblock(it->cb), 0, buf, uc->bs);
+    if (!r)
+      r = fc_origin_pwrite(uc->origin, buf, uc_block_bytes(uc, it->ob),
+                           it->ob * uc->bs, false);
+    if (!r) {
+      STAT_ADD(&uc->stats, origin_write_bytes, uc_block_bytes(uc, it->ob));
+      pthread_mutex_lock(&uc->lock);
+      uc->dev->table[it->cb].flags |= FC_ENTRY_WB_PENDING;
+      pthread_mutex_unlock(&uc->lock);
+      *sent = true;
+    }
+  }
+  uc_unlock_stripes(uc, &set);
+  return r;
+}
+
+static void *
+sender(void *arg)
+{
+  struct wb_send *s = arg;
+  char *buf = malloc(s->uc->bs);
+  int expected = 0;
+
+  if (!buf) {
+    atomic_compare_exchange_strong(&s->err, &expected, -ENOMEM);
+    return NULL;
+  }
+  while (atomic_load(&s->err) == 0) {
+    uint32_t i = atomic_fetch_add(&s->next, 1);
+    int r;
+
+    if (i >= s->n)
+      break;
+    r = send_one(s->uc, &s->items[i], buf, &s->sent[i]);
+    if (r) {
+      STAT_ADD(&s->uc->stats, io_errors, 1);
+      atomic_compare_exchange_strong(&s->err, &expected, r);
+      break;
+    }
+    if (s->sent[i])
+      atomic_fetch_add(&s->nr_sent, 1);
+  }
+  free(buf);
+  return NULL;
+}
+
+/* Sends items[0..n) with up to WB_SENDERS threads, the caller one of them
+ * (a thread that cannot be started only means fewer at once).  Returns
+ * how many were sent; *err is the first failure, after which the rest
+ * are left for the next pass. */
+static uint32_t
+send_all(struct fc_ucache *uc, const struct wb_item *items, bool *sent,
+         uint32_t n, int *err)
+{
+  struct wb_send s = { .uc = uc, .items = items, .sent = sent, .n = n };
+  pthread_t helpers[WB_SENDERS - 1];
+  uint32_t want = n < WB_SENDERS ? n : WB_SENDERS, started = 0;
+
+  atomic_init(&s.next, 0);
+  atomic_init(&s.nr_sent, 0);
+  atomic_init(&s.err, 0);
+  while (started + 1 < want &&
+         pthread_create(&helpers[started], NULL, sender, &s) == 0)
+    started++;
+  sender(&s);
+  for (uint32_t i = 0; i < started; i++)
+    pthread_join(helpers[i], NULL);
+  *err = atomic_load(&s.err);
+  return atomic_load(&s.nr_sent);
+}
+
 int
 uc_writeback_pass(struct fc_ucache *uc, uint32_t max_blocks, uint32_t *done)
 {
   struct wb_item items[WB_BATCH];
-  uint32_t n, sent = 0, cleaned = 0, settle = 0;
-  char *buf = malloc(uc->bs);
+  bool sent_item[WB_BATCH] = { false };
+  uint32_t n, sent, cleaned = 0, settle = 0;
   int r = 0;
 
   *done = 0;
-  if (!buf)
-    return -ENOMEM;
   n = collect_dirty(uc, items, max_blocks < WB_BATCH ? max_blocks : WB_BATCH);
-  for (uint32_t i = 0; i < n; i++) {
-    struct stripe_set set;
-    bool ours;
-
-    lock_one(uc, items[i].ob, &set);
-    pthread_mutex_lock(&uc->lock);
-    ours = still_ours_locked(uc, &items[i]);
-    pthread_mutex_unlock(&uc->lock);
-    if (ours) {
-      r = fc_cachedev_read(uc->dev, to_cblock(items[i].cb), 0, buf, uc->bs);
-      if (!r)
-        r = fc_origin_pwrite(uc->origin, buf, uc_block_bytes(uc, items[i].ob),
-                             items[i].ob * uc->bs, false);
-      if (!r) {
-        STAT_ADD(&uc->stats, origin_write_bytes, uc_block_bytes(uc, items[i].ob));
-        pthread_mutex_lock(&uc->lock);
-        uc->dev->table[items[i].cb].flags |= FC_ENTRY_WB_PENDING;
-        pthread_mutex_unlock(&uc->lock);
-        sent++;
-      }
-    }
-    uc_unlock_stripes(uc, &set);
-    if (r) {
-      STAT_ADD(&uc->stats, io_errors, 1);
-      n = i;            /* items after i were never sent */
-      break;
-    }
-  }
+  sent = send_all(uc, items, sent_item, n, &r);
   if (sent) {
     int fr = fc_origin_flush(uc->origin);
     if (fr) {
       log_error("writeback: origin flush failed (%d): blocks stay dirty", fr);
-      free(buf);
       return fr;
     }
   }
@@ -111,6 +186,8 @@ uc_writeback_pass(struct fc_ucache *uc, uint32_t max_blocks, uint32_t *done)
     bool clean_it;
     int mr;
 
+    if (!sent_item[i])
+      continue;
     lock_one(uc, items[i].ob, &set);
     pthread_mutex_lock(&uc->lock);
     clean_it = still_ours_locked(uc, &items[i]) &&
@@ -158,7 +235,6 @@ uc_writeback_pass(struct fc_ucache *uc, uint32_t max_blocks, uint32_t *done)
     }
     pthread_mutex_unlock(&uc->lock);
   }
-  free(buf);
   *done = cleaned;
   return r;
 }
