@@ -400,3 +400,56 @@ def test_rbd_data_on_the_wire(make_agent, ceph_box, workdir, mode):
     in_clear = secret[1024:1088] in sniffer.seen
     assert len(sniffer.seen) > BS, len(sniffer.seen)
     assert in_clear == (mode == 'crc'), (mode, len(sniffer.seen))
+
+
+# ---------------------------------------------------------------------------
+# Storage moves between images
+# ---------------------------------------------------------------------------
+
+MOVE_SIZE = 8 * MiB
+
+
+@pytest.mark.parametrize('scheme', ('dbt', 'mirror', 'lr', 'slr', 'aio'))
+def test_rbd_move_between_images(make_agent, ceph_box, workdir, scheme):
+    """A storage move from one RBD image to another, under load.
+
+    B ends with every acknowledged write and holds the lock; A is let go
+    (another client may write it again).
+    """
+    a = make_image(ceph_box, workdir, image_name('a'), size=MOVE_SIZE)
+    b = make_image(ceph_box, workdir, image_name('b'), size=MOVE_SIZE, seed=2,
+                   filled_fraction=0.3)
+    agent = rbd_agent(make_agent, ceph_box, writeback_interval_ms=50).start()
+    res = agent.attach('vol1', a.uri, cache_size=2 * MiB,
+                       write_policy='write_through')
+    orc = om.Oracle(a.content)
+    h = om.connect(res['export_uri'])
+    wl = om.Workload(h, orc, seed=5, depth=8, max_length=32768,
+                     hot_fraction=0.25 if scheme == 'dbt' else 1.0,
+                     hot_share=1.0)
+    wl.run(nops=100)
+    client = agent.client()
+    extra = {'converge_bytes': 4 * MiB} if scheme == 'dbt' else {}
+    client.call('volume-move', volume_id='vol1', to=b.uri, scheme=scheme,
+                rate_limit_mbps=20, **extra)
+    deadline = time.monotonic() + 60
+    while True:
+        wl.run(duration=0.2)
+        st = client.call('volume-move-status', volume_id='vol1')
+        if st['state'] in ('done', 'failed', 'aborted'):
+            break
+        assert time.monotonic() < deadline, st
+    wl.assert_clean()
+    assert st['state'] == 'done', st
+    assert agent.show('vol1')['origin'] == b.uri
+    # B is the agent's: its lock is held.  A is nobody's any more.
+    assert third_client_write(ceph_box, b.name) is not None
+    assert third_client_write(ceph_box, a.name) is None
+    wl.run(nops=100)
+    wl.assert_clean()
+    mism = om.verify_all(h, orc, 'verify after the move')
+    assert not mism, mism
+    om.close(h)
+    agent.detach('vol1')
+    mism = om.compare(orc, b.read_file(), 'image B after detach')
+    assert not mism, mism
