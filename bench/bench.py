@@ -17,6 +17,12 @@
            writing the same nbdkit origin directly.
   memory   memory per cached block (agent accounting and RSS) and
            metadata bytes per cache block on disk.
+  rbd      an RBD image in a Ceph cluster the benchmark starts
+           (tools/ceph-box.sh): 4 KiB random reads through the agent's
+           export, fully cached (hits) and cold (misses), against fio's
+           own rbd engine (librbd) reading the image directly, with the
+           messenger in secure mode (the agent's default) and in crc mode
+           (librbd's default).
 
 Each measurement is repeated --runs times (the peers alternate who goes
 first) and medians are reported; ratios are computed per run, then their
@@ -37,9 +43,10 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), 'tools'))
 
+import ceph_box  # noqa: E402
 from fcdemo import lab as L  # noqa: E402
 
-SECTIONS = ('memory', 'hit', 'miss', 'write')
+SECTIONS = ('memory', 'hit', 'miss', 'write', 'rbd')
 HOT_ID = 'bench-hot'
 # Request size used to fill volumes: the agent's NBD workers keep buffers
 # up to 1 MiB, so 1 MiB reads would add 1 MiB of RSS per worker thread.
@@ -59,6 +66,9 @@ def parse_args(argv):
     p.add_argument('--region', default='1G',
                    help='cached region (= agent cache size) and cold-miss '
                         'region (default: %(default)s)')
+    p.add_argument('--rbd-region', default='256M',
+                   help='size of the RBD image of the rbd section (= its '
+                        'agents\' cache size) (default: %(default)s)')
     p.add_argument('--numjobs', type=int, default=4,
                    help='fio jobs (one NBD connection each) for the hit '
                         'and miss tests (default: %(default)s)')
@@ -87,6 +97,9 @@ def parse_args(argv):
     args.region_b = L.parse_size(args.region)
     if args.region_b % (args.numjobs * L.MiB):
         p.error('--region must be a multiple of numjobs MiB')
+    args.rbd_region_b = L.parse_size(args.rbd_region)
+    if args.rbd_region_b % (args.numjobs * 4 * L.MiB):
+        p.error('--rbd-region must be a multiple of numjobs x 4 MiB')
     args.only = [s.strip() for s in args.only.split(',') if s.strip()]
     for s in args.only:
         if s not in SECTIONS:
@@ -94,6 +107,33 @@ def parse_args(argv):
     if args.runs < 1:
         p.error('--runs must be at least 1')
     return args
+
+
+# The rbd section's ratios: (name, numerator, denominator), per run.
+RBD_HIT_RATIOS = (
+    ('agent / fio-rbd-secure', 'agent', 'fio-rbd-secure'),
+    ('agent / fio-rbd-crc', 'agent', 'fio-rbd-crc'),
+    ('fio-rbd-secure / fio-rbd-crc', 'fio-rbd-secure', 'fio-rbd-crc'))
+RBD_MISS_RATIOS = (
+    ('agent-secure / fio-rbd-secure', 'agent-secure', 'fio-rbd-secure'),
+    ('agent-crc / fio-rbd-crc', 'agent-crc', 'fio-rbd-crc'),
+    ('agent-secure / fio-rbd-crc', 'agent-secure', 'fio-rbd-crc'),
+    ('agent-secure / agent-crc', 'agent-secure', 'agent-crc'),
+    ('fio-rbd-secure / fio-rbd-crc', 'fio-rbd-secure', 'fio-rbd-crc'))
+
+
+def ratios(run, which):
+    """{name: run[num] IOPS / run[den] IOPS} for which."""
+    return {name: run[num]['iops'] / run[den]['iops']
+            for name, num, den in which}
+
+
+def summary(runs, names, which):
+    """Runs, with the median IOPS of each name and of each ratio."""
+    med = {name: median([r[name]['iops'] for r in runs]) for name in names}
+    med['ratios'] = {name: median([r['ratios'][name] for r in runs])
+                     for name, _, _ in which}
+    return {'runs': runs, 'median': med}
 
 
 def median(xs):
@@ -120,13 +160,25 @@ class Bench(object):
         self.work = lab.workdir
         self.out = {}
         self.hot = None
+        self.agent = None
 
     # -- fio command lines --------------------------------------------------
+
+    @staticmethod
+    def target(uri):
+        """fio's engine options for uri: an NBD URI, or ('rbd', IMAGE).
+
+        fio's rbd engine reads the ceph.conf named by $CEPH_CONF.
+        """
+        if isinstance(uri, tuple):
+            return ['--ioengine=rbd', '--clientname=%s' % ceph_box.USER,
+                    '--pool=%s' % ceph_box.POOL, '--rbdname=%s' % uri[1]]
+        return ['--ioengine=nbd', '--uri=%s' % uri]
 
     def randread_timed(self, uri, size, seconds, rw='randread'):
         """4 KiB random reads (or rw) over [0, size), for `seconds`."""
         a = self.args
-        return ['--name=%s' % rw, '--ioengine=nbd', '--uri=%s' % uri,
+        return ['--name=%s' % rw] + self.target(uri) + [
                 '--rw=%s' % rw, '--bs=4k', '--iodepth=%d' % a.iodepth,
                 '--numjobs=%d' % a.numjobs, '--size=%d' % size,
                 '--norandommap', '--randrepeat=0', '--time_based',
@@ -136,14 +188,14 @@ class Bench(object):
         """Each 4 KiB block of [0, size) read exactly once, randomly."""
         a = self.args
         per = size // a.numjobs
-        return ['--name=coldread', '--ioengine=nbd', '--uri=%s' % uri,
+        return ['--name=coldread'] + self.target(uri) + [
                 '--rw=randread', '--bs=4k', '--iodepth=%d' % a.iodepth,
                 '--numjobs=%d' % a.numjobs, '--size=%d' % per,
                 '--offset_increment=%d' % per, '--randrepeat=0',
                 '--group_reporting']
 
     def seqread(self, uri, size, bs=FILL_BS):
-        return ['--name=fill', '--ioengine=nbd', '--uri=%s' % uri,
+        return ['--name=fill'] + self.target(uri) + [
                 '--rw=read', '--bs=%d' % bs, '--iodepth=8',
                 '--size=%d' % size]
 
@@ -208,8 +260,19 @@ class Bench(object):
                              size, policy))
         return att
 
-    def fio(self, what, argv, quiet=True, agent=None):
-        """Run fio; on failure, show the log of the agent it went through."""
+    def fio(self, what, argv, quiet=True, agent=None, ceph_conf=None):
+        """Run fio; on failure, show the log of the agent it went through.
+
+        ceph_conf: the CEPH_CONF of fio's rbd engine.
+        """
+        old = os.environ.get('CEPH_CONF')
+        if ceph_conf:
+            if not quiet:
+                self.lab.note(what, 'CEPH_CONF=%s %s' % (
+                    ceph_conf, L.cmdline(
+                        ['fio', '--output-format=json'] + argv)))
+                quiet = True
+            os.environ['CEPH_CONF'] = ceph_conf
         try:
             return L.fio_totals(self.lab.fio(what, argv, quiet=quiet))
         except L.LabError as exc:
@@ -219,14 +282,21 @@ class Bench(object):
             if len(msg) > 3000:
                 msg = msg[:1500] + '\n...\n' + msg[-1500:]
             raise self.lab.agent_error(agent, msg)
+        finally:
+            if ceph_conf:
+                if old is None:
+                    del os.environ['CEPH_CONF']
+                else:
+                    os.environ['CEPH_CONF'] = old
 
-    def fill_volume(self, agent, vid, size):
+    def fill_volume(self, agent, vid, size, origin=None):
         """Attach vid to agent and read all of it once.
 
+        origin: the volume's origin (default: the nbdkit file server).
         Returns (attach result, agent RSS with the volume empty, agent RSS
         with it fully cached, volume-show when full).
         """
-        att = self.attach(vid, self.origin_uri, size, agent=agent)
+        att = self.attach(vid, origin or self.origin_uri, size, agent=agent)
         uri = att['export_uri']
         # One read of the same size first, so that the per-connection
         # worker threads, their request buffers (sized by the largest
@@ -492,6 +562,147 @@ class Bench(object):
             [r['ratio_agent_nbdkit'] for r in runs])
         self.out['write'] = {'runs': runs, 'median': med}
 
+    def rbd(self):
+        """An RBD image: the agent's hits and misses against fio's librbd."""
+        box = ceph_box.CephBox(self.lab, os.path.join(self.work, 'ceph'))
+        agents = []
+        try:
+            self.rbd_runs(box, agents)
+        finally:
+            # The agents close their images before the cluster goes.
+            for agent in agents:
+                self.lab.stop(agent.proc)
+            box.stop()
+
+    def rbd_runs(self, box, agents):
+        a = self.args
+        size = a.rbd_region_b
+        image = 'bench'
+        peer = ('rbd', image)
+        print('starting a ceph box in %s' % box.dir, flush=True)
+        box.start()
+        box.rbd('create image', 'create', '--size', '%dM' % (size // L.MiB),
+                '%s/%s' % (ceph_box.POOL, image))
+        # fio's rbd engine as librbd is by default (ms_client_mode "crc
+        # secure": crc to the OSD; rbd_cache on, policy writearound, which
+        # caches no reads), and with the agent's secure messenger mode.
+        confs = {'secure': box.client_conf('fio-rbd-secure',
+                                           ms_client_mode='secure',
+                                           ms_mon_client_mode='secure'),
+                 'crc': box.client_conf('fio-rbd-crc')}
+        print('preparing: %d MiB of data in image %s/%s'
+              % (size // L.MiB, ceph_box.POOL, image), flush=True)
+        self.fio('fill rbd image',
+                 ['--name=prefill'] + self.target(peer) +
+                 ['--rw=write', '--bs=4M', '--iodepth=4', '--size=%d' % size,
+                  '--refill_buffers=1'],
+                 quiet=False, ceph_conf=confs['crc'])
+        modes = {}
+        for mode, conf in sorted(confs.items()):
+            modes[mode] = box.check_modes(
+                conf, ['--name=check'] + self.target(peer) +
+                ['--rw=randread', '--bs=4k', '--size=%d' % size,
+                 '--number_ios=64'])
+            if modes[mode].get('osd') != [mode]:
+                raise L.LabError('fio-rbd-%s: the OSD connections used %s'
+                                 % (mode, modes[mode]))
+        print('fio rbd engine, messenger modes seen: %s'
+              % mode_text(modes), flush=True)
+        keys = dict(L.FIO_AGENT_KEYS)
+        keys['origin_rbd_dirs'] = box.dir + '/'
+        if a.nbd_threads:
+            keys['nbd_threads'] = a.nbd_threads
+        if a.origin_connections:
+            keys['origin_connections'] = a.origin_connections
+        ags = {}
+        for mode in ('secure', 'crc'):
+            ags[mode] = self.lab.agent('agent-rbd-%s' % mode, size,
+                                       origin_rbd_ms_mode=mode, **keys)
+            agents.append(ags[mode])
+        origin = box.agent_uri(image)
+        res = {'image_bytes': size, 'image': '%s/%s' % (ceph_box.POOL, image),
+               'ceph': L._version(['ceph', '--version']),
+               'peer_modes': modes, 'agent_origin': origin}
+
+        # Hits: the whole image cached in the secure agent.
+        agent = ags['secure']
+        vid = 'rbd-hot'
+        att, _, _, show = self.fill_volume(agent, vid, size, origin=origin)
+        uri = att['export_uri']
+        self.fio('check rbd hits', self.randread_timed(uri, size, 2),
+                 agent=agent)
+        h, m = delta_hits(show, self.show(vid, agent))
+        if not h or m > h * 0.001:
+            raise self.lab.agent_error(
+                agent, 'rbd volume not fully cached: %d hits, %d misses'
+                % (h, m))
+        peers = [('agent', uri, agent, None),
+                 ('fio-rbd-secure', peer, None, confs['secure']),
+                 ('fio-rbd-crc', peer, None, confs['crc'])]
+        runs = []
+        for i in range(a.runs):
+            order = peers if i % 2 == 0 else list(reversed(peers))
+            run = {}
+            for name, target, ag, conf in order:
+                before = self.show(vid, ag) if ag else None
+                t = self.fio('rbd hit %s' % name,
+                             self.randread_timed(target, size, a.seconds),
+                             quiet=i > 0, agent=ag, ceph_conf=conf)
+                run[name] = {'iops': t['read_iops'],
+                             'lat_us': t['read_lat_us']}
+                if ag:
+                    h, m = delta_hits(before, self.show(vid, ag))
+                    run[name]['hit_ratio'] = h / (h + m) if h + m else None
+                print('  rbd hit run %d: %-16s %9.0f IOPS'
+                      % (i + 1, name, t['read_iops']), flush=True)
+            run['ratios'] = ratios(run, RBD_HIT_RATIOS)
+            runs.append(run)
+        agent.client.detach_volume(vid)
+        res['hit'] = summary(runs, [p[0] for p in peers], RBD_HIT_RATIOS)
+        res['hit']['min_hit_ratio'] = min(r['agent']['hit_ratio']
+                                          for r in runs)
+
+        # Misses: a fresh volume per run, each block read once.
+        names = ['agent-secure', 'agent-crc', 'fio-rbd-secure', 'fio-rbd-crc']
+        runs = []
+        for i in range(a.runs):
+            order = names if i % 2 == 0 else list(reversed(names))
+            run = {}
+            for name in order:
+                mode = name.rsplit('-', 1)[1]
+                if name.startswith('fio'):
+                    t = self.fio('rbd miss %s' % name,
+                                 self.randread_once(peer, size),
+                                 quiet=i > 0, ceph_conf=confs[mode])
+                    run[name] = {'iops': t['read_iops'],
+                                 'lat_us': t['read_lat_us']}
+                else:
+                    ag = ags[mode]
+                    vid = 'rbd-cold-%d' % i
+                    att = self.attach(vid, origin, size, agent=ag,
+                                      quiet=i > 0)
+                    before = self.show(vid, ag)
+                    t = self.fio('rbd miss %s' % name,
+                                 self.randread_once(att['export_uri'], size),
+                                 quiet=i > 0, agent=ag)
+                    after = self.show(vid, ag)
+                    h, m = delta_hits(before, after)
+                    run[name] = {'iops': t['read_iops'],
+                                 'lat_us': t['read_lat_us'],
+                                 'misses': m, 'hits': h,
+                                 'origin_read_bytes':
+                                     after['origin_read_bytes']}
+                    ag.client.detach_volume(vid)
+                print('  rbd miss run %d: %-16s %9.0f IOPS'
+                      % (i + 1, name, t['read_iops']), flush=True)
+            run['ratios'] = ratios(run, RBD_MISS_RATIOS)
+            runs.append(run)
+        res['miss'] = summary(runs, names, RBD_MISS_RATIOS)
+        res['miss']['max_hits'] = max(max(r['agent-secure']['hits'],
+                                          r['agent-crc']['hits'])
+                                      for r in runs)
+        self.out['rbd'] = res
+
 
 def table(rows):
     widths = [max(len(str(x)) for x in col) for col in zip(*rows)]
@@ -500,6 +711,56 @@ def table(rows):
     lines = [fmt % tuple(rows[0]), '  '.join('-' * w for w in widths)]
     lines += [fmt % tuple(r) for r in rows[1:]]
     return '\n'.join(lines)
+
+
+def mode_text(modes):
+    """{'crc': {'mon': ['secure'], 'osd': ['crc']}} -> readable text."""
+    return '; '.join('fio-rbd-%s: %s' % (k, ', '.join(
+        '%s %s' % (e, '/'.join(m)) for e, m in sorted(v.items())))
+        for k, v in sorted(modes.items()))
+
+
+def rbd_report(r, a):
+    """The rbd section's lines: IOPS, then ratios, medians and per run."""
+    def per(part, name):
+        return ' '.join('%.0f' % run[name]['iops']
+                        for run in r[part]['runs'])
+
+    def per_ratio(part, name):
+        return ' '.join('%.3f' % run['ratios'][name]
+                        for run in r[part]['runs'])
+
+    lines = ['rbd: image %s of %d MiB in a ceph box (1 mon, 1 OSD, '
+             'loopback, msgr2 only; %s); 4 KiB random reads, %d job(s) x '
+             'iodepth %d' % (r['image'], r['image_bytes'] // L.MiB,
+                             r['ceph'].split(' (')[0], a.numjobs,
+                             a.iodepth),
+             'peer: fio --ioengine=rbd (librbd; rbd_cache on, policy '
+             'writearound: reads not cached); messenger modes seen: %s'
+             % mode_text(r['peer_modes'])]
+    rows = [('path', 'IOPS (median)', 'per run')]
+    for part, names, title in (
+            ('hit', ('agent', 'fio-rbd-secure', 'fio-rbd-crc'),
+             'hit, fully cached, %d s per run' % a.seconds),
+            ('miss', ('agent-secure', 'agent-crc', 'fio-rbd-secure',
+                      'fio-rbd-crc'),
+             'miss, each block read once, fresh volume each run')):
+        rows.append(('%s:' % title, '', ''))
+        for name in names:
+            rows.append(('  ' + name, '%.0f' % r[part]['median'][name],
+                         per(part, name)))
+    lines.append(table(rows))
+    rows = [('ratio (IOPS, same run)', 'median', 'per run')]
+    for part, which in (('hit', RBD_HIT_RATIOS), ('miss', RBD_MISS_RATIOS)):
+        for name, _, _ in which:
+            rows.append(('%s %s' % (part, name),
+                         '%.3f' % r[part]['median']['ratios'][name],
+                         per_ratio(part, name)))
+    lines.append(table(rows))
+    lines.append('agent hit ratio during the hit runs: >= %.4f; hits during '
+                 'the cold runs: %d (expected 0)'
+                 % (r['hit']['min_hit_ratio'], r['miss']['max_hits']))
+    return lines
 
 
 def report(out, args):
@@ -520,7 +781,9 @@ def report(out, args):
            b.get('agent_tree_changes', '?')),
         'runs: %d (medians), fio nbd engine, 4 KiB random reads, %d job(s) '
         'x iodepth %d, region %d MiB'
-        % (a.runs, a.numjobs, a.iodepth, a.region_b // L.MiB),
+        % (a.runs, a.numjobs, a.iodepth,
+           (a.region_b if [s for s in a.only if s != 'rbd']
+            else a.rbd_region_b) // L.MiB),
     ]
 
     def per(section, key):
@@ -591,6 +854,8 @@ def report(out, args):
         lines.append(table(rows))
         lines.append('agent + origin CPU per write: %.1f us'
                      % w['agent_cpu_us'])
+    if 'rbd' in out:
+        lines += [''] + rbd_report(out['rbd'], a)
     if 'memory' in out:
         mm = out['memory']
         lines += ['', 'memory: %d-byte blocks, capacity %d blocks, %d cached'
@@ -632,6 +897,7 @@ def main(argv):
            'loadavg_start': os.getloadavg(),
            'config': {'runs': args.runs, 'seconds': args.seconds,
                       'region_bytes': args.region_b,
+                      'rbd_region_bytes': args.rbd_region_b,
                       'numjobs': args.numjobs, 'iodepth': args.iodepth,
                       'nbd_threads': args.nbd_threads,
                       'origin_connections': args.origin_connections,
@@ -642,14 +908,15 @@ def main(argv):
     try:
         with L.Lab(work, verbose=args.verbose) as lab:
             b = Bench(lab, args)
-            b.setup()
+            if [s for s in args.only if s != 'rbd']:
+                b.setup()
             for s in SECTIONS:
                 if s in args.only:
                     print('== %s' % s, flush=True)
                     getattr(b, s)()
             out.update(b.out)
             out['loadavg_end'] = os.getloadavg()
-            out['agent_config'] = b.agent.conf
+            out['agent_config'] = b.agent.conf if b.agent else None
             out['commands'] = lab.commands
     finally:
         if not args.keep and not args.workdir:
