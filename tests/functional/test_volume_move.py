@@ -11,6 +11,8 @@ Every read is checked against the oracle: the last acknowledged write.
 """
 
 import os
+import signal
+import threading
 import time
 
 import pytest
@@ -294,6 +296,48 @@ def test_b_killed_mid_copy(make_agent, make_origin):
                                                   st['error']))
     wl.assert_clean()
     assert st['state'] == 'failed', st
+    assert call(agent, 'volume-show', volume_id='vol1')['origin'] == a.uri
+    assert not om.verify_all(h, orc)
+    om.close(h)
+    call(agent, 'volume-detach', volume_id='vol1')
+    origin_file_is_oracle(a, orc)
+
+
+@pytest.mark.parametrize('scheme', SCHEMES)
+def test_abort_with_target_stopped(make_agent, make_origin, scheme):
+    """B stops answering (SIGSTOP) mid-copy with VM writes routed to it.
+
+    The control socket keeps answering, move-abort answers within a
+    second, the VM's writes waiting on B end with it (no error: the move
+    falls back to A), and A holds every acknowledged write.
+    """
+    agent, a, b, h, orc = setup(make_agent, make_origin)
+    wl = workload(h, orc, seed=3)
+    wl.run(nops=50)
+    call(agent, 'volume-move', volume_id='vol1', to=b.uri, scheme=scheme,
+         rate_limit_mbps=2)
+    time.sleep(0.3)
+    os.kill(b.server.proc.pid, signal.SIGSTOP)
+    try:
+        runner = threading.Thread(target=wl.run,
+                                  kwargs={'nops': 50, 'timeout': 60})
+        runner.start()
+        time.sleep(1.0)
+        t0 = time.monotonic()
+        call(agent, 'agent-status')
+        st = call(agent, 'volume-move-status', volume_id='vol1')
+        assert time.monotonic() - t0 < 1.0
+        assert st['state'] == 'copying', st
+        t0 = time.monotonic()
+        st = call(agent, 'volume-move-abort', volume_id='vol1')
+        took = time.monotonic() - t0
+        runner.join(5)
+        assert not runner.is_alive(), 'VM requests still waiting on B'
+    finally:
+        os.kill(b.server.proc.pid, signal.SIGCONT)
+    assert took < 1.0, took
+    assert st['state'] == 'aborted', st
+    wl.assert_clean()
     assert call(agent, 'volume-show', volume_id='vol1')['origin'] == a.uri
     assert not om.verify_all(h, orc)
     om.close(h)

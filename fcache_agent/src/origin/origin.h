@@ -44,6 +44,8 @@ struct fc_origin_ops {
                       struct fc_origin_extent *ext, uint32_t max);
   /* Optional; see fc_origin_release. */
   int (*release)(struct fc_origin *o);
+  /* Optional; see fc_origin_cancel. */
+  void (*cancel)(struct fc_origin *o);
   void (*close)(struct fc_origin *o);
 };
 
@@ -159,6 +161,19 @@ static inline int
 fc_origin_release(struct fc_origin *o)
 {
   return o->ops->release ? o->ops->release(o) : 0;
+}
+
+/* Give the origin up without waiting for it: requests in flight fail now
+ * (-ENOTCONN) rather than when the origin answers or a stall limit
+ * passes, and so does every later one until fc_origin_close, which the
+ * caller still makes.  Never blocks.  A storage move aborting calls it on
+ * its target, whatever the target does.  No-op for origins whose requests
+ * cannot be abandoned (files, block devices, librbd). */
+static inline void
+fc_origin_cancel(struct fc_origin *o)
+{
+  if (o->ops->cancel)
+    o->ops->cancel(o);
 }
 
 static inline void

@@ -833,6 +833,12 @@ fc_origin_move_abort(struct fc_origin *o)
   pthread_mutex_lock(&m->mu);
   running = m->moving;
   m->stop = running;
+  /* A target that stopped answering must not hold the abort (nor the
+   * VM's writes routed to it) until its stall limit: what waits on it
+   * fails now, and the move falls back to A as for a failed B.  B stays
+   * valid while m->mu is held (the copier clears it under m->mu). */
+  if (running && m->b)
+    fc_origin_cancel(m->b);
   pthread_cond_broadcast(&m->cond);
   pthread_mutex_unlock(&m->mu);
   if (m->thread_running) {

@@ -163,6 +163,18 @@ nbdo_block_status(struct fc_origin *o, uint32_t count, uint64_t off,
   return x.n ? (int)x.n : -EIO;
 }
 
+/* A storage move gives its target up: every connection's loop ends, which
+ * fails what is in flight at once instead of after the stall limit, and
+ * every later request fails with ENOTCONN (no connection is live). */
+static void
+nbdo_cancel(struct fc_origin *o)
+{
+  struct nbd_origin *n = no(o);
+
+  for (unsigned i = 0; i < n->nr_conns; i++)
+    nbd_conn_cancel(&n->conns[i]);
+}
+
 static void
 nbdo_close(struct fc_origin *o)
 {
@@ -188,6 +200,7 @@ static const struct fc_origin_ops nbd_ops = {
   .trim = nbdo_trim,
   .zero = nbdo_zero,
   .block_status = nbdo_block_status,
+  .cancel = nbdo_cancel,
   .close = nbdo_close,
 };
 

@@ -633,7 +633,9 @@ disconnect(struct nbd_conn *c)
   struct nbd_handle *h = c->h;
   uint64_t deadline = fc_now_ms() + 1000;
 
-  if (!h || atomic_load(&c->in_flight) || nbd_aio_disconnect(h, 0) == -1)
+  /* Cancelled: the server is being given up, likely for not answering. */
+  if (!h || atomic_load(&c->in_flight) || atomic_load(&c->cancelled) ||
+      nbd_aio_disconnect(h, 0) == -1)
     return;
   while (!nbd_aio_is_closed(h) && !nbd_aio_is_dead(h)) {
     struct pollfd p = { .fd = nbd_aio_get_fd(h), .events = poll_events(h) };
@@ -723,6 +725,16 @@ nbd_conn_start(struct nbd_conn *c, struct nbd_origin *n, unsigned index,
   pthread_setname_np(c->thread, name);
   c->thread_started = true;
   return 0;
+}
+
+void
+nbd_conn_cancel(struct nbd_conn *c)
+{
+  if (!c->thread_started)
+    return;
+  atomic_store(&c->cancelled, true);
+  atomic_store(&c->stopping, true);
+  kick(c);
 }
 
 void

@@ -127,6 +127,7 @@ struct nbd_conn {
   struct nbd_handle *h;         /* NULL while the connection is down */
   atomic_bool live;             /* h is set and was ready when installed */
   atomic_bool stopping;
+  atomic_bool cancelled;        /* stopping without a goodbye (nbd_conn_cancel) */
   atomic_bool kicked;           /* an eventfd write is pending: skip another */
   atomic_uint in_flight;
   atomic_uint completions;      /* for the loop's stall detector */
@@ -220,6 +221,10 @@ int nbd_conn_connect(struct nbd_origin *n, struct nbd_handle **out,
 int nbd_conn_start(struct nbd_conn *c, struct nbd_origin *n, unsigned index,
                    struct nbd_handle *h);
 void nbd_conn_stop(struct nbd_conn *c);
+/* Have the connection's loop end without waiting for it: its commands in
+ * flight fail (the handle is closed) and it does not reconnect.
+ * nbd_conn_stop still joins it. */
+void nbd_conn_cancel(struct nbd_conn *c);
 /* Start `k` on `c`.  0: `k` is in flight and will finish through
  * nbd_cmd_finish, exactly once.  -ENOTCONN: `c` is down, nothing was
  * started.  Any other -errno: libnbd refused the command. */
