@@ -10,10 +10,15 @@ program::
 
     domain_xml.py '{"name": ..., "uuid": ..., "export_uri": ...,
                     "volume_id": ..., "memory_mib": 128}'
+
+or, since importing Nova takes seconds, as one process for a whole run
+(``--serve``): a spec a line on stdin, a JSON line on stdout for each,
+``{"xml": ...}`` or ``{"error": ...}``.
 """
 
 import json
 import sys
+import traceback
 from unittest import mock
 
 from nova.virt.libvirt import config as vconfig
@@ -50,8 +55,21 @@ def guest(spec):
     return g
 
 
+def serve():
+    for line in sys.stdin:
+        try:
+            out = {'xml': guest(json.loads(line)).to_xml()}
+        except Exception:
+            out = {'error': traceback.format_exc()}
+        sys.stdout.write(json.dumps(out) + '\n')
+        sys.stdout.flush()
+
+
 def main():
-    print(guest(json.loads(sys.argv[1])).to_xml())
+    if sys.argv[1:] == ['--serve']:
+        serve()
+    else:
+        print(guest(json.loads(sys.argv[1])).to_xml())
 
 
 if __name__ == '__main__':

@@ -7,9 +7,12 @@ block backend (``-d``: the virtio device, so no second writer needs
 appends to the domain log: the verdict is read there.
 """
 
+import atexit
 import json
 import os
+import select
 import subprocess
+import tempfile
 import time
 
 import libvirt
@@ -21,17 +24,59 @@ NOVA_PYTHON = os.path.join(ROOT, '.venv-nova', 'bin', 'python')
 HMP = libvirt_qemu.VIR_DOMAIN_QEMU_MONITOR_COMMAND_HMP
 
 
+class _XmlServer(object):
+    """domain_xml.py --serve: Nova imported once for the whole run."""
+
+    def __init__(self):
+        self.stderr = tempfile.TemporaryFile(mode='w+')
+        self.proc = subprocess.Popen(
+            [NOVA_PYTHON, os.path.join(os.path.dirname(__file__),
+                                       'domain_xml.py'), '--serve'],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=self.stderr, text=True,
+            env=dict(os.environ, PYTHONPATH=ROOT))
+        atexit.register(self.close)
+
+    def stderr_tail(self):
+        self.stderr.seek(0)
+        return self.stderr.read()[-2000:]
+
+    def ask(self, spec, timeout=60):
+        self.proc.stdin.write(json.dumps(spec) + '\n')
+        self.proc.stdin.flush()
+        ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
+        line = self.proc.stdout.readline() if ready else ''
+        if not line:
+            self.close()
+            raise AssertionError('domain_xml.py --serve: no answer in %d s '
+                                 '(exit status %s): %s' % (
+                                     timeout, self.proc.returncode,
+                                     self.stderr_tail()))
+        reply = json.loads(line)
+        assert 'error' not in reply, reply['error'][-2000:]
+        return reply['xml']
+
+    def close(self):
+        if self.proc.poll() is None:
+            self.proc.stdin.close()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+_xml_server = None
+
+
 def domain_xml(name, dom_uuid, export_uri, volume_id):
     """The XML Nova's code gives libvirt for this guest (domain_xml.py)."""
-    spec = json.dumps({'name': name, 'uuid': dom_uuid,
-                       'export_uri': export_uri, 'volume_id': volume_id})
-    res = subprocess.run(
-        [NOVA_PYTHON, os.path.join(os.path.dirname(__file__),
-                                   'domain_xml.py'), spec],
-        capture_output=True, text=True, timeout=60,
-        env=dict(os.environ, PYTHONPATH=ROOT))
-    assert res.returncode == 0, res.stderr[-2000:]
-    return res.stdout
+    global _xml_server
+    if _xml_server is None or _xml_server.proc.poll() is not None:
+        _xml_server = _XmlServer()
+    return _xml_server.ask({'name': name, 'uuid': dom_uuid,
+                            'export_uri': export_uri,
+                            'volume_id': volume_id})
 
 
 class Guest(object):
