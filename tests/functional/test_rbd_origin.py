@@ -453,3 +453,51 @@ def test_rbd_move_between_images(make_agent, ceph_box, workdir, scheme):
     agent.detach('vol1')
     mism = om.compare(orc, b.read_file(), 'image B after detach')
     assert not mism, mism
+
+
+# ---------------------------------------------------------------------------
+# The agent restarts
+# ---------------------------------------------------------------------------
+
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize('how', ('restart', 'kill'))
+def test_rbd_agent_restart(make_agent, ceph_box, workdir, how):
+    """The agent stops (cleanly or SIGKILL) holding the image's lock.
+
+    The restarted agent serves the volume again and its first write takes
+    the lock back: a dead agent's lock is broken once Ceph sees its
+    session gone, and the write waits for that instead of failing.
+    """
+    origin = make_image(ceph_box, workdir, image_name('restart'))
+    agent = rbd_agent(make_agent, ceph_box).start()
+    res = agent.attach('vol1', origin.uri, cache_size=8 * MiB,
+                       write_policy='write_through')
+    orc = om.Oracle(origin.content)
+    h = om.connect(res['export_uri'])
+    wl = om.Workload(h, orc, seed=9, depth=8)
+    wl.run(nops=300)
+    wl.assert_clean()
+    om.close(h)
+    if how == 'kill':
+        agent.kill()
+        agent.start()
+    else:
+        agent.restart()
+    show = agent.show('vol1')
+    assert show['origin'] == origin.uri
+    h = om.connect(show['export_uri'])
+    wl.h = h
+    t0 = time.monotonic()
+    wl.run(nops=300, timeout=120)
+    took = time.monotonic() - t0
+    wl.flush()
+    wl.assert_clean()
+    print('%s: 300 requests after the restart in %.1f s' % (how, took))
+    mism = om.verify_all(h, orc, 'verify after the restart')
+    assert not mism, mism
+    om.close(h)
+    # Nobody else writes meanwhile: the restarted agent holds the lock.
+    assert third_client_write(ceph_box, origin.name) is not None
+    agent.detach('vol1')
+    mism = om.compare(orc, origin.read_file(), 'image after detach')
+    assert not mism, mism
