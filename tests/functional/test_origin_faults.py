@@ -20,6 +20,7 @@ import nbd
 import pytest
 
 from . import harness
+from . import migration_util as mu
 from . import oracle as om
 from .conftest import attach_and_connect
 
@@ -184,12 +185,15 @@ def test_origin_restart_loses_no_acknowledged_write(make_agent, make_origin,
     assert 'wrote again' in agent.log()
 
 
-def test_silent_origin_does_not_hold_the_control_plane(make_agent, workdir):
+@pytest.mark.parametrize('how', ('attach', 'migration-incoming'))
+def test_silent_origin_does_not_hold_the_control_plane(make_agent, workdir,
+                                                       how):
     """An origin that accepts the connection and never says a word.
 
-    The attach fails with a clear message once the handshake's deadline
-    passes; meanwhile every other control request is answered at once,
-    since the origin is opened without the lock they all take.
+    The attach (or a live migration's destination preparing the volume)
+    fails with a clear message once the handshake's deadline passes;
+    meanwhile every other control request is answered at once, since the
+    origin is opened without the lock they all take.
     """
     agent = make_agent(cache_size='4M').start()
     path = os.path.join(workdir, 'silent.sock')
@@ -213,8 +217,13 @@ def test_silent_origin_does_not_hold_the_control_plane(make_agent, workdir):
     def attach():
         start = time.monotonic()
         try:
-            agent.attach('silent', 'nbd+unix:///?socket=' + path,
-                         cache_size=MiB)
+            if how == 'attach':
+                agent.attach('silent', 'nbd+unix:///?socket=' + path,
+                             cache_size=MiB)
+            else:
+                mu.incoming_only(agent, 'silent',
+                                 'nbd+unix:///?socket=' + path, MiB,
+                                 'write_through')
             outcome['error'] = None
         except Exception as exc:
             outcome['error'] = exc

@@ -190,6 +190,8 @@ fc_migration_incoming(struct fc_agent *agent, json_t *args, json_t **result,
   struct fc_attach_request req = { 0 };
   struct fc_migration *m;
   struct fc_volume *v;
+  void *opened = NULL;
+  bool exists;
   json_int_t size;
   int r;
 
@@ -208,8 +210,21 @@ fc_migration_incoming(struct fc_agent *agent, json_t *args, json_t **result,
   r = fc_attach_request_policy_from_json(args, &req, err, errlen);
   if (r)
     goto out;
+  /* The origin is opened before the host lock is taken, as for an
+   * attach: a storage server that does not answer must not stop every
+   * control request for the length of its connect deadline. */
   pthread_mutex_lock(&agent->host.lock);
-  if (fc_agent_find_locked(agent, m->e.volume_id)) {
+  exists = fc_agent_find_locked(agent, m->e.volume_id) != NULL;
+  pthread_mutex_unlock(&agent->host.lock);
+  if (!exists && agent->host.ops->open_origin) {
+    r = agent->host.ops->open_origin(&agent->host, req.origin, &opened, err,
+                                     errlen);
+    if (r)
+      goto out;
+    req.opened = &opened;
+  }
+  pthread_mutex_lock(&agent->host.lock);
+  if (exists || fc_agent_find_locked(agent, m->e.volume_id)) {
     pthread_mutex_unlock(&agent->host.lock);
     snprintf(err, errlen, "volume %s is already attached on the destination agent",
              m->e.volume_id);
@@ -251,6 +266,9 @@ fc_migration_incoming(struct fc_agent *agent, json_t *args, json_t **result,
            fc_strategy_name(m->e.strategy));
   return 0;
 out:
+  /* Opened but not taken by an attach. */
+  if (opened)
+    agent->host.ops->release_origin(&agent->host, opened);
   pthread_mutex_destroy(&m->lock);
   pthread_cond_destroy(&m->cond);
   free(m);
