@@ -25,6 +25,8 @@ APT_PACKAGES+=(shellcheck bats graphviz systemd man-db)
 # mon, one OSD, no mgr), librbd to build against, its Python bindings.
 APT_PACKAGES+=(ceph-mon ceph-osd ceph-common librbd-dev librados-dev
   python3-rbd python3-rados)
+# An md raid1 origin, built inside UML (tests/functional/test_uml_origins.py).
+APT_PACKAGES+=(mdadm)
 
 missing=()
 for p in "${APT_PACKAGES[@]}"; do

@@ -114,8 +114,11 @@ class Result(object):
         return 'Result(rc=%r, %.1f s)' % (self.rc, self.elapsed)
 
 
-def module_paths():
-    """The .ko files to insmod, in load order; UmlError if one is missing."""
+def module_paths(extra=()):
+    """The .ko files to insmod (MODULES, then ``extra``), in load order.
+
+    UmlError if one is missing.
+    """
     versions = sorted(os.listdir(MODULE_ROOT)) if os.path.isdir(
         MODULE_ROOT) else []
     if not versions:
@@ -123,7 +126,7 @@ def module_paths():
                        'user-mode-linux (tools/setup.sh)' % MODULE_ROOT)
     base = os.path.join(MODULE_ROOT, versions[-1])
     paths = []
-    for m in MODULES:
+    for m in MODULES + tuple(extra):
         found = glob.glob(os.path.join(base, '**', m + '.ko'), recursive=True)
         if not found:
             raise UmlError('UML module %s.ko not found under %s' % (m, base))
@@ -166,12 +169,17 @@ halt -f
 
 
 class UmlVM(object):
-    """One UML guest: disks in ``workdir``, booted per ``run()``."""
+    """One UML guest: disks in ``workdir``, booted per ``run()``.
 
-    def __init__(self, workdir, disks=(), mem='768M'):
+    ``modules``: more module names to load after MODULES, in order (each
+    after its dependencies), e.g. ``('loop', 'md-mod', 'raid1')``.
+    """
+
+    def __init__(self, workdir, disks=(), mem='768M', modules=()):
         self.workdir = os.path.abspath(workdir)
         self.disks = list(disks)
         self.mem = mem
+        self.modules = tuple(modules)
         os.makedirs(self.workdir, exist_ok=True)
         self.rt = os.path.join(self.workdir, 'rt')
         os.makedirs(self.rt, exist_ok=True)
@@ -204,7 +212,8 @@ class UmlVM(object):
                 rt=shlex.quote(self.rt),
                 cpu_env=' '.join('%s=%s' % (k, shlex.quote(v))
                                  for k, v in sorted(GUEST_CPU_ENV.items())),
-                modules=' '.join(shlex.quote(p) for p in module_paths()),
+                modules=' '.join(shlex.quote(p)
+                                 for p in module_paths(self.modules)),
                 cwd=shlex.quote(cwd or os.getcwd()),
                 env=' '.join('%s=%s' % (k, shlex.quote(v))
                              for k, v in sorted(genv.items())),
