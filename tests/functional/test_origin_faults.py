@@ -185,17 +185,22 @@ def test_origin_restart_loses_no_acknowledged_write(make_agent, make_origin,
     assert 'wrote again' in agent.log()
 
 
-@pytest.mark.parametrize('how', ('attach', 'migration-incoming'))
-def test_silent_origin_does_not_hold_the_control_plane(make_agent, workdir,
+@pytest.mark.parametrize('how', ('attach', 'migration-incoming',
+                                 'volume-move'))
+def test_silent_origin_does_not_hold_the_control_plane(make_agent,
+                                                       make_origin, workdir,
                                                        how):
     """An origin that accepts the connection and never says a word.
 
-    The attach (or a live migration's destination preparing the volume)
-    fails with a clear message once the handshake's deadline passes;
-    meanwhile every other control request is answered at once, since the
-    origin is opened without the lock they all take.
+    The attach (or a live migration's destination preparing the volume,
+    or a storage move to it) fails with a clear message once the
+    handshake's deadline passes; meanwhile every other control request is
+    answered at once, since the origin is opened without the lock they
+    all take.
     """
     agent = make_agent(cache_size='4M').start()
+    if how == 'volume-move':
+        agent.attach('moving', make_origin(MiB).uri, cache_size=MiB)
     path = os.path.join(workdir, 'silent.sock')
     listener = socket.socket(socket.AF_UNIX)
     listener.bind(path)
@@ -220,10 +225,13 @@ def test_silent_origin_does_not_hold_the_control_plane(make_agent, workdir,
             if how == 'attach':
                 agent.attach('silent', 'nbd+unix:///?socket=' + path,
                              cache_size=MiB)
-            else:
+            elif how == 'migration-incoming':
                 mu.incoming_only(agent, 'silent',
                                  'nbd+unix:///?socket=' + path, MiB,
                                  'write_through')
+            else:
+                agent.client().call('volume-move', volume_id='moving',
+                                    to='nbd+unix:///?socket=' + path)
             outcome['error'] = None
         except Exception as exc:
             outcome['error'] = exc
@@ -251,7 +259,8 @@ def test_silent_origin_does_not_hold_the_control_plane(make_agent, workdir,
     assert outcome['error'] is not None
     assert 'no answer to the NBD handshake' in str(outcome['error'])
     assert outcome['took'] < 15, outcome
-    assert agent.status()['volumes'] == []
+    volumes = [v['volume_id'] for v in agent.status()['volumes']]
+    assert volumes == (['moving'] if how == 'volume-move' else []), volumes
 
 
 def test_reconnects_when_origin_returns(make_agent, make_origin):

@@ -62,6 +62,7 @@ fc_op_volume_move(void *opaque, json_t *args, json_t **result, char *err, size_t
   struct fc_agent *agent = opaque;
   struct fc_move_request req = { 0 };
   uint64_t rounds, conv, down, thr, delay, mbps;
+  void *opened = NULL;
   struct fc_migration *m;
   struct fc_volume *v;
   json_t *sv;
@@ -95,8 +96,21 @@ fc_op_volume_move(void *opaque, json_t *args, json_t **result, char *err, size_t
   req.aio_threshold = (unsigned)thr;
   req.aio_delay_us = (unsigned)delay;
   req.rate_limit_bps = mbps * 1000000;
+  /* The target is opened without the host lock, after a first look that
+   * the volume is there: a target that does not answer must not stop
+   * every control request for its connect deadline. */
   if ((r = locked_volume(agent, args, &v, err, errlen)))
     return r;
+  pthread_mutex_unlock(&agent->host.lock);
+  if (agent->host.ops->open_origin) {
+    r = agent->host.ops->open_origin(&agent->host, req.to, &opened, err,
+                                     errlen);
+    if (r)
+      return r;
+    req.opened = &opened;
+  }
+  if ((r = locked_volume(agent, args, &v, err, errlen)))
+    goto out;
   m = fc_migration_for_volume(agent, v);
   if (m) {
     fc_migration_put(m);
@@ -110,6 +124,10 @@ fc_op_volume_move(void *opaque, json_t *args, json_t **result, char *err, size_t
     *result = json_pack("{s:s, s:s, s:s}", "volume_id", v->p.id, "scheme", req.scheme,
                         "state", "copying");
   pthread_mutex_unlock(&agent->host.lock);
+out:
+  /* Opened but no move took it. */
+  if (opened)
+    agent->host.ops->release_origin(&agent->host, opened);
   return r ? r : *result ? 0 : -ENOMEM;
 }
 

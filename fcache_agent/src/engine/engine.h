@@ -318,6 +318,11 @@ struct fc_move_request {
   unsigned aio_threshold;         /* 0: the default */
   unsigned aio_delay_us;          /* 0: the default */
   uint64_t rate_limit_bps;        /* 0: unlimited */
+  /* The new origin, already opened by the engine's open_origin without
+   * the host lock (so that a target that does not answer holds no
+   * control request), or NULL.  start takes it (sets *opened to NULL)
+   * when it starts the move. */
+  void **opened;
 };
 
 /* Live storage migration of a volume's origin while its VM runs.  Every

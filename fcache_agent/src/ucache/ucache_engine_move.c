@@ -181,10 +181,16 @@ move_start(struct fc_host *host, struct fc_volume *v, const struct fc_move_reque
   }
   if (!(mv = move_of(host, v)))
     return -ENOMEM;
-  fc_origin_policy_init(&pol, &host->cfg);
-  r = fc_origin_open(req->to, host->cfg.origin_connections, &pol, &b, err, errlen);
-  if (r)
-    return r;
+  if (req->opened && *req->opened) {
+    b = *req->opened;
+    *req->opened = NULL;
+  } else {
+    fc_origin_policy_init(&pol, &host->cfg);
+    r = fc_origin_open(req->to, host->cfg.origin_connections, &pol, &b, err,
+                       errlen);
+    if (r)
+      return r;
+  }
   uc_move_log_path(host, v->p.id, log_path, sizeof log_path);
   p.scheme = s;
   p.max_rounds = req->max_rounds ? req->max_rounds : DEF_MAX_ROUNDS;
