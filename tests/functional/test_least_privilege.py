@@ -435,3 +435,28 @@ def test_export_serves_one_session_at_a_time(make_agent, make_origin,
     del h
     harness.wait_for(lambda: probe(uri, new_session=True) == first, 10,
                      'the export to be free for another session')
+
+
+@pytest.mark.parametrize('over', ('cache', 'state_file'))
+def test_loop_device_over_our_files_is_refused(make_agent, over):
+    """A loop device over the cache file, or over a file in state_dir.
+
+    It has no slaves in sysfs, only a backing file: the agent follows
+    loop/backing_file and refuses it as it refuses the files themselves.
+    """
+    agent = make_agent(cache_size='8M').start()
+    if over == 'cache':
+        backing = agent.cache_path
+    else:
+        backing = os.path.join(agent.state_dir, 'planted.img')
+        with open(backing, 'wb') as f:
+            f.truncate(4 * MiB)
+    dev = subprocess.run(['losetup', '--find', '--show', backing],
+                         check=True, stdout=subprocess.PIPE,
+                         text=True).stdout.strip()
+    try:
+        refused(agent, dev, 'is a loop device over the agent\'s cache',
+                'state_dir')
+    finally:
+        subprocess.run(['losetup', '-d', dev], check=True)
+    assert agent.status()['volumes'] == []

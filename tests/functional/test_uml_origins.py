@@ -13,8 +13,8 @@ export, and refuses a path of the multipath device, a member of the array,
 a mounted filesystem's disk, the cache disk, a device-mapper device over
 the cache disk and a regular file outside origin_prefixes.  The host then
 reads the written bytes in the disk images themselves: on the LUN, and on
-both mirrors of the raid1.  A loop device over the cache disk is not
-refused yet (test_loop_over_cache_refused, an expected failure).
+both mirrors of the raid1.  A loop device over the cache disk is refused
+too (its backing device is followed as a dm device's slaves are).
 """
 
 import json
@@ -113,10 +113,6 @@ def test_refusals(guest):
 
 
 @pytest.mark.timeout(120)
-@pytest.mark.xfail(strict=True, reason='origin_stack.c follows slaves/ and '
-                   'partitions only: a loop device over the cache disk has '
-                   'no slaves (its backing is loop/backing_file), so it is '
-                   'accepted where a dm linear over the same bytes is not')
 def test_loop_over_cache_refused(guest):
     _, r = guest
     lc = r['loop_over_cache']

@@ -96,6 +96,23 @@ static const char *kind(mode_t m)
          "regular file";
 }
 
+struct ours {
+  const struct stat *cache;     /* the cache file's, or NULL */
+  const char *state;            /* state_dir resolved, or NULL */
+};
+
+/* A loop device's backing file that is the cache file or in state_dir. */
+static bool is_ours(const struct stat *st, const char *path, void *ctx)
+{
+  const struct ours *o = ctx;
+  char real[PATH_MAX];
+
+  if (o->cache && st->st_dev == o->cache->st_dev &&
+      st->st_ino == o->cache->st_ino)
+    return true;
+  return o->state && realpath(path, real) && path_under(real, o->state);
+}
+
 /* Refuses the cache and what holds it or the state directory.  st is the
  * candidate's (what the O_PATH descriptor refers to), real its path. */
 static int check_not_ours(const struct fc_origin_policy *pol, const char *path,
@@ -120,6 +137,20 @@ static int check_not_ours(const struct fc_origin_policy *pol, const char *path,
       snprintf(err, errlen, "origin %s is, holds or shares a device with "
                "the agent's cache %s (cache_path); refused", path,
                pol->cache_path);
+      return -EPERM;
+    }
+  }
+  /* A loop device over the cache file or a file in state_dir serves
+   * those bytes as surely as the files themselves. */
+  if (S_ISBLK(st->st_mode)) {
+    bool cache_file = stat(pol->cache_path, &cs) == 0 && S_ISREG(cs.st_mode);
+    struct ours o = { cache_file ? &cs : NULL,
+                      realpath(pol->state_dir, state) ? state : NULL };
+
+    if (fc_blockdev_backing_file(st->st_rdev, is_ours, &o)) {
+      snprintf(err, errlen, "origin %s is a loop device over the agent's "
+               "cache %s or a file in its state_dir %s; refused", path,
+               pol->cache_path, pol->state_dir);
       return -EPERM;
     }
   }

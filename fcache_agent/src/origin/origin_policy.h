@@ -78,4 +78,14 @@ int fc_origin_policy_open_rbd_file(const struct fc_origin_policy *pol,
  * disk and one of its partitions.  Bounded depth and breadth. */
 bool fc_blockdev_overlap(dev_t a, dev_t b);
 
+/* True when block device d is, or is built on, a loop device whose
+ * backing regular file `match` accepts (given its stat and the path the
+ * kernel reports).  A loop device over a block device counts as built on
+ * that device, for fc_blockdev_overlap and here. */
+struct stat;
+bool fc_blockdev_backing_file(dev_t d,
+                              bool (*match)(const struct stat *st,
+                                            const char *path, void *ctx),
+                              void *ctx);
+
 #endif

@@ -1,11 +1,13 @@
 /* Block devices built on other block devices, from sysfs.
  *
  * Why: refusing the cache device by number is not enough.  Its whole disk,
- * a device-mapper device over it (dmcache's own "-cdata" segments), or the
- * disk under the filesystem that holds state_dir expose the same bytes
- * under another number.  The kernel lists what a device is built on in
- * /sys/dev/block/MAJ:MIN/slaves and a partition's disk is its parent
- * directory; that is all this needs.
+ * a device-mapper device over it (dmcache's own "-cdata" segments), a loop
+ * device over it or over the cache file, or the disk under the filesystem
+ * that holds state_dir expose the same bytes under another number.  The
+ * kernel lists what a device is built on in /sys/dev/block/MAJ:MIN/slaves,
+ * a partition's disk is its parent directory, and a loop device names its
+ * backing file in loop/backing_file (a block device there is what the loop
+ * is built on; a regular file is judged by fc_blockdev_backing_file).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -14,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
@@ -67,6 +70,29 @@ static dev_t whole_disk(dev_t d)
   return read_dev(dir, &disk) == 0 ? disk : 0;
 }
 
+/* The file a loop device reads and writes, from sysfs: 0 with *st set, or
+ * -errno (not a loop device, detached, or its file gone). */
+static int loop_backing(dev_t d, struct stat *st, char *path, size_t pathlen)
+{
+  char name[96];
+  ssize_t n;
+  int fd;
+
+  snprintf(name, sizeof name, "/sys/dev/block/%u:%u/loop/backing_file",
+           major(d), minor(d));
+  fd = open(name, O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return -errno;
+  n = read(fd, path, pathlen - 1);
+  close(fd);
+  if (n <= 0)
+    return -ENOENT;
+  path[n] = '\0';
+  if (path[n - 1] == '\n')
+    path[n - 1] = '\0';
+  return stat(path, st) == 0 ? 0 : -errno;
+}
+
 /* Bounds the walk whatever sysfs says. */
 #define MAX_LEAVES 32
 
@@ -102,6 +128,17 @@ static void collect_leaves(dev_t d, unsigned depth, struct leaves *out)
   }
   if (dp)
     closedir(dp);
+  if (!any && depth > 0) {
+    char backing[PATH_MAX];
+    struct stat st;
+
+    /* A loop device over a block device is built on it. */
+    if (loop_backing(d, &st, backing, sizeof backing) == 0 &&
+        S_ISBLK(st.st_mode)) {
+      collect_leaves(st.st_rdev, depth - 1, out);
+      return;
+    }
+  }
   if (!any && out->n < MAX_LEAVES)
     out->dev[out->n++] = d;
 }
@@ -126,4 +163,51 @@ bool fc_blockdev_overlap(dev_t a, dev_t b)
       if (leaves_overlap(la.dev[i], lb.dev[j]))
         return true;
   return false;
+}
+
+/* Walks d's stack (slaves, loop devices over block devices) for a loop
+ * device over a regular file that `match` accepts. */
+static bool backed_by(dev_t d, unsigned depth,
+                      bool (*match)(const struct stat *, const char *, void *),
+                      void *ctx)
+{
+  char dir[64], backing[PATH_MAX];
+  struct dirent *e;
+  struct stat st;
+  bool found = false;
+  DIR *dp;
+
+  if (loop_backing(d, &st, backing, sizeof backing) == 0) {
+    if (S_ISREG(st.st_mode))
+      return match(&st, backing, ctx);
+    if (S_ISBLK(st.st_mode) && depth > 0)
+      return backed_by(st.st_rdev, depth - 1, match, ctx);
+    return false;
+  }
+  if (depth == 0)
+    return false;
+  snprintf(dir, sizeof dir, "/sys/dev/block/%u:%u/slaves", major(d),
+           minor(d));
+  dp = opendir(dir);
+  while (dp && !found && (e = readdir(dp)) != NULL) {
+    char sub[PATH_MAX];
+    dev_t s;
+
+    if (e->d_name[0] == '.')
+      continue;
+    if (snprintf(sub, sizeof sub, "%s/%s", dir, e->d_name) < (int)sizeof sub &&
+        read_dev(sub, &s) == 0)
+      found = backed_by(s, depth - 1, match, ctx);
+  }
+  if (dp)
+    closedir(dp);
+  return found;
+}
+
+bool fc_blockdev_backing_file(dev_t d,
+                              bool (*match)(const struct stat *, const char *,
+                                            void *),
+                              void *ctx)
+{
+  return backed_by(d, MAX_DEPTH, match, ctx);
 }
