@@ -283,6 +283,15 @@ origin_prefixes = /dev/disk/by-id/,/var/lib/nova/mnt/
           ' "tag": "0"}')
     write('volume_state', 'not-json', '{"volume_id": ')
 
+    write('origin_spec', 'rbd-full', 'rbd:volumes/ns/volume-1:id=cinder'
+          ':conf=/etc/ceph/ceph.conf:keyring=/run/fcache/ceph/v.keyring'
+          ':mon_host=10.0.0.1\\:6789;[\\:\\:1]\\:3300')
+    write('origin_spec', 'rbd-escaped', 'rbd:p/a\\:b\\@c:id=u')
+    write('origin_spec', 'rbd-refused', 'rbd:p/i@snap:log_file=/etc/passwd')
+    write('origin_spec', 'nbd-unix', 'nbds+unix:///vol%201?socket=/run/a.sock'
+          '&tls-username=x')
+    write('origin_spec', 'nbd-tcp', 'nbd://[fd00::1]:10809/export')
+
     write('superseded', 'three', struct.pack('<QQQ', 1, 2, 1 << 63))
     write('superseded', 'torn', struct.pack('<Q', 5) + b'\1\2\3')
     write('superseded', 'empty', b'')

@@ -67,18 +67,18 @@ struct key_desc {
 
 #define STR_KEY(field, type) \
   { #field, type, offsetof(struct fc_config, field), \
-    sizeof(((struct fc_config *)0)->field), 0, 0, NULL }
+    sizeof(((struct fc_config *)0)->field), 0, 0, NULL, 0 }
 #define UINT_KEY(field, lo, hi) \
   { #field, K_UINT, offsetof(struct fc_config, field), \
-    sizeof(unsigned), lo, hi, NULL }
+    sizeof(unsigned), lo, hi, NULL, 0 }
 #define OTHER_KEY(field, type) \
-  { #field, type, offsetof(struct fc_config, field), 0, 0, 0, NULL }
+  { #field, type, offsetof(struct fc_config, field), 0, 0, 0, NULL, 0 }
 #define PREFIXES_KEY(field, count, example) \
   { #field, K_PREFIXES, offsetof(struct fc_config, field), 0, 0, 0, example, \
     offsetof(struct fc_config, count) }
 #define CHOICE_KEY(field, list) \
   { #field, K_CHOICE, offsetof(struct fc_config, field), \
-    sizeof(((struct fc_config *)0)->field), 0, 0, list }
+    sizeof(((struct fc_config *)0)->field), 0, 0, list, 0 }
 
 enum key_index {
   KEY_CONTROL_SOCKET, KEY_CONTROL_GROUP, KEY_STATE_DIR, KEY_ENGINE,
