@@ -12,14 +12,16 @@ ASan build, ``allocation_window = 1`` s, ``rws_predictor = last``) and
 driving Nova through python-novaclient against Nova's real API
 application: ``os-migrateLive``, ``servers``, ``os-services``,
 ``os-migrations``; Nova's whole live-migration path, our driver, the cache
-moved between the agents by the volume type's strategy, nbdkit serving
-each shared volume, qemu-io doing the guests' I/O through the agents'
-exports; the notifications go through oslo.messaging (its in-memory
-``test`` driver).
+moved between the agents by the volume type's strategy, each shared
+volume as every host's own disk (block device nodes ``/dev/sdfc<N>`` over
+loop devices over the volume's file: :mod:`tests.nova_functional.luns`),
+qemu-io doing the guests' I/O through the agents' exports; the
+notifications go through oslo.messaging (its in-memory ``test`` driver).
 
 Stand-ins: as in test_live_migration.py, libvirt/QEMU is Nova's fake
-libvirt, os-brick's connector is told to return each volume's nbdkit URI,
-Cinder is ``CinderFixture`` with connection_info from the real
+libvirt, os-brick's iSCSI connector's ``connect_volume`` (no iSCSI
+initiator in this kernel) answers with the calling host's disk of the
+volume, Cinder is ``CinderFixture`` with connection_info from the real
 ``cinder_ext.policy``.  Authentication: Nova's ``OSAPIFixture`` stubs
 keystone (the API trusts ``X-Auth-User``/``X-Roles`` headers) and serves
 the API through wsgi-intercept, so novaclient gets a keystoneauth session
@@ -70,6 +72,7 @@ from nova_ext.balancer import sources
 from nova_ext import cli
 from nova_ext import opts
 from tests.functional import harness
+from tests.nova_functional import luns
 
 CONF = cfg.CONF
 HOSTS = ('h1', 'h2', 'h3')
@@ -167,9 +170,7 @@ class _Base(base.LibvirtMigrationMixin, base.ServersTestBase,
         opts.register_opts(CONF)
         self.workdir = self.useFixture(fixtures.TempDir()).path
         self.binary = harness.ensure_asan_agent(self.workdir)
-        # The origins stop last, once the agents let go of them: nbdkit
-        # 1.32 ignores SIGTERM while a client is connected, and stop()
-        # waits 10 s before it kills it.
+        # The volumes' disks go last, once the agents let go of them.
         self.origins = {}
         self.addCleanup(self._stop_origins)
         self.agents = {}
@@ -185,11 +186,8 @@ class _Base(base.LibvirtMigrationMixin, base.ServersTestBase,
         self.originals = {}
         self.guests = {}
         self.asked = []
-        self.useFixture(fixtures.MonkeyPatch(
-            'os_brick.initiator.connectors.iscsi.ISCSIConnector.'
-            'connect_volume',
-            mock.Mock(side_effect=lambda props, *a, **kw: {
-                'path': props['test_origin'], 'type': 'block'})))
+        luns.iscsi_connector(self, lambda host, props: self.origins[
+            props['test_volume']].devices[host])
         for host in HOSTS:
             self.flags(agent_socket=self.agents[host].control_socket,
                        peer_agent_socket=None, migration_address=None,
@@ -243,7 +241,7 @@ class _Base(base.LibvirtMigrationMixin, base.ServersTestBase,
 
     def _stop_origins(self):
         for origin in self.origins.values():
-            origin.stop()
+            origin.cleanUp()
 
     # -- Nova through novaclient ------------------------------------------
     def novaclient(self):
@@ -264,11 +262,10 @@ class _Base(base.LibvirtMigrationMixin, base.ServersTestBase,
         harness.make_origin_file(path, VOLUME_SIZE, seed=len(self.origins))
         with open(path, 'rb') as f:
             self.originals[vol] = f.read()
-        origin = harness.NbdkitOrigin(self.workdir, name, path)
+        origin = luns.SharedLun(path, HOSTS)
+        origin.setUp()
         self.origins[vol] = origin
-        origin.start()
-        data = {'target_lun': '1', 'cacheable': True,
-                'test_origin': origin.uri}
+        data = {'target_lun': '1', 'cacheable': True, 'test_volume': vol}
         cinder_policy.add_to_connection_data(data, _specs(self.strategy))
         self.cinder.VOLUME_CONNECTION_INFO = dict(
             self.cinder.VOLUME_CONNECTION_INFO,

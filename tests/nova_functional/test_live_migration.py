@@ -15,19 +15,22 @@ settles with the destination's agent.
 
 Real: Nova's whole control path, our driver, the two fcache agents (one per
 compute, the ASan build, each with its own cache file and migration
-listener), nbdkit serving the shared volume, the cache transfer between the
-agents over TCP, and qemu-io doing the guest's I/O through the agents' NBD
+listener), the shared volume as each compute's disk (a block device node
+``/dev/sdfc<N>``, each host's its own, both over the volume's file:
+:mod:`tests.nova_functional.luns`), the cache transfer between the agents
+over TCP, and qemu-io doing the guest's I/O through the agents' NBD
 exports (on the source before the migration, on the destination from the
 moment of the switchover).
 
 Stand-ins, because they cannot run in Nova's functional environment:
 libvirt/QEMU is Nova's fake libvirt (``LibvirtFixture``; its
 ``migrateToURI3`` is the stub of ``LibvirtMigrationMixin``, which creates
-the destination domain from the XML Nova built); os-brick's iSCSI connector
-is Nova's ``OSBrickFixture``, told to return the nbdkit URI as the device
-path (an agent origin may be a path or an NBD URI); Cinder is
-``CinderFixture``, whose connection_info for the volume is built with the
-real ``cinder_ext.policy`` bridge from the type's specs.
+the destination domain from the XML Nova built); os-brick's iSCSI
+connector's ``connect_volume`` (this kernel has no ``iscsi_tcp``: no
+initiator logs in here) answers what it would for the volume's LUN, the
+calling host's disk; Cinder is ``CinderFixture``, whose connection_info
+for the volume is built with the real ``cinder_ext.policy`` bridge from
+the type's specs.
 """
 
 import nova.monkey_patch  # noqa: F401  (Nova: first, before anything else)
@@ -60,6 +63,7 @@ from nova_ext.virt import channel
 from nova_ext.virt import driver as fcache_driver
 from nova_ext.virt import outgoing
 from tests.functional import harness
+from tests.nova_functional import luns
 from tests.nova_functional import tcpproxy
 
 CONF = cfg.CONF
@@ -91,6 +95,9 @@ class _Base(base.LibvirtMigrationMixin, base.ServersTestBase,
     microversion = 'latest'
     ADMIN_API = True
     specs = _specs('firepan', write_policy='write_through')
+    # The shared volume through nbdkit instead of a disk: for a test that
+    # makes the storage unreachable and back (stops the server).
+    nbd_origin = False
 
     def _setup_compute_service(self):
         # What nova.conf says on an fcache compute host.
@@ -116,11 +123,7 @@ class _Base(base.LibvirtMigrationMixin, base.ServersTestBase,
             self.cinder.VOLUME_CONNECTION_INFO,
             **{VOLUME: {'driver_volume_type': 'iscsi', 'data': data}})
         # os-brick: the iSCSI connector "connects" the shared volume.
-        self.useFixture(fixtures.MonkeyPatch(
-            'os_brick.initiator.connectors.iscsi.ISCSIConnector.'
-            'connect_volume',
-            mock.Mock(return_value={'path': self.origin.uri,
-                                    'type': 'block'})))
+        self._connect_storage()
 
         for host in ('src', 'dest'):
             # One process, one CONF: each driver reads these options when
@@ -168,9 +171,13 @@ class _Base(base.LibvirtMigrationMixin, base.ServersTestBase,
         harness.make_origin_file(path, VOLUME_SIZE, seed=5)
         with open(path, 'rb') as f:
             self.original = f.read()
-        self.origin = harness.NbdkitOrigin(self.workdir, 'shared', path)
-        self.origin.start()
-        self.addCleanup(self.origin.stop)
+        if self.nbd_origin:
+            self.origin = harness.NbdkitOrigin(self.workdir, 'shared', path)
+            self.origin.start()
+            self.addCleanup(self.origin.stop)
+        else:
+            self.origin = self.useFixture(luns.SharedLun(path,
+                                                         ('src', 'dest')))
         self.agents = {}
         for host in ('src', 'dest'):
             # Write-back at most hourly: the guest's writes stay dirty in
@@ -181,6 +188,30 @@ class _Base(base.LibvirtMigrationMixin, base.ServersTestBase,
             agent.start()
             self.addCleanup(self._stop_agent, agent)
             self.agents[host] = agent
+
+    def _connect_storage(self):
+        """os-brick's iSCSI connector, which cannot run here.
+
+        It answers with the disk of the calling host (a real block
+        device: see :mod:`tests.nova_functional.luns`) -- or, for a test
+        that sets ``nbd_origin``, with nbdkit's NBD URI: an agent origin
+        may be one, but os-brick's iSCSI connector never returns one.
+        """
+        if self.nbd_origin:
+            self.useFixture(fixtures.MonkeyPatch(
+                'os_brick.initiator.connectors.iscsi.ISCSIConnector.'
+                'connect_volume',
+                mock.Mock(return_value={'path': self.origin.uri,
+                                        'type': 'block'})))
+        else:
+            luns.iscsi_connector(
+                self, lambda host, props: self.origin.devices[host])
+
+    def _origin_on(self, host):
+        """The volume's origin as host's agent names it."""
+        if self.nbd_origin:
+            return self.origin.uri
+        return self.origin.devices[host]
 
     def _stop_agent(self, agent):
         agent.stop()
@@ -294,7 +325,7 @@ class FcacheLiveMigrationTest(_Base):
         vol = self.agents['src'].show(VOLUME)
         self.assertEqual(16 << 20, vol['cache_size'])
         self.assertEqual('write_through', vol['write_policy'])
-        self.assertEqual(self.origin.uri, vol['origin'])
+        self.assertEqual(self._origin_on('src'), vol['origin'])
         # The guest disk is the agent's export, not the device path.
         export = data['fcache_export']
         self.assertTrue(export.startswith('nbd+unix://'))
@@ -302,7 +333,7 @@ class FcacheLiveMigrationTest(_Base):
         xml = self.defined_xml[-1]
         self.assertIn('<source protocol="nbd">', xml)
         self.assertIn('<host transport="unix" socket="%s"/>' % sock, xml)
-        self.assertNotIn(self.origin.uri, xml)
+        self.assertNotIn(self._origin_on('src'), xml)
 
     def test_failure_at_destination_rolls_back(self):
         self._boot_from_volume()

@@ -1,13 +1,15 @@
 """A mixed fleet: live migrations to a host that cannot take the cache.
 
 The harness of :mod:`tests.nova_functional.test_live_migration` (Nova 34
-in process, two real agents, nbdkit as the shared volume, qemu-io as the
-guest's I/O), with a destination that cannot take a cache: ``dest`` runs
-Nova's plain LibvirtDriver (``[DEFAULT] compute_driver =
-libvirt.LibvirtDriver``), or fcache's driver with its agent stopped.  The
-source runs fcache's driver.  Stand-ins as there: Nova's fake libvirt,
-os-brick's iSCSI connector answering with the nbdkit URI (no iSCSI target
-runs here), CinderFixture.
+in process, two real agents, the shared volume as each host's own block
+device over one file, qemu-io as the guest's I/O), with a destination
+that cannot take a cache: ``dest`` runs Nova's plain LibvirtDriver
+(``[DEFAULT] compute_driver = libvirt.LibvirtDriver``), or fcache's driver
+with its agent stopped.  The source runs fcache's driver.  Stand-ins as
+there: Nova's fake libvirt, os-brick's iSCSI connector's
+``connect_volume`` answering with the calling host's disk (no iSCSI
+initiator runs in this kernel), CinderFixture.  On the plain destination
+the guest's I/O is qemu-io on that disk, the domain's ``<source dev>``.
 
 * write_back: refused in Nova's pre-check (``check_can_live_migrate_*``),
   before anything moves; the server stays ACTIVE on the source with its
@@ -183,7 +185,7 @@ class NothingDirtyToPlainHostTest(testscenarios.WithScenarios, _MixedFleet):
         # volume itself, and writes over what the source still caches;
         # the source releases its cache only after this (Nova's
         # post_live_migration).
-        self._guest_io(self.origin.uri, 'write -P %d 0 %d' % (
+        self._guest_io(self._origin_on('dest'), 'write -P %d 0 %d' % (
             NEW_PATTERN, lm.DIRTY))
 
     def test_migrates_uncached(self):
@@ -204,7 +206,7 @@ class NothingDirtyToPlainHostTest(testscenarios.WithScenarios, _MixedFleet):
         # The destination's disk is the shared volume, not an export of
         # the destination's agent, which nothing asked.
         self.assertEqual(1, len(self.dest_disk_xml))
-        self.assertIn('<source dev="%s"/>' % self.origin.uri,
+        self.assertIn('<source dev="%s"/>' % self._origin_on('dest'),
                       self.dest_disk_xml[0])
         self.assertNotIn('fcache_export', self._connection_data())
         self.assertEqual([], self._client('dest').list_volumes()['volumes'])
@@ -212,7 +214,7 @@ class NothingDirtyToPlainHostTest(testscenarios.WithScenarios, _MixedFleet):
         # destination's writes stand, the rest is what the guest wrote
         # before or never touched.
         self.assertEqual([], self._client('src').list_volumes()['volumes'])
-        self._guest_io(self.origin.uri,
+        self._guest_io(self._origin_on('dest'),
                        'read -P %d 0 %d' % (NEW_PATTERN, lm.DIRTY))
         with open(self.origin.path, 'rb') as f:
             data = f.read()

@@ -13,17 +13,19 @@ made the way Cinder makes it: ``PUT
 the type's scheme and keeps serving the same export.
 
 Real: Nova's API, conductor and compute manager swap path, our driver,
-the fcache agent (ASan build), the storage move in the agent, nbdkit
-serving the old and the new volume, qemu-io doing the guest's I/O through
+the fcache agent (ASan build), the storage move in the agent, the old
+and the new volume as the host's disks (block device nodes
+``/dev/sdfc<N>`` over loop devices over each volume's file:
+:mod:`tests.nova_functional.luns`), qemu-io doing the guest's I/O through
 the agent's export.
 
 Stand-ins, because they cannot run here: libvirt/QEMU is Nova's fake
 libvirt (our swap does not touch the domain, which is what is checked:
-no block copy, no new disk XML); os-brick's iSCSI connector is Nova's
-``OSBrickFixture`` patched to return each volume's nbdkit URI (chosen by
-``target_lun``); Cinder is ``CinderFixture``, whose connection_info is
-built with the real ``cinder_ext.policy`` bridge from each type's specs
-(the old type on an HDD, the new on an SSD).
+no block copy, no new disk XML); os-brick's iSCSI connector's
+``connect_volume`` (no iSCSI initiator in this kernel) answers with each
+volume's disk, chosen by ``target_lun``; Cinder is ``CinderFixture``,
+whose connection_info is built with the real ``cinder_ext.policy`` bridge
+from each type's specs (the old type on an HDD, the new on an SSD).
 """
 
 import nova.monkey_patch  # noqa: F401  (Nova: first, before anything else)
@@ -40,6 +42,7 @@ from nova.tests.functional.api import client as api_client
 
 from cinder_ext import policy as cinder_policy
 from tests.functional import harness
+from tests.nova_functional import luns
 from tests.nova_functional import test_live_migration as base_lm
 
 SIZE = 16 << 20
@@ -70,10 +73,8 @@ class _SwapBase(base_lm._Base):
         for lun, name, seed in (('2', 'old', 7), ('3', 'new', 9)):
             path = os.path.join(self.workdir, '%s.img' % name)
             harness.make_origin_file(path, SIZE, seed=seed)
-            origin = harness.NbdkitOrigin(self.workdir, name, path)
-            origin.start()
-            self.addCleanup(origin.stop)
-            self.origins[lun] = origin
+            self.origins[lun] = self.useFixture(luns.SharedLun(path,
+                                                               ('src',)))
         with open(self.origins['2'].path, 'rb') as f:
             self.old_content = f.read()
         infos = dict(self.cinder.VOLUME_CONNECTION_INFO)
@@ -84,14 +85,10 @@ class _SwapBase(base_lm._Base):
             infos[vol] = {'driver_volume_type': 'iscsi', 'data': data}
         self.cinder.VOLUME_CONNECTION_INFO = infos
 
-        def connect(connection_properties):
+        def disk(host, connection_properties):
             lun = connection_properties.get('target_lun')
-            uri = (self.origins[lun].uri if lun in self.origins
-                   else self.origin.uri)
-            return {'path': uri, 'type': 'block'}
-        self.useFixture(fixtures.MonkeyPatch(
-            'os_brick.initiator.connectors.iscsi.ISCSIConnector.'
-            'connect_volume', mock.Mock(side_effect=connect)))
+            return self.origins.get(lun, self.origin).devices[host]
+        luns.iscsi_connector(self, disk)
         # Nothing in this test may go through libvirt's block copy.
         self.block_copy = mock.Mock(side_effect=AssertionError(
             'libvirt block copy used for a cached volume'))
@@ -109,7 +106,7 @@ class _SwapBase(base_lm._Base):
         info = jsonutils.loads(self._bdm(self.old_vol).connection_info)
         export = info['data']['fcache_export']
         vol = self.agents['src'].show(self.old_vol)
-        self.assertEqual(self.origins['2'].uri, vol['origin'])
+        self.assertEqual(self.origins['2'].devices['src'], vol['origin'])
         # The guest writes its first MiB through the export.
         self._guest_io(export, 'write -P %d 0 %d' % (PATTERN, MiB))
         return export
@@ -134,9 +131,9 @@ class FcacheSwapVolumeTest(_SwapBase):
         # auto from an HDD to an SSD: LR whatever the weight (§7.3.1).
         self.assertEqual('lr', move['scheme'])
         self.assertTrue(move['auto'])
-        self.assertEqual(self.origins['3'].uri, move['to'])
+        self.assertEqual(self.origins['3'].devices['src'], move['to'])
         vol = self.agents['src'].show(self.old_vol)
-        self.assertEqual(self.origins['3'].uri, vol['origin'])
+        self.assertEqual(self.origins['3'].devices['src'], vol['origin'])
         self.assertEqual('done', vol['move']['state'])
         # The guest still reads what it wrote, now from the new volume.
         self._guest_io(export, 'read -P %d 0 %d' % (PATTERN, MiB),
@@ -160,9 +157,9 @@ class FcacheSwapVolumeTest(_SwapBase):
 
     def test_failed_move_rolls_back_to_the_old_volume(self):
         export = self._attach_old()
-        # The new volume's device cannot be opened by the agent: nbdkit
-        # is gone.
-        self.origins['3'].stop()
+        # The new volume's device cannot be opened by the agent: something
+        # else holds it (opened exclusively, as a mount would).
+        self.origins['3'].hold('src')
         self.assertRaises(api_client.OpenStackApiException,
                           self.api.put_server_volume, self.server['id'],
                           self.old_vol, self.new_vol)
@@ -171,7 +168,7 @@ class FcacheSwapVolumeTest(_SwapBase):
         self.assertEqual(export, info['data']['fcache_export'])
         self.assertNotIn('fcache_storage_move', info['data'])
         vol = self.agents['src'].show(self.old_vol)
-        self.assertEqual(self.origins['2'].uri, vol['origin'])
+        self.assertEqual(self.origins['2'].devices['src'], vol['origin'])
         self._guest_io(export, 'read -P %d 0 %d' % (PATTERN, MiB))
 
 
@@ -191,7 +188,7 @@ class FcacheSwapTimeoutTest(_SwapBase):
                           self.api.put_server_volume, self.server['id'],
                           self.old_vol, self.new_vol)
         vol = self.agents['src'].show(self.old_vol)
-        self.assertEqual(self.origins['2'].uri, vol['origin'])
+        self.assertEqual(self.origins['2'].devices['src'], vol['origin'])
         self.assertEqual('aborted', vol['move']['state'])
         info = jsonutils.loads(self._bdm(self.old_vol).connection_info)
         self.assertEqual(export, info['data']['fcache_export'])

@@ -17,9 +17,16 @@ destination refuses to rebuild the server before anything moves, with
 the way out in the fault; with ``[fcache] evacuate_write_back = discard``
 the operator accepts the loss and the evacuation goes on, logged.
 
-Real agent, real nbdkit origin, Nova in process with fakelibvirt (the
-guest's I/O is qemu-io on the agent's export); os-brick's iSCSI connector
-is replaced as in test_live_migration.py (no iSCSI target here).
+Real agents, Nova in process with fakelibvirt (the guest's I/O is qemu-io
+on the agent's export); os-brick's iSCSI connector's ``connect_volume`` is
+replaced as in test_live_migration.py (no iSCSI initiator in this
+kernel).  The evacuation's volume is each host's disk, a real block
+device as os-brick would name it (:mod:`tests.nova_functional.luns`).
+The detach tests need storage that goes away and comes back, which a
+loop device cannot do: their volume is nbdkit serving the file, which
+they stop and start, and their connector stand-in answers with its NBD
+URI -- an origin the agent takes, but not what os-brick's iSCSI
+connector returns (it stands for an iSCSI target that stops answering).
 """
 
 import os
@@ -71,6 +78,8 @@ class _DetachBase(lm._Base):
 
 class WriteBackDetachTest(_DetachBase):
     specs = lm._specs('firepan', write_policy='write_back')
+    # The storage server stops and comes back: nbdkit (see above).
+    nbd_origin = True
 
     def test_detach_fails_while_dirty_data_cannot_be_written_back(self):
         shown = self._server_with_volume()
@@ -99,6 +108,8 @@ class WriteBackDetachTest(_DetachBase):
 
 class WriteThroughDetachTest(_DetachBase):
     specs = lm._specs('firepan', write_policy='write_through')
+    # The storage server stops: nbdkit (see above).
+    nbd_origin = True
 
     def test_detach_goes_on_with_nothing_to_lose(self):
         self._server_with_volume()
