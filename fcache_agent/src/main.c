@@ -90,6 +90,8 @@ main(int argc, char **argv)
   ctl = fc_control_start(cfg.control_socket, cfg.control_group,
                          cfg.control_admin_group,
                          fc_agent_control_ops, agent);
+  if (ctl)
+    fc_control_set_idle_timeout(ctl, cfg.control_idle_timeout_s);
   if (!ctl) {
     log_error("cannot open control socket %s: %s", cfg.control_socket, strerror(errno));
     fc_migrations_stop(agent);

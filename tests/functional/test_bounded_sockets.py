@@ -2,13 +2,15 @@
 
 NBD exports: a client that stops reading its replies pins at most the
 per-connection cap (32 MiB) of agent memory and is dropped after the send
-timeout (30 s) while another client of the same export keeps working;
-connections beyond the per-export cap (16) are refused while the VM's
-works; a handshake must finish within 10 s however slowly it trickles.
-Control socket: a connection without a complete request is closed after
-30 s.  An established, idle NBD connection is never timed out (an idle VM
-disk is normal): the VM's connection in these tests idles past every
-timeout and is checked afterwards.
+timeout (export_send_timeout_s, 30 s by default, 5 s here) while another
+client of the same export keeps working; connections beyond the
+per-export cap (16) are refused while the VM's works; a handshake must
+finish within 10 s however slowly it trickles.  Control socket: a
+connection without a complete request is closed after
+control_idle_timeout_s (30 s by default, 4 s here).  An established, idle
+NBD connection is never timed out (an idle VM disk is normal): the VM's
+connection in these tests idles past every timeout and is checked
+afterwards.
 """
 
 import json
@@ -25,10 +27,10 @@ from . import test_bad_nbd_input as bad_nbd
 
 MiB = 1 << 20
 INFLIGHT_CAP = 32 * MiB
-SEND_TIMEOUT_S = 30
+SEND_TIMEOUT_S = 5
 HANDSHAKE_S = 10
 MAX_CONNS = 16
-CONTROL_IDLE_S = 30
+CONTROL_IDLE_S = 4
 
 
 def rss(pid):
@@ -47,7 +49,8 @@ def export_path(uri):
 def served(make_agent, make_origin):
     # Eight workers per connection: without a cap, a slow reader's eight
     # 32 MiB reads pin 256 MiB.
-    agent = make_agent(cache_size='40M', nbd_threads=8).start()
+    agent = make_agent(cache_size='40M', nbd_threads=8,
+                       export_send_timeout_s=SEND_TIMEOUT_S).start()
     origin = make_origin(40 * MiB, nbd=False)
     uri = agent.attach('vol', origin.path, cache_size=36 * MiB)['export_uri']
     return agent, origin, uri
@@ -156,7 +159,7 @@ def test_dripped_handshake_is_cut_at_its_deadline(served):
 
 @pytest.mark.timeout(180)
 def test_idle_control_connection_is_closed(make_agent):
-    agent = make_agent().start()
+    agent = make_agent(control_idle_timeout_s=CONTROL_IDLE_S).start()
     silent = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     partial = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     served_then_idle = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -189,7 +192,7 @@ def test_idle_control_connection_is_closed(make_agent):
     for t in threads:
         t.start()
     # Others are served meanwhile.
-    time.sleep(2)
+    time.sleep(1)
     assert agent.status()['volumes'] == []
     for t in threads:
         t.join(CONTROL_IDLE_S + 20)
@@ -198,8 +201,8 @@ def test_idle_control_connection_is_closed(make_agent):
         assert CONTROL_IDLE_S - 1 <= elapsed <= CONTROL_IDLE_S + 5, \
             (name, elapsed)
         reply = json.loads(buf.decode().strip().splitlines()[-1])
-        assert not reply['ok'] and 'no complete request within 30 s' in \
-            reply['error'], (name, reply)
+        assert not reply['ok'] and 'no complete request within %d s' % (
+            CONTROL_IDLE_S) in reply['error'], (name, reply)
     for s in (silent, partial, served_then_idle):
         s.close()
     agent.assert_alive()

@@ -29,8 +29,9 @@ BS = 4096
 VOLUME_SIZE = 16 * MiB
 VOLUME_CACHE = 2 * MiB
 POLICIES = ['read_only', 'write_through', 'write_back']
-# The agent's stall limit (NBD_CONN_STALL_MS) plus the loop's slack.
-STALL_S = 30
+# The origin stall limit the stall test sets (origin_stall_timeout_s; 30 s
+# by default).
+STALL_S = 4
 
 
 def check_origin_file(agent, origin, orc):
@@ -305,7 +306,8 @@ def test_stalled_origin_fails_requests(make_agent, make_origin):
     After the stall limit its requests fail and the connection is replaced.
     """
     origin = make_origin(4 * MiB)
-    agent = make_agent(cache_size='4M', origin_connections=1).start()
+    agent = make_agent(cache_size='4M', origin_connections=1,
+                       origin_stall_timeout_s=STALL_S).start()
     _, h = attach_and_connect(agent, 'vol1', origin, cache_size=MiB,
                               write_policy='read_only')
     pid = origin.server.proc.pid

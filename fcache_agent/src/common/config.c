@@ -91,7 +91,8 @@ enum key_index {
   KEY_ALLOCATION_SPARE, KEY_ALLOCATION_HEADROOM_PERCENT, KEY_STAGING_FRACTION,
   KEY_RWS_PREDICTOR, KEY_RWS_TRACKER, KEY_EXPORT_CLIENTS, KEY_ORIGIN_RETRY_MS,
   KEY_ORIGIN_BLOCK_DEVICES, KEY_ORIGIN_RBD_DIRS, KEY_ORIGIN_RBD_MS_MODE,
-  N_KEYS
+  KEY_ORIGIN_STALL_TIMEOUT_S, KEY_EXPORT_SEND_TIMEOUT_S,
+  KEY_CONTROL_IDLE_TIMEOUT_S, N_KEYS
 };
 
 static const struct key_desc keys[N_KEYS] = {
@@ -136,6 +137,11 @@ static const struct key_desc keys[N_KEYS] = {
   [KEY_ORIGIN_BLOCK_DEVICES] = CHOICE_KEY(origin_block_devices, "any|prefixes"),
   /* 0: never, until the next start; up to an hour. */
   [KEY_ORIGIN_RETRY_MS] = UINT_KEY(origin_retry_ms, 0, 3600000),
+  /* Up to an hour; at least 2 s for an origin, whose loop looks every
+   * second, so that one slow reply is not taken for a dead server. */
+  [KEY_ORIGIN_STALL_TIMEOUT_S] = UINT_KEY(origin_stall_timeout_s, 2, 3600),
+  [KEY_EXPORT_SEND_TIMEOUT_S] = UINT_KEY(export_send_timeout_s, 1, 3600),
+  [KEY_CONTROL_IDLE_TIMEOUT_S] = UINT_KEY(control_idle_timeout_s, 1, 3600),
 };
 
 struct parser {
@@ -183,6 +189,9 @@ void fc_config_defaults(struct fc_config *cfg)
   (void)fc_parse_prefixes(FC_ORIGIN_RBD_DIRS_DEFAULT, cfg->origin_rbd_dirs,
                           &cfg->n_origin_rbd_dirs, NULL, 0);
   strcpy(cfg->origin_rbd_ms_mode, "secure");
+  cfg->origin_stall_timeout_s = 30;
+  cfg->export_send_timeout_s = 30;
+  cfg->control_idle_timeout_s = 30;
 }
 
 __attribute__((format(printf, 4, 5)))

@@ -85,6 +85,14 @@ struct fc_config {
   char origin_rbd_dirs[FC_ORIGIN_PREFIXES_MAX][FC_PATH_MAX];
   unsigned n_origin_rbd_dirs;
   char origin_rbd_ms_mode[8];
+  /* Seconds before the agent gives up on a peer that stopped: an NBD
+   * origin with requests in flight and no reply (the connection is
+   * dropped and made again), an export client that does not read its
+   * replies (dropped), a control client without a complete request
+   * (closed).  Default 30 each. */
+  unsigned origin_stall_timeout_s;
+  unsigned export_send_timeout_s;
+  unsigned control_idle_timeout_s;
 };
 
 void fc_config_defaults(struct fc_config *cfg);

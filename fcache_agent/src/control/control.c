@@ -289,6 +289,11 @@ static int set_group(struct fc_access_group *g, const char *name,
   return 0;
 }
 
+void fc_control_set_idle_timeout(struct fc_control *ctl, unsigned idle_s)
+{
+  atomic_store(&ctl->idle_s, idle_s ? idle_s : FC_CONTROL_IDLE_S);
+}
+
 struct fc_control *fc_control_start(const char *socket_path, const char *group,
                                     const char *admin_group,
                                     const struct fc_control_op *ops,
@@ -311,6 +316,7 @@ struct fc_control *fc_control_start(const char *socket_path, const char *group,
   ctl->ops = ops;
   ctl->opaque = opaque;
   ctl->listen_fd = -1;
+  atomic_init(&ctl->idle_s, FC_CONTROL_IDLE_S);
   strcpy(ctl->path, socket_path);
   pthread_mutex_init(&ctl->lock, NULL);
 

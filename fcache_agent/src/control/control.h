@@ -20,7 +20,8 @@
 
 /* A connection that has not sent a complete request for this long is
  * closed (the CLI and nova_ext send one request per connection); one that
- * does not read its reply for this long is dropped. */
+ * does not read its reply for this long is dropped.  The default of
+ * control_idle_timeout_s (fc_control_set_idle_timeout). */
 #define FC_CONTROL_IDLE_S 30
 
 /* A handler fills *result (a new reference) and returns 0, or returns a
@@ -53,5 +54,8 @@ struct fc_control *fc_control_start(const char *socket_path, const char *group,
                                     const struct fc_control_op *ops,
                                     void *opaque);
 void fc_control_stop(struct fc_control *ctl);
+/* Connections accepted from now on use idle_s instead of
+ * FC_CONTROL_IDLE_S. */
+void fc_control_set_idle_timeout(struct fc_control *ctl, unsigned idle_s);
 
 #endif

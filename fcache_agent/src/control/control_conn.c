@@ -188,10 +188,10 @@ static int ms_left(const struct timespec *deadline)
   return ms < 0 ? 0 : ms > INT_MAX ? INT_MAX : (int)ms;
 }
 
-static void restart_idle_clock(struct timespec *deadline)
+static void restart_idle_clock(struct timespec *deadline, unsigned idle_s)
 {
   clock_gettime(CLOCK_MONOTONIC, deadline);
-  deadline->tv_sec += FC_CONTROL_IDLE_S;
+  deadline->tv_sec += idle_s;
 }
 
 /* Reads newline-delimited requests.  The buffer holds one maximal message
@@ -200,6 +200,7 @@ static void restart_idle_clock(struct timespec *deadline)
 static void serve_connection(struct fc_conn *conn)
 {
   const size_t cap = FC_CONTROL_MAX_MSG + 1;
+  const unsigned idle_s = atomic_load(&conn->ctl->idle_s);
   char *buf = malloc(cap);
   size_t len = 0;
   int fd = conn->fd;
@@ -209,7 +210,7 @@ static void serve_connection(struct fc_conn *conn)
     fc_control_send_error(fd, ENOMEM, "out of memory");
     return;
   }
-  restart_idle_clock(&idle_deadline);
+  restart_idle_clock(&idle_deadline, idle_s);
   for (;;) {
     struct pollfd pfd = { .fd = fd, .events = POLLIN };
     size_t start = 0;
@@ -225,9 +226,9 @@ static void serve_connection(struct fc_conn *conn)
       continue;
     if (p == 0) {
       fc_control_send_error(fd, ETIMEDOUT, "no complete request within %d s; "
-                            "closing the connection", FC_CONTROL_IDLE_S);
+                            "closing the connection", idle_s);
       log_info("control: closing connection from pid %ld: idle for %d s",
-               (long)conn->peer.pid, FC_CONTROL_IDLE_S);
+               (long)conn->peer.pid, idle_s);
       break;
     }
     n = recv(fd, buf + len, cap - len, MSG_DONTWAIT);
@@ -249,7 +250,7 @@ static void serve_connection(struct fc_conn *conn)
       start += line_len + 1;
     }
     if (start > 0)
-      restart_idle_clock(&idle_deadline);
+      restart_idle_clock(&idle_deadline, idle_s);
     memmove(buf, buf + start, len - start);
     len -= start;
     if (len == cap) {
@@ -268,7 +269,7 @@ void *fc_control_conn_main(void *arg)
   struct fc_conn *conn = arg;
   struct fc_control *ctl = conn->ctl;
 
-  struct timeval send_timeout = { .tv_sec = FC_CONTROL_IDLE_S };
+  struct timeval send_timeout = { .tv_sec = atomic_load(&ctl->idle_s) };
 
   /* A client that stops reading its replies is dropped, not waited on. */
   (void)setsockopt(conn->fd, SOL_SOCKET, SO_SNDTIMEO, &send_timeout,

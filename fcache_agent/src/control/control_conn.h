@@ -6,6 +6,7 @@
 #define FCACHE_CONTROL_CONN_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <sys/socket.h>
 #include <sys/types.h>
@@ -54,6 +55,9 @@ struct fc_control {
   unsigned n_active;
   struct fc_access_group readers;   /* control_group */
   struct fc_access_group admins;    /* control_admin_group */
+  /* A client without a complete request, or not reading its reply, for
+   * this long is closed (fc_control_set_idle_timeout). */
+  atomic_uint idle_s;
 };
 
 /* Looks group `name` up; -ENOENT if there is none. */

@@ -79,6 +79,9 @@ struct fc_export {
    * sessions (SO_PEERCRED pid -> getsid): the VM's QEMU and what it
    * forks may connect, another VM's QEMU may not (nbd_server.c). */
   bool one_session;
+  /* A client that reads none of its replies for this long is dropped;
+   * 0: NBD_SEND_TIMEOUT_DEFAULT_S (nbd_conn.h). */
+  unsigned send_timeout_s;
   const struct fc_io_ops *ops;
   void *handle;
 };

@@ -254,11 +254,17 @@ static int dispatch(struct worker *w, const struct fc_export *exp,
   return r > 0 ? 0 : nbd_export_errno(r);
 }
 
+/* The export's send timeout in seconds. */
+static unsigned send_timeout_s(const struct fc_export *exp)
+{
+  return exp->send_timeout_s ? exp->send_timeout_s : NBD_SEND_TIMEOUT_DEFAULT_S;
+}
+
 /* Sends all of iov, failing with -ETIMEDOUT once the client has taken
- * nothing for NBD_SEND_TIMEOUT_S.  Not SO_SNDTIMEO: a send that made some
+ * nothing for timeout_s.  Not SO_SNDTIMEO: a send that made some
  * progress before it blocked returns that progress when the timeout
  * expires, and the next call would wait a whole timeout again. */
-static int send_all(int fd, struct iovec *iov, int iovcnt)
+static int send_all(int fd, struct iovec *iov, int iovcnt, unsigned timeout_s)
 {
   while (iovcnt > 0) {
     struct msghdr msg = { .msg_iov = iov, .msg_iovlen = (size_t)iovcnt };
@@ -272,7 +278,7 @@ static int send_all(int fd, struct iovec *iov, int iovcnt)
         continue;
       if (errno != EAGAIN && errno != EWOULDBLOCK)
         return -errno;
-      p = poll(&pfd, 1, NBD_SEND_TIMEOUT_S * 1000);
+      p = poll(&pfd, 1, (int)(timeout_s * 1000));
       if (p == 0)
         return -ETIMEDOUT;
       if (p < 0 && errno != EINTR)
@@ -335,11 +341,11 @@ static int send_locked(struct conn *c, struct iovec *iov, int n)
   int r;
 
   pthread_mutex_lock(&c->write_lock);
-  r = send_all(c->fd, iov, n);
+  r = send_all(c->fd, iov, n, send_timeout_s(&c->srv->exp));
   pthread_mutex_unlock(&c->write_lock);
   if (r == -ETIMEDOUT)
     log_info("nbd: connection %u: client did not read its replies for %d s, "
-             "dropping it", c->id, NBD_SEND_TIMEOUT_S);
+             "dropping it", c->id, send_timeout_s(&c->srv->exp));
   if (r < 0) {
     /* A partial reply desynchronises the stream; stop the readers too. */
     log_debug("nbd: connection %u: sending reply: %s", c->id, strerror(-r));

@@ -26,9 +26,11 @@ struct nbd_server;
  * agent: the largest request (32 MiB) fits, and a client that stops
  * reading its replies pins no more than this. */
 #define NBD_CONN_INFLIGHT_MAX (32u << 20)
-/* A client that does not read a reply for this long is dropped.  There is
- * no idle timeout in transmission: an idle VM disk is normal. */
-#define NBD_SEND_TIMEOUT_S 30
+/* A client that does not read a reply for this long is dropped, unless
+ * the export says otherwise (fc_export.send_timeout_s, from
+ * export_send_timeout_s).  There is no idle timeout in transmission: an
+ * idle VM disk is normal. */
+#define NBD_SEND_TIMEOUT_DEFAULT_S 30
 
 struct conn {
   struct nbd_server *srv;

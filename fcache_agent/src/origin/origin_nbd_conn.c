@@ -578,7 +578,7 @@ stalled(struct nbd_conn *c, struct stall *s)
     s->since = now;
     return false;
   }
-  return now - s->since >= NBD_CONN_STALL_MS;
+  return now - s->since >= c->origin->stall_ms;
 }
 
 /* Drive a live handle until it dies or the origin closes.  Returns why it
@@ -615,7 +615,7 @@ drive(struct nbd_conn *c)
     if (stalled(c, &st)) {
       log_warning("origin %s: connection %u: no reply for %d s with %u "
                   "request(s) in flight", c->origin->uri, c->index,
-                  NBD_CONN_STALL_MS / 1000, atomic_load(&c->in_flight));
+                  c->origin->stall_ms / 1000, atomic_load(&c->in_flight));
       /* retire() closes the handle, which fails every command on it.
        * (Not shutdown(2) on its socket: libnbd may have closed that fd
        * already, and the number may be someone else's by now.) */

@@ -40,8 +40,9 @@
 
 /* A connection with commands in flight and no completion for this long is
  * declared dead (its socket is shut down, which fails every command on it)
- * and re-established: a server that stops answering must not hang the VM. */
-#define NBD_CONN_STALL_MS 30000
+ * and re-established: a server that stops answering must not hang the VM.
+ * origin_stall_timeout_s sets it; this when no policy says. */
+#define NBD_CONN_STALL_DEFAULT_MS 30000
 /* How often an idle loop looks anyway: a command started without waking
  * it (nothing to write) meets the stall detector at most this late. */
 #define NBD_CONN_IDLE_WAKE_MS 5000
@@ -152,6 +153,7 @@ struct nbd_origin {
   bool can_zero;                /* NBD_CMD_WRITE_ZEROES */
   bool can_block_status;        /* the server agreed to base:allocation */
   uint32_t max_request;
+  unsigned stall_ms;            /* see NBD_CONN_STALL_DEFAULT_MS */
   unsigned nr_conns;
   /* Callers waiting because every live connection is full. */
   pthread_mutex_t slot_lock;

@@ -33,6 +33,7 @@ void fc_origin_policy_init(struct fc_origin_policy *pol,
   pol->rbd_dirs = cfg->origin_rbd_dirs;
   pol->n_rbd_dirs = cfg->n_origin_rbd_dirs;
   pol->rbd_ms_mode = cfg->origin_rbd_ms_mode;
+  pol->stall_ms = cfg->origin_stall_timeout_s * 1000;
 }
 
 static bool under_dev(const char *prefix)

@@ -27,6 +27,8 @@ struct fc_origin_policy {
   const char (*rbd_dirs)[FC_PATH_MAX];
   unsigned n_rbd_dirs;
   const char *rbd_ms_mode;
+  /* NBD origins: origin_stall_timeout_s, in ms. */
+  unsigned stall_ms;
 };
 
 void fc_origin_policy_init(struct fc_origin_policy *pol,

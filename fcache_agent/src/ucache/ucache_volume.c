@@ -97,6 +97,7 @@ uc_volume_start(struct fc_host *host, struct fc_volume *v, char *err, size_t err
     .max_block = NBD_MAX_BLOCK,
     .read_only = false,
     .one_session = strcmp(host->cfg.export_clients, "session") == 0,
+    .send_timeout_s = host->cfg.export_send_timeout_s,
     .ops = &fc_ucache_io_ops,
     .handle = uv->uc,
   };
