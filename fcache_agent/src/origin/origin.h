@@ -46,6 +46,8 @@ struct fc_origin_ops {
   int (*release)(struct fc_origin *o);
   /* Optional; see fc_origin_cancel. */
   void (*cancel)(struct fc_origin *o);
+  /* Optional; see fc_origin_invalidate. */
+  void (*invalidate)(struct fc_origin *o);
   void (*close)(struct fc_origin *o);
 };
 
@@ -174,6 +176,20 @@ fc_origin_cancel(struct fc_origin *o)
 {
   if (o->ops->cancel)
     o->ops->cancel(o);
+}
+
+/* Forget what this host keeps of the origin's data: another host has
+ * written it.  A block device or file origin is read through the page
+ * cache, which a second host's writes to the same LUN do not reach (QEMU
+ * uses O_DIRECT for that reason); a live migration's destination calls
+ * this at the switchover, after the source's last write, and a source
+ * that takes its volume back calls it too.  No-op for origins with no
+ * such copy (NBD, librbd with its cache off). */
+static inline void
+fc_origin_invalidate(struct fc_origin *o)
+{
+  if (o->ops->invalidate)
+    o->ops->invalidate(o);
 }
 
 static inline void

@@ -643,6 +643,18 @@ mv_release(struct fc_origin *o)
 }
 
 static void
+mv_invalidate(struct fc_origin *o)
+{
+  struct move_origin *m = mo(o);
+
+  pthread_mutex_lock(&m->mu);
+  fc_origin_invalidate(m->cur);
+  if (m->moving)
+    fc_origin_invalidate(m->b);
+  pthread_mutex_unlock(&m->mu);
+}
+
+static void
 mv_close(struct fc_origin *o)
 {
   struct move_origin *m = mo(o);
@@ -664,6 +676,7 @@ static const struct fc_origin_ops move_ops = {
   .zero = mv_zero,
   .block_status = mv_block_status,
   .release = mv_release,
+  .invalidate = mv_invalidate,
   .close = mv_close,
 };
 

@@ -142,6 +142,17 @@ path_block_status(struct fc_origin *o, uint32_t count, uint64_t off,
   return (int)n;
 }
 
+/* Clean pages only: this host's own writes are already in (flushed
+ * first), what is dropped is read again from the disk. */
+static void
+path_invalidate(struct fc_origin *o)
+{
+  int fd = po(o)->fd;
+
+  (void)fdatasync(fd);
+  (void)posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+}
+
 static void
 path_close(struct fc_origin *o)
 {
@@ -156,6 +167,7 @@ static const struct fc_origin_ops path_ops = {
   .trim = path_trim,
   .zero = path_zero,
   .block_status = path_block_status,
+  .invalidate = path_invalidate,
   .close = path_close,
 };
 

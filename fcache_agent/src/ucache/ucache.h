@@ -173,6 +173,9 @@ int fc_ucache_flush_origin(struct fc_ucache *uc);
 /* Source, frozen for the switchover: the origin's exclusive hold (an RBD
  * image's lock) goes, for the destination to take (fc_origin_release). */
 int fc_ucache_release_origin(struct fc_ucache *uc);
+/* Destination at the switchover, or a source taking its volume back:
+ * another host wrote the origin (fc_origin_invalidate). */
+void fc_ucache_invalidate_origin(struct fc_ucache *uc);
 /* Source, before the switchover: [off, off+count) as the VM sees it now
  * (cache, else origin), changing nothing: no fill, no LRU move, no
  * counters.  A destination read is forwarded here. */

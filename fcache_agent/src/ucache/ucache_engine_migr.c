@@ -44,6 +44,9 @@ out_freeze(struct fc_engine_migr *m, bool flush, char *err, size_t errlen)
 static int
 out_thaw(struct fc_engine_migr *m)
 {
+  /* The destination may have written the origin before the migration
+   * failed back to us. */
+  fc_ucache_invalidate_origin(UC(m));
   fc_ucache_migr_freeze(UC(m), false);
   return fc_ucache_start(UC(m));
 }
@@ -129,6 +132,9 @@ in_add_remote(struct fc_engine_migr *m, oblock_t ob, bool dirty)
 static void
 in_switch(struct fc_engine_migr *m)
 {
+  /* Before the VM reads anything here: the source has written the
+   * origin since this host last read it. */
+  fc_ucache_invalidate_origin(UC(m));
   fc_ucache_migr_open_gate(UC(m));
 }
 

@@ -267,6 +267,12 @@ fc_ucache_release_origin(struct fc_ucache *uc)
   return fc_origin_release(uc->origin);
 }
 
+void
+fc_ucache_invalidate_origin(struct fc_ucache *uc)
+{
+  fc_origin_invalidate(uc->origin);
+}
+
 int
 fc_ucache_sync_records(struct fc_ucache *uc)
 {
