@@ -14,7 +14,9 @@ import errno
 import json
 import os
 import shutil
+import signal
 import socket
+import tempfile
 import threading
 import time
 
@@ -500,4 +502,67 @@ def test_rbd_agent_restart(make_agent, ceph_box, workdir, how):
     assert third_client_write(ceph_box, origin.name) is not None
     agent.detach('vol1')
     mism = om.compare(orc, origin.read_file(), 'image after detach')
+    assert not mism, mism
+
+
+@pytest.fixture(scope='module')
+def other_box():
+    """A second cluster: a move target whose OSD can stop alone."""
+    box = ceph.CephBox(tempfile.mkdtemp(prefix='ceph-', dir='/tmp'))
+    try:
+        yield box.start()
+    finally:
+        box.stop()
+        shutil.rmtree(box.dir, ignore_errors=True)
+
+
+def test_rbd_move_abort_with_target_stopped(make_agent, ceph_box, other_box,
+                                            workdir):
+    """The move target's OSD stops (SIGSTOP) mid-copy.
+
+    move-abort answers within a second (librbd requests to it are given up,
+    not waited for: librados would wait 30 s), the VM's writes go on on A,
+    and A holds every acknowledged write.
+    """
+    a = make_image(ceph_box, workdir, image_name('a'), size=MOVE_SIZE)
+    other_box.create_image('b', MOVE_SIZE)
+    b = RbdOrigin(other_box, 'b', bytes(MOVE_SIZE))
+    dirs = '%s/,%s/' % (ceph_box.dir, other_box.dir)
+    agent = make_agent(cache_size='32M', writeback_interval_ms=50,
+                       origin_rbd_dirs=dirs).start()
+    res = agent.attach('vol1', a.uri, cache_size=2 * MiB,
+                       write_policy='write_through')
+    orc = om.Oracle(a.content)
+    h = om.connect(res['export_uri'])
+    wl = om.Workload(h, orc, seed=6, depth=8, max_length=32768)
+    wl.run(nops=50)
+    client = agent.client()
+    client.call('volume-move', volume_id='vol1', to=b.uri, scheme='mirror',
+                rate_limit_mbps=2)
+    time.sleep(0.5)
+    st = client.call('volume-move-status', volume_id='vol1')
+    assert st['state'] == 'copying', st
+    with open(os.path.join(other_box.dir, 'run', 'osd.0.pid')) as f:
+        osd = int(f.read())
+    os.kill(osd, signal.SIGSTOP)
+    try:
+        runner = threading.Thread(target=wl.run,
+                                  kwargs={'nops': 50, 'timeout': 60})
+        runner.start()
+        time.sleep(1.0)
+        t0 = time.monotonic()
+        st = client.call('volume-move-abort', volume_id='vol1')
+        took = time.monotonic() - t0
+        runner.join(10)
+        assert not runner.is_alive(), 'VM requests still waiting on B'
+    finally:
+        os.kill(osd, signal.SIGCONT)
+    assert took < 1.0, took
+    assert st['state'] == 'aborted', st
+    wl.assert_clean()
+    assert agent.show('vol1')['origin'] == a.uri
+    assert not om.verify_all(h, orc)
+    om.close(h)
+    agent.detach('vol1')
+    mism = om.compare(orc, a.read_file(), 'image A after detach')
     assert not mism, mism

@@ -44,6 +44,8 @@
 #define MOUNT_TIMEOUT_S "10"
 #define OP_TIMEOUT_S "30"
 
+struct rbd_req;
+
 struct rbd_origin {
   struct fc_origin base;
   rados_t cluster;
@@ -53,6 +55,11 @@ struct rbd_origin {
   bool fast_diff;               /* object map + fast-diff: cheap block status */
   pthread_mutex_t lock_mu;      /* one taker or giver of the lock at a time */
   atomic_bool owner;            /* we hold the exclusive lock */
+  /* Callers waiting for librbd (run()), and whether they were told to
+   * stop waiting (fc_origin_cancel). */
+  pthread_mutex_t req_mu;
+  struct rbd_req *waiting;
+  bool cancelled;
   char name[3 * FC_RBD_NAME_MAX];
 };
 
@@ -130,10 +137,149 @@ rbd_origin_release(struct fc_origin *o)
   return rc < 0 ? io_error(r, "releasing the exclusive lock", rc) : 0;
 }
 
+/* One synchronous request, made as librbd's asynchronous one so that the
+ * caller can stop waiting: a storage move giving its target up
+ * (fc_origin_cancel) must not wait for OSDs that stopped answering
+ * (librados' op timeout).  The request works on a copy of the caller's
+ * data, which stays librbd's until its completion, whoever still waits. */
+enum rbd_op { RBD_READ, RBD_WRITE, RBD_DISCARD, RBD_ZERO, RBD_FLUSH };
+
+struct rbd_req {
+  struct rbd_origin *r;
+  struct rbd_req *next, *prev;  /* r->waiting, under r->req_mu */
+  pthread_cond_t cv;
+  bool done;
+  bool abandoned;               /* the caller left: the completion frees it */
+  ssize_t ret;
+  char *copy;
+};
+
+static void
+unlink_req(struct rbd_req *q)
+{
+  if (q->prev)
+    q->prev->next = q->next;
+  else
+    q->r->waiting = q->next;
+  if (q->next)
+    q->next->prev = q->prev;
+}
+
+static void
+free_req(struct rbd_req *q)
+{
+  pthread_cond_destroy(&q->cv);
+  free(q->copy);
+  free(q);
+}
+
+static void
+req_done(rbd_completion_t c, void *arg)
+{
+  struct rbd_req *q = arg;
+  struct rbd_origin *r = q->r;
+  ssize_t ret = rbd_aio_get_return_value(c);
+  bool abandoned;
+
+  rbd_aio_release(c);
+  pthread_mutex_lock(&r->req_mu);
+  abandoned = q->abandoned;
+  q->ret = ret;
+  q->done = true;
+  pthread_cond_signal(&q->cv);
+  pthread_mutex_unlock(&r->req_mu);
+  if (abandoned)
+    free_req(q);
+}
+
+static int
+submit(struct rbd_origin *r, enum rbd_op op, struct rbd_req *q,
+       uint32_t count, uint64_t off, int zero_flags, rbd_completion_t c)
+{
+  switch (op) {
+  case RBD_READ:
+    return rbd_aio_read2(r->image, off, count, q->copy, c, 0);
+  case RBD_WRITE:
+    return rbd_aio_write2(r->image, off, count, q->copy, c, 0);
+  case RBD_DISCARD:
+    return rbd_aio_discard(r->image, off, count, c);
+  case RBD_ZERO:
+    return rbd_aio_write_zeroes(r->image, off, count, c, zero_flags, 0);
+  default:
+    return rbd_aio_flush(r->image, c);
+  }
+}
+
+/* The request's result as librbd gives it (bytes, or -errno); -ECANCELED
+ * when the origin was cancelled before it ended. */
+static ssize_t
+run(struct rbd_origin *r, enum rbd_op op, void *buf, uint32_t count,
+    uint64_t off, int zero_flags)
+{
+  bool has_data = op == RBD_READ || op == RBD_WRITE;
+  struct rbd_req *q = calloc(1, sizeof *q);
+  rbd_completion_t c;
+  ssize_t ret;
+  int rc;
+
+  if (!q || (has_data && !(q->copy = malloc(count)))) {
+    free(q);
+    return -ENOMEM;
+  }
+  q->r = r;
+  pthread_cond_init(&q->cv, NULL);
+  if (op == RBD_WRITE)
+    memcpy(q->copy, buf, count);
+  pthread_mutex_lock(&r->req_mu);
+  if (r->cancelled) {
+    pthread_mutex_unlock(&r->req_mu);
+    free_req(q);
+    return -ECANCELED;
+  }
+  q->next = r->waiting;
+  if (q->next)
+    q->next->prev = q;
+  r->waiting = q;
+  pthread_mutex_unlock(&r->req_mu);
+  rc = rbd_aio_create_completion(q, req_done, &c);
+  if (rc == 0) {
+    rc = submit(r, op, q, count, off, zero_flags, c);
+    if (rc < 0)
+      rbd_aio_release(c);
+  }
+  pthread_mutex_lock(&r->req_mu);
+  while (rc == 0 && !q->done && !r->cancelled)
+    pthread_cond_wait(&q->cv, &r->req_mu);
+  unlink_req(q);
+  if (rc == 0 && !q->done) {
+    q->abandoned = true;        /* librbd still has it */
+    pthread_mutex_unlock(&r->req_mu);
+    return -ECANCELED;
+  }
+  pthread_mutex_unlock(&r->req_mu);
+  ret = rc < 0 ? rc : q->ret;
+  if (op == RBD_READ && ret == (ssize_t)count)
+    memcpy(buf, q->copy, count);
+  free_req(q);
+  return ret;
+}
+
+static void
+rbd_origin_cancel(struct fc_origin *o)
+{
+  struct rbd_origin *r = ro(o);
+
+  pthread_mutex_lock(&r->req_mu);
+  r->cancelled = true;
+  for (struct rbd_req *q = r->waiting; q; q = q->next)
+    pthread_cond_signal(&q->cv);
+  pthread_mutex_unlock(&r->req_mu);
+}
+
 static int
 rbd_origin_pread(struct fc_origin *o, void *buf, uint32_t count, uint64_t off)
 {
-  ssize_t n = rbd_read2(ro(o)->image, off, count, buf, 0);
+  ssize_t n = run(ro(o), RBD_READ, buf, count, off, 0);
 
   if (n == (ssize_t)count)
     return 0;
@@ -197,8 +343,7 @@ rbd_origin_flush(struct fc_origin *o)
    * only refuse a flush from a non-owner. */
   if (ro(o)->lockable && !atomic_load(&ro(o)->owner))
     return 0;
-  rc = rbd_flush(ro(o)->image);
-
+  rc = (int)run(ro(o), RBD_FLUSH, NULL, 0, 0, 0);
   return rc < 0 ? io_error(ro(o), "flush", rc) : 0;
 }
 
@@ -212,9 +357,10 @@ rbd_origin_pwrite(struct fc_origin *o, const void *buf, uint32_t count,
 
   if (rc < 0)
     return rc;
-  n = rbd_write2(r->image, off, count, buf, 0);
-  if (n != (ssize_t)count)
-    return io_error(r, "write", n < 0 ? n : -EIO);
+  /* An asynchronous write's result is 0, not the bytes written. */
+  n = run(r, RBD_WRITE, (void *)buf, count, off, 0);
+  if (n < 0)
+    return io_error(r, "write", n);
   /* Acknowledged by the OSDs already (no librbd cache); the flush is
    * what FUA promises, and costs nothing more here. */
   return fua ? rbd_origin_flush(o) : 0;
@@ -228,7 +374,7 @@ rbd_origin_trim(struct fc_origin *o, uint32_t count, uint64_t off)
 
   if (rc < 0)
     return rc;
-  rc = rbd_discard(r->image, off, count);
+  rc = (int)run(r, RBD_DISCARD, NULL, count, off, 0);
   return rc < 0 ? io_error(r, "discard", rc) : 0;
 }
 
@@ -245,8 +391,8 @@ rbd_origin_zero(struct fc_origin *o, uint32_t count, uint64_t off,
 
   if (rc < 0)
     return rc;
-  n = rbd_write_zeroes(r->image, off, count,
-                       may_trim ? 0 : RBD_WRITE_ZEROES_FLAG_THICK_PROVISION, 0);
+  n = run(r, RBD_ZERO, NULL, count, off,
+          may_trim ? 0 : RBD_WRITE_ZEROES_FLAG_THICK_PROVISION);
   if (n < 0)
     return io_error(r, "write_zeroes", n);
   return 0;
@@ -310,12 +456,13 @@ rbd_origin_block_status(struct fc_origin *o, uint32_t count, uint64_t off,
   return (int)x.n;
 }
 
-static void
-rbd_origin_close(struct fc_origin *o)
+/* Closing gives the lock up (after librbd's own flush), and waits for
+ * every request librbd still has, abandoned ones included. */
+static void *
+close_now(void *arg)
 {
-  struct rbd_origin *r = ro(o);
+  struct rbd_origin *r = arg;
 
-  /* Closing gives the lock up (after librbd's own flush). */
   if (r->image)
     rbd_close(r->image);
   if (r->io)
@@ -323,7 +470,29 @@ rbd_origin_close(struct fc_origin *o)
   if (r->cluster)
     rados_shutdown(r->cluster);
   pthread_mutex_destroy(&r->lock_mu);
+  pthread_mutex_destroy(&r->req_mu);
   free(r);
+  return NULL;
+}
+
+/* A cancelled origin is closed on a thread of its own: its abandoned
+ * requests may wait for OSDs that stopped, up to librados' op timeout,
+ * and whoever gave it up (a storage move's abort) must not. */
+static void
+rbd_origin_close(struct fc_origin *o)
+{
+  struct rbd_origin *r = ro(o);
+  pthread_t t;
+  bool cancelled;
+
+  pthread_mutex_lock(&r->req_mu);
+  cancelled = r->cancelled;
+  pthread_mutex_unlock(&r->req_mu);
+  if (cancelled && pthread_create(&t, NULL, close_now, r) == 0) {
+    pthread_detach(t);
+    return;
+  }
+  close_now(r);
 }
 
 static const struct fc_origin_ops rbd_ops = {
@@ -335,6 +504,7 @@ static const struct fc_origin_ops rbd_ops = {
   .zero = rbd_origin_zero,
   .block_status = rbd_origin_block_status,
   .release = rbd_origin_release,
+  .cancel = rbd_origin_cancel,
   .close = rbd_origin_close,
 };
 
@@ -439,6 +609,7 @@ fc_origin_open_rbd(const char *uri, const struct fc_origin_policy *pol,
   if (!r)
     return -ENOMEM;
   pthread_mutex_init(&r->lock_mu, NULL);
+  pthread_mutex_init(&r->req_mu, NULL);
   snprintf(r->name, sizeof r->name, "%s/%s%s%s", spec.pool, spec.ns,
            spec.ns[0] ? "/" : "", spec.image);
   if (spec.conf[0]) {
