@@ -33,6 +33,7 @@ nova_log=$(mktemp)
     tests.nova_functional.test_mixed_fleet \
     tests.nova_functional.test_storage_move \
     tests.nova_functional.test_volume_life \
+    tests.nova_functional.test_server_actions \
     tests.nova_functional.test_rbd \
     tests.nova_functional.test_balancing
   .venv-nova/bin/python -m testtools.run \

@@ -1,0 +1,278 @@
+"""Nova's server actions on a server with a cached volume: nothing is lost.
+
+The rows of doc/operations.rst's table "Every server and volume action,
+per write policy" that move or change data, each through Nova's API: a
+reboot (soft, then hard), a stop and start, a shelve (offloaded at once:
+the server boots from its volume) and an unshelve onto the other host, a
+cold migration confirmed, a resize reverted, and a rebuild on the same
+host of a server with a data volume.
+
+Before each action the guest writes a pattern through its disk, the
+agent's export; with ``write_back`` it is dirty in the host's cache and
+nowhere else (the agents write back at most hourly).  After it, the
+volume is attached to the agent of the host the server runs on (the
+agent's volume-show; the other agent has no volume), the server's BDM
+names that agent's export, and the guest reads its pattern back through
+it.  Where the action detached the volume from an agent (hard reboot,
+start, shelve offload, cold migration and resize on the source, revert on
+the destination, rebuild) that agent wrote every dirty block back first:
+the origin -- the shared LUN's file, read directly -- holds the pattern,
+and the volume is attached again cold (no dirty or cached block).  Where
+the action keeps the volume attached (soft reboot, stop) the cache keeps
+its dirty blocks and the origin does not have them yet.  With
+``write_through`` the origin has every write from the start; the actions
+do the same to the volume (detach, attach), which
+``ResizeRevertWriteThroughTest`` checks for one of them.
+
+Cinder's volume transfer is not here: Nova has no part in it, Cinder
+transfers only ``available`` volumes (detached: written back) and reads
+no data, and ``CinderFixture`` has no transfer API.  A volume-backed
+rebuild (reimage) is not here either: ``CinderFixture.reimage_volume``
+accepts only its own image-backed volume and never sends the
+``volume-reimaged`` event Nova waits for.
+
+Real: Nova's control path in process (API, conductor, scheduler,
+placement, two nova-compute services ``src`` and ``dest`` with our
+driver), the two fcache agents (the ASan build), the volume as each
+host's block device over one file (:mod:`tests.nova_functional.luns`),
+and the guest's I/O (qemu-io on the agent's NBD export).  Stand-ins, as in
+test_live_migration.py: libvirt/QEMU is Nova's fake libvirt, os-brick's
+iSCSI connector's ``connect_volume`` answers with the calling host's disk,
+Cinder is ``CinderFixture`` (connection_info from the type's specs through
+``cinder_ext.policy``).  The cold migration's and resize's
+``migrate_disk_and_power_off`` is libvirt's own: the two computes share
+one instances_path and one IP, which it takes for shared instance storage
+(no ssh); it powers the guest off and disconnects each volume, i.e.
+detaches it from the agent, as on a real host.  It renames the
+instance's directory, which spawn's image creation (a mock in Nova's
+fixtures) would have made: the test makes it.
+"""
+
+import nova.monkey_patch  # noqa: F401  (Nova: first, before anything else)
+
+import os
+
+from oslo_config import cfg
+
+from tests.nova_functional import test_live_migration as lm
+
+CONF = cfg.CONF
+MiB = lm.MiB
+SPAN = MiB
+# What the guest writes before the action, and (resize revert) on the
+# destination before the revert.
+BEFORE = 0x71
+MOVED = 0x72
+
+
+class _ActionBase(lm._Base):
+    specs = lm._specs('firepan', write_policy='write_back')
+    write_policy = 'write_back'
+
+    def setUp(self):
+        super().setUp()
+        # fakelibvirt sends no device-removed event for a network disk it
+        # does not render (the rebuild's detach of a data volume): the
+        # driver then finds the disk gone from the domain.
+        self.flags(device_detach_timeout=1, group='libvirt')
+
+    def _acting_as(self, host):
+        """Run the next compute steps with CONF.host = host.
+
+        Both computes run in this process on one CONF; Nova compares
+        CONF.host with the instance's host to know whether it runs on the
+        instance's host (a driver detach in a rebuild, a resize's
+        cleanup).
+        """
+        self.flags(host=host)
+
+    def _host(self):
+        return self.api.get_server(self.server['id'])[
+            'OS-EXT-SRV-ATTR:host']
+
+    def _export(self, host):
+        """The guest's disk on host: its agent's export, named in the BDM."""
+        shown = self.agents[host].show(lm.VOLUME)
+        self.assertEqual(shown['export_uri'],
+                         self._connection_data()['fcache_export'])
+        return shown['export_uri']
+
+    def _guest_writes(self, pattern):
+        host = self._host()
+        self._guest_io(self._export(host),
+                       'write -P %d 0 %d' % (pattern, SPAN))
+        shown = self.agents[host].show(lm.VOLUME)
+        if self.write_policy == 'write_back':
+            self.assertEqual(SPAN // shown['block_size'],
+                             shown['dirty_blocks'])
+            self.assertFalse(self._origin_holds(pattern))
+        else:
+            self.assertEqual(0, shown['dirty_blocks'])
+            self.assertTrue(self._origin_holds(pattern))
+        return shown
+
+    def _attached_on(self, host):
+        """The server runs on host, whose agent alone has the volume."""
+        self.assertEqual(host, self._host())
+        shown = self.agents[host].show(lm.VOLUME)
+        self.assertEqual(self.write_policy, shown['write_policy'])
+        self.assertEqual(self._origin_on(host), shown['origin'])
+        other = 'dest' if host == 'src' else 'src'
+        self.assertEqual([], self._client(other).list_volumes()['volumes'])
+        return shown
+
+    def _attached_cold_on(self, host):
+        """Attached on host anew: nothing cached, nothing dirty."""
+        shown = self._attached_on(host)
+        self.assertEqual(0, shown['dirty_blocks'])
+        self.assertEqual(0, shown['cached_blocks'])
+        return shown
+
+    def _guest_reads(self, pattern):
+        self._guest_io(self._export(self._host()),
+                       'read -P %d 0 %d' % (pattern, SPAN))
+
+    def _origin_holds(self, pattern):
+        """Whether the shared LUN's file holds pattern (and the rest)."""
+        with open(self.origin.path, 'rb') as f:
+            data = f.read()
+        return (data[:SPAN] == bytes([pattern]) * SPAN and
+                data[SPAN:] == self.original[SPAN:])
+
+    def _no_agent_has_it(self):
+        for host in ('src', 'dest'):
+            self.assertEqual([], self._client(host).list_volumes()[
+                'volumes'], host)
+
+    def _cold_migrate(self, flavor_id=None):
+        # The instance directory spawn's _create_image (a mock here) made
+        # on a real host: migrate_disk_and_power_off renames it.
+        os.makedirs(os.path.join(CONF.instances_path, self.server['id']),
+                    exist_ok=True)
+        if flavor_id:
+            self.api.post_server_action(
+                self.server['id'], {'resize': {'flavorRef': flavor_id}})
+        else:
+            self.api.post_server_action(self.server['id'],
+                                        {'migrate': None})
+        return self._wait_for_state_change(self.server, 'VERIFY_RESIZE')
+
+
+class RebootTest(_ActionBase):
+
+    def test_soft_reboot_keeps_the_cache_hard_reboot_writes_back(self):
+        self._boot_from_volume()
+        before = self._guest_writes(BEFORE)
+
+        self._reboot_server(self.server, hard=False)
+        # The guest rebooted; its disk stayed attached and cached.
+        shown = self._attached_on('src')
+        self.assertEqual(before['dirty_blocks'], shown['dirty_blocks'])
+        self.assertEqual(before['cached_blocks'], shown['cached_blocks'])
+        self.assertFalse(self._origin_holds(BEFORE))
+        self._guest_reads(BEFORE)
+
+        self._reboot_server(self.server, hard=True)
+        # Disconnected (written back, detached) and connected again.
+        self.assertTrue(self._origin_holds(BEFORE))
+        self._attached_cold_on('src')
+        self._guest_reads(BEFORE)
+
+
+class StopStartTest(_ActionBase):
+
+    def test_stop_keeps_the_cache_start_writes_back(self):
+        self._boot_from_volume()
+        before = self._guest_writes(BEFORE)
+
+        self._stop_server(self.server)
+        shown = self._attached_on('src')
+        self.assertEqual(before['dirty_blocks'], shown['dirty_blocks'])
+        self.assertFalse(self._origin_holds(BEFORE))
+
+        # Nova's libvirt driver starts a server by a hard reboot.
+        self._start_server(self.server)
+        self.assertTrue(self._origin_holds(BEFORE))
+        self._attached_cold_on('src')
+        self._guest_reads(BEFORE)
+
+
+class ShelveTest(_ActionBase):
+
+    def test_offload_writes_back_unshelve_on_the_other_host(self):
+        self._boot_from_volume()
+        self._guest_writes(BEFORE)
+
+        # Volume-backed: shelved and offloaded at once.
+        self._shelve_server(self.server, 'SHELVED_OFFLOADED')
+        self._no_agent_has_it()
+        self.assertTrue(self._origin_holds(BEFORE))
+
+        # Unshelve onto the other host (microversion 2.91, admin).
+        self.api.post_server_action(self.server['id'],
+                                    {'unshelve': {'host': 'dest'}})
+        self._wait_for_state_change(self.server, 'ACTIVE')
+        self._attached_cold_on('dest')
+        self._guest_reads(BEFORE)
+
+
+class ColdMigrateConfirmTest(_ActionBase):
+
+    def test_cold_migration_writes_back_on_the_source(self):
+        self._boot_from_volume()
+        self._guest_writes(BEFORE)
+
+        self._cold_migrate()
+        self.assertTrue(self._origin_holds(BEFORE))
+        self._attached_cold_on('dest')
+        self._guest_reads(BEFORE)
+
+        # The confirmation runs on the source, which holds nothing more.
+        self._acting_as('src')
+        self._confirm_resize(self.server)
+        self._attached_on('dest')
+        self._guest_reads(BEFORE)
+        self.assertTrue(self._origin_holds(BEFORE))
+
+
+class ResizeRevertTest(_ActionBase):
+
+    def test_revert_moves_the_volume_back(self):
+        self._boot_from_volume()
+        self._guest_writes(BEFORE)
+        flavor = self._create_flavor(memory_mb=1024, vcpu=1, disk=1,
+                                     ephemeral=0)
+
+        self._cold_migrate(flavor)
+        self.assertTrue(self._origin_holds(BEFORE))
+        self._attached_cold_on('dest')
+        self._guest_reads(BEFORE)
+        # The guest writes on the destination, then the resize is undone.
+        self._guest_writes(MOVED)
+
+        self._revert_resize(self.server)
+        self.assertTrue(self._origin_holds(MOVED))
+        self._attached_cold_on('src')
+        self._guest_reads(MOVED)
+
+
+class ResizeRevertWriteThroughTest(ResizeRevertTest):
+    specs = lm._specs('firepan', write_policy='write_through')
+    write_policy = 'write_through'
+
+
+class RebuildTest(_ActionBase):
+
+    def test_rebuild_writes_back_and_reattaches_the_data_volume(self):
+        body = self._build_server(networks='none', host='src')
+        server = self.api.post_server({'server': body})
+        self.server = self._wait_for_state_change(server, 'ACTIVE')
+        self._attach_volume(self.server, lm.VOLUME)
+        self._guest_writes(BEFORE)
+
+        # The compute detaches the data volume only on the server's host.
+        self._acting_as('src')
+        self._rebuild_server(self.server, self.server['image']['id'])
+        self.assertTrue(self._origin_holds(BEFORE))
+        self._attached_cold_on('src')
+        self._guest_reads(BEFORE)
