@@ -322,6 +322,76 @@ nr_cache_blocks="2">
     write('dm_xml', 'era-bad', b'\1<range begin="9" end="3"/>\n')
 
 
+# --- fcache-replay's traces ----------------------------------------------
+def trace():
+    csv = ('time,volume,op,offset,length\n'
+           '0.0,vol-a,R,0,4096\n0.5,vol-a,W,8192,16384\n'
+           '1.25,vol-b,read,512,1024\n\n2.0,vol-a,r,0,4096\n'
+           '3.5, vol-b ,WRITE,4096,0\n7200,vol-a,R,0,65536\r\n')
+    for sel, name in ((0x18, 'csv-rws'), (0x42, 'csv-lru-1s'),
+                      (0x62, 'csv-hec-1s'), (0x4c, 'csv-wss-1s-64k')):
+        write('trace', name, bytes([sel]) + csv.encode())
+    write('trace', 'csv-bad', b'\x18' + b'0,v,R,0,4096\n1,v,X,0,1\n')
+    write('trace', 'csv-huge-length', b'\x18' +
+          b'0,v,R,0,18446744073709551615\n1,v,R,18446744073709551615,1\n')
+    write('trace', 'csv-time-jump', b'\x58' +
+          b'0,v,R,0,4096\n1e300,v,R,0,4096\n')
+
+    def rec(t, oid, size=4096, nxt=-1):
+        return struct.pack('<IQIq', t, oid, size, nxt)
+    recs = b''.join(rec(t, oid) for t, oid in
+                    ((0, 1), (0, 2), (1, 1), (2, 3 | 1 << 8), (4, 1),
+                     (3600, 2), (3601, 1 << 40)))
+    write('trace', 'oracle', b'\x19' + recs)
+    write('trace', 'oracle-volumes-1s', b'\xd9' + recs)
+    write('trace', 'oracle-torn', b'\x19' + recs[:30])
+
+
+# --- a storage move's recovery log ----------------------------------------
+def move_log():
+    def header(uri=b'/fuzz/a', b=b'nbd://b/x', scheme=2, magic=0x46434d4f56454c47):
+        return (struct.pack('<QIIII', magic, 1, scheme, len(uri), len(b)) +
+                uri.ljust(1024, b'\0') + b.ljust(1024, b'\0'))
+
+    def rec(off, data, magic=0x4d52):
+        crc = crc32c(struct.pack('<IQ', len(data), off) + data)
+        return struct.pack('<IIQII', magic, len(data), off, crc, 0) + data
+    recs = rec(0, b'A' * 4096) + rec(8192, b'B' * 512) + rec(0, b'C' * 100)
+    write('move_log', 'three-records', b'\0' + header() + recs)
+    write('move_log', 'sealed-by-harness', b'\1' + header(scheme=4) +
+          recs.replace(b'A' * 4, b'D' * 4) + rec(65536 - 16, b'E' * 16))
+    write('move_log', 'torn', b'\0' + header() + recs[:-50])
+    write('move_log', 'other-origin', b'\0' + header(uri=b'/fuzz/b') + recs)
+    write('move_log', 'past-the-end', b'\1' + header() + rec(65536, b'F') +
+          rec(1 << 63, b'G' * 8))
+    write('move_log', 'bad-header', b'\0' + header(scheme=99)[:100])
+
+
+# --- a volume's allocation state -----------------------------------------
+def alloc_state():
+    def state(hist, share=8, esum=0.5, en=2):
+        return json.dumps({'history': hist, 'share_blocks': share,
+                           'error_sum': esum, 'error_n': en})
+    write('alloc_state', 'good', state([4.0, 6.0, 5.0, 12.0, 3.0]))
+    write('alloc_state', 'long', state([float(i % 17) for i in range(80)]))
+    write('alloc_state', 'huge-values', state([1e308, 1.8e19, 1e15], share=16))
+    write('alloc_state', 'bad-values', state([-1.0, 0.0, 'x', None], share=-5,
+                                             esum=-1, en=-3))
+    write('alloc_state', 'not-state', '{"history": 5}')
+
+
+# --- the dmcache engine's flash pool table --------------------------------
+def flash_pool():
+    head = '# fcache flash pool: owner start length (extents of 1048576 bytes)\n'
+    write('flash_pool', 'two-volumes', head + 'vol-1/meta 0 1\nvol-1/data 1 16\n'
+          'vol-2/meta 17 1\nvol-2/data 18 8\nvol-1/data 40 4\n')
+    write('flash_pool', 'overlap', head + 'a 0 4\nb 3 2\n')
+    write('flash_pool', 'past-capacity', head + 'a 60 8\nb 18446744073709551615 1\n')
+    write('flash_pool', 'malformed', 'a 1\nb -1 2\nc 1 0\nd 1 2 3\n' + 'e' * 300 +
+          ' 1 1\n')
+    write('flash_pool', 'empty', '')
+
+
 if __name__ == '__main__':
     nbd()
     control()
@@ -330,3 +400,7 @@ if __name__ == '__main__':
     hello()
     metadata()
     files()
+    trace()
+    move_log()
+    alloc_state()
+    flash_pool()

@@ -30,7 +30,8 @@ fc_outlier_filter_init(struct fc_outlier_filter *f, unsigned n, double lambda)
  * through from about its third time, as a real periodic demand should.
  *
  * A negative or non-finite x (a bug upstream) counts as 0, as in the
- * predictor, so that it does not stay in the history for n windows. */
+ * predictor, so that it does not stay in the history for n windows; one
+ * above FC_DEMAND_MAX (a damaged state file) as that maximum. */
 double
 fc_outlier_filter_apply(struct fc_outlier_filter *f, double x, bool *replaced)
 {
@@ -40,6 +41,8 @@ fc_outlier_filter_apply(struct fc_outlier_filter *f, double x, bool *replaced)
 
   if (!isfinite(x) || x < 0.0)
     x = 0.0;
+  else if (x > FC_DEMAND_MAX)
+    x = FC_DEMAND_MAX;
   sum = fed = x;
   for (unsigned k = 1; k <= older; k++)
     sum += f->hist[(f->pos + FC_OUTLIER_MAX_N - k) % FC_OUTLIER_MAX_N];

@@ -99,13 +99,17 @@ is_double(enum fc_predictor_kind kind)
   return kind == FC_PRED_DEXP || kind == FC_PRED_DEXP_SELF;
 }
 
-/* A cache demand below zero means nothing: a falling trend is cut at 0. */
+/* A cache demand below zero means nothing: a falling trend is cut at 0.
+ * A rising one is cut at FC_DEMAND_MAX: Holt's trend carries the level
+ * past any observation. */
 static double
 cand_prediction(const struct fc_pred_cand *c)
 {
   double v = c->level + c->trend;
 
-  return v > 0.0 ? v : 0.0;
+  if (!(v > 0.0))
+    return 0.0;
+  return v < FC_DEMAND_MAX ? v : FC_DEMAND_MAX;
 }
 
 /* Holt's method starts from the first observation with no trend, and
@@ -131,11 +135,13 @@ cand_update(struct fc_pred_cand *c, bool holt, unsigned observed, double x)
 }
 
 /* A negative or non-finite observation can only be a bug upstream; taking
- * it as 0 keeps one bad window from poisoning every later prediction. */
+ * it as 0 keeps one bad window from poisoning every later prediction.  One
+ * above FC_DEMAND_MAX (a damaged state file) is taken as the maximum. */
 double
 fc_predictor_observe(struct fc_predictor *p, double observed)
 {
-  double x = isfinite(observed) && observed > 0.0 ? observed : 0.0;
+  double x = isfinite(observed) && observed > 0.0 ?
+             (observed < FC_DEMAND_MAX ? observed : FC_DEMAND_MAX) : 0.0;
   bool holt = is_double(p->kind);
 
   for (unsigned i = 0; i < p->nr_cands; i++) {

@@ -36,11 +36,20 @@ struct fc_predictor {
   struct fc_pred_cand cand[FC_PRED_BANK];
 };
 
+/* The largest demand, in blocks, that the filter and the predictors take
+ * in or give out: a larger one is taken as this.  Observations are block
+ * counts of one volume's window, far below it (2^40 blocks are 4 PiB at 4
+ * KiB); what exceeds it comes from a damaged state file (a history value
+ * of 1e308), and passed on it would make the callers' conversions to an
+ * integer undefined (a share in blocks, bytes in volume-show).  Times any
+ * block size up to 8 MiB it still fits an int64 of bytes. */
+#define FC_DEMAND_MAX 1099511627776.0   /* 2^40 */
+
 /* alpha, beta in (0, 1]; used by the fixed kinds, ignored by the others. */
 int fc_predictor_init(struct fc_predictor *p, enum fc_predictor_kind kind,
                       double alpha, double beta);
 /* Feed the observation of the window that just ended; returns the
- * prediction for the next window (never negative). */
+ * prediction for the next window, in [0, FC_DEMAND_MAX]. */
 double fc_predictor_observe(struct fc_predictor *p, double observed);
 /* The current prediction for the next window; 0 before any observation. */
 double fc_predictor_next(const struct fc_predictor *p);
@@ -67,8 +76,9 @@ struct fc_outlier_filter {
 
 /* n in [1, FC_OUTLIER_MAX_N], lambda > 1; -EINVAL otherwise. */
 int fc_outlier_filter_init(struct fc_outlier_filter *f, unsigned n, double lambda);
-/* The value to feed the predictor: x, or the mean if x is an outlier
- * (*replaced set accordingly; replaced may be NULL). */
+/* The value to feed the predictor: x (cut to [0, FC_DEMAND_MAX]), or the
+ * mean if x is an outlier (*replaced set accordingly; replaced may be
+ * NULL). */
 double fc_outlier_filter_apply(struct fc_outlier_filter *f, double x, bool *replaced);
 
 #endif

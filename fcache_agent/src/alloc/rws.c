@@ -116,6 +116,17 @@ fc_rws_close_window(struct fc_rws *t, struct fc_rws_sizes *out)
   double rate = fc_rws_sample_rate(t);
   uint32_t used = tb->used;
 
+  /* An idle window (a trace's gap, a volume nobody reads) saw no block:
+   * every size is 0 and the table is clear already.  Not scanning it
+   * keeps a long idle stretch, window after window, cheap. */
+  if (used == 0) {
+    memset(out, 0, sizeof *out);
+    out->accesses = t->accesses;
+    t->accesses = 0;
+    t->limit = UINT64_MAX;
+    rws_exact_shrink(t, 0);
+    return;
+  }
   for (uint32_t s = 0; s < tb->slots; s++)
     at_least[tb->counts[s]]++;
   /* at_least[c] holds the blocks seen exactly c times; make it >= c. */

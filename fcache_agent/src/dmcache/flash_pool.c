@@ -182,11 +182,15 @@ fc_flash_pool_load(struct fc_flash_pool *p, const char *path, char *err, size_t 
     return r;
   }
   while (fgets(line, sizeof line, f)) {
+    const char *l = line + strspn(line, " \t\r");
     uint64_t start, len;
     char extra;
 
     lineno++;
-    if (line[0] == '#' || line[0] == '\n')
+    /* A comment or a blank line after blanks too: sscanf skips them, so
+     * " #x 0 1" was a segment of owner "#x", which save wrote as a line
+     * the next load took for a comment (the segment lost). */
+    if (*l == '#' || *l == '\n' || !*l)
       continue;
     if (sscanf(line, "%79s %" SCNu64 " %" SCNu64 " %c", owner, &start, &len, &extra) != 3 ||
         len == 0) {

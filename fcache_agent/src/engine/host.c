@@ -11,6 +11,11 @@
 #include "alloc/rws.h"
 #include "engine.h"
 
+/* 2^62 bytes (4 EiB): no cache device is near it, any engine's block
+ * rounds it up to at most itself, and it stays an int64 in the volume's
+ * state file and in volume-show. */
+#define CACHE_SIZE_MAX (1ull << 62)
+
 int
 fc_attach_request_check(const struct fc_attach_request *req, char *err, size_t errlen)
 {
@@ -22,6 +27,15 @@ fc_attach_request_check(const struct fc_attach_request *req, char *err, size_t e
   if (strlen(req->origin) >= FC_ORIGIN_MAX) {
     snprintf(err, errlen, "origin is longer than %d bytes", FC_ORIGIN_MAX - 1);
     return -ENAMETOOLONG;
+  }
+  /* Checked here, before each engine rounds it up to its block: a size of
+   * 2^64 - 1 bytes (a control client's "18446744073709551615") rounded to 0, and the volume was attached with a
+   * cache_size of 0, which its state file then could not load. */
+  if (req->cache_size > CACHE_SIZE_MAX) {
+    snprintf(err, errlen, "cache_size %llu bytes is more than any cache device "
+             "(at most %llu bytes)", (unsigned long long)req->cache_size,
+             (unsigned long long)CACHE_SIZE_MAX);
+    return -EINVAL;
   }
   return 0;
 }

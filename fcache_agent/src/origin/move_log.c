@@ -147,8 +147,12 @@ move_log_replay(const char *path, const char *a_uri, struct fc_origin *a, int *m
   if (fd < 0)
     return -errno;
   r = fc_full_pread(fd, &h, sizeof h, 0);
+  /* A URI with a NUL inside its length is no header move_log_create
+   * wrote: read up to the NUL, "/a\0junk" would pass for the source "/a"
+   * and its records be written over it. */
   if (r || h.magic != LOG_MAGIC || h.version != 1 || h.uri_len >= URI_MAX ||
-      h.b_len >= URI_MAX) {
+      h.b_len >= URI_MAX || memchr(h.uri, '\0', h.uri_len) ||
+      memchr(h.b_uri, '\0', h.b_len)) {
     /* Torn before its first record could be written: nothing to do. */
     r = 0;
     goto out;

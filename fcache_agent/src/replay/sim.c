@@ -95,30 +95,59 @@ access_block(struct rp_sim *s, struct rp_vol *v, uint64_t block, bool is_write,
 }
 
 static int
+too_far(struct rp_sim *s, struct fc_trace *t, double time)
+{
+  int r = fc_trace_fail(t, "time %.17g jumps more than %u windows ahead",
+                        time, MAX_WINDOW_JUMP);
+
+  snprintf(s->err, s->err_len, "%s", fc_trace_error(t));
+  return r;
+}
+
+/* A time so large that adding a window to it leaves it as it is (a
+ * double has 53 bits): no window could ever end, and the loop below
+ * would close a million of them before giving up. */
+static int
+too_late(struct rp_sim *s, struct fc_trace *t, double time)
+{
+  int r = fc_trace_fail(t, "time %.17g is too large for windows of %g s",
+                        time, s->cfg.window_s);
+
+  snprintf(s->err, s->err_len, "%s", fc_trace_error(t));
+  return r;
+}
+
+static int
 advance_windows(struct rp_sim *s, struct fc_trace *t, double time)
 {
   uint64_t closed = 0;
+  double end;
   int r;
 
   if (!s->started) {
     s->started = true;
     s->t0 = time;
     s->window_end = time + s->cfg.window_s;
-    return 0;
+    return s->window_end > time ? 0 : too_late(s, t, time);
   }
+  if (time < s->window_end)
+    return 0;
+  /* Refused before a window closes: closing up to a million windows
+   * takes seconds (each feeds the predictors and shares), only to fail. */
+  if ((time - s->t0) / s->cfg.window_s - (double)s->window_idx > MAX_WINDOW_JUMP)
+    return too_far(s, t, time);
   while (time >= s->window_end) {
-    if (++closed > MAX_WINDOW_JUMP) {
-      r = fc_trace_fail(t, "time %.17g jumps more than %u windows ahead",
-                        time, MAX_WINDOW_JUMP);
-      snprintf(s->err, s->err_len, "%s", fc_trace_error(t));
-      return r;
-    }
+    if (++closed > MAX_WINDOW_JUMP)
+      return too_far(s, t, time);
     r = rp_window_close(s);
     if (r)
       return r;
     s->window_idx++;
     /* From t0, not by repeated addition: no drift over a long trace. */
-    s->window_end = s->t0 + (double)(s->window_idx + 1) * s->cfg.window_s;
+    end = s->t0 + (double)(s->window_idx + 1) * s->cfg.window_s;
+    if (!(end > s->window_end))
+      return too_late(s, t, time);
+    s->window_end = end;
   }
   return 0;
 }

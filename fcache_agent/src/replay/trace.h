@@ -4,7 +4,8 @@
  *  - csv: `time,volume,op,offset,length` a line: time in seconds (a
  *    float), the volume's id (a string), op R/W/read/write (any case),
  *    offset and length in bytes; an optional header line; empty lines
- *    are skipped.  A request covers the blocks its byte range touches.
+ *    are skipped.  A request covers the blocks its byte range touches;
+ *    its length is at most FC_TRACE_REQUEST_MAX.
  *  - oracle: libCacheSim's oracleGeneral, packed little-endian 24-byte
  *    records (uint32 clock_time, uint64 obj_id, uint32 obj_size, int64
  *    next_access_vtime).  One record is one read of block obj_id (the
@@ -18,6 +19,12 @@
 #include <stdint.h>
 
 #define FC_TRACE_VOLUME_MAX 64   /* bytes of a volume id, with its NUL */
+/* The longest request a csv line may hold: the replay visits each of its
+ * blocks, so a length near 2^64 would run for years (2^52 blocks of 4
+ * KiB).  The agent's NBD server takes no request over 64 MiB
+ * (NBD_MAX_BLOCK_LIMIT), and the kernel splits any block I/O far below
+ * that, so a longer one is not a request a block trace can hold. */
+#define FC_TRACE_REQUEST_MAX (64ull << 20)
 
 enum fc_trace_format {
   FC_TRACE_CSV,

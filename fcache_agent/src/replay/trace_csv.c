@@ -74,6 +74,49 @@ parse_op(const char *s, bool *is_write)
   return false;
 }
 
+/* A volume id is printed as it is, in the table and as a JSON key (which
+ * must be UTF-8): text, valid UTF-8 without control characters, or the
+ * replay would end in a report that cannot be written (jansson refuses
+ * the key) or in escape sequences sent to the terminal. */
+static bool
+volume_id_ok(const char *s)
+{
+  const unsigned char *p = (const unsigned char *)s;
+
+  while (*p) {
+    unsigned c = *p, n, min;
+    uint32_t cp;
+
+    if (c < 0x20 || c == 0x7f)
+      return false;
+    if (c < 0x80) {
+      p++;
+      continue;
+    }
+    if (c >= 0xc2 && c <= 0xdf) {
+      n = 1, min = 0x80, cp = c & 0x1f;
+    } else if (c >= 0xe0 && c <= 0xef) {
+      n = 2, min = 0x800, cp = c & 0x0f;
+    } else if (c >= 0xf0 && c <= 0xf4) {
+      n = 3, min = 0x10000, cp = c & 0x07;
+    } else {
+      return false;
+    }
+    for (unsigned i = 1; i <= n; i++) {
+      if ((p[i] & 0xc0) != 0x80)
+        return false;       /* also stops at the NUL */
+      cp = cp << 6 | (p[i] & 0x3f);
+    }
+    /* Overlong forms, UTF-16 surrogates and code points past U+10FFFF
+     * are not UTF-8; C1 controls are controls. */
+    if (cp < min || (cp >= 0xd800 && cp <= 0xdfff) || cp > 0x10ffff ||
+        (cp >= 0x80 && cp <= 0x9f))
+      return false;
+    p += n + 1;
+  }
+  return true;
+}
+
 /* Split line at commas into f[]; the number of fields found. */
 static unsigned
 split(char *line, char **f)
@@ -140,12 +183,19 @@ trace_csv_next(struct fc_trace *t, struct fc_trace_req *req)
     if (strlen(f[1]) >= FC_TRACE_VOLUME_MAX)
       return trace_fail(t, "volume id longer than %d bytes",
                         FC_TRACE_VOLUME_MAX - 1);
+    if (!volume_id_ok(f[1]))
+      return trace_fail(t, "volume id is not text (UTF-8, no control "
+                        "characters)");
     if (!parse_op(f[2], &req->is_write))
       return trace_fail(t, "unknown op '%.40s' (R, W, read or write)", f[2]);
     if (!parse_u64(f[3], &off))
       return trace_fail(t, "bad offset '%.40s' (bytes, an unsigned integer)", f[3]);
     if (!parse_u64(f[4], &n))
       return trace_fail(t, "bad length '%.40s' (bytes, an unsigned integer)", f[4]);
+    if (n > FC_TRACE_REQUEST_MAX)
+      return trace_fail(t, "length %llu bytes is more than a request can be "
+                        "(%llu bytes)", (unsigned long long)n,
+                        (unsigned long long)FC_TRACE_REQUEST_MAX);
     if (n > UINT64_MAX - off)
       return trace_fail(t, "offset + length overflows");
     memcpy(t->volume, f[1], strlen(f[1]) + 1);
