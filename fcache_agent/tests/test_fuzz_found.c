@@ -263,7 +263,8 @@ test_trace_time_jumps(void **state)
 
   assert_int_equal(replay_csv("0,v,R,0,4096\n1e300,v,R,0,4096\n", 1, err, sizeof err),
                    -EINVAL);
-  assert_non_null(strstr(err, ":2: time 1.0000000000000001e+300 jumps more than"));
+  assert_non_null(strstr(err, ":2: time 1.0000000000000001e+300 is more than "
+                              "100000 windows of 1 s after the trace's first"));
   assert_int_equal(replay_csv("1e20,v,R,0,4096\n1e20,v,R,0,4096\n", 1, err,
                               sizeof err), -EINVAL);
   assert_non_null(strstr(err, ":1: time 1e+20 is too large for windows of 1 s"));

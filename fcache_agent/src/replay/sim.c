@@ -12,9 +12,11 @@
 
 #include "replay_priv.h"
 
-/* A clock jump past this many windows is a broken timestamp (a trace
- * whose times switch units), not a long idle period worth simulating. */
-#define MAX_WINDOW_JUMP 1000000u
+/* A trace spanning more windows than this has a broken timestamp (times
+ * that switch units) or a window far too short for it: a week's trace
+ * in hourly windows is 168 of them, and each window's close feeds every
+ * volume's predictors, so a million took seconds for one request. */
+#define MAX_WINDOWS 100000u
 
 static double
 now_s(void)
@@ -97,8 +99,10 @@ access_block(struct rp_sim *s, struct rp_vol *v, uint64_t block, bool is_write,
 static int
 too_far(struct rp_sim *s, struct fc_trace *t, double time)
 {
-  int r = fc_trace_fail(t, "time %.17g jumps more than %u windows ahead",
-                        time, MAX_WINDOW_JUMP);
+  int r = fc_trace_fail(t, "time %.17g is more than %u windows of %g s "
+                        "after the trace's first; a broken timestamp, or use "
+                        "a longer --window", time, MAX_WINDOWS,
+                        s->cfg.window_s);
 
   snprintf(s->err, s->err_len, "%s", fc_trace_error(t));
   return r;
@@ -132,12 +136,12 @@ advance_windows(struct rp_sim *s, struct fc_trace *t, double time)
   }
   if (time < s->window_end)
     return 0;
-  /* Refused before a window closes: closing up to a million windows
-   * takes seconds (each feeds the predictors and shares), only to fail. */
-  if ((time - s->t0) / s->cfg.window_s - (double)s->window_idx > MAX_WINDOW_JUMP)
+  /* Refused before a window closes: closing the windows up to it would
+   * take seconds, only to fail. */
+  if ((time - s->t0) / s->cfg.window_s > MAX_WINDOWS)
     return too_far(s, t, time);
   while (time >= s->window_end) {
-    if (++closed > MAX_WINDOW_JUMP)
+    if (++closed > MAX_WINDOWS)
       return too_far(s, t, time);
     r = rp_window_close(s);
     if (r)
