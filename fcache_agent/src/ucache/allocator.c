@@ -172,9 +172,19 @@ uc_allocator_volume_init(struct uc_allocator *a, struct fc_volume *v,
   }
   for (size_t i = json_array_size(hist) > UC_ALLOC_HISTORY ?
                   json_array_size(hist) - UC_ALLOC_HISTORY : 0;
-       i < json_array_size(hist); i++)
-    observe(va, json_number_value(json_array_get(hist, i)));
-  va->error_sum = sum >= 0 ? sum : 0;
+       i < json_array_size(hist); i++) {
+    double d = json_number_value(json_array_get(hist, i));
+
+    /* A window's demand is a block count: a value no cache could hold
+     * (1e308, negative) is a damaged file, not history to learn from. */
+    if (!(d >= 0 && d <= FC_DEMAND_MAX)) {
+      log_warning("volume %s: ignoring allocation history value %g in %s",
+                  v->p.id, d, path);
+      continue;
+    }
+    observe(va, d);
+  }
+  va->error_sum = sum >= 0 && sum <= FC_DEMAND_MAX ? sum : 0;
   va->error_n = n > 0 ? (unsigned)n : 0;
   json_decref(o);
   if (!a->rwss || share <= 0 || (uint64_t)share > quota_blocks)
