@@ -29,8 +29,9 @@ fc_attach_request_check(const struct fc_attach_request *req, char *err, size_t e
     return -ENAMETOOLONG;
   }
   /* Checked here, before each engine rounds it up to its block: a size of
-   * 2^64 - 1 bytes (a control client's "18446744073709551615") rounded to 0, and the volume was attached with a
-   * cache_size of 0, which its state file then could not load. */
+   * 2^64 - 1 bytes (a control client's "18446744073709551615") rounded to
+   * 0, and the volume was attached with a cache_size of 0, which its
+   * state file then could not load. */
   if (req->cache_size > CACHE_SIZE_MAX) {
     snprintf(err, errlen, "cache_size %llu bytes is more than any cache device "
              "(at most %llu bytes)", (unsigned long long)req->cache_size,
