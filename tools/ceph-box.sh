@@ -207,6 +207,10 @@ bluestore_block_path = $dir/osd.\$id.block
 bluestore_block_size = $size
 bluestore_block_create = true
 bluestore_fsck_on_mkfs = false
+# A client that died without closing (an agent killed) loses its watches,
+# and so its image's exclusive lock, after 5 s instead of 30 s: the tests
+# that kill one wait for that.
+osd_client_watch_timeout = 5
 # Small memory: a fixed 64 MiB cache, small rocksdb memtables, few threads.
 bluestore_cache_autotune = false
 bluestore_cache_size = 67108864

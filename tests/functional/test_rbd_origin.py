@@ -109,6 +109,19 @@ def third_client_write(box, name, timeout=15):
     return None
 
 
+def verify_and_detach(agent, h, orc, image, when):
+    """Reads through the export, then the image after detach, are the oracle.
+
+    Every acknowledged write is in both.
+    """
+    mism = om.verify_all(h, orc, 'verify %s' % when)
+    assert not mism, mism
+    om.close(h)
+    agent.detach('vol1')
+    mism = om.compare(orc, image.read_file(), 'image after detach (%s)' % when)
+    assert not mism, mism
+
+
 # ---------------------------------------------------------------------------
 # I/O
 # ---------------------------------------------------------------------------
@@ -294,12 +307,7 @@ def test_rbd_osd_killed_and_restarted(make_agent, ceph_box, workdir, policy):
     assert not runner.is_alive(), 'the workload hung'
     wl.flush()
     wl.assert_clean()
-    mism = om.verify_all(h, orc, 'verify after the OSD restart')
-    assert not mism, mism
-    om.close(h)
-    agent.detach('vol1')
-    mism = om.compare(orc, origin.read_file(), 'image after detach')
-    assert not mism, mism
+    verify_and_detach(agent, h, orc, origin, 'after the OSD restart')
 
 
 # ---------------------------------------------------------------------------
@@ -449,12 +457,7 @@ def test_rbd_move_between_images(make_agent, ceph_box, workdir, scheme):
     assert third_client_write(ceph_box, a.name) is None
     wl.run(nops=100)
     wl.assert_clean()
-    mism = om.verify_all(h, orc, 'verify after the move')
-    assert not mism, mism
-    om.close(h)
-    agent.detach('vol1')
-    mism = om.compare(orc, b.read_file(), 'image B after detach')
-    assert not mism, mism
+    verify_and_detach(agent, h, orc, b, 'after the move')
 
 
 # ---------------------------------------------------------------------------
@@ -495,14 +498,9 @@ def test_rbd_agent_restart(make_agent, ceph_box, workdir, how):
     wl.flush()
     wl.assert_clean()
     print('%s: 300 requests after the restart in %.1f s' % (how, took))
-    mism = om.verify_all(h, orc, 'verify after the restart')
-    assert not mism, mism
-    om.close(h)
     # Nobody else writes meanwhile: the restarted agent holds the lock.
     assert third_client_write(ceph_box, origin.name) is not None
-    agent.detach('vol1')
-    mism = om.compare(orc, origin.read_file(), 'image after detach')
-    assert not mism, mism
+    verify_and_detach(agent, h, orc, origin, 'after the restart')
 
 
 @pytest.fixture(scope='module')
@@ -561,8 +559,4 @@ def test_rbd_move_abort_with_target_stopped(make_agent, ceph_box, other_box,
     assert st['state'] == 'aborted', st
     wl.assert_clean()
     assert agent.show('vol1')['origin'] == a.uri
-    assert not om.verify_all(h, orc)
-    om.close(h)
-    agent.detach('vol1')
-    mism = om.compare(orc, a.read_file(), 'image A after detach')
-    assert not mism, mism
+    verify_and_detach(agent, h, orc, a, 'after the abort')
