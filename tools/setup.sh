@@ -21,24 +21,37 @@ APT_PACKAGES=(
 # systemd unit (shellcheck, bats, systemd-analyze, man for the unit's
 # Documentation=), the architecture picture (graphviz).
 APT_PACKAGES+=(shellcheck bats graphviz systemd man-db)
-# A real Ceph cluster for the RBD origin tests (tools/ceph-box.sh: one
-# mon, one OSD, no mgr), librbd to build against, its Python bindings.
-APT_PACKAGES+=(ceph-mon ceph-osd ceph-common librbd-dev librados-dev
-  python3-rbd python3-rados)
-# An md raid1 origin, built inside UML (tests/functional/test_uml_origins.py).
-APT_PACKAGES+=(mdadm)
+# Installed without their recommendations, which they need not here and
+# which would bring a mail server (mdadm) and Ceph's manager and its Python
+# stack (ceph-mon):
+# a real Ceph cluster for the RBD origin tests (tools/ceph-box.sh: one
+# mon, one OSD, no mgr), librbd to build against, its Python bindings;
+# an md raid1 origin, built inside UML (tests/functional/test_uml_origins.py).
+APT_PACKAGES_BARE=(ceph-mon ceph-osd ceph-common librbd-dev librados-dev
+  python3-rbd python3-rados mdadm)
 
-missing=()
-for p in "${APT_PACKAGES[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" \
-    || missing+=("$p")
-done
-if ((${#missing[@]})); then
-  echo "setup: installing ${missing[*]}"
+missing_of() {
+  local p
+  for p in "$@"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null |
+      grep -q "install ok installed" || echo "$p"
+  done
+}
+mapfile -t missing < <(missing_of "${APT_PACKAGES[@]}")
+mapfile -t missing_bare < <(missing_of "${APT_PACKAGES_BARE[@]}")
+if ((${#missing[@]} + ${#missing_bare[@]})); then
+  echo "setup: installing ${missing[*]} ${missing_bare[*]}"
   SUDO=""
   [ "$(id -u)" -eq 0 ] || SUDO=sudo
   $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+  if ((${#missing[@]})); then
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq \
+      "${missing[@]}" >/dev/null
+  fi
+  if ((${#missing_bare[@]})); then
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq \
+      --no-install-recommends "${missing_bare[@]}" >/dev/null
+  fi
 fi
 
 echo "setup: building fcache-agent"
