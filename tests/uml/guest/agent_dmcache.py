@@ -24,7 +24,8 @@ report, blksize = dmutil.report, dmutil.blksize
 
 AGENT = os.environ['FCACHE_AGENT']
 RT = os.environ['UML_RT']
-ORIGIN = os.environ['DEV_ORIGIN']
+# Not every scenario has one (origins_ucache.py uses Agent alone).
+ORIGIN = os.environ.get('DEV_ORIGIN')
 FLASH = os.environ['DEV_FLASH_A']
 MiB = 1 << 20
 out = {}
@@ -45,17 +46,25 @@ class Agent(object):
         self.sock = os.path.join(self.dir, 'agent.sock')
         self.log = os.path.join(self.dir, 'agent.log')
         self.conf = os.path.join(self.dir, 'agent.conf')
+        self.flash, self.cache_size, self.block_size = flash, cache_size, \
+            block_size
+        self.prefix, self.extra = prefix, extra
         with open(self.conf, 'w') as f:
-            f.write('[agent]\nengine = dmcache\ncontrol_socket = %s\n'
-                    'state_dir = %s/state\nexport_dir = %s/exports\n'
-                    'cache_path = %s\ncache_size = %s\nblock_size = %s\n'
-                    'dm_prefix = %s\nlog_level = debug\n'
-                    # The guest's disks are ubd devices; dmutil's test
-                    # devices are in /dev/mapper.
-                    'origin_prefixes = /dev/ubd,/dev/mapper/\n%s' % (
-                        self.sock, self.dir, self.dir, flash, cache_size,
-                        block_size, prefix, extra))
+            f.write(self.config())
         self.proc = None
+
+    def config(self):
+        """agent.conf's text (a subclass may configure another agent)."""
+        return ('[agent]\nengine = dmcache\ncontrol_socket = %s\n'
+                'state_dir = %s/state\nexport_dir = %s/exports\n'
+                'cache_path = %s\ncache_size = %s\nblock_size = %s\n'
+                'dm_prefix = %s\nlog_level = debug\n'
+                # The guest's disks are ubd devices; dmutil's test devices
+                # are in /dev/mapper.
+                'origin_prefixes = /dev/ubd,/dev/mapper/\n%s' % (
+                    self.sock, self.dir, self.dir, self.flash,
+                    self.cache_size, self.block_size, self.prefix,
+                    self.extra))
 
     def start(self, expect_ok=True):
         if os.path.exists(self.sock):

@@ -14,18 +14,14 @@ images (offsets and seeds are in it).
 """
 
 import errno
-import json
 import os
 import random
-import signal
-import socket
-import subprocess
 import sys
-import time
 
 import nbd
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import agent_dmcache as ad  # noqa: E402
 import dmutil  # noqa: E402
 
 sh, dmsetup, pread = dmutil.sh, dmutil.dmsetup, dmutil.pread
@@ -41,75 +37,23 @@ MiB = 1 << 20
 # Where each volume is written: two extents, one of them unaligned to the
 # agent's 4 KiB blocks (a read-modify-write of the block around it).
 EXTENTS = [(1 * MiB, 256 * 1024), (5 * MiB + 1536, 136 * 512)]
-out = {}
-
-
-def check(cond, msg):
-    if not cond:
-        out['failed'] = msg
-        report(out)
-        sys.exit(1)
+out = ad.out                # what ad.check reports on a failure
+check = ad.check
 
 
 def data_for(seed, n):
     return random.Random(seed).randbytes(n)
 
 
-class Agent(object):
-    """The agent with nothing about origins in its configuration."""
+class Agent(ad.Agent):
+    """The ucache agent with nothing about origins in its configuration."""
 
-    def __init__(self, name='a'):
-        self.dir = os.path.join(RT, name)
-        os.makedirs(os.path.join(self.dir, 'state'), exist_ok=True)
-        self.sock = os.path.join(self.dir, 'agent.sock')
-        self.log = os.path.join(self.dir, 'agent.log')
-        self.conf = os.path.join(self.dir, 'agent.conf')
-        with open(self.conf, 'w') as f:
-            f.write('[agent]\ncontrol_socket = %s\nstate_dir = %s/state\n'
-                    'export_dir = %s/exports\ncache_path = %s\n'
-                    'cache_size = 40M\nlog_level = debug\n'
-                    'nbd_threads = 2\norigin_connections = 2\n' % (
-                        self.sock, self.dir, self.dir, FLASH))
-        self.proc = None
-
-    def start(self):
-        logf = open(self.log, 'a')
-        self.proc = subprocess.Popen([AGENT, '--config', self.conf],
-                                     stdout=logf, stderr=logf)
-        for _ in range(400):
-            if os.path.exists(self.sock):
-                return
-            check(self.proc.poll() is None,
-                  'agent exited: %s' % self.logtext())
-            time.sleep(0.05)
-        check(False, 'agent did not create its socket')
-
-    def stop(self):
-        self.proc.send_signal(signal.SIGTERM)
-        rc = self.proc.wait(30)
-        check(rc == 0, 'agent exit status %d: %s' % (rc, self.logtext()))
-
-    def logtext(self):
-        with open(self.log) as f:
-            return f.read()[-3000:]
-
-    def call(self, op, **args):
-        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        s.connect(self.sock)
-        s.sendall((json.dumps({'op': op, 'args': args}) + '\n').encode())
-        buf = b''
-        while not buf.endswith(b'\n'):
-            chunk = s.recv(65536)
-            if not chunk:
-                break
-            buf += chunk
-        s.close()
-        return json.loads(buf)
-
-    def ok(self, op, **args):
-        r = self.call(op, **args)
-        check(r.get('ok'), '%s %r failed: %r' % (op, args, r))
-        return r['result']
+    def config(self):
+        return ('[agent]\ncontrol_socket = %s\nstate_dir = %s/state\n'
+                'export_dir = %s/exports\ncache_path = %s\n'
+                'cache_size = 40M\nlog_level = debug\n'
+                'nbd_threads = 2\norigin_connections = 2\n' % (
+                    self.sock, self.dir, self.dir, self.flash))
 
 
 def losetup(backing):
