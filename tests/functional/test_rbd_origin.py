@@ -14,7 +14,6 @@ import errno
 import json
 import os
 import shutil
-import signal
 import socket
 import tempfile
 import threading
@@ -31,6 +30,7 @@ from .test_block_status import qemu_map
 from .test_migration import check_after
 from .test_migration import migrate_with_vm
 from .test_migration import roll_back
+from .test_volume_move import abort_with_target_stopped
 
 ceph_box = ceph.ceph_box
 
@@ -542,21 +542,7 @@ def test_rbd_move_abort_with_target_stopped(make_agent, ceph_box, other_box,
     assert st['state'] == 'copying', st
     with open(os.path.join(other_box.dir, 'run', 'osd.0.pid')) as f:
         osd = int(f.read())
-    os.kill(osd, signal.SIGSTOP)
-    try:
-        runner = threading.Thread(target=wl.run,
-                                  kwargs={'nops': 50, 'timeout': 60})
-        runner.start()
-        time.sleep(1.0)
-        t0 = time.monotonic()
-        st = client.call('volume-move-abort', volume_id='vol1')
-        took = time.monotonic() - t0
-        runner.join(10)
-        assert not runner.is_alive(), 'VM requests still waiting on B'
-    finally:
-        os.kill(osd, signal.SIGCONT)
-    assert took < 1.0, took
-    assert st['state'] == 'aborted', st
+    abort_with_target_stopped(agent, wl, osd, join_s=10)
     wl.assert_clean()
     assert agent.show('vol1')['origin'] == a.uri
     verify_and_detach(agent, h, orc, a, 'after the abort')

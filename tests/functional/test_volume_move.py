@@ -303,6 +303,36 @@ def test_b_killed_mid_copy(make_agent, make_origin):
     origin_file_is_oracle(a, orc)
 
 
+def abort_with_target_stopped(agent, wl, pid, join_s=5):
+    """Stop ``pid`` (the move target's server) and abort the move.
+
+    The VM writes all along.  Control requests are answered meanwhile,
+    the abort within a second, and the VM's requests waiting on the target
+    end with it.  Returns the abort's answer.
+    """
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        runner = threading.Thread(target=wl.run,
+                                  kwargs={'nops': 50, 'timeout': 60})
+        runner.start()
+        time.sleep(1.0)
+        t0 = time.monotonic()
+        call(agent, 'agent-status')
+        st = call(agent, 'volume-move-status', volume_id='vol1')
+        assert time.monotonic() - t0 < 1.0
+        assert st['state'] == 'copying', st
+        t0 = time.monotonic()
+        st = call(agent, 'volume-move-abort', volume_id='vol1')
+        took = time.monotonic() - t0
+        runner.join(join_s)
+        assert not runner.is_alive(), 'VM requests still waiting on B'
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    assert took < 1.0, took
+    assert st['state'] == 'aborted', st
+    return st
+
+
 @pytest.mark.parametrize('scheme', SCHEMES)
 def test_abort_with_target_stopped(make_agent, make_origin, scheme):
     """B stops answering (SIGSTOP) mid-copy with VM writes routed to it.
@@ -317,26 +347,7 @@ def test_abort_with_target_stopped(make_agent, make_origin, scheme):
     call(agent, 'volume-move', volume_id='vol1', to=b.uri, scheme=scheme,
          rate_limit_mbps=2)
     time.sleep(0.3)
-    os.kill(b.server.proc.pid, signal.SIGSTOP)
-    try:
-        runner = threading.Thread(target=wl.run,
-                                  kwargs={'nops': 50, 'timeout': 60})
-        runner.start()
-        time.sleep(1.0)
-        t0 = time.monotonic()
-        call(agent, 'agent-status')
-        st = call(agent, 'volume-move-status', volume_id='vol1')
-        assert time.monotonic() - t0 < 1.0
-        assert st['state'] == 'copying', st
-        t0 = time.monotonic()
-        st = call(agent, 'volume-move-abort', volume_id='vol1')
-        took = time.monotonic() - t0
-        runner.join(5)
-        assert not runner.is_alive(), 'VM requests still waiting on B'
-    finally:
-        os.kill(b.server.proc.pid, signal.SIGCONT)
-    assert took < 1.0, took
-    assert st['state'] == 'aborted', st
+    abort_with_target_stopped(agent, wl, b.server.proc.pid)
     wl.assert_clean()
     assert call(agent, 'volume-show', volume_id='vol1')['origin'] == a.uri
     assert not om.verify_all(h, orc)
