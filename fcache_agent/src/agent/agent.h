@@ -57,6 +57,10 @@ int fc_agent_attach_locked(struct fc_agent *agent, const struct fc_attach_reques
  * (migration.h's fc_migration_detach_locked does both). */
 int fc_agent_detach_locked(struct fc_agent *agent, const char *id,
                            char *err, size_t errlen);
+/* The same, dropping its dirty blocks instead of writing them back
+ * (volume-detach's discard_dirty); *dropped gets how many. */
+int fc_agent_discard_locked(struct fc_agent *agent, const char *id,
+                            uint32_t *dropped, char *err, size_t errlen);
 struct fc_volume *fc_agent_find_locked(struct fc_agent *agent, const char *id);
 
 #endif

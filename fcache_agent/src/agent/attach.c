@@ -49,8 +49,9 @@ fc_agent_attach(struct fc_agent *agent, struct fc_attach_request *req,
   return r;
 }
 
-int
-fc_agent_detach_locked(struct fc_agent *agent, const char *id, char *err, size_t errlen)
+static int
+detach_locked(struct fc_agent *agent, const char *id, bool discard_dirty,
+              uint32_t *dropped, char *err, size_t errlen)
 {
   struct fc_volume *v = fc_agent_find_locked(agent, id);
 
@@ -64,5 +65,19 @@ fc_agent_detach_locked(struct fc_agent *agent, const char *id, char *err, size_t
              "whose current copy may be on the other host", id, v->p.migration);
     return -EBUSY;
   }
-  return agent->host.ops->detach(&agent->host, id, err, errlen);
+  return agent->host.ops->detach(&agent->host, id, discard_dirty, dropped, err,
+                                 errlen);
+}
+
+int
+fc_agent_detach_locked(struct fc_agent *agent, const char *id, char *err, size_t errlen)
+{
+  return detach_locked(agent, id, false, NULL, err, errlen);
+}
+
+int
+fc_agent_discard_locked(struct fc_agent *agent, const char *id, uint32_t *dropped,
+                        char *err, size_t errlen)
+{
+  return detach_locked(agent, id, true, dropped, err, errlen);
 }

@@ -160,21 +160,63 @@ op_list(void *opaque, json_t *args, json_t **result, char *err, size_t errlen)
   return *result ? 0 : -ENOMEM;
 }
 
+/* discard_dirty (an operator's, or Nova's for a volume whose VM was
+ * evacuated away): forget the volume without writing its dirty blocks
+ * back, which are then stale; the answer says how many were dropped. */
 static int
 op_detach(void *opaque, json_t *args, json_t **result, char *err, size_t errlen)
 {
   struct fc_agent *agent = opaque;
+  json_t *discard = json_object_get(args, "discard_dirty");
+  uint32_t dropped = 0;
+  const char *id;
+  int r;
+
+  if ((r = arg_string(args, "volume_id", true, &id, err, errlen)))
+    return r;
+  if (discard && !json_is_null(discard) && !json_is_boolean(discard)) {
+    snprintf(err, errlen, "argument 'discard_dirty' must be true or false");
+    return -EINVAL;
+  }
+  pthread_mutex_lock(&agent->host.lock);
+  r = fc_migration_detach_locked(agent, id, json_is_true(discard), &dropped, err,
+                                 errlen);
+  pthread_mutex_unlock(&agent->host.lock);
+  if (r == 0)
+    *result = json_is_true(discard) ?
+              json_pack("{s:s, s:I}", "volume_id", id, "dirty_blocks_dropped",
+                        (json_int_t)dropped) :
+              json_pack("{s:s}", "volume_id", id);
+  return r;
+}
+
+/* Someone who knows the volume is in use here (its VM runs on this host)
+ * lets go the write-back an agent restart held (doc/ucache.rst). */
+static int
+op_claim(void *opaque, json_t *args, json_t **result, char *err, size_t errlen)
+{
+  struct fc_agent *agent = opaque;
+  struct fc_volume *v;
   const char *id;
   int r;
 
   if ((r = arg_string(args, "volume_id", true, &id, err, errlen)))
     return r;
   pthread_mutex_lock(&agent->host.lock);
-  r = fc_migration_detach_locked(agent, id, err, errlen);
+  v = fc_agent_find_locked(agent, id);
+  if (!v)
+    r = -ENOENT;
+  else if (agent->host.ops->claim)
+    r = agent->host.ops->claim(&agent->host, v, "volume-claim");
   pthread_mutex_unlock(&agent->host.lock);
-  if (r == 0)
-    *result = json_pack("{s:s}", "volume_id", id);
-  return r;
+  if (r == -ENOENT) {
+    snprintf(err, errlen, "volume %.80s is not attached to this agent", id);
+    return r;
+  }
+  if (r < 0)
+    return r;
+  *result = json_pack("{s:s, s:b}", "volume_id", id, "writeback_was_held", r > 0);
+  return *result ? 0 : -ENOMEM;
 }
 
 /* The strategy the next live migration of a volume should use, whatever
@@ -258,6 +300,7 @@ const struct fc_control_op fc_agent_control_ops[] = {
   { "volume-hint", op_hint, FC_CONTROL_ADMIN },
   { "volume-list", op_list, FC_CONTROL_READ },
   { "volume-detach", op_detach, FC_CONTROL_ADMIN },
+  { "volume-claim", op_claim, FC_CONTROL_ADMIN },
   { "volume-move", fc_op_volume_move, FC_CONTROL_ADMIN },
   { "volume-move-status", fc_op_volume_move_status, FC_CONTROL_READ },
   { "volume-move-abort", fc_op_volume_move_abort, FC_CONTROL_ADMIN },

@@ -242,10 +242,13 @@ out:
 }
 
 static int
-dm_detach(struct fc_host *host, const char *id, char *err, size_t errlen)
+dm_detach(struct fc_host *host, const char *id, bool discard_dirty, uint32_t *dropped,
+          char *err, size_t errlen)
 {
   struct fc_volume *v = fc_host_find_locked(host, id);
+  struct fc_dmc_status st;
   struct fc_dm_info info;
+  uint32_t lost = 0;
   char e2[256];
   int r;
 
@@ -271,9 +274,18 @@ dm_detach(struct fc_host *host, const char *id, char *err, size_t errlen)
              "release it before detach", id, DV(v)->name, info.open_count);
     return -EBUSY;
   }
+  /* Nor is one detached with discard_dirty: removing the cache without
+   * the cleaner writes none of its dirty blocks back. */
+  if (discard_dirty && info.exists) {
+    r = fc_dmv_status(DV(v), &st, err, errlen);
+    if (r)
+      return r;
+    lost = (uint32_t)st.dirty_blocks;
+  }
   /* A volume a finished migration releases is not drained: its blocks
    * are at the destination, or older than what the VM wrote there. */
-  if (info.exists && v->p.write_policy == FC_WRITE_BACK && !v->releasing) {
+  if (info.exists && v->p.write_policy == FC_WRITE_BACK && !v->releasing &&
+      !discard_dirty) {
     r = fc_dmv_drain(host, v, err, errlen);
     if (r) {
       char msg[512];
@@ -297,8 +309,14 @@ dm_detach(struct fc_host *host, const char *id, char *err, size_t errlen)
   r = fc_volume_params_remove(host->volumes_dir, id);
   if (r)
     log_warning("volume %s: cannot remove its state file: %s", id, strerror(-r));
+  if (lost)
+    log_error("volume %s detached with discard_dirty (dmcache): %u unwritten "
+              "blocks dropped, never written to its origin %s", id, lost,
+              v->p.origin);
   fc_host_forget_locked(host, v);
   log_info("volume %s detached (dmcache)", id);
+  if (dropped)
+    *dropped = lost;
   return 0;
 }
 

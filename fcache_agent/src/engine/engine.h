@@ -356,7 +356,16 @@ struct fc_engine_ops {
   /* Under host->lock. */
   int (*attach)(struct fc_host *host, const struct fc_attach_request *req,
                 struct fc_volume **out, char *err, size_t errlen);
-  int (*detach)(struct fc_host *host, const char *id, char *err, size_t errlen);
+  /* Write every dirty block back, then forget the volume; with
+   * discard_dirty forget it without writing any back (an engine that
+   * cannot says so with -EOPNOTSUPP), *dropped (if not NULL) set to the
+   * blocks dropped. */
+  int (*detach)(struct fc_host *host, const char *id, bool discard_dirty,
+                uint32_t *dropped, char *err, size_t errlen);
+  /* Optional, under host->lock: someone (`by`, for the log) asked for the
+   * volume, so the write-back an agent restart held (doc/ucache.rst) may
+   * go on.  1 if it was held, 0 if not. */
+  int (*claim)(struct fc_host *host, struct fc_volume *v, const char *by);
   /* The volume serves its export (not unavailable). */
   bool (*serving)(const struct fc_volume *v);
   /* Free v->priv (the volume is leaving the registry). */

@@ -126,7 +126,8 @@ fc_migr_registry_add(struct fc_agent *agent, struct fc_migration *m, char *err, 
 }
 
 int
-fc_migration_detach_locked(struct fc_agent *agent, const char *id, char *err,
+fc_migration_detach_locked(struct fc_agent *agent, const char *id,
+                           bool discard_dirty, uint32_t *dropped, char *err,
                            size_t errlen)
 {
   struct fc_volume *v = fc_agent_find_locked(agent, id);
@@ -139,7 +140,8 @@ fc_migration_detach_locked(struct fc_agent *agent, const char *id, char *err,
              id);
     return -EBUSY;
   }
-  return fc_agent_detach_locked(agent, id, err, errlen);
+  return discard_dirty ? fc_agent_discard_locked(agent, id, dropped, err, errlen) :
+                         fc_agent_detach_locked(agent, id, err, errlen);
 }
 
 /* The host's forgetting hook (engine.h): the volume is going away, so no

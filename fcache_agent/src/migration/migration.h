@@ -137,8 +137,10 @@ struct fc_migration *fc_migration_for_volume(struct fc_agent *agent,
 void fc_migration_put(struct fc_migration *m);
 /* volume-detach under agent->host.lock: refused while a live migration
  * holds the volume (unless that migration is releasing it); afterwards no
- * migration points at the volume. */
-int fc_migration_detach_locked(struct fc_agent *agent, const char *id, char *err,
+ * migration points at the volume.  discard_dirty: drop the volume's
+ * dirty blocks instead of writing them back (fc_agent_discard_locked). */
+int fc_migration_detach_locked(struct fc_agent *agent, const char *id,
+                               bool discard_dirty, uint32_t *dropped, char *err,
                                size_t errlen);
 
 /* Control operations (control_migr.c calls these). */

@@ -64,6 +64,10 @@ struct fc_io_ops {
   /* Optional (NBD_CMD_CACHE): a hint that [offset, offset+count) will be
    * read soon.  0 once acted on (or declined), or -errno. */
   int (*cache)(void *handle, uint32_t count, uint64_t offset);
+  /* Optional: a client finished its handshake on export `name` and may
+   * send requests from now on (the ucache engine counts that as the
+   * volume being claimed: doc/ucache.rst). */
+  void (*opened)(void *handle, const char *name);
 };
 
 /* What the NBD server advertises for one export. */

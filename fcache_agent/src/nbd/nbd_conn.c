@@ -675,6 +675,8 @@ void *nbd_conn_main(void *arg)
   }
   if (atomic_load(&srv->stopping))
     goto out;
+  if (srv->exp.ops->opened)
+    srv->exp.ops->opened(srv->exp.handle, srv->exp.name);
   /* An idle client is normal in transmission (no receive timeout; stop()
    * uses shutdown()); one that does not read its replies is not, and
    * send_all() times it out. */

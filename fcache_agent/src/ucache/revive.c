@@ -155,6 +155,8 @@ uc_volume_revive_locked(struct fc_host *host, struct fc_volume *v, struct fc_ori
   uv->held = NULL;
   uv->held_cb = NULL;
   uv->nr_held = uv->nr_held_dirty = 0;
+  /* Recovered at start like any other: may be stale (evacuated). */
+  uc_volume_hold_recovered(v);
   r = uc_volume_start(host, v, err, errlen);
   if (r)
     return r;

@@ -90,6 +90,16 @@ int fc_ucache_start(struct fc_ucache *uc);
 /* Stop the writeback thread; dirty blocks stay dirty. */
 void fc_ucache_stop(struct fc_ucache *uc);
 
+/* After a restart a volume's dirty blocks may be older than its origin:
+ * its VM may have been evacuated and written the origin from another
+ * host.  While held, the writeback thread writes nothing back (reads
+ * and writes are served as ever, and fc_ucache_writeback_all, asked for
+ * explicitly, still writes).  fc_ucache_claim lets the thread go again
+ * at once and returns whether the volume was held. */
+void fc_ucache_hold_writeback(struct fc_ucache *uc);
+bool fc_ucache_claim(struct fc_ucache *uc);
+bool fc_ucache_writeback_held(struct fc_ucache *uc);
+
 /* Write every dirty block back and flush the origin.  Call with no I/O
  * running (after the NBD server stopped).  -errno if any block could not
  * be written back: they stay dirty and cached. */

@@ -108,6 +108,7 @@ uc_open(struct fc_host *host, char *err, size_t errlen)
       log_error("volume %s: %s", v->p.id, v->error);
       continue;
     }
+    uc_volume_hold_recovered(v);
     r = uc_volume_start(host, v, verr, sizeof verr);
     if (r) {
       log_error("volume %s: %s", v->p.id, verr);
@@ -224,6 +225,18 @@ uc_release_origin(struct fc_host *host, void *opened)
 }
 
 static int
+uc_claim(struct fc_host *host, struct fc_volume *v, const char *by)
+{
+  (void)host;
+  if (!UV(v)->uc || !fc_ucache_claim(UV(v)->uc))
+    return 0;
+  log_warning("volume %s: %s claims it: the write-back of its %u unwritten "
+              "blocks, held since the agent restarted, resumes", v->p.id, by,
+              fc_ucache_dirty(UV(v)->uc));
+  return 1;
+}
+
+static int
 uc_attach(struct fc_host *host, const struct fc_attach_request *req,
           struct fc_volume **out, char *err, size_t errlen)
 {
@@ -245,6 +258,8 @@ uc_attach(struct fc_host *host, const struct fc_attach_request *req,
   }
   size = (size + bs - 1) / bs * bs;
   r = fc_host_attach_precheck_locked(host, req, size, out, err, errlen);
+  if (r > 0)
+    uc_claim(host, *out, "volume-attach");   /* Nova attaching it again */
   if (r)
     return r > 0 ? 0 : r;
   if (size / bs > UCE(host)->dev->nr_blocks) {
@@ -312,9 +327,12 @@ out:
 }
 
 static int
-uc_detach(struct fc_host *host, const char *id, char *err, size_t errlen)
+uc_detach(struct fc_host *host, const char *id, bool discard_dirty, uint32_t *dropped,
+          char *err, size_t errlen)
 {
   struct fc_volume *v = fc_host_find_locked(host, id);
+  uint32_t lost = 0;
+  unsigned clients;
   char serr[512];
   int r;
 
@@ -322,12 +340,22 @@ uc_detach(struct fc_host *host, const char *id, char *err, size_t errlen)
     snprintf(err, errlen, "volume %.80s is not attached to this agent", id);
     return -ENOENT;
   }
-  if (!UV(v)->uc && UV(v)->nr_held_dirty) {
+  if (!UV(v)->uc && UV(v)->nr_held_dirty && !discard_dirty) {
     snprintf(err, errlen, "volume %s holds %u blocks of unwritten data and its "
              "origin is unavailable (%s); make the origin reachable and restart "
              "the agent so they can be written back", id, UV(v)->nr_held_dirty, v->error);
     return -EBUSY;
   }
+  /* Dropping what a running VM wrote is never what was meant: the blocks
+   * to discard are those of a VM that is gone (evacuated). */
+  if (discard_dirty && UV(v)->srv && (clients = nbd_server_connections(UV(v)->srv))) {
+    snprintf(err, errlen, "volume %s: %u client(s) have its export %s open; "
+             "discarding would drop blocks a running VM wrote: stop it first",
+             id, clients, v->export_uri);
+    return -EBUSY;
+  }
+  if (!discard_dirty)
+    uc_claim(host, v, "volume-detach");
   /* A running move falls back first: the write-back below must reach
    * the origin the state file names. */
   uc_move_stop(v);
@@ -336,20 +364,29 @@ uc_detach(struct fc_host *host, const char *id, char *err, size_t errlen)
   UV(v)->srv = NULL;
   if (UV(v)->uc) {
     fc_ucache_stop(UV(v)->uc);
-    r = fc_ucache_writeback_all(UV(v)->uc);
+    lost = discard_dirty ? fc_ucache_dirty(UV(v)->uc) : 0;
+    /* Every block goes, dirty ones included, records cleared first. */
+    r = discard_dirty ? fc_ucache_migr_forget_all(UV(v)->uc) :
+                        fc_ucache_writeback_all(UV(v)->uc);
     if (!r)
       r = fc_ucache_release(UV(v)->uc);
     if (r) {
       struct fc_ucache_info info;
       fc_ucache_info(UV(v)->uc, &info);
-      snprintf(err, errlen, "cannot detach volume %s: writing back its %u dirty "
-               "blocks to %s failed: %s; the volume stays attached", id,
-               info.dirty_blocks, v->p.origin, strerror(-r));
+      if (discard_dirty)
+        snprintf(err, errlen, "cannot detach volume %s: dropping its cache "
+                 "blocks failed (%u dirty left): %s; the volume stays attached",
+                 id, info.dirty_blocks, strerror(-r));
+      else
+        snprintf(err, errlen, "cannot detach volume %s: writing back its %u dirty "
+                 "blocks to %s failed: %s; the volume stays attached", id,
+                 info.dirty_blocks, v->p.origin, strerror(-r));
       if (uc_volume_start(host, v, serr, sizeof serr))
         log_error("volume %s: cannot serve again after failed detach: %s", id, serr);
       return r;
     }
   } else {
+    lost = UV(v)->nr_held_dirty;
     for (uint32_t i = 0; i < UV(v)->nr_held; i++) {
       r = fc_md_set(UCE(host)->md, to_cblock(UV(v)->held_cb[i]), 0, 0, 0);
       if (r) {
@@ -360,7 +397,7 @@ uc_detach(struct fc_host *host, const char *id, char *err, size_t errlen)
     fc_md_sync(UCE(host)->md);
     for (uint32_t i = 0; i < UV(v)->nr_held; i++)
       fc_cachedev_free(UCE(host)->dev, to_cblock(UV(v)->held_cb[i]));
-    UV(v)->nr_held = 0;
+    UV(v)->nr_held = UV(v)->nr_held_dirty = 0;
   }
   if (uc_allocator_reserves(UCE(host)->alloc))
     fc_cachedev_unreserve(UCE(host)->dev,
@@ -374,10 +411,17 @@ uc_detach(struct fc_host *host, const char *id, char *err, size_t errlen)
     uc_move_log_path(host, id, log_path, sizeof log_path);
     unlink(log_path);
   }
+  if (lost)
+    log_error("volume %s detached with discard_dirty: %u unwritten blocks "
+              "dropped, never written to its origin %s", id, lost, v->p.origin);
+  else
+    log_info("volume %s detached%s", id, discard_dirty ? " (discard_dirty: "
+             "it had no unwritten blocks)" : "");
   uc_allocator_volume_forget(UCE(host)->alloc, v);
   fc_host_forget_locked(host, v);
   uc_allocator_rebalance_locked(UCE(host)->alloc);
-  log_info("volume %s detached", id);
+  if (dropped)
+    *dropped = lost;
   return 0;
 }
 
@@ -413,6 +457,13 @@ uc_volume_json(struct fc_host *host, struct fc_volume *v)
     json_object_set_new(o, "size", json_integer((json_int_t)info.size));
     json_object_set_new(o, "cached_blocks", json_integer(info.cached_blocks));
     json_object_set_new(o, "dirty_blocks", json_integer(info.dirty_blocks));
+    if (v->p.write_policy == FC_WRITE_BACK && UV(v)->srv) {
+      bool held = fc_ucache_writeback_held(UV(v)->uc);
+
+      json_object_set_new(o, "writeback", json_string(held ? "held" : "running"));
+      if (held)
+        json_object_set_new(o, "writeback_held", json_string(UC_HELD_WHY));
+    }
     json_object_set_new(o, "quota_blocks", json_integer(info.quota_blocks));
     json_object_set_new(o, "memory_bytes", json_integer((json_int_t)info.memory_bytes));
     json_object_set_new(o, "hit_ratio",
@@ -511,6 +562,7 @@ const struct fc_engine_ops fc_ucache_engine = {
   .release_origin = uc_release_origin,
   .attach = uc_attach,
   .detach = uc_detach,
+  .claim = uc_claim,
   .serving = uc_serving,
   .volume_free = uc_volume_free,
   .volume_json = uc_volume_json,

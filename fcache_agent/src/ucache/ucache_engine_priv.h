@@ -72,6 +72,16 @@ int uc_volume_build(struct fc_host *host, struct fc_volume *v, char *err,
 /* Serve the volume's NBD export and start its write-back. */
 int uc_volume_start(struct fc_host *host, struct fc_volume *v, char *err,
                     size_t errlen);
+/* A volume the agent found at start, before uc_volume_start: hold the
+ * write-back of its dirty blocks until it is claimed (doc/ucache.rst). */
+void uc_volume_hold_recovered(struct fc_volume *v);
+/* volume-show's words for a held write-back. */
+#define UC_HELD_WHY "the agent restarted with unwritten blocks of this " \
+  "volume and nothing has claimed it since, so none is written back: if " \
+  "its VM was evacuated to another host they are stale and the origin " \
+  "holds newer data. They go to the origin once its VM opens the export " \
+  "(QEMU reconnecting), or on volume-claim, volume-attach or " \
+  "volume-detach; volume-detach with discard_dirty drops them"
 /* engine.h's volume_free. */
 void uc_volume_free(struct fc_volume *v);
 /* Re-attach the persisted volumes and give each its cache blocks back:

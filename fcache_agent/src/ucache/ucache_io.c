@@ -5,6 +5,7 @@
  * and flush paths in ucache_write.c. */
 #include <errno.h>
 
+#include "common/log.h"
 #include "ucache_io.h"
 
 /* The VM's own access to blocks [first, first+n), whose cache blocks (or
@@ -128,6 +129,20 @@ uc_origin_write(struct fc_ucache *uc, const void *buf, uint32_t len, uint64_t of
   return r;
 }
 
+/* A client that opens the export is the volume's VM (QEMU reconnecting
+ * after an agent restart, or starting): the volume is in use here, so
+ * its dirty blocks are current and their write-back may go on. */
+static void
+uc_opened(void *handle, const char *name)
+{
+  struct fc_ucache *uc = handle;
+
+  if (fc_ucache_claim(uc))
+    log_warning("volume %s: a client opened its export: the write-back of its "
+                "%u unwritten blocks, held since the agent restarted, resumes",
+                name, fc_ucache_dirty(uc));
+}
+
 const struct fc_io_ops fc_ucache_io_ops = {
   .pread = uc_pread,
   .pread_start = uc_pread_start,
@@ -137,4 +152,5 @@ const struct fc_io_ops fc_ucache_io_ops = {
   .zero = uc_zero,
   .block_status = uc_block_status,
   .cache = uc_cache,
+  .opened = uc_opened,
 };

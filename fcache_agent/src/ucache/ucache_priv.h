@@ -127,6 +127,9 @@ struct fc_ucache {
   pthread_t wb_thread;
   bool wb_running;
   bool wb_stopping;
+  /* Under lock: the thread's passes write nothing back until a claim
+   * (fc_ucache_hold_writeback). */
+  bool wb_held;
   pthread_cond_t wb_cond;
 };
 

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/log.h"
 #include "nbd/nbd_server.h"
 #include "origin/origin.h"
 #include "ucache_engine_priv.h"
@@ -130,6 +131,25 @@ uc_volume_start(struct fc_host *host, struct fc_volume *v, char *err, size_t err
     uv->srv = NULL;
   }
   return r;
+}
+
+/* Its dirty blocks were current when the agent last ran.  Since then the
+ * VM may have been evacuated (the host was down) and written the origin
+ * from another host; writing them back now would put old data over new.
+ * A VM still running here reconnects within seconds and claims them. */
+void
+uc_volume_hold_recovered(struct fc_volume *v)
+{
+  uint32_t dirty = fc_ucache_dirty(UV(v)->uc);
+
+  if (v->p.write_policy != FC_WRITE_BACK || !dirty)
+    return;
+  fc_ucache_hold_writeback(UV(v)->uc);
+  log_warning("volume %s: %u unwritten blocks recovered; their write-back is "
+              "held until the volume is claimed (its VM reconnects, or "
+              "volume-claim, volume-attach, volume-detach): if its VM was "
+              "evacuated they are stale, and volume-detach with discard_dirty "
+              "drops them", v->p.id, dirty);
 }
 
 void

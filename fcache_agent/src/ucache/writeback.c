@@ -6,6 +6,9 @@
  * still dirty (written again after restart: harmless) or safely at the
  * origin.  A block written again while its pass was in flight loses its
  * WB_PENDING mark and stays dirty.
+ *
+ * Held (after a restart, until the volume is claimed: doc/ucache.rst),
+ * the thread still wakes up but writes nothing back.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -266,25 +269,28 @@ writeback_thread(void *arg)
 
   for (;;) {
     struct timespec until = fc_deadline_ms(uc->p.writeback_interval_ms);
-    uint32_t done;
-    bool stop;
+    uint32_t done = 0;
+    bool stop, held;
 
     pthread_mutex_lock(&uc->lock);
     if (!uc->wb_stopping)
       pthread_cond_timedwait(&uc->wb_cond, &uc->lock, &until);
     stop = uc->wb_stopping;
+    held = uc->wb_held;
     pthread_mutex_unlock(&uc->lock);
     if (stop)
       break;
     /* One batch per tick trickles dirty data out while the volume is
      * busy; above the watermark we keep going until below it. */
-    do {
+    while (!held) {
       int r = uc_writeback_pass(uc, WB_BATCH, &done);
       if (r) {
         log_warning("writeback: pass failed (%d), retrying next interval", r);
         break;
       }
-    } while (done && above_high_watermark(uc));
+      if (!done || !above_high_watermark(uc))
+        break;
+    }
     /* Blocks dropped since the last tick (a migration source forgetting
      * what it sent) go back to the device after one sync. */
     if (uc_settle_dropped(uc))
@@ -306,6 +312,40 @@ fc_ucache_start(struct fc_ucache *uc)
   if (r == 0)
     uc->wb_running = true;
   return r;
+}
+
+void
+fc_ucache_hold_writeback(struct fc_ucache *uc)
+{
+  pthread_mutex_lock(&uc->lock);
+  uc->wb_held = true;
+  pthread_mutex_unlock(&uc->lock);
+}
+
+bool
+fc_ucache_claim(struct fc_ucache *uc)
+{
+  bool was;
+
+  pthread_mutex_lock(&uc->lock);
+  was = uc->wb_held;
+  uc->wb_held = false;
+  /* What waited for the claim goes now, not an interval later. */
+  if (was)
+    pthread_cond_signal(&uc->wb_cond);
+  pthread_mutex_unlock(&uc->lock);
+  return was;
+}
+
+bool
+fc_ucache_writeback_held(struct fc_ucache *uc)
+{
+  bool held;
+
+  pthread_mutex_lock(&uc->lock);
+  held = uc->wb_held;
+  pthread_mutex_unlock(&uc->lock);
+  return held;
 }
 
 void
