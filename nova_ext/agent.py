@@ -256,9 +256,29 @@ class AgentClient(object):
         return self.call('volume-move-abort',
                          volume_id=_volume_id(volume_id))
 
-    def detach_volume(self, volume_id):
-        """Flush and remove the volume's cache and NBD export."""
+    def detach_volume(self, volume_id, discard_dirty=False):
+        """Flush and remove the volume's cache and NBD export.
+
+        :param discard_dirty: drop the volume's dirty (write_back) blocks
+            instead of writing them back: for a volume whose VM was
+            evacuated to another host, whose blocks here are stale.  The
+            agent refuses while a client has the export open.  The result
+            then has ``dirty_blocks_dropped``.
+        """
+        if discard_dirty:
+            return self.call('volume-detach', volume_id=_volume_id(volume_id),
+                             discard_dirty=True)
         return self.call('volume-detach', volume_id=_volume_id(volume_id))
+
+    def claim_volume(self, volume_id):
+        """Let the write-back an agent restart held go on.
+
+        After a restart the agent writes none of a write_back volume's
+        recovered dirty blocks back until the volume is claimed (its VM
+        reconnecting claims it): they may be stale if the VM was
+        evacuated.  Returns ``{"volume_id", "writeback_was_held"}``.
+        """
+        return self.call('volume-claim', volume_id=_volume_id(volume_id))
 
     def list_volumes(self):
         """Return ``{"volumes": [...]}``, one entry per attached volume."""

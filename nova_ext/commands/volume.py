@@ -91,7 +91,25 @@ def register(subparsers, parents):
         help='flush and remove a volume cache and its export',
         description='Flush and remove a volume cache and its NBD export.')
     parser.add_argument('volume_id', metavar='ID', help='volume id')
+    parser.add_argument('--discard-dirty', action='store_true',
+                        help='drop the dirty (write_back) blocks instead of '
+                             'writing them back: only for a volume whose VM '
+                             'was evacuated to another host, whose blocks '
+                             'here are older than its storage (refused '
+                             'while a client has the export open)')
     parser.set_defaults(run=run_detach, render=render_detach)
+
+    parser = subparsers.add_parser(
+        'volume-claim', parents=parents,
+        help='let the write-back held since an agent restart go on',
+        description="After a restart the agent writes none of a write_back "
+                    "volume's recovered dirty blocks back until the volume "
+                    "is claimed (volume-show: writeback held); its VM "
+                    "reconnecting claims it.  Claim it by hand when its VM "
+                    "runs on this host; if the VM was evacuated, use "
+                    "volume-detach --discard-dirty instead.")
+    parser.add_argument('volume_id', metavar='ID', help='volume id')
+    parser.set_defaults(run=run_claim, render=render_table)
 
     parser = subparsers.add_parser(
         'volume-list', parents=parents,
@@ -114,7 +132,12 @@ def run_show(client, args):
 
 
 def run_detach(client, args):
-    return client.detach_volume(args.volume_id)
+    return client.detach_volume(args.volume_id,
+                                discard_dirty=args.discard_dirty)
+
+
+def run_claim(client, args):
+    return client.claim_volume(args.volume_id)
 
 
 def run_list(client, args):

@@ -185,6 +185,9 @@ class FakeAgent(object):
         self._volume(args)
         del self.volumes[args['volume_id']]
         self.params.pop(args['volume_id'], None)
+        if args.get('discard_dirty'):
+            return {'volume_id': args['volume_id'],
+                    'dirty_blocks_dropped': 3}
         return {'volume_id': args['volume_id']}
 
     def _list(self, args):

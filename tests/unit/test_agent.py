@@ -110,6 +110,25 @@ def test_show_list_detach(client, fake_agent):
         'volume-list']
 
 
+def test_detach_discard_and_claim(client, fake_agent):
+    fake_agent.handlers['volume-claim'] = lambda args: {
+        'volume_id': args['volume_id'], 'writeback_was_held': True}
+    client.attach_volume('v1', '/dev/sdb')
+    assert client.claim_volume('v1') == {'volume_id': 'v1',
+                                         'writeback_was_held': True}
+    assert client.detach_volume('v1', discard_dirty=True) == {
+        'volume_id': 'v1', 'dirty_blocks_dropped': 3}
+    # Only a discard says so: a plain detach sends what it always sent.
+    client.attach_volume('v1', '/dev/sdb')
+    client.detach_volume('v1')
+    sent = [(r['op'], r.get('args')) for r in fake_agent.requests
+            if r['op'] in ('volume-claim', 'volume-detach')]
+    assert sent == [
+        ('volume-claim', {'volume_id': 'v1'}),
+        ('volume-detach', {'volume_id': 'v1', 'discard_dirty': True}),
+        ('volume-detach', {'volume_id': 'v1'})]
+
+
 def test_generic_call(client, fake_agent):
     fake_agent.handlers['echo'] = lambda args: {'echo': args}
     assert client.call('echo', a=1, b='x') == {'echo': {'a': 1, 'b': 'x'}}

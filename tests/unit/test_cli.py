@@ -251,6 +251,28 @@ def test_volume_detach(capsys, sock, fake_agent):
     status, out, _ = run(capsys, '--socket', sock, '--json',
                          'volume-detach', 'v1')
     assert (status, json.loads(out)) == (0, {'volume_id': 'v1'})
+    assert 'discard_dirty' not in fake_agent.requests[-1]['args']
+
+
+def test_volume_detach_discard_dirty(capsys, sock, fake_agent):
+    run(capsys, '--socket', sock, 'volume-attach', 'v1', '--origin', '/d')
+    status, out, err = run(capsys, '--socket', sock, 'volume-detach', 'v1',
+                           '--discard-dirty')
+    assert (status, err) == (0, '')
+    assert out.startswith('volume v1 detached\n')
+    assert 'dirty_blocks_dropped' in out and '3' in out
+    assert fake_agent.requests[-1]['args'] == {'volume_id': 'v1',
+                                               'discard_dirty': True}
+
+
+def test_volume_claim(capsys, sock, fake_agent):
+    fake_agent.handlers['volume-claim'] = lambda args: {
+        'volume_id': args['volume_id'], 'writeback_was_held': False}
+    status, out, _ = run(capsys, '--socket', sock, '--json',
+                         'volume-claim', 'v1')
+    assert (status, json.loads(out)) == (0, {'volume_id': 'v1',
+                                             'writeback_was_held': False})
+    assert fake_agent.requests[-1]['op'] == 'volume-claim'
 
 
 # -- allocation -------------------------------------------------------------
