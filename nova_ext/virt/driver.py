@@ -29,6 +29,7 @@ Live migration
 import errno
 
 from nova import exception as nova_exception
+from nova import objects
 from nova import rpc
 from nova.virt.libvirt import driver as libvirt_driver
 from oslo_config import cfg
@@ -75,6 +76,9 @@ class FcacheLibvirtDriver(incoming.IncomingMixin, outgoing.OutgoingMixin,
         self._fcache_peer_socket = conf.peer_agent_socket
         self._fcache_migration_address = conf.migration_address
         self._fcache_state = state.Registry()
+        # The servers being destroyed here after their evacuation away
+        # (destroy): their write_back blocks here are stale.
+        self._fcache_evacuated = set()
         self._fcache_notifier = notifications.MigrationNotifier(
             rpc.get_versioned_notifier, self._fcache_hostname)
 
@@ -277,6 +281,95 @@ class FcacheLibvirtDriver(incoming.IncomingMixin, outgoing.OutgoingMixin,
                       "returns (doc/operations.rst)", volume_id, source,
                       instance=instance)
 
+    def destroy(self, context, instance, network_info, block_device_info=None,
+                destroy_disks=True, destroy_secrets=True):
+        # A host that comes back after its servers were evacuated: Nova's
+        # _destroy_evacuated_instances destroys them here, and the
+        # cleanup detaches their volumes (_fcache_release).
+        evacuated = self._fcache_evacuated_away(context, instance)
+        if evacuated:
+            self._fcache_evacuated.add(instance.uuid)
+        try:
+            return super().destroy(context, instance, network_info,
+                                   block_device_info=block_device_info,
+                                   destroy_disks=destroy_disks,
+                                   destroy_secrets=destroy_secrets)
+        finally:
+            self._fcache_evacuated.discard(instance.uuid)
+
+    def _fcache_evacuated_away(self, context, instance):
+        """Whether instance was evacuated from this host to another.
+
+        What Nova's ``_destroy_evacuated_instances`` goes by: an evacuation
+        from this host it accepted, started or completed.  Its blocks in
+        this host's write_back caches are then older than what the server
+        wrote since on its new host (the evacuation was accepted with
+        ``evacuate_write_back = discard``: _fcache_check_evacuation).  A
+        server still on this host (a live migration's rollback on its
+        destination is on its source) is not asked about.
+        """
+        if not instance.host or instance.host == self._fcache_hostname:
+            return False
+        try:
+            evacuations = objects.MigrationList.get_by_filters(context, {
+                'source_compute': self._fcache_hostname,
+                'instance_uuid': instance.uuid,
+                'migration_type': 'evacuation',
+                'status': ['accepted', 'pre-migrating', 'done']})
+        except Exception as exc:
+            # Not known to be stale: its volumes are detached as any
+            # other's (their dirty blocks written back).
+            LOG.warning("fcache could not look up the evacuations of this "
+                        "server away from %s (%s): its volumes are "
+                        "detached with their dirty blocks written back",
+                        self._fcache_hostname, exc, instance=instance)
+            return False
+        return len(evacuations) > 0
+
+    def _fcache_discard_stale(self, connection_info, instance, volume_id):
+        """Detach a volume of a server evacuated away, dropping dirt.
+
+        True when done (or nothing to do), False when the volume must be
+        detached as any other.  Never fails the destroy: blocks the agent
+        keeps stay unwritten (an agent restart holds their write-back
+        until the volume is claimed, doc/ucache.rst), and the log says how
+        to drop them.
+        """
+        if not self._fcache_kept_write_back(connection_info, volume_id):
+            return False
+        try:
+            result = self._local_agent().detach_volume(volume_id,
+                                                       discard_dirty=True)
+        except exception.AgentError as exc:
+            if exc.errno == errno.ENOENT:
+                return True
+            LOG.error("fcache agent could not drop write_back volume %s of "
+                      "this server, evacuated to %s: %s. Its blocks here are "
+                      "stale: once no client has its export open, drop them "
+                      "with 'fcache volume-detach --discard-dirty %s'",
+                      volume_id, instance.host, exc, volume_id,
+                      instance=instance)
+            return True
+        except exception.FcacheException as exc:
+            LOG.error("fcache agent unreachable to drop write_back volume %s "
+                      "of this server, evacuated to %s: %s. Once it runs, "
+                      "drop its stale blocks with 'fcache volume-detach "
+                      "--discard-dirty %s'", volume_id, instance.host, exc,
+                      volume_id, instance=instance)
+            return True
+        dropped = result.get('dirty_blocks_dropped') or 0
+        if dropped:
+            LOG.error("fcache dropped %d dirty blocks of write_back volume %s "
+                      "without writing them back: this server was evacuated "
+                      "to %s with [fcache] evacuate_write_back = discard, so "
+                      "they are older than what it wrote there", dropped,
+                      volume_id, instance.host, instance=instance)
+        else:
+            LOG.info("fcache detached write_back volume %s of this server, "
+                     "evacuated to %s; it had no dirty blocks here",
+                     volume_id, instance.host, instance=instance)
+        return True
+
     # -- guests that ride out an agent restart -----------------------------
 
     def _create_guest(self, context, xml, instance, power_on=True,
@@ -367,6 +460,10 @@ class FcacheLibvirtDriver(incoming.IncomingMixin, outgoing.OutgoingMixin,
             # Destination of a migration that did not switch over: the
             # abort detaches it here.
             self._fcache_abort_local(context, instance, prepared, None)
+            return
+        if (instance.uuid in self._fcache_evacuated and
+                self._fcache_discard_stale(connection_info, instance,
+                                           volume_id)):
             return
         try:
             LOG.debug("Detaching volume %s from the fcache agent", volume_id,

@@ -15,7 +15,13 @@ Evacuating its server when the host that caches it write_back is down:
 that cache may hold the only copy of what the guest wrote, so the
 destination refuses to rebuild the server before anything moves, with
 the way out in the fault; with ``[fcache] evacuate_write_back = discard``
-the operator accepts the loss and the evacuation goes on, logged.
+the operator accepts the loss and the evacuation goes on, logged.  The
+guest writes on its new host, which writes it back; then the failed host
+returns: its agent restarts warm with the old dirty blocks, which it holds
+(writes none back: doc/ucache.rst), and its nova-compute destroys the
+evacuated server, whose volume the driver detaches with ``discard_dirty``.
+The storage keeps what the guest wrote on its new host, not the stale
+block (the oracle is the volume's file itself).
 
 Real agents, Nova in process with fakelibvirt (the guest's I/O is qemu-io
 on the agent's export); os-brick's iSCSI connector's ``connect_volume`` is
@@ -30,6 +36,7 @@ connector returns (it stands for an iSCSI target that stops answering).
 """
 
 import os
+import time
 
 from nova.tests.functional.api import client as api_client
 
@@ -38,6 +45,7 @@ from tests.nova_functional import test_live_migration as lm
 
 MiB = lm.MiB
 PATTERN = 0x3c
+NEWER = 0xa7
 
 
 class _DetachBase(lm._Base):
@@ -123,6 +131,18 @@ class WriteThroughDetachTest(_DetachBase):
 class WriteBackEvacuateTest(_DetachBase):
     specs = lm._specs('firepan', write_policy='write_back')
 
+    def _start_storage_and_agents(self):
+        super()._start_storage_and_agents()
+        # The evacuated guest's writes reach the storage from its new host
+        # within a write-back period, as on a host that runs for a while.
+        self._writeback_every(self.agents['dest'], 100)
+
+    def _writeback_every(self, agent, ms):
+        agent.stop()
+        agent.settings['writeback_interval_ms'] = ms
+        agent.write_config()
+        agent.start()
+
     def test_evacuation_refused_unless_the_loss_is_accepted(self):
         self._boot_from_volume()
         self._guest_io(self._connection_data()['fcache_export'],
@@ -151,6 +171,70 @@ class WriteBackEvacuateTest(_DetachBase):
         self.flags(evacuate_write_back='discard', group='fcache')
         self._evacuate_server(self.server, expected_host='dest',
                               expected_state='ACTIVE')
+        self.assertEqual([lm.VOLUME], [
+            v['volume_id']
+            for v in self._client('dest').list_volumes()['volumes']])
+
+    def test_returning_host_drops_the_stale_blocks(self):
+        self._boot_from_volume()
+        self._guest_io(self._connection_data()['fcache_export'],
+                       'write -P %d 0 %d' % (PATTERN, MiB))
+        dirty = self.agents['src'].show(lm.VOLUME)['dirty_blocks']
+        self.assertGreater(dirty, 0)
+        # The host fails: its nova-compute and its agent die with it.
+        self.computes['src'].stop()
+        self.agents['src'].kill()
+        service = self.api.get_services(host='src',
+                                        binary='nova-compute')[0]
+        self.api.put_service(service['id'], {'forced_down': True})
+        self.flags(evacuate_write_back='discard', group='fcache')
+        # Whatever state Nova brings the server back in (fakelibvirt may
+        # have reported it stopped): its volume is attached on dest.
+        self.api.post_server_action(self.server['id'], {'evacuate': {}})
+        self._wait_for_migration_status(self.server, ['done'])
+        self._wait_for_server_parameter(self.server, {
+            'OS-EXT-SRV-ATTR:host': 'dest', 'OS-EXT-STS:task_state': None})
+
+        # The guest, on its new host, writes the same range; its agent
+        # writes it back.
+        export = self._connection_data()['fcache_export']
+        self.assertIn(self.agents['dest'].export_dir, export)
+        self._guest_io(export, 'write -P %d 0 %d' % (NEWER, MiB))
+        harness.wait_for(
+            lambda: self.agents['dest'].show(lm.VOLUME)['dirty_blocks'] == 0,
+            30, "the destination's write-back")
+        newer = bytes([NEWER]) * MiB
+        self.assertEqual(newer, self._origin_head())
+
+        # The failed host returns: its agent first (systemd), warm, with
+        # the old dirty blocks, writing back every 100 ms.  It holds them.
+        src = self.agents['src']
+        src.settings['writeback_interval_ms'] = 100
+        src.write_config()
+        src.start()
+        shown = src.show(lm.VOLUME)
+        self.assertEqual(dirty, shown['dirty_blocks'])
+        self.assertEqual('held', shown['writeback'])
+        time.sleep(1)
+        self.assertEqual(newer, self._origin_head())
+
+        # Then its nova-compute, which destroys the evacuated server (the
+        # hypervisor still has it).  Its nova.conf: src's.
+        self.flags(host='src')
+        self.flags(agent_socket=src.control_socket, group='fcache',
+                   **self._fcache_flags('src'))
+        self.restart_compute_service('src', keep_hypervisor_state=True)
+        # The storage holds what the guest wrote on its new host.
+        self.assertEqual(newer, self._origin_head())
+        self.assertEqual([], self._client('src').list_volumes()['volumes'])
+        self.assertIn('detached with discard_dirty: %d unwritten blocks '
+                      'dropped' % dirty, src.run_log())
+        self.assertIn('fcache dropped %d dirty blocks of write_back volume '
+                      '%s without writing them back' % (dirty, lm.VOLUME),
+                      self.stdlog.logger.output)
+        time.sleep(0.5)
+        self.assertEqual(newer, self._origin_head())
+        # The server lives on, on its new host, with its volume.
         self.assertEqual([lm.VOLUME], [
             v['volume_id']
             for v in self._client('dest').list_volumes()['volumes']])
