@@ -6,8 +6,9 @@ makes for an fcache volume (domain_xml.py), after the driver's
 NBD ``reconnect-delay`` in the XML.  The agent is killed (``kill -9``, as
 a crash) or stopped (SIGTERM, as an upgrade) and started again, while the
 guest writes and reads: every request succeeds once the agent is back,
-every pattern reads back, the cache is warm, and after the detach the
-origin holds every write.
+every pattern reads back, the cache is warm, a write_back volume's
+write-back (held by the restart, doc/ucache.rst) goes on once QEMU has
+reconnected, and after the detach the origin holds every write.
 
 Without the delay the first write after the restart fails: the test
 shows it too (``test_without_the_delay_a_write_fails``), so that a QEMU
@@ -126,6 +127,13 @@ def test_guest_rides_out_agent_restarts(libvirt_hosts, make_agent,
         # Warm: the blocks cached before came back (and more were read).
         show = agent.show('vol1')
         assert show['cached_blocks'] >= cached, (cached, show)
+        if policy == 'write_back':
+            # The restart held the write-back of the dirty blocks it found
+            # (they would be stale had the guest been evacuated); QEMU
+            # reconnecting claimed the volume, and the write-back goes on.
+            assert show['writeback'] == 'running', show
+            assert 'a client opened its export: the write-back' in \
+                agent.run_log()
     assert g.state() == libvirt.VIR_DOMAIN_RUNNING
     g.dom.destroy()
     agent.detach('vol1')
