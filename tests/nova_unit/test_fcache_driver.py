@@ -628,3 +628,104 @@ class RbdVolumeTest(_DriverTest):
                          (new_id, new_keyring), move.call_args[0][1])
         self.assertTrue(os.path.exists(new_keyring))
         self.assertFalse(os.path.exists(self.keyring))
+
+
+class EvacuatedDestroyTest(_DriverTest):
+    """A returning host destroys a server evacuated away: stale blocks go.
+
+    Nova's _destroy_evacuated_instances calls destroy for it; the cleanup
+    detaches its volumes (LibvirtDriver's part is a stand-in here that does
+    just that).  Its write_back volumes are detached with discard_dirty;
+    anything else is detached as ever.
+    """
+
+    def setUp(self):
+        super().setUp()
+        self.drvr._fcache_hostname = 'src'
+        self.agent = mock.Mock()
+        self.useFixture(fixtures.MockPatchObject(
+            self.drvr, '_local_agent', return_value=self.agent))
+        self.evacuations = []
+        self.lookup = self.useFixture(fixtures.MockPatchObject(
+            objects.MigrationList, 'get_by_filters',
+            side_effect=lambda ctx, filters: self.evacuations)).mock
+
+    def _destroy(self, write_policy='write_back'):
+        info = _cached_bdm(write_policy)['connection_info']
+        self.agent.show_volume.return_value = _shown(write_policy)
+
+        def cleanup(context, instance, *args, **kwargs):
+            self.drvr._fcache_release(context, info, instance)
+        with mock.patch.object(NOVA_DRIVER, 'destroy', side_effect=cleanup):
+            self.drvr.destroy(self.context, self.instance, [], {})
+
+    def _evacuated(self):
+        self.instance.host = 'dest'
+        self.evacuations = [objects.Migration(
+            source_compute='src', dest_compute='dest',
+            migration_type='evacuation', status='done')]
+
+    def test_write_back_volume_is_discarded(self):
+        self._evacuated()
+        self.agent.detach_volume.return_value = {
+            'volume_id': VOLUME, 'dirty_blocks_dropped': 4}
+        with mock.patch.object(fcache_driver.LOG, 'error') as error:
+            self._destroy()
+        self.agent.detach_volume.assert_called_once_with(
+            VOLUME, discard_dirty=True)
+        self.lookup.assert_called_once_with(self.context, {
+            'source_compute': 'src', 'instance_uuid': self.instance.uuid,
+            'migration_type': 'evacuation',
+            'status': ['accepted', 'pre-migrating', 'done']})
+        msg = error.call_args[0][0] % error.call_args[0][1:]
+        self.assertIn('dropped 4 dirty blocks of write_back volume %s' %
+                      VOLUME, msg)
+        self.assertIn('evacuated to dest', msg)
+        # Only for that destroy: the next one detaches as ever.
+        self.assertEqual(set(), self.drvr._fcache_evacuated)
+
+    def test_write_through_volume_is_detached_as_ever(self):
+        self._evacuated()
+        self._destroy('write_through')
+        self.agent.detach_volume.assert_called_once_with(VOLUME)
+
+    def test_server_still_here_is_detached_as_ever(self):
+        # A live migration's rollback on its destination, a plain delete:
+        # the server's host is not another one, nobody is asked.
+        self._destroy()
+        self.agent.detach_volume.assert_called_once_with(VOLUME)
+        self.lookup.assert_not_called()
+
+    def test_other_host_without_an_evacuation_is_detached_as_ever(self):
+        # A live migration's rollback on its destination: the server's
+        # host is its source, and no evacuation left this host.
+        self.instance.host = 'dest'
+        self._destroy()
+        self.agent.detach_volume.assert_called_once_with(VOLUME)
+        self.lookup.assert_called_once()
+
+    def test_refused_discard_does_not_fail_the_destroy(self):
+        self._evacuated()
+        self.agent.detach_volume.side_effect = exception.AgentError(
+            '1 client(s) have its export open', errno=errno.EBUSY)
+        with mock.patch.object(fcache_driver.LOG, 'error') as error:
+            self._destroy()
+        self.agent.detach_volume.assert_called_once_with(
+            VOLUME, discard_dirty=True)
+        msg = error.call_args[0][0] % error.call_args[0][1:]
+        self.assertIn("fcache volume-detach --discard-dirty %s" % VOLUME,
+                      msg)
+
+    def test_gone_volume_is_nothing_to_do(self):
+        self._evacuated()
+        self.agent.detach_volume.side_effect = exception.AgentError(
+            'not attached', errno=errno.ENOENT)
+        self._destroy()
+        self.agent.detach_volume.assert_called_once_with(
+            VOLUME, discard_dirty=True)
+
+    def test_lookup_failure_detaches_as_ever(self):
+        self._evacuated()
+        self.lookup.side_effect = RuntimeError('conductor timed out')
+        self._destroy()
+        self.agent.detach_volume.assert_called_once_with(VOLUME)
