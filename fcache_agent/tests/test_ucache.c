@@ -515,6 +515,59 @@ test_wb_write_stays_in_cache_until_writeback(void **state)
   assert_int_equal(ST(e, read_hits), 6);
 }
 
+static void
+sleep_ms(unsigned ms)
+{
+  struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+
+  while (nanosleep(&ts, &ts) == -1)
+    ;
+}
+
+/* After a restart the dirty blocks may be older than the origin (the VM
+ * was evacuated: doc/ucache.rst, "Held write-back"): while held, the
+ * thread writes none back, the volume is served as ever, and an explicit
+ * write-back (a detach) still writes; a claim lets the thread go. */
+static void
+test_wb_held_until_claimed(void **state)
+{
+  struct env *e = env_new(16 * BS, 8, FC_WRITE_BACK, FC_ADMIT_ALL);
+  unsigned char *snap;
+
+  (void)state;
+  engine_close(e);
+  e->p.writeback_interval_ms = 10;
+  engine_open(e);
+  snap = origin_snapshot(e, 0, 16 * BS);
+  do_write(e, 2 * BS, 3 * BS);
+  assert_false(fc_ucache_writeback_held(e->uc));
+  fc_ucache_hold_writeback(e->uc);
+  assert_true(fc_ucache_writeback_held(e->uc));
+  assert_int_equal(fc_ucache_start(e->uc), 0);
+  sleep_ms(200);                                  /* twenty periods */
+  assert_int_equal(info_of(e).dirty_blocks, 3);
+  assert_int_equal(ST(e, writebacks), 0);
+  origin_unchanged(e, snap, 0, 16 * BS);
+  check_all(e);
+
+  assert_true(fc_ucache_claim(e->uc));
+  assert_false(fc_ucache_claim(e->uc));
+  assert_false(fc_ucache_writeback_held(e->uc));
+  for (int i = 0; i < 500 && info_of(e).dirty_blocks; i++)
+    sleep_ms(10);
+  assert_int_equal(info_of(e).dirty_blocks, 0);
+  assert_int_equal(ST(e, writebacks), 3);
+  check_origin_all(e);
+
+  /* Held again: writeback_all, asked for, writes all the same. */
+  do_write(e, 7 * BS, BS);
+  fc_ucache_stop(e->uc);
+  fc_ucache_hold_writeback(e->uc);
+  assert_int_equal(fc_ucache_writeback_all(e->uc), 0);
+  assert_int_equal(info_of(e).dirty_blocks, 0);
+  check_origin_all(e);
+}
+
 /* A dirty block a flush vouched for, then trimmed: its cleared record
  * must be synced before another volume's data may go in, so the block is
  * held out of use until the next sync, and one sync frees a whole run of
@@ -2074,6 +2127,7 @@ main(void)
     T(test_wt_full_write_miss_installs),
     T(test_wt_partial_write_miss_not_installed),
     T(test_wb_write_stays_in_cache_until_writeback),
+    T(test_wb_held_until_claimed),
     T(test_wb_dropped_synced_block_waits_for_a_sync),
     T(test_wb_release_busy_while_dirty),
     T(test_wb_partial_write_miss_goes_around),
