@@ -100,9 +100,11 @@ FCACHE_OPTS = [
                help='What this host does when asked to rebuild an instance '
                     'evacuated from a failed host and one of its volumes '
                     'is cached write_back there. Set it to discard only '
-                    'for the evacuation the loss is accepted for, and keep '
-                    'the failed host\'s fcache-agent from writing its old '
-                    'cache back when it returns (doc/operations.rst).'),
+                    'for the evacuation the loss is accepted for. When the '
+                    'failed host returns, its fcache-agent holds the old '
+                    'blocks unwritten and its nova-compute drops them as '
+                    'it destroys the evacuated instance '
+                    '(doc/operations.rst).'),
     cfg.IntOpt('nbd_reconnect_delay',
                default=30,
                min=0,

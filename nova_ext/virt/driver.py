@@ -255,8 +255,8 @@ class FcacheLibvirtDriver(incoming.IncomingMixin, outgoing.OutgoingMixin,
         """Refuse to evacuate away from write_back cache data (or log it).
 
         The source host is down: whatever its cache held and the origin
-        lacks is out of reach, and its agent would write its old blocks
-        back when it returns.
+        lacks is out of reach.  (When it returns, its agent holds its old
+        blocks and destroy drops them: _fcache_evacuated_away.)
         """
         write_back = []
         for bdm in bdms or []:
@@ -276,10 +276,11 @@ class FcacheLibvirtDriver(incoming.IncomingMixin, outgoing.OutgoingMixin,
         for volume_id in write_back:
             LOG.error("Evacuating with [fcache] evacuate_write_back = "
                       "discard: what volume %s's write_back cache on %s held "
-                      "and its storage lacks is lost; keep that host's "
-                      "fcache-agent from writing it back when the host "
-                      "returns (doc/operations.rst)", volume_id, source,
-                      instance=instance)
+                      "and its storage lacks is lost; when that host "
+                      "returns its fcache-agent holds those blocks unwritten "
+                      "and its nova-compute drops them as it destroys this "
+                      "instance there (doc/operations.rst)", volume_id,
+                      source, instance=instance)
 
     def destroy(self, context, instance, network_info, block_device_info=None,
                 destroy_disks=True, destroy_secrets=True):
