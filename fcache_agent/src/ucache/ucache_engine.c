@@ -142,7 +142,8 @@ out:
 }
 
 /* Clean shutdown: stop every export, persist the whole cache map (dirty
- * blocks stay dirty, to be written back after restart), mark it clean. */
+ * blocks stay dirty, to be written back once claimed after the restart:
+ * uc_volume_hold_recovered), mark it clean. */
 static int
 uc_close(struct fc_host *host)
 {
