@@ -357,6 +357,12 @@ struct fc_engine_ops {
   int (*attach)(struct fc_host *host, const struct fc_attach_request *req,
                 struct fc_volume **out, char *err, size_t errlen);
   int (*detach)(struct fc_host *host, const char *id, char *err, size_t errlen);
+  /* Optional, under host->lock: the volume's origin grew (Cinder's
+   * online extend, then os-brick's rescan or librbd's refresh): cache and
+   * serve up to its new end.  *size: the size served now, in bytes (the
+   * old one when the origin did not grow).  NULL: the engine cannot. */
+  int (*grow)(struct fc_host *host, struct fc_volume *v, uint64_t *size,
+              char *err, size_t errlen);
   /* The volume serves its export (not unavailable). */
   bool (*serving)(const struct fc_volume *v);
   /* Free v->priv (the volume is leaving the registry). */

@@ -511,6 +511,7 @@ const struct fc_engine_ops fc_ucache_engine = {
   .release_origin = uc_release_origin,
   .attach = uc_attach,
   .detach = uc_detach,
+  .grow = uc_grow,
   .serving = uc_serving,
   .volume_free = uc_volume_free,
   .volume_json = uc_volume_json,
