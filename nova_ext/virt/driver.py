@@ -274,6 +274,10 @@ class FcacheLibvirtDriver(incoming.IncomingMixin, outgoing.OutgoingMixin,
                         "named it", exc, block_device._disk,
                         instance=instance)
             found = None
+        except extend.GuestDiskNotFound as exc:
+            raise nova_exception.VolumeExtendFailed(
+                volume_id=block_device._disk,
+                reason='%s; the guest keeps the old size' % exc)
         if found is None:
             return super()._resize_attached_volume(new_size, block_device,
                                                    instance)

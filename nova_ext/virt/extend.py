@@ -20,7 +20,7 @@ import os
 
 from oslo_log import log as logging
 
-from nova_ext.virt import exports as exports_mod
+from nova_ext.virt import exports
 from nova_ext.virt import reconnect
 
 LOG = logging.getLogger(__name__)
@@ -50,18 +50,27 @@ def guest_disk(domain_xml, named, volumes):
     :param volumes: the agent's ``volume-list``.
     :returns: one of :func:`nova_ext.virt.reconnect.fcache_disks`, or None
         when ``named`` is not an fcache disk of this domain.
+    :raises GuestDiskNotFound: ``named`` is the origin of a volume the
+        agent serves, but no disk of the domain is on its export.
     """
-    exports = exports_mod.nbd_sockets(volumes)
-    disks = reconnect.fcache_disks(domain_xml, set(exports))
+    sockets = exports.nbd_sockets(volumes)
+    disks = reconnect.fcache_disks(domain_xml, set(sockets))
     for d in disks:
         if d['target'] and d['target'] == named:
             return d
+
+    def is_named(origin):
+        return origin == named or (origin.startswith('/') and
+                                   named.startswith('/') and
+                                   _same_device(origin, named))
     for d in disks:
-        origin = exports[d['socket']]
-        if origin == named or (origin.startswith('/') and
-                               named.startswith('/') and
-                               _same_device(origin, named)):
+        if is_named(sockets[d['socket']]):
             return d
+    for socket, origin in sockets.items():
+        if is_named(origin):
+            raise GuestDiskNotFound(
+                'the agent serves %s on %s, but the domain has no disk on '
+                'that export' % (named, socket))
     return None
 
 
