@@ -202,6 +202,28 @@ class MixedFleetCheckTest(_DriverTest):
         self.assertIn('fcache: write_back volume %s may hold dirty blocks '
                       'only in this host\'s cache' % VOLUME, str(exc))
 
+    def test_write_back_after_a_storage_move_is_refused(self):
+        # After a swap the agent knows the volume by its old id, recorded
+        # in the BDM; asked by the new one it would say "not attached",
+        # and the volume would leave uncached with its dirty blocks here.
+        def show(volume_id):
+            if volume_id != uuids.old_volume:
+                raise exception.AgentError(error='not attached',
+                                           errno=errno.ENOENT)
+            return _shown('write_back')
+        bdm = _cached_bdm('write_back')
+        bdm['connection_info']['data']['fcache_volume'] = uuids.old_volume
+        self.agent.show_volume.side_effect = show
+        with mock.patch.object(NOVA_DRIVER, 'check_can_live_migrate_source',
+                               return_value=self._dest_check_data()):
+            exc = self.assertRaises(
+                nova_exception.MigrationPreCheckError,
+                self.drvr.check_can_live_migrate_source, self.context,
+                self.instance, self._dest_check_data(),
+                block_device_info={'block_device_mapping': [bdm]})
+        self.assertIn('fcache: write_back volume %s may hold dirty blocks'
+                      % VOLUME, str(exc))
+
     def test_write_through_to_a_host_without_fcache_migrates(self):
         result = self._check_source(self._dest_check_data(),
                                     'write_through')
@@ -283,9 +305,33 @@ class LeftBehindTest(_DriverTest):
         live.assert_not_called()
         recover.assert_called_once()
 
+    def test_write_back_after_a_storage_move_rolls_back(self):
+        # The destination names the volume by its Cinder id; this host's
+        # agent knows it by the id it was attached with before a swap,
+        # which the instance's BDM records.
+        def show(volume_id):
+            if volume_id != uuids.old_volume:
+                raise exception.AgentError(error='not attached',
+                                           errno=errno.ENOENT)
+            return _shown('write_back')
+        self.agent.show_volume.side_effect = show
+        bdm = objects.BlockDeviceMapping(
+            volume_id=VOLUME, source_type='volume',
+            destination_type='volume',
+            connection_info=jsonutils.dumps({'serial': VOLUME, 'data': {
+                'volume_id': VOLUME, 'fcache_volume': uuids.old_volume}}))
+        with mock.patch.object(
+                objects.BlockDeviceMappingList, 'get_by_instance_uuid',
+                return_value=objects.BlockDeviceMappingList(objects=[bdm])):
+            live, recover, fault = self._migrate('write_back')
+        live.assert_not_called()
+        recover.assert_called_once()
+        self.assertIn('did not prepare the cache of write_back volume(s) %s'
+                      % VOLUME, str(fault.call_args[0][2]))
+
     def test_prepared_volumes_are_not_left_behind(self):
         self.assertEqual([], self.drvr._fcache_left_behind(
-            self.instance, objects.LibvirtLiveMigrateData(bdms=[
+            self.context, self.instance, objects.LibvirtLiveMigrateData(bdms=[
                 objects.LibvirtLiveMigrateBDMInfo(
                     serial=VOLUME, connection_info={'data': {
                         'cacheable': True, 'fcache_migration': {
