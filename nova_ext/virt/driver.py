@@ -130,9 +130,12 @@ class FcacheLibvirtDriver(incoming.IncomingMixin, outgoing.OutgoingMixin,
                         connection_info.get('driver_volume_type'),
                         instance=instance)
             return
+        arriving = self._fcache_state.incoming(instance.uuid)
+        if arriving is not None and self._fcache_source_is_plain(
+                instance, arriving, volume_id):
+            return
         try:
             origin = self._fcache_origin(connection_info)
-            arriving = self._fcache_state.incoming(instance.uuid)
             prepared = None
             if arriving is not None:
                 prepared = self._fcache_prepare_incoming(
