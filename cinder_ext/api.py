@@ -178,9 +178,14 @@ CLONE = 'clone'
 UPLOAD = 'upload to an image'
 GROUP_SNAPSHOT = 'snapshot the group holding'
 GROUP_CLONE = 'clone the group holding'
+# Actions that end an attachment in Cinder's database without the host
+# (Nova's detach writes the cache back first; these do not).
+FORCE_DETACH = 'force-detach'
+RESET_DETACHED = 'reset the attach status of'
 
 
-def _refusal(req, action, volume, attachment, resolved_from):
+def _holder(req, attachment):
+    """The server, and its host as the caller may be told it."""
     ctxt = req.environ['cinder.context']
     # Cinder shows the compute host of an attachment to admins and
     # services only (cinder/api/v3/views/volumes.py); so do we.
@@ -188,7 +193,11 @@ def _refusal(req, action, volume, attachment, resolved_from):
         where = 'on host %s ' % (attachment.attached_host or '(unknown)')
     else:
         where = ''
-    server = attachment.instance_uuid or '(no server recorded)'
+    return attachment.instance_uuid or '(no server recorded)', where
+
+
+def _refusal(req, action, volume, attachment, resolved_from):
+    server, where = _holder(req, attachment)
     return (
         'fcache: will not %(action)s volume %(vol)s now: it is attached to '
         'server %(server)s %(where)s(attachment %(att)s) with the '
@@ -205,11 +214,33 @@ def _refusal(req, action, volume, attachment, resolved_from):
             'where': where, 'att': attachment.id, 'why': resolved_from})
 
 
-def _refuse_if_write_back(req, volume_id, action):
+def _detach_refusal(req, action, volume, attachment, resolved_from):
+    server, where = _holder(req, attachment)
+    return (
+        'fcache: will not %(action)s volume %(vol)s now: it is attached to '
+        'server %(server)s %(where)s(attachment %(att)s) with the '
+        'write_back cache policy (%(why)s), so that host\'s cache may hold '
+        'writes the server has flushed that the volume does not have yet.  '
+        'Marked detached here, the volume would be attached elsewhere, '
+        'snapshotted or cloned without them, and the host could no longer '
+        'write them back.  Detach it through Nova (openstack server remove '
+        'volume %(server)s %(vol)s), which writes them back first.  If '
+        'that host is gone for good, what only its cache held is lost: '
+        'delete the attachment (openstack volume attachment delete '
+        '%(att)s) to accept that.' % {
+            'action': action, 'vol': volume.id, 'server': server,
+            'where': where, 'att': attachment.id, 'why': resolved_from})
+
+
+def _refuse_if_write_back(req, volume_id, action, refusal=_refusal,
+                          attachment_id=None):
     """Raise a 400 if a host may cache ``volume_id`` with write_back.
 
     Runs before Cinder's own checks and JSON-schema validation: a request
     whose volume cannot be found or seen is left to Cinder to answer.
+
+    :param attachment_id: only this attachment counts (a force-detach of
+        one attachment).
     """
     if not isinstance(volume_id, str) or not volume_id:
         return
@@ -222,6 +253,8 @@ def _refuse_if_write_back(req, volume_id, action):
     for attachment, found in _active_policies(volume):
         if writeback.resolve(found, default) != writeback.WRITE_BACK:
             continue
+        if attachment_id and attachment.id != attachment_id:
+            continue
         if found == writeback.COMPUTE_DEFAULT:
             why = ('its type sets no fcache:write_policy and cinder.conf '
                    '[fcache] compute_default_write_policy is write_back')
@@ -230,7 +263,7 @@ def _refuse_if_write_back(req, volume_id, action):
         else:
             # Attached before attachments recorded it.
             why = "its volume type's fcache:write_policy"
-        msg = _refusal(req, action, volume, attachment, why)
+        msg = refusal(req, action, volume, attachment, why)
         LOG.info("Refused: %s", msg)
         raise cinder_exception.InvalidVolume(reason=msg)
 
@@ -410,7 +443,33 @@ class AttachmentsController(wsgi.Controller):
 
 
 class VolumeActionsController(wsgi.Controller):
-    """Post-processing of the legacy ``os-initialize_connection`` action."""
+    """Volume actions: the legacy ``os-initialize_connection``.
+
+    Post-processing of ``os-initialize_connection``; pre-processing of the
+    admin actions that mark a volume detached without its host.
+    """
+
+    @wsgi.extends(action='os-force_detach')
+    def force_detach(self, req, id, body):
+        attachment_id = _section(body, 'os-force_detach').get(
+            'attachment_id')
+        _refuse_if_write_back(
+            req, id, FORCE_DETACH, refusal=_detach_refusal,
+            attachment_id=attachment_id if isinstance(
+                attachment_id, str) else None)
+        yield
+
+    @wsgi.extends(action='os-reset_status')
+    def reset_status(self, req, id, body):
+        # Only a reset that lets the volume go: its status to anything but
+        # in-use, or its attach status to detached.
+        asked = _section(body, 'os-reset_status')
+        status = asked.get('status')
+        if asked.get('attach_status') == 'detached' or (
+                status is not None and status != 'in-use'):
+            _refuse_if_write_back(req, id, RESET_DETACHED,
+                                  refusal=_detach_refusal)
+        yield
 
     @wsgi.extends(action='os-initialize_connection')
     def initialize_connection(self, req, resp_obj, id, body):

@@ -284,6 +284,14 @@ class AgentClient(object):
         """Return ``{"volumes": [...]}``, one entry per attached volume."""
         return self.call('volume-list')
 
+    def extend_volume(self, volume_id):
+        """Serve the volume's new size once its origin has grown.
+
+        :returns: ``{"volume_id": ..., "size": BYTES}``, the size served
+            now (the old one if the origin did not grow).
+        """
+        return self.call('volume-extend', volume_id=_volume_id(volume_id))
+
     # -- transport ----------------------------------------------------------
 
     def call(self, op, **args):

@@ -8,12 +8,10 @@ express (its hosts are name/port pairs), hence the subclass.  dmcache
 exports a device path: a plain block disk.
 """
 
-from urllib import parse
-
 from lxml import etree
 from nova.virt.libvirt import config as vconfig
 
-from nova_ext import exception
+from nova_ext.virt import exports
 
 
 class NbdUnixGuestDisk(vconfig.LibvirtConfigGuestDisk):
@@ -32,24 +30,6 @@ class NbdUnixGuestDisk(vconfig.LibvirtConfigGuestDisk):
         return dev
 
 
-def parse_export(uri):
-    """Split an agent export URI.
-
-    :returns: ``('nbd', name, socket)`` or ``('block', None, device)``.
-    """
-    if uri.startswith('/'):
-        return 'block', None, uri
-    parts = parse.urlsplit(uri)
-    if parts.scheme == 'nbd+unix':
-        sockets = parse.parse_qs(parts.query).get('socket')
-        if sockets and sockets[0].startswith('/'):
-            return 'nbd', parts.path.lstrip('/'), sockets[0]
-    raise exception.InvalidArgument(
-        name='export_uri', value=uri,
-        reason='expected nbd+unix:///NAME?socket=/PATH (ucache) or a device '
-               'path (dmcache) from the fcache agent')
-
-
 def point_at_export(conf, export_uri):
     """Return a copy of disk ``conf`` whose source is the agent export.
 
@@ -57,7 +37,7 @@ def point_at_export(conf, export_uri):
     monitors and its ``<auth>`` (the cephx user and libvirt secret) are
     the agent's business, not QEMU's, which opens the export only.
     """
-    kind, name, path = parse_export(export_uri)
+    kind, name, path = exports.parse_export(export_uri)
     conf.auth_username = None
     conf.auth_secret_type = None
     conf.auth_secret_uuid = None

@@ -18,6 +18,10 @@ Where it hooks Nova's flow (nova/virt/libvirt/driver.py, Nova 34):
 ``swap_volume``
     Cinder migrating or retyping a cached volume in use: the agent moves
     it (:mod:`nova_ext.virt.swap`).
+``_extend_volume``, ``_resize_attached_volume``
+    Cinder's online extend: the agent serves the new size, and the guest's
+    disk (the export, not os-brick's device) is moved onto a new NBD node
+    and resized (:mod:`nova_ext.virt.extend`).
 Live migration
     :mod:`nova_ext.virt.outgoing` (source) and
     :mod:`nova_ext.virt.incoming` (destination).  Each host drives only its
@@ -44,6 +48,8 @@ from nova_ext import notifications
 from nova_ext import opts
 from nova_ext.virt import channel
 from nova_ext.virt import disk
+from nova_ext.virt import exports
+from nova_ext.virt import extend
 from nova_ext.virt import incoming
 from nova_ext.virt import outgoing
 from nova_ext.virt import policy
@@ -128,9 +134,12 @@ class FcacheLibvirtDriver(incoming.IncomingMixin, outgoing.OutgoingMixin,
                         connection_info.get('driver_volume_type'),
                         instance=instance)
             return
+        arriving = self._fcache_state.incoming(instance.uuid)
+        if arriving is not None and self._fcache_source_is_plain(
+                instance, arriving, volume_id):
+            return
         try:
             origin = self._fcache_origin(connection_info)
-            arriving = self._fcache_state.incoming(instance.uuid)
             prepared = None
             if arriving is not None:
                 prepared = self._fcache_prepare_incoming(
@@ -229,6 +238,67 @@ class FcacheLibvirtDriver(incoming.IncomingMixin, outgoing.OutgoingMixin,
             LOG.warning("Could not remove the keyring of RBD volume %s "
                         "from %s: %s", rbd.volume_id(connection_info),
                         directory, exc, instance=instance)
+
+    # -- online extend ------------------------------------------------------
+
+    def _extend_volume(self, connection_info, instance, requested_size):
+        new_size = super()._extend_volume(connection_info, instance,
+                                          requested_size)
+        if new_size is None or not policy.connection_data(
+                connection_info).get(policy.EXPORT_KEY):
+            return new_size
+        volume_id = policy.agent_volume_id(connection_info)
+        try:
+            served = self._local_agent().extend_volume(volume_id)['size']
+        except exception.FcacheException as exc:
+            raise nova_exception.VolumeExtendFailed(
+                volume_id=volume_id,
+                reason='the fcache agent cannot serve the new size (%s); '
+                       'the guest keeps the old one' % exc)
+        if served < new_size:
+            raise nova_exception.VolumeExtendFailed(
+                volume_id=volume_id,
+                reason='the fcache agent serves %d bytes, the storage was '
+                       'extended to %d: the agent does not see the new size '
+                       'of %s yet; the guest keeps the old one' % (
+                           served, new_size,
+                           connection_info.get('driver_volume_type')))
+        LOG.info("fcache serves volume %s at its new size, %d bytes",
+                 volume_id, served, instance=instance)
+        return new_size
+
+    def _resize_attached_volume(self, new_size, block_device, instance):
+        # Nova names the disk by os-brick's device path (or by the guest's
+        # device name): for a cached volume the guest's disk is the
+        # agent's export, which QEMU must also reopen to see the new size.
+        guest = block_device._guest
+        try:
+            found = extend.guest_disk(
+                guest.get_xml_desc(), block_device._disk,
+                self._local_agent().list_volumes()['volumes'])
+        except exception.FcacheException as exc:
+            LOG.warning("fcache agent unreachable (%s): resizing %s as Nova "
+                        "named it", exc, block_device._disk,
+                        instance=instance)
+            found = None
+        except extend.GuestDiskNotFound as exc:
+            raise nova_exception.VolumeExtendFailed(
+                volume_id=block_device._disk,
+                reason='%s; the guest keeps the old size' % exc)
+        if found is None:
+            return super()._resize_attached_volume(new_size, block_device,
+                                                   instance)
+        LOG.debug("Growing fcache disk %s (export %s) to %d bytes",
+                  found['target'], found['socket'], new_size,
+                  instance=instance)
+        try:
+            extend.grow_guest_disk(guest._domain, found, new_size,
+                                   self._fcache_conf.nbd_reconnect_delay)
+        except reconnect.ReconnectError as exc:
+            raise nova_exception.VolumeExtendFailed(
+                volume_id=found['export'] or found['target'],
+                reason='QEMU could not reopen the fcache disk to see its new '
+                       'size (%s); the guest keeps the old one' % exc)
 
     # -- evacuation ---------------------------------------------------------
 
@@ -407,12 +477,8 @@ class FcacheLibvirtDriver(incoming.IncomingMixin, outgoing.OutgoingMixin,
             if not isinstance(xml, str) or 'transport="unix"' not in \
                     xml.replace("'", '"'):
                 return
-            sockets = set()
-            for vol in self._local_agent().list_volumes()['volumes']:
-                if vol.get('export_uri'):
-                    kind, _, path = disk.parse_export(vol['export_uri'])
-                    if kind == 'nbd':
-                        sockets.add(path)
+            sockets = exports.nbd_sockets(
+                self._local_agent().list_volumes()['volumes'])
             changed = reconnect.set_delay(guest._domain, sockets, delay)
             if changed:
                 LOG.debug("fcache: %d disk(s) hold I/O up to %d s across an "

@@ -69,6 +69,24 @@ class IncomingMixin(object):
                 self._fcache_abort_incoming(context, instance,
                                             'pre_live_migration')
 
+    def _fcache_source_is_plain(self, instance, incoming, volume_id):
+        """Whether the VM arrives from a host without fcache's driver.
+
+        Such a source describes no volume at all (fcache's describes every
+        cacheable one, cached or not), caches nothing, and writes the
+        guest's disk here as os-brick's device, which the agent must then
+        not hold: the volume is used uncached here until its next attach
+        (a hard reboot, a start), which caches it.  The rollout of fcache
+        across a fleet.
+        """
+        if incoming.sources:
+            return False
+        LOG.warning("Volume %s arrives from %s, which does not run fcache's "
+                    "driver: used uncached here until it is attached again "
+                    "(a hard reboot caches it)", volume_id,
+                    incoming.source_host, instance=instance)
+        return True
+
     def _fcache_prepare_incoming(self, context, instance, incoming,
                                  volume_id, origin):
         """Prepare one volume; None when it starts cold here."""

@@ -38,8 +38,10 @@ import errno
 
 from nova.compute import utils as compute_utils
 from nova import exception as nova_exception
+from nova import objects
 from nova.virt import block_device as driver_block_device
 from oslo_log import log as logging
+from oslo_serialization import jsonutils
 
 from nova_ext import exception
 from nova_ext import migration
@@ -128,8 +130,10 @@ class OutgoingMixin(object):
                 sources[volume_id] = {'cached': False}
                 continue
             try:
-                source = self._fcache_describe_source(volume_id, pol,
-                                                      destination)
+                # After a storage move the agent still knows the volume by
+                # the id it was attached with.
+                source = self._fcache_describe_source(
+                    policy.agent_volume_id(info), pol, destination)
             except exception.FcacheException as exc:
                 raise nova_exception.MigrationPreCheckError(
                     reason='fcache cannot migrate the cache of volume %s: '
@@ -189,7 +193,8 @@ class OutgoingMixin(object):
                        recover_method, block_migration=False,
                        migrate_data=None):
         outgoing = channel.outgoing(migrate_data)
-        left = self._fcache_left_behind(instance, migrate_data, outgoing)
+        left = self._fcache_left_behind(context, instance, migrate_data,
+                                        outgoing)
         if left:
             # The check should have refused this (it runs for every
             # destination Nova tries, forced or not): nothing has moved
@@ -232,7 +237,8 @@ class OutgoingMixin(object):
                                       recover, block_migration,
                                       migrate_data)
 
-    def _fcache_left_behind(self, instance, migrate_data, outgoing):
+    def _fcache_left_behind(self, context, instance, migrate_data,
+                            outgoing):
         """write_back volumes cached here that the destination left out.
 
         The candidates are the volumes the destination connected as
@@ -243,11 +249,15 @@ class OutgoingMixin(object):
         """
         prepared = {p['volume_id'] for p in outgoing}
         left = []
+        agent_ids = None
         for volume_id in channel.unprepared(migrate_data):
             if volume_id in prepared:
                 continue
+            if agent_ids is None:
+                agent_ids = self._fcache_agent_ids(context, instance)
             try:
-                vol = self._local_agent().show_volume(volume_id)
+                vol = self._local_agent().show_volume(
+                    agent_ids.get(volume_id, volume_id))
             except exception.AgentError as exc:
                 if exc.errno == errno.ENOENT:
                     continue
@@ -261,6 +271,29 @@ class OutgoingMixin(object):
                           instance=instance)
                 left.append(volume_id)
         return left
+
+    def _fcache_agent_ids(self, context, instance):
+        """``{volume id: the id this host's agent knows it by}``.
+
+        They differ after a storage move (the agent keeps the id the volume
+        was attached with, recorded in the BDM's connection_info); the
+        destination's answer names volumes by their Cinder ids.
+        """
+        ids = {}
+        try:
+            bdms = objects.BlockDeviceMappingList.get_by_instance_uuid(
+                context, instance.uuid)
+        except Exception as exc:
+            LOG.warning("Cannot read the volumes of the instance (%s): its "
+                        "agent is asked by Cinder volume id", exc,
+                        instance=instance)
+            return ids
+        for bdm in bdms:
+            if bdm.is_volume and bdm.connection_info:
+                info = jsonutils.loads(bdm.connection_info)
+                ids[bdm.volume_id] = policy.agent_volume_id(info) or \
+                    bdm.volume_id
+        return ids
 
     def _live_migration_operation(self, context, instance, dest,
                                   block_migration, migrate_data, guest,

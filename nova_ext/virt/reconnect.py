@@ -47,7 +47,8 @@ class ReconnectError(Exception):
 def fcache_disks(domain_xml, sockets):
     """The NBD disks of ``domain_xml`` served on one of ``sockets``.
 
-    :returns: dicts with ``index`` (libvirt's node index), ``socket``,
+    :returns: dicts with ``index`` (libvirt's node index), ``target``
+        (the guest's device name, ``vdb``), ``socket``,
         ``export`` (or None) and ``discard`` (the driver's, 'ignore' when
         unset), for disks libvirt built with ``-blockdev``.
     """
@@ -70,7 +71,10 @@ def fcache_disks(domain_xml, sockets):
                         host.get('socket'))
             continue
         drv = disk.find('driver')
+        target = disk.find('target')
         out.append({'index': src.get('index'), 'socket': host.get('socket'),
+                    'target': target.get('dev') if target is not None
+                    else None,
                     'export': src.get('name'),
                     'discard': (drv.get('discard') if drv is not None
                                 else None) or 'ignore'})
@@ -91,6 +95,24 @@ class _Qmp(object):
             raise ReconnectError(
                 '%s: %s' % (execute, reply['error'].get('desc')))
         return reply.get('return')
+
+
+def monitor(domain, monitor_command=None):
+    """A QMP caller on ``domain``, for :func:`reopen`.
+
+    :param monitor_command: ``libvirt_qemu.qemuMonitorCommand`` by default
+        (tests may pass another).
+    """
+    if monitor_command is None:
+        import libvirt_qemu
+        monitor_command = libvirt_qemu.qemuMonitorCommand
+    return _Qmp(domain, monitor_command)
+
+
+def block_nodes(qmp):
+    """QEMU's block nodes by name, as :func:`reopen` takes them."""
+    return {n['node-name']: n for n in qmp('query-named-block-nodes',
+                                           flat=True)}
 
 
 def _nbd_node(disk, name, cache, delay):
@@ -127,35 +149,49 @@ def set_delay(domain, sockets, delay, monitor_command=None):
     :raises ReconnectError: QEMU refused a step (that disk keeps working,
         without the delay).
     """
-    if monitor_command is None:
-        import libvirt_qemu
-        monitor_command = libvirt_qemu.qemuMonitorCommand
     disks = fcache_disks(domain.XMLDesc(0), set(sockets))
     if not disks:
         return 0
-    qmp = _Qmp(domain, monitor_command)
-    nodes = {n['node-name']: n for n in qmp('query-named-block-nodes',
-                                            flat=True)}
+    qmp = monitor(domain, monitor_command)
+    nodes = block_nodes(qmp)
     changed = 0
     for disk in disks:
-        storage = 'libvirt-%s-storage' % disk['index']
-        fmt = nodes.get('libvirt-%s-format' % disk['index'])
-        if fmt is None or storage not in nodes:
-            LOG.warning('fcache disk on %s: QEMU has no node %s; left as it '
-                        'is', disk['socket'], storage)
-            continue
-        cache = {'direct': nodes[storage]['cache']['direct'],
-                 'no-flush': nodes[storage]['cache']['no-flush']}
-        temp = TEMP_NODE % disk['index']
-        qmp('blockdev-add', **_nbd_node(disk, temp, cache, delay))
-        try:
-            _move_format(qmp, fmt, disk, temp)
-        except ReconnectError:
-            qmp('blockdev-del', **{'node-name': temp})
-            raise
-        qmp('blockdev-del', **{'node-name': storage})
-        qmp('blockdev-add', **_nbd_node(disk, storage, cache, delay))
-        _move_format(qmp, fmt, disk, storage)
-        qmp('blockdev-del', **{'node-name': temp})
-        changed += 1
+        if reopen(qmp, nodes, disk, delay):
+            changed += 1
     return changed
+
+
+def reopen(qmp, nodes, disk, delay):
+    """Put ``disk``'s format node onto a new NBD node with ``delay``.
+
+    The new node asks the agent afresh for the export: its size too, which
+    is how a guest disk sees an online extend (QEMU cannot grow an NBD
+    node in place).
+
+    :param qmp: from :func:`monitor`.
+    :param nodes: from :func:`block_nodes`.
+    :param disk: one of :func:`fcache_disks`.
+    :returns: False if QEMU has not the nodes libvirt named (left as is).
+    :raises ReconnectError: QEMU refused a step (the disk keeps a working
+        node).
+    """
+    storage = 'libvirt-%s-storage' % disk['index']
+    fmt = nodes.get('libvirt-%s-format' % disk['index'])
+    if fmt is None or storage not in nodes:
+        LOG.warning('fcache disk on %s: QEMU has no node %s; left as it '
+                    'is', disk['socket'], storage)
+        return False
+    cache = {'direct': nodes[storage]['cache']['direct'],
+             'no-flush': nodes[storage]['cache']['no-flush']}
+    temp = TEMP_NODE % disk['index']
+    qmp('blockdev-add', **_nbd_node(disk, temp, cache, delay))
+    try:
+        _move_format(qmp, fmt, disk, temp)
+    except ReconnectError:
+        qmp('blockdev-del', **{'node-name': temp})
+        raise
+    qmp('blockdev-del', **{'node-name': storage})
+    qmp('blockdev-add', **_nbd_node(disk, storage, cache, delay))
+    _move_format(qmp, fmt, disk, storage)
+    qmp('blockdev-del', **{'node-name': temp})
+    return True

@@ -67,6 +67,13 @@ class Oracle(object):
         self.data[off:off + length] = bytes(length)
         self._set_known(off, length, 1)
 
+    def grow(self, size):
+        """The disk grew to ``size``: the extension reads as zeroes."""
+        assert size >= self.size and size % SECTOR == 0
+        self.data.extend(bytes(size - self.size))
+        self.known.extend(b'\x01' * ((size - self.size) // SECTOR))
+        self.size = size
+
     def forget(self, off, length):
         """The range may now read back as anything (trim, lost request)."""
         self._set_known(off, length, 0)

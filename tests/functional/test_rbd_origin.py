@@ -204,6 +204,33 @@ def test_rbd_lock_keeps_other_writers_out(make_agent, ceph_box, workdir):
     assert third_client_write(ceph_box, origin.name) is None
 
 
+def test_rbd_extend_in_use(make_agent, ceph_box, workdir):
+    """Cinder's extend of an image the agent holds the lock of, then ours.
+
+    Cinder's RBD driver resizes the image with librbd; the agent, which
+    holds the exclusive lock, carries the resize out for it (librbd's
+    maintenance requests), and volume-extend serves the new size.
+    """
+    origin = make_image(ceph_box, workdir, image_name(), size=16 * MiB)
+    agent = rbd_agent(make_agent, ceph_box, writeback_interval_ms=200).start()
+    res = agent.attach('vol1', origin.uri, cache_size=8 * MiB,
+                       write_policy='write_back')
+    orc = om.Oracle(origin.content)
+    old = om.connect(res['export_uri'])
+    om.Workload(old, orc, seed=5, depth=8).run(nops=200).assert_clean()
+    with ceph_box.ioctx() as io:
+        with rbd.Image(io, origin.name) as image:
+            image.resize(24 * MiB)
+    assert agent.client().extend_volume('vol1')['size'] == 24 * MiB
+    orc.grow(24 * MiB)
+    h = om.connect(res['export_uri'])
+    assert h.get_size() == 24 * MiB
+    om.Workload(h, orc, seed=6, depth=8,
+                region=(8 * MiB, 24 * MiB)).run(nops=200).assert_clean()
+    om.close(old)
+    verify_and_detach(agent, h, orc, origin, 'after the extend')
+
+
 # ---------------------------------------------------------------------------
 # Refusals
 # ---------------------------------------------------------------------------

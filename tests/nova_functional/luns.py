@@ -86,6 +86,12 @@ class SharedLun(fixtures.Fixture):
             self.loops[host] = loop
             self.devices[host] = node
 
+    def grow(self, size):
+        """Cinder's extend, then each host's rescan: every disk is bigger."""
+        os.truncate(self.path, size)
+        for loop in self.loops.values():
+            _losetup('--set-capacity', loop)
+
     def hold(self, host):
         """Open host's disk exclusively, as a mount would.
 
@@ -109,18 +115,34 @@ def host_of(computes, connector):
     raise AssertionError('connect_volume on a connector of no compute')
 
 
+def _device_size(path):
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        return os.lseek(fd, 0, os.SEEK_END)
+    finally:
+        os.close(fd)
+
+
 def iscsi_connector(test, device):
     """Replace os-brick's ISCSIConnector.connect_volume in ``test``.
 
     ``device(host, connection_properties)`` returns the node of the disk
     host sees for the volume; the connector answers as os-brick does for a
-    single-path LUN.  disconnect_volume stays the mock of Nova's
+    single-path LUN.  ``extend_volume`` answers what os-brick's rescan
+    finds: the size of the host's disk now (a test grows the LUN with
+    :meth:`SharedLun.grow`).  disconnect_volume stays the mock of Nova's
     OSBrickFixture: the disks go when the test ends.
     """
     def connect_volume(connector, connection_properties, *args, **kwargs):
         host = host_of(test.computes, connector)
         return {'type': 'block',
                 'path': device(host, connection_properties)}
-    test.useFixture(fixtures.MonkeyPatch(
-        'os_brick.initiator.connectors.iscsi.ISCSIConnector.'
-        'connect_volume', connect_volume))
+
+    def extend_volume(connector, connection_properties, *args, **kwargs):
+        host = host_of(test.computes, connector)
+        return _device_size(device(host, connection_properties))
+    for name, fn in (('connect_volume', connect_volume),
+                     ('extend_volume', extend_volume)):
+        test.useFixture(fixtures.MonkeyPatch(
+            'os_brick.initiator.connectors.iscsi.ISCSIConnector.' + name,
+            fn))

@@ -293,6 +293,104 @@ class WriteBackAttachedTest(_Base):
         self.assertEqual('write_back', self._recorded(new_att))
 
 
+class MarkedDetachedTest(_Base):
+    """Admin actions that end an attachment without its host.
+
+    A force-detach and a reset of the attach status let Cinder treat the
+    volume as detached while the host's write_back cache may still hold
+    writes it lacks: refused for write_back, left to Cinder otherwise.
+    Cinder's volume service is not running: its side of a force-detach
+    (terminate the connection, detach) is mocked, and called only when
+    the request gets past the guard.
+    """
+
+    def setUp(self):
+        super().setUp()
+        self.terminate = self.mock_object(volume_api.API,
+                                          'terminate_connection')
+        self.detach = self.mock_object(volume_api.API, 'detach')
+
+    def _force_detach(self, volume, att_id):
+        return self._request(
+            'POST', '/volumes/%s/action' % volume.id,
+            {'os-force_detach': {'attachment_id': att_id,
+                                 'connector': {'host': HOST}}})
+
+    def _reset_status(self, volume, **status):
+        return self._request('POST', '/volumes/%s/action' % volume.id,
+                             {'os-reset_status': status})
+
+    def _refused(self, res, body, volume, att):
+        msg = self.assertRefused(res, body, volume, att)
+        self.assertIn('openstack volume attachment delete %s' % att, msg)
+        volume.refresh()
+        self.assertEqual(('in-use', 'attached'),
+                         (volume.status, volume.attach_status))
+        return msg
+
+    def test_force_detach_of_write_back_is_refused(self):
+        volume = self._volume('wb')
+        att = self._attach(volume)
+        res, body = self._force_detach(volume, att)
+        msg = self._refused(res, body, volume, att)
+        self.assertIn('will not force-detach', msg)
+        self.terminate.assert_not_called()
+        self.detach.assert_not_called()
+
+    def test_only_the_named_attachment_counts(self):
+        # Attached write_through, retyped in place to write_back, then
+        # attached on a second host (a live migration's destination),
+        # which caches it write_back.
+        volume = self._volume('wt')
+        first = self._attach(volume)
+        db.volume_update(self.ctxt, volume.id,
+                         {'volume_type_id': self.types['wb']})
+        second = self._attach(volume, host=OTHER_HOST)
+        self.assertEqual(('write_through', 'write_back'),
+                         (self._recorded(first), self._recorded(second)))
+        res, body = self._force_detach(volume, second)
+        self.assertRefused(res, body, volume, second, host=OTHER_HOST)
+        self.detach.assert_not_called()
+        res, body = self._force_detach(volume, first)
+        self.assertEqual(HTTPStatus.ACCEPTED, res.status_int, body)
+        self.detach.assert_called_once()
+
+    def test_force_detach_of_write_through_is_left_to_cinder(self):
+        volume = self._volume('wt')
+        att = self._attach(volume)
+        res, body = self._force_detach(volume, att)
+        self.assertEqual(HTTPStatus.ACCEPTED, res.status_int, body)
+        self.terminate.assert_called_once()
+        self.detach.assert_called_once()
+
+    def test_reset_to_detached_is_refused(self):
+        volume = self._volume('wb')
+        att = self._attach(volume)
+        for status in ({'attach_status': 'detached'},
+                       {'status': 'available'},
+                       {'status': 'error', 'attach_status': 'detached'}):
+            res, body = self._reset_status(volume, **status)
+            msg = self._refused(res, body, volume, att)
+            self.assertIn('will not reset the attach status of', msg)
+
+    def test_reset_that_keeps_it_attached_is_left_to_cinder(self):
+        volume = self._volume('wb')
+        self._attach(volume)
+        res, body = self._reset_status(volume, status='in-use')
+        self.assertEqual(HTTPStatus.ACCEPTED, res.status_int, body)
+        res, body = self._reset_status(volume, migration_status='none')
+        self.assertEqual(HTTPStatus.ACCEPTED, res.status_int, body)
+
+    def test_write_through_reset_is_left_to_cinder(self):
+        volume = self._volume('wt')
+        self._attach(volume)
+        res, body = self._reset_status(volume, status='available',
+                                       attach_status='detached')
+        self.assertEqual(HTTPStatus.ACCEPTED, res.status_int, body)
+        volume.refresh()
+        self.assertEqual('available', volume.status)
+
+
 class WriteBackDetachedTest(_Base):
 
     def test_available_volume_is_read(self):

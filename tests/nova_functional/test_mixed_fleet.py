@@ -46,8 +46,8 @@ class _MixedFleet(lm._Base):
 
     def start_compute(self, hostname='compute1', **kwargs):
         # One process, one CONF: what each host's nova.conf says.
-        if hostname == 'dest':
-            self.flags(compute_driver=self.dest_driver)
+        if hostname in ('src', 'dest'):
+            self.flags(compute_driver=getattr(self, hostname + '_driver'))
         try:
             return super().start_compute(hostname=hostname, **kwargs)
         finally:
@@ -226,3 +226,49 @@ class NothingDirtyToPlainHostTest(testscenarios.WithScenarios, _MixedFleet):
                       self.stdlog.logger.output)
         self.assertEqual([], self._versioned('fcache.migration.start'))
         self._delete_server(self.server)
+
+
+class FromPlainHostTest(_MixedFleet):
+    """The rollout: a server on a host without fcache moves onto one.
+
+    Nothing is cached on the source, so nothing is dirty anywhere; the
+    source's plain driver writes the destination's disk as os-brick's
+    device.  The destination connects the volume uncached (its agent
+    would hold the device QEMU must open) and caches it from its next
+    attach: a hard reboot here.
+    """
+    src_driver = 'libvirt.LibvirtDriver'
+    dest_driver = 'fcache.FcacheLibvirtDriver'
+    specs = lm._specs('firepan', write_policy='write_back')
+
+    def test_migrates_then_cached_from_the_next_attach(self):
+        self._boot_from_volume()
+        self.assertNotIn('fcache_export', self._connection_data())
+        self._guest_io(self._origin_on('src'), 'write -P %d 0 %d' % (
+            lm.PATTERN, lm.DIRTY))
+
+        self._live_migrate(self.server, host='dest')
+
+        server = self.api.get_server(self.server['id'])
+        self.assertEqual('dest', server['OS-EXT-SRV-ATTR:host'])
+        self.assertEqual(1, len(self.dest_disk_xml))
+        self.assertIn('<source dev="%s"/>' % self._origin_on('dest'),
+                      self.dest_disk_xml[0])
+        self.assertNotIn('fcache_export', self._connection_data())
+        self.assertEqual([], self._client('dest').list_volumes()['volumes'])
+        self.assertIn('arrives from src, which does not run fcache',
+                      self.stdlog.logger.output)
+        self._guest_io(self._origin_on('dest'),
+                       'read -P %d 0 %d' % (lm.PATTERN, lm.DIRTY))
+
+        self._reboot_server(self.server, hard=True)
+        data = self._connection_data()
+        shown = self.agents['dest'].show(lm.VOLUME)
+        self.assertEqual(shown['export_uri'], data['fcache_export'])
+        self.assertEqual('write_back', shown['write_policy'])
+        self._guest_io(data['fcache_export'],
+                       'read -P %d 0 %d' % (lm.PATTERN, lm.DIRTY))
+        self._delete_server(self.server)
+        with open(self.origin.path, 'rb') as f:
+            self.assertTrue(f.read() == self._expected_origin(),
+                            'the origin differs from what the guest wrote')

@@ -52,7 +52,11 @@ import nova.monkey_patch  # noqa: F401  (Nova: first, before anything else)
 
 import os
 
+import fixtures
+from lxml import etree
 from oslo_config import cfg
+
+from nova_ext.virt import extend
 
 from tests.nova_functional import test_live_migration as lm
 
@@ -276,3 +280,73 @@ class RebuildTest(_ActionBase):
         self.assertTrue(self._origin_holds(BEFORE))
         self._attached_cold_on('src')
         self._guest_reads(BEFORE)
+
+
+class OnlineExtendTest(_ActionBase):
+    """Cinder's extend of the volume in use, through Nova's external event.
+
+    The guest disk's reopen and resize in QEMU are recorded, not run:
+    fakelibvirt has no QEMU (tests/real_libvirt/test_extend.py runs them).
+    """
+
+    def test_extend_grows_the_export(self):
+        self._boot_from_volume()
+        self._guest_writes(BEFORE)
+        grown = []
+        self.useFixture(fixtures.MockPatch(
+            'nova_ext.virt.extend.grow_guest_disk',
+            side_effect=lambda domain, disk, size, delay: grown.append(
+                (disk['target'], disk['socket'], size))))
+        # fakelibvirt's domain XML gives a network disk neither its export
+        # name, its unix socket nor libvirt's node index, which
+        # guest_disk reads from a real one: they are put back (from the
+        # agent's volume whose origin Nova names) before guest_disk reads
+        # it.
+        real_guest_disk = extend.guest_disk
+
+        def guest_disk(xml, named, volumes):
+            self.assertEqual(self._origin_on('src'), named)
+            socket = [v['export_uri'] for v in volumes
+                      if v['origin'] == named][0].split('socket=', 1)[1]
+            tree = etree.fromstring(xml)
+            for disk in tree.findall('./devices/disk'):
+                source = disk.find('source')
+                alias = disk.find('alias')
+                if alias is not None and \
+                        alias.get('name') == 'ua-' + lm.VOLUME:
+                    source.set('name', lm.VOLUME)
+                    host = source.find('host')
+                    host.attrib.clear()
+                    host.set('transport', 'unix')
+                    host.set('socket', socket)
+                    source.set('index', '1')
+            return real_guest_disk(etree.tostring(tree, encoding='unicode'),
+                                   named, volumes)
+        self.useFixture(fixtures.MockPatch(
+            'nova_ext.virt.extend.guest_disk', side_effect=guest_disk))
+        new_size = lm.VOLUME_SIZE + 32 * MiB
+        self.origin.grow(new_size)
+
+        self.api.create_server_external_events([{
+            'name': 'volume-extended', 'server_uuid': self.server['id'],
+            'tag': lm.VOLUME}])
+
+        shown = self._attached_on('src')
+        self.assertEqual(new_size, shown['size'])
+        socket = shown['export_uri'].split('socket=', 1)[1]
+        self.assertEqual([('vda', socket, new_size)], grown)
+        # The cache kept its dirty blocks; the guest writes past the old
+        # end and reads both back.
+        self.assertEqual(SPAN // shown['block_size'], shown['dirty_blocks'])
+        self._guest_io(shown['export_uri'],
+                       'write -P %d %d %d' % (MOVED, lm.VOLUME_SIZE, SPAN),
+                       'read -P %d %d %d' % (MOVED, lm.VOLUME_SIZE, SPAN),
+                       'read -P %d 0 %d' % (BEFORE, SPAN))
+        self._stop_server(self.server)
+        self._start_server(self.server)
+        with open(self.origin.path, 'rb') as f:
+            data = f.read()
+        self.assertEqual(new_size, len(data))
+        self.assertEqual(bytes([BEFORE]) * SPAN, data[:SPAN])
+        self.assertEqual(bytes([MOVED]) * SPAN,
+                         data[lm.VOLUME_SIZE:lm.VOLUME_SIZE + SPAN])

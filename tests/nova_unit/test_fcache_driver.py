@@ -27,6 +27,7 @@ from lxml import etree
 from oslo_serialization import jsonutils
 from oslo_utils.fixture import uuidsentinel as uuids
 
+from nova.compute import power_state
 from nova.compute import utils as compute_utils
 from nova import context
 from nova import exception as nova_exception
@@ -37,12 +38,15 @@ from nova.tests.fixtures import libvirt as fakelibvirt
 from nova.tests.unit import fake_instance
 from nova.virt import fake
 from nova.virt.libvirt import config as vconfig
+from nova.virt.libvirt import guest as libvirt_guest
 from nova.virt.libvirt import migration as libvirt_migrate
 
 from nova_ext import exception
 from nova_ext.virt import channel
 from nova_ext.virt import disk
 from nova_ext.virt import driver as fcache_driver
+from nova_ext.virt import extend
+from nova_ext.virt import reconnect
 
 # Nova's class itself, even where tests.nova_unit.test_libvirt_driver has
 # put another one in nova.virt.libvirt.driver.LibvirtDriver.
@@ -198,6 +202,28 @@ class MixedFleetCheckTest(_DriverTest):
         self.assertIn('fcache: write_back volume %s may hold dirty blocks '
                       'only in this host\'s cache' % VOLUME, str(exc))
 
+    def test_write_back_after_a_storage_move_is_refused(self):
+        # After a swap the agent knows the volume by its old id, recorded
+        # in the BDM; asked by the new one it would say "not attached",
+        # and the volume would leave uncached with its dirty blocks here.
+        def show(volume_id):
+            if volume_id != uuids.old_volume:
+                raise exception.AgentError(error='not attached',
+                                           errno=errno.ENOENT)
+            return _shown('write_back')
+        bdm = _cached_bdm('write_back')
+        bdm['connection_info']['data']['fcache_volume'] = uuids.old_volume
+        self.agent.show_volume.side_effect = show
+        with mock.patch.object(NOVA_DRIVER, 'check_can_live_migrate_source',
+                               return_value=self._dest_check_data()):
+            exc = self.assertRaises(
+                nova_exception.MigrationPreCheckError,
+                self.drvr.check_can_live_migrate_source, self.context,
+                self.instance, self._dest_check_data(),
+                block_device_info={'block_device_mapping': [bdm]})
+        self.assertIn('fcache: write_back volume %s may hold dirty blocks'
+                      % VOLUME, str(exc))
+
     def test_write_through_to_a_host_without_fcache_migrates(self):
         result = self._check_source(self._dest_check_data(),
                                     'write_through')
@@ -279,9 +305,33 @@ class LeftBehindTest(_DriverTest):
         live.assert_not_called()
         recover.assert_called_once()
 
+    def test_write_back_after_a_storage_move_rolls_back(self):
+        # The destination names the volume by its Cinder id; this host's
+        # agent knows it by the id it was attached with before a swap,
+        # which the instance's BDM records.
+        def show(volume_id):
+            if volume_id != uuids.old_volume:
+                raise exception.AgentError(error='not attached',
+                                           errno=errno.ENOENT)
+            return _shown('write_back')
+        self.agent.show_volume.side_effect = show
+        bdm = objects.BlockDeviceMapping(
+            volume_id=VOLUME, source_type='volume',
+            destination_type='volume',
+            connection_info=jsonutils.dumps({'serial': VOLUME, 'data': {
+                'volume_id': VOLUME, 'fcache_volume': uuids.old_volume}}))
+        with mock.patch.object(
+                objects.BlockDeviceMappingList, 'get_by_instance_uuid',
+                return_value=objects.BlockDeviceMappingList(objects=[bdm])):
+            live, recover, fault = self._migrate('write_back')
+        live.assert_not_called()
+        recover.assert_called_once()
+        self.assertIn('did not prepare the cache of write_back volume(s) %s'
+                      % VOLUME, str(fault.call_args[0][2]))
+
     def test_prepared_volumes_are_not_left_behind(self):
         self.assertEqual([], self.drvr._fcache_left_behind(
-            self.instance, objects.LibvirtLiveMigrateData(bdms=[
+            self.context, self.instance, objects.LibvirtLiveMigrateData(bdms=[
                 objects.LibvirtLiveMigrateBDMInfo(
                     serial=VOLUME, connection_info={'data': {
                         'cacheable': True, 'fcache_migration': {
@@ -375,6 +425,102 @@ class VolumeFormatTest(_DriverTest):
         agent.return_value.attach_volume.assert_called_once()
         self.assertEqual('nbd+unix:///v?socket=/e.sock',
                          info['data']['fcache_export'])
+
+
+NEW_SIZE = 3 * 1024 ** 3
+EXPORT_SOCKET = '/run/fcache/exports/%s.sock' % VOLUME
+GUEST_XML = """<domain><devices>
+  <disk type='network' device='disk'><driver name='qemu' type='raw'/>
+    <source protocol='nbd' name='%s' index='2'>
+      <host transport='unix' socket='%s'/></source>
+    <target dev='vdb' bus='virtio'/><serial>%s</serial></disk>
+</devices></domain>""" % (VOLUME, EXPORT_SOCKET, VOLUME)
+
+
+class OnlineExtendTest(_DriverTest):
+    """Nova's extend_volume, whole, on a cached iSCSI volume.
+
+    os-brick's extend and QEMU's monitor are mocked: fakelibvirt has no
+    QEMU (tests/real_libvirt/test_extend.py runs the QEMU part for real,
+    tests/functional/test_extend.py the agent's).
+    """
+
+    def setUp(self):
+        super().setUp()
+        self.info = {'driver_volume_type': 'iscsi', 'serial': VOLUME,
+                     'data': {'volume_id': VOLUME, 'cacheable': True,
+                              'device_path': '/dev/sdfc1',
+                              'fcache': {'write_policy': 'write_back'},
+                              'fcache_export': 'nbd+unix:///%s?socket=%s' % (
+                                  VOLUME, EXPORT_SOCKET)}}
+        self.agent = self.useFixture(fixtures.MockPatchObject(
+            self.drvr, '_local_agent')).mock.return_value
+        self.agent.extend_volume.return_value = {'volume_id': VOLUME,
+                                                 'size': NEW_SIZE}
+        self.agent.list_volumes.return_value = {'volumes': [{
+            'volume_id': VOLUME, 'origin': '/dev/sdfc1',
+            'export_uri': self.info['data']['fcache_export']}]}
+        self.brick = self.useFixture(fixtures.MockPatchObject(
+            NOVA_DRIVER, '_extend_volume', return_value=NEW_SIZE)).mock
+        self.guest = mock.Mock()
+        self.guest.get_power_state.return_value = power_state.RUNNING
+        self.guest.get_xml_desc.return_value = GUEST_XML
+        self.guest.get_block_device.side_effect = \
+            lambda path: libvirt_guest.BlockDevice(self.guest, path)
+        self.useFixture(fixtures.MockPatchObject(
+            self.drvr._host, 'get_guest', return_value=self.guest))
+        self.grow = self.useFixture(fixtures.MockPatchObject(
+            extend, 'grow_guest_disk')).mock
+
+    def _extend(self):
+        self.drvr.extend_volume(self.context, self.info, self.instance,
+                                NEW_SIZE)
+
+    def test_the_export_grows_not_brick_device(self):
+        self._extend()
+        self.brick.assert_called_once_with(self.info, self.instance,
+                                           NEW_SIZE)
+        self.agent.extend_volume.assert_called_once_with(VOLUME)
+        self.grow.assert_called_once()
+        domain, disk, size, delay = self.grow.call_args[0]
+        self.assertIs(self.guest._domain, domain)
+        self.assertEqual(('vdb', EXPORT_SOCKET, NEW_SIZE),
+                         (disk['target'], disk['socket'], size))
+        self.assertEqual(self.drvr._fcache_conf.nbd_reconnect_delay, delay)
+        # Nothing asked libvirt to resize os-brick's device.
+        self.guest._domain.blockResize.assert_not_called()
+
+    def test_agent_refusal_fails_the_extend(self):
+        self.agent.extend_volume.side_effect = exception.AgentError(
+            'volume v is migrating', errno=errno.EBUSY)
+        err = self.assertRaises(nova_exception.VolumeExtendFailed,
+                                self._extend)
+        self.assertIn('cannot serve the new size', str(err))
+        self.assertIn('is migrating', str(err))
+        self.grow.assert_not_called()
+
+    def test_agent_behind_the_storage_fails_the_extend(self):
+        self.agent.extend_volume.return_value = {'size': NEW_SIZE // 3}
+        err = self.assertRaises(nova_exception.VolumeExtendFailed,
+                                self._extend)
+        self.assertIn('does not see the new size', str(err))
+        self.grow.assert_not_called()
+
+    def test_qemu_refusal_fails_the_extend(self):
+        self.grow.side_effect = reconnect.ReconnectError('blockdev-add: no')
+        err = self.assertRaises(nova_exception.VolumeExtendFailed,
+                                self._extend)
+        self.assertIn('could not reopen the fcache disk', str(err))
+
+    def test_uncached_volume_is_nova_s(self):
+        del self.info['data']['fcache_export']
+        self.agent.list_volumes.return_value = {'volumes': []}
+        self._extend()
+        self.agent.extend_volume.assert_not_called()
+        self.grow.assert_not_called()
+        self.guest._domain.blockResize.assert_called_once_with(
+            '/dev/sdfc1', NEW_SIZE,
+            flags=fakelibvirt.VIR_DOMAIN_BLOCK_RESIZE_BYTES)
 
 
 RBD_SECRET = uuids.rbd_secret

@@ -172,5 +172,5 @@ def test_only_fcache_disks_are_touched():
     </devices></domain>"""
     disks = reconnect.fcache_disks(xml, {'/run/fcache/exports/v.sock'})
     assert disks == [{'index': '2', 'socket': '/run/fcache/exports/v.sock',
-                      'export': 'v', 'discard': 'unmap'}]
+                      'target': None, 'export': 'v', 'discard': 'unmap'}]
     assert os.path.basename(__file__)

@@ -219,6 +219,49 @@ op_claim(void *opaque, json_t *args, json_t **result, char *err, size_t errlen)
   return *result ? 0 : -ENOMEM;
 }
 
+/* Cinder extended the volume in use and os-brick (or librbd) sees the new
+ * size: serve it.  Nova's driver then reopens the guest's NBD node, which
+ * QEMU cannot grow in place, and resizes the guest's disk. */
+static int
+op_extend(void *opaque, json_t *args, json_t **result, char *err, size_t errlen)
+{
+  struct fc_agent *agent = opaque;
+  struct fc_host *host = &agent->host;
+  struct fc_migration *m;
+  struct fc_volume *v;
+  const char *id;
+  uint64_t size = 0;
+  int r;
+
+  if ((r = arg_string(args, "volume_id", true, &id, err, errlen)))
+    return r;
+  pthread_mutex_lock(&host->lock);
+  v = fc_agent_find_locked(agent, id);
+  m = v ? fc_migration_for_volume(agent, v) : NULL;
+  if (!v) {
+    snprintf(err, errlen, "volume %.80s is not attached to this agent", id);
+    r = -ENOENT;
+  } else if (m) {
+    snprintf(err, errlen, "volume %s is migrating; extend it once the "
+             "migration has finished", id);
+    r = -EBUSY;
+  } else if (!host->ops->grow) {
+    snprintf(err, errlen, "the %s engine cannot grow a volume in use; detach "
+             "and attach volume %s again to serve its new size",
+             host->ops->name, id);
+    r = -EOPNOTSUPP;
+  } else {
+    r = host->ops->grow(host, v, &size, err, errlen);
+  }
+  pthread_mutex_unlock(&host->lock);
+  if (m)
+    fc_migration_put(m);
+  if (r)
+    return r;
+  *result = json_pack("{s:s, s:I}", "volume_id", id, "size", (json_int_t)size);
+  return *result ? 0 : -ENOMEM;
+}
+
 /* The strategy the next live migration of a volume should use, whatever
  * its volume type says (fcache evacuate plans one per volume; Nova's API
  * has no room for it).  The source's Nova driver reads it from
@@ -301,6 +344,7 @@ const struct fc_control_op fc_agent_control_ops[] = {
   { "volume-list", op_list, FC_CONTROL_READ },
   { "volume-detach", op_detach, FC_CONTROL_ADMIN },
   { "volume-claim", op_claim, FC_CONTROL_ADMIN },
+  { "volume-extend", op_extend, FC_CONTROL_ADMIN },
   { "volume-move", fc_op_volume_move, FC_CONTROL_ADMIN },
   { "volume-move-status", fc_op_volume_move_status, FC_CONTROL_READ },
   { "volume-move-abort", fc_op_volume_move_abort, FC_CONTROL_ADMIN },

@@ -366,6 +366,12 @@ struct fc_engine_ops {
    * volume, so the write-back an agent restart held (doc/ucache.rst) may
    * go on.  1 if it was held, 0 if not. */
   int (*claim)(struct fc_host *host, struct fc_volume *v, const char *by);
+  /* Optional, under host->lock: the volume's origin grew (Cinder's
+   * online extend, then os-brick's rescan or librbd's refresh): cache and
+   * serve up to its new end.  *size: the size served now, in bytes (the
+   * old one when the origin did not grow).  NULL: the engine cannot. */
+  int (*grow)(struct fc_host *host, struct fc_volume *v, uint64_t *size,
+              char *err, size_t errlen);
   /* The volume serves its export (not unavailable). */
   bool (*serving)(const struct fc_volume *v);
   /* Free v->priv (the volume is leaving the registry). */

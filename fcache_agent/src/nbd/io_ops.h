@@ -74,7 +74,7 @@ struct fc_io_ops {
 struct fc_export {
   const char *name;           /* export name; "" is accepted as default */
   const char *description;    /* NBD_INFO_DESCRIPTION, may be NULL */
-  uint64_t size;              /* bytes */
+  uint64_t size;              /* bytes; read with fc_export_size */
   uint32_t min_block;         /* NBD_INFO_BLOCK_SIZE minimum (e.g. 512) */
   uint32_t pref_block;        /* preferred (the cache block size) */
   uint32_t max_block;         /* maximum payload, e.g. 32 MiB */
@@ -89,5 +89,14 @@ struct fc_export {
   const struct fc_io_ops *ops;
   void *handle;
 };
+
+/* An online extend grows a served export's size (nbd_server_grow) while
+ * its connections check requests against it: one atomic word, which only
+ * grows, so that a request sees the old size or the new one. */
+static inline uint64_t
+fc_export_size(const struct fc_export *exp)
+{
+  return __atomic_load_n(&exp->size, __ATOMIC_ACQUIRE);
+}
 
 #endif

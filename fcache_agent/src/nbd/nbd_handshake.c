@@ -114,7 +114,7 @@ static int do_export_name(int fd, const struct fc_export *exp,
     log_info("nbd: client asked for unknown export (EXPORT_NAME)");
     return -ENOENT;
   }
-  nbd_put64(buf, exp->size);
+  nbd_put64(buf, fc_export_size(exp));
   nbd_put16(buf + 8, nbd_export_tflags(exp));
   r = nbd_send_full(fd, iov, no_zeroes ? 1 : 2);
   return r < 0 ? r : 1;
@@ -177,7 +177,7 @@ static int do_info(int fd, const struct fc_export *exp, uint32_t opt,
   }
 
   nbd_put16(ex, NBD_INFO_EXPORT);
-  nbd_put64(ex + 2, exp->size);
+  nbd_put64(ex + 2, fc_export_size(exp));
   nbd_put16(ex + 10, nbd_export_tflags(exp));
   part = (struct iovec){ ex, sizeof ex };
   if ((r = send_opt_reply(fd, opt, NBD_REP_INFO, &part, 1)) < 0)

@@ -43,6 +43,7 @@ int nbd_request_validate(const struct nbd_request *req,
   const struct fc_io_ops *ops = exp->ops;
   bool writes = false, has_cb, to_end;
   uint32_t min_block = exp->min_block > 1 ? exp->min_block : 1;
+  uint64_t size;
 
   switch (req->type) {
   case NBD_CMD_DISC:
@@ -92,7 +93,8 @@ int nbd_request_validate(const struct nbd_request *req,
    * multiple of min_block: QEMU (like nbdkit's clients) cuts a read or
    * write of the last sector at the export's end, and nothing else could
    * reach the tail. */
-  to_end = req->offset <= exp->size && req->count == exp->size - req->offset;
+  size = fc_export_size(exp);
+  to_end = req->offset <= size && req->count == size - req->offset;
   if (req->offset % min_block != 0 ||
       (req->count % min_block != 0 && !to_end))
     return -EINVAL;
@@ -100,7 +102,7 @@ int nbd_request_validate(const struct nbd_request *req,
       req->count > exp->max_block)
     return -EINVAL;
   /* Written as a subtraction so offsets near UINT64_MAX cannot wrap. */
-  if (req->offset > exp->size || req->count > exp->size - req->offset)
+  if (req->offset > size || req->count > size - req->offset)
     return req->type == NBD_CMD_WRITE || req->type == NBD_CMD_WRITE_ZEROES
            ? -ENOSPC : -EINVAL;
   return 0;
@@ -181,7 +183,7 @@ int nbd_extents_check(const struct nbd_request *req,
     total += ext[i].length;
     /* Clients that honour min_block may not be able to ask about a
      * fragment smaller than it; only the export's tail may be one. */
-    if (ext[i].length % min_block != 0 && req->offset + total != exp->size)
+    if (ext[i].length % min_block != 0 && req->offset + total != fc_export_size(exp))
       return -EIO;
   }
   return total <= req->count ? 0 : -EIO;

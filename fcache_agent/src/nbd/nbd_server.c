@@ -326,7 +326,7 @@ struct nbd_server *nbd_server_start(const char *socket_path, unsigned mode,
     goto fail;
   }
   log_info("nbd: serving export '%s' (%llu bytes%s) on %s", exp->name,
-           (unsigned long long)exp->size, exp->read_only ? ", read-only" : "",
+           (unsigned long long)fc_export_size(exp), exp->read_only ? ", read-only" : "",
            socket_path);
   return srv;
 fail:
@@ -378,4 +378,11 @@ unsigned nbd_server_connections(struct nbd_server *srv)
   n = srv->nconns;
   pthread_mutex_unlock(&srv->lock);
   return n;
+}
+
+void nbd_server_grow(struct nbd_server *srv, uint64_t size)
+{
+  __atomic_store_n(&srv->exp.size, size, __ATOMIC_RELEASE);
+  log_info("nbd: export '%s' grew to %llu bytes", srv->exp.name,
+           (unsigned long long)size);
 }

@@ -28,6 +28,12 @@ struct nbd_server *nbd_server_start(const char *socket_path, unsigned mode,
  * After this returns no callback of exp->ops runs any more. NULL is a no-op. */
 void nbd_server_stop(struct nbd_server *srv);
 
+/* The export grew to size bytes (an online extend): connections made from
+ * now on are told the new size, and every connection may address it (a
+ * client that connected before knows only its old size, which stays
+ * valid).  size must be larger and a multiple of min_block. */
+void nbd_server_grow(struct nbd_server *srv, uint64_t size);
+
 /* Number of currently connected clients. */
 unsigned nbd_server_connections(struct nbd_server *srv);
 

@@ -48,6 +48,8 @@ struct fc_origin_ops {
   void (*cancel)(struct fc_origin *o);
   /* Optional; see fc_origin_invalidate. */
   void (*invalidate)(struct fc_origin *o);
+  /* Optional; see fc_origin_size_now. */
+  int (*size_now)(struct fc_origin *o, uint64_t *size);
   void (*close)(struct fc_origin *o);
 };
 
@@ -190,6 +192,17 @@ fc_origin_invalidate(struct fc_origin *o)
 {
   if (o->ops->invalidate)
     o->ops->invalidate(o);
+}
+
+/* The origin's size as its storage reports it now, which an online
+ * extend (Cinder's, then os-brick's rescan) makes larger than o->size,
+ * the size it had when opened; o->size is left to the caller, who grows
+ * what depends on it first.  -EOPNOTSUPP: this origin cannot tell
+ * without being opened again (NBD fixes the size per connection). */
+static inline int
+fc_origin_size_now(struct fc_origin *o, uint64_t *size)
+{
+  return o->ops->size_now ? o->ops->size_now(o, size) : -EOPNOTSUPP;
 }
 
 static inline void

@@ -654,6 +654,27 @@ mv_invalidate(struct fc_origin *o)
   pthread_mutex_unlock(&m->mu);
 }
 
+/* Not while a move runs: A and B would have to grow together. */
+static int
+mv_size_now(struct fc_origin *o, uint64_t *size)
+{
+  struct move_origin *m = mo(o);
+  int r;
+
+  pthread_mutex_lock(&m->mu);
+  if (m->moving) {
+    r = -EBUSY;
+  } else {
+    r = fc_origin_size_now(m->cur, size);
+    /* The current origin's own size follows: this composite is its only
+     * user. */
+    if (!r && *size > m->cur->size)
+      m->cur->size = *size;
+  }
+  pthread_mutex_unlock(&m->mu);
+  return r;
+}
+
 static void
 mv_close(struct fc_origin *o)
 {
@@ -677,6 +698,7 @@ static const struct fc_origin_ops move_ops = {
   .block_status = mv_block_status,
   .release = mv_release,
   .invalidate = mv_invalidate,
+  .size_now = mv_size_now,
   .close = mv_close,
 };
 

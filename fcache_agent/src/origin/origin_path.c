@@ -153,6 +153,22 @@ path_invalidate(struct fc_origin *o)
   (void)posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
 }
 
+/* The device's size as the kernel knows it now: after os-brick's rescan
+ * of an extended LUN (or a file grown by its NFS server) it is larger. */
+static int
+path_size_now(struct fc_origin *o, uint64_t *size)
+{
+  struct path_origin *p = po(o);
+  struct stat st;
+
+  if (p->is_block)
+    return ioctl(p->fd, BLKGETSIZE64, size) == -1 ? -errno : 0;
+  if (fstat(p->fd, &st) == -1)
+    return -errno;
+  *size = (uint64_t)st.st_size;
+  return 0;
+}
+
 static void
 path_close(struct fc_origin *o)
 {
@@ -168,6 +184,7 @@ static const struct fc_origin_ops path_ops = {
   .zero = path_zero,
   .block_status = path_block_status,
   .invalidate = path_invalidate,
+  .size_now = path_size_now,
   .close = path_close,
 };
 

@@ -137,6 +137,17 @@ rbd_origin_release(struct fc_origin *o)
   return rc < 0 ? io_error(r, "releasing the exclusive lock", rc) : 0;
 }
 
+/* librbd refreshes the image header when the cluster tells it another
+ * client changed it: Cinder's extend (which, while we hold the exclusive
+ * lock, librbd carries out here on Cinder's behalf). */
+static int
+rbd_origin_size_now(struct fc_origin *o, uint64_t *size)
+{
+  int rc = rbd_get_size(ro(o)->image, size);
+
+  return rc < 0 ? io_error(ro(o), "reading the image's size", rc) : 0;
+}
+
 /* One synchronous request, made as librbd's asynchronous one so that the
  * caller can stop waiting: a storage move giving its target up
  * (fc_origin_cancel) must not wait for OSDs that stopped answering
@@ -505,6 +516,7 @@ static const struct fc_origin_ops rbd_ops = {
   .block_status = rbd_origin_block_status,
   .release = rbd_origin_release,
   .cancel = rbd_origin_cancel,
+  .size_now = rbd_origin_size_now,
   .close = rbd_origin_close,
 };
 

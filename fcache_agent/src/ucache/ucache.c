@@ -217,6 +217,27 @@ fc_ucache_dump_records(struct fc_ucache *uc, struct fc_md_record *recs)
   pthread_mutex_unlock(&uc->lock);
 }
 
+int
+fc_ucache_grow(struct fc_ucache *uc, uint64_t size)
+{
+  int r = 0;
+
+  pthread_mutex_lock(&uc->lock);
+  if (uc->origin->size % uc->bs)
+    r = -EOPNOTSUPP;
+  else if (size < uc->origin->size)
+    r = -EINVAL;
+  /* Readers outside the lock see the old values or the new: both bound
+   * every block they can meet, since nothing addresses past the old end
+   * until the export grows, after this. */
+  if (!r) {
+    uc->origin->size = size;
+    uc->nr_oblocks = (size + uc->bs - 1) / uc->bs;
+  }
+  pthread_mutex_unlock(&uc->lock);
+  return r;
+}
+
 void
 fc_ucache_info(struct fc_ucache *uc, struct fc_ucache_info *info)
 {

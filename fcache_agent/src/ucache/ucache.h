@@ -113,6 +113,14 @@ int fc_ucache_release(struct fc_ucache *uc);
 /* Fill the records of this volume's blocks for a clean shutdown. */
 void fc_ucache_dump_records(struct fc_ucache *uc, struct fc_md_record *recs);
 
+/* The origin grew to size bytes (an online extend; origin_size_now):
+ * blocks up to the new end may be cached from now on.  The old size must
+ * be a multiple of the block size (a cached partial last block would
+ * keep zeroes where the origin now has data): -EOPNOTSUPP otherwise.
+ * Call before the export grows, so that no request reaches past the old
+ * end before the cache knows the new one. */
+int fc_ucache_grow(struct fc_ucache *uc, uint64_t size);
+
 void fc_ucache_info(struct fc_ucache *uc, struct fc_ucache_info *info);
 uint32_t fc_ucache_dirty(struct fc_ucache *uc);
 struct fc_stats *fc_ucache_stats(struct fc_ucache *uc);

@@ -564,6 +564,7 @@ const struct fc_engine_ops fc_ucache_engine = {
   .attach = uc_attach,
   .detach = uc_detach,
   .claim = uc_claim,
+  .grow = uc_grow,
   .serving = uc_serving,
   .volume_free = uc_volume_free,
   .volume_json = uc_volume_json,
