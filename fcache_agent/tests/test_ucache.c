@@ -540,9 +540,9 @@ test_wb_held_until_claimed(void **state)
   engine_open(e);
   snap = origin_snapshot(e, 0, 16 * BS);
   do_write(e, 2 * BS, 3 * BS);
-  assert_false(fc_ucache_writeback_held(e->uc));
+  assert_false(info_of(e).writeback_held);
   fc_ucache_hold_writeback(e->uc);
-  assert_true(fc_ucache_writeback_held(e->uc));
+  assert_true(info_of(e).writeback_held);
   assert_int_equal(fc_ucache_start(e->uc), 0);
   sleep_ms(200);                                  /* twenty periods */
   assert_int_equal(info_of(e).dirty_blocks, 3);
@@ -552,7 +552,7 @@ test_wb_held_until_claimed(void **state)
 
   assert_true(fc_ucache_claim(e->uc));
   assert_false(fc_ucache_claim(e->uc));
-  assert_false(fc_ucache_writeback_held(e->uc));
+  assert_false(info_of(e).writeback_held);
   for (int i = 0; i < 500 && info_of(e).dirty_blocks; i++)
     sleep_ms(10);
   assert_int_equal(info_of(e).dirty_blocks, 0);

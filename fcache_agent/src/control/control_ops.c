@@ -124,10 +124,13 @@ op_attach(void *opaque, json_t *args, json_t **result, char *err, size_t errlen)
   return r || *result ? r : -ENOMEM;
 }
 
+/* fn(agent, v, result) under host->lock for the volume args name:
+ * -ENOENT with the message when it is not attached, else fn's answer. */
 static int
-op_show(void *opaque, json_t *args, json_t **result, char *err, size_t errlen)
+on_volume(struct fc_agent *agent, json_t *args,
+          int (*fn)(struct fc_agent *agent, struct fc_volume *v, json_t **result),
+          json_t **result, char *err, size_t errlen)
 {
-  struct fc_agent *agent = opaque;
   struct fc_volume *v;
   const char *id;
   int r;
@@ -137,13 +140,26 @@ op_show(void *opaque, json_t *args, json_t **result, char *err, size_t errlen)
   pthread_mutex_lock(&agent->host.lock);
   v = fc_agent_find_locked(agent, id);
   if (v)
-    *result = volume_json(agent, v);
+    r = fn(agent, v, result);
   pthread_mutex_unlock(&agent->host.lock);
   if (!v) {
     snprintf(err, errlen, "volume %.80s is not attached to this agent", id);
     return -ENOENT;
   }
+  return r;
+}
+
+static int
+show_locked(struct fc_agent *agent, struct fc_volume *v, json_t **result)
+{
+  *result = volume_json(agent, v);
   return *result ? 0 : -ENOMEM;
+}
+
+static int
+op_show(void *opaque, json_t *args, json_t **result, char *err, size_t errlen)
+{
+  return on_volume(opaque, args, show_locked, result, err, errlen);
 }
 
 static int
@@ -191,32 +207,25 @@ op_detach(void *opaque, json_t *args, json_t **result, char *err, size_t errlen)
 }
 
 /* Someone who knows the volume is in use here (its VM runs on this host)
- * lets go the write-back an agent restart held (doc/ucache.rst). */
+ * lets go the write-back an agent restart held (doc/ucache.rst).  An
+ * engine without the hold has nothing to let go. */
+static int
+claim_locked(struct fc_agent *agent, struct fc_volume *v, json_t **result)
+{
+  int r = agent->host.ops->claim ?
+          agent->host.ops->claim(&agent->host, v, "volume-claim") : 0;
+
+  if (r < 0)
+    return r;
+  *result = json_pack("{s:s, s:b}", "volume_id", v->p.id, "writeback_was_held",
+                      r > 0);
+  return *result ? 0 : -ENOMEM;
+}
+
 static int
 op_claim(void *opaque, json_t *args, json_t **result, char *err, size_t errlen)
 {
-  struct fc_agent *agent = opaque;
-  struct fc_volume *v;
-  const char *id;
-  int r;
-
-  if ((r = arg_string(args, "volume_id", true, &id, err, errlen)))
-    return r;
-  pthread_mutex_lock(&agent->host.lock);
-  v = fc_agent_find_locked(agent, id);
-  if (!v)
-    r = -ENOENT;
-  else if (agent->host.ops->claim)
-    r = agent->host.ops->claim(&agent->host, v, "volume-claim");
-  pthread_mutex_unlock(&agent->host.lock);
-  if (r == -ENOENT) {
-    snprintf(err, errlen, "volume %.80s is not attached to this agent", id);
-    return r;
-  }
-  if (r < 0)
-    return r;
-  *result = json_pack("{s:s, s:b}", "volume_id", id, "writeback_was_held", r > 0);
-  return *result ? 0 : -ENOMEM;
+  return on_volume(opaque, args, claim_locked, result, err, errlen);
 }
 
 /* Cinder extended the volume in use and os-brick (or librbd) sees the new

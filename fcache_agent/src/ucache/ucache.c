@@ -247,6 +247,7 @@ fc_ucache_info(struct fc_ucache *uc, struct fc_ucache_info *info)
   info->quota_blocks = uc->p.quota_blocks;
   info->cached_blocks = uc->map.count;
   info->dirty_blocks = uc->nr_dirty;
+  info->writeback_held = uc->wb_held;
   info->memory_bytes = sizeof *uc + fc_blockmap_memory(&uc->map) + fc_rws_memory(uc->rws);
   if (uc->stage) {
     struct fc_staging_stats st;

@@ -70,6 +70,7 @@ struct fc_ucache_info {
   uint32_t cached_blocks;
   uint32_t dirty_blocks;
   size_t memory_bytes;          /* map + staging; block table is the device's */
+  bool writeback_held;          /* fc_ucache_hold_writeback, not yet claimed */
 };
 
 /* The I/O callbacks for the NBD server; handle is the struct fc_ucache. */
@@ -95,10 +96,10 @@ void fc_ucache_stop(struct fc_ucache *uc);
  * host.  While held, the writeback thread writes nothing back (reads
  * and writes are served as ever, and fc_ucache_writeback_all, asked for
  * explicitly, still writes).  fc_ucache_claim lets the thread go again
- * at once and returns whether the volume was held. */
+ * at once and returns whether the volume was held (fc_ucache_info says
+ * whether it is). */
 void fc_ucache_hold_writeback(struct fc_ucache *uc);
 bool fc_ucache_claim(struct fc_ucache *uc);
-bool fc_ucache_writeback_held(struct fc_ucache *uc);
 
 /* Write every dirty block back and flush the origin.  Call with no I/O
  * running (after the NBD server stopped).  -errno if any block could not

@@ -459,10 +459,9 @@ uc_volume_json(struct fc_host *host, struct fc_volume *v)
     json_object_set_new(o, "cached_blocks", json_integer(info.cached_blocks));
     json_object_set_new(o, "dirty_blocks", json_integer(info.dirty_blocks));
     if (v->p.write_policy == FC_WRITE_BACK && UV(v)->srv) {
-      bool held = fc_ucache_writeback_held(UV(v)->uc);
-
-      json_object_set_new(o, "writeback", json_string(held ? "held" : "running"));
-      if (held)
+      json_object_set_new(o, "writeback",
+                          json_string(info.writeback_held ? "held" : "running"));
+      if (info.writeback_held)
         json_object_set_new(o, "writeback_held", json_string(UC_HELD_WHY));
     }
     json_object_set_new(o, "quota_blocks", json_integer(info.quota_blocks));

@@ -337,17 +337,6 @@ fc_ucache_claim(struct fc_ucache *uc)
   return was;
 }
 
-bool
-fc_ucache_writeback_held(struct fc_ucache *uc)
-{
-  bool held;
-
-  pthread_mutex_lock(&uc->lock);
-  held = uc->wb_held;
-  pthread_mutex_unlock(&uc->lock);
-  return held;
-}
-
 void
 fc_ucache_stop(struct fc_ucache *uc)
 {
