@@ -375,9 +375,10 @@ class FcacheLibvirtDriver(incoming.IncomingMixin, outgoing.OutgoingMixin,
         from this host it accepted, started or completed.  Its blocks in
         this host's write_back caches are then older than what the server
         wrote since on its new host (the evacuation was accepted with
-        ``evacuate_write_back = discard``: _fcache_check_evacuation).  A
-        server still on this host (a live migration's rollback on its
-        destination is on its source) is not asked about.
+        ``evacuate_write_back = discard``: _fcache_check_evacuation).  Nova
+        is asked only when the server's host is another one; that alone is
+        not enough (a live migration rolled back on its destination has its
+        source for host).
         """
         if not instance.host or instance.host == self._fcache_hostname:
             return False
