@@ -121,8 +121,17 @@ def prepare_key(src, volume_id, migration_id=None):
         ``fingerprint`` (None when the agent runs another mode).
     """
     migration_id = migration_id or str(uuid.uuid4())
-    made = src.call('migration-key', migration_id=migration_id,
-                    volume_id=volume_id)
+    try:
+        made = src.call('migration-key', migration_id=migration_id,
+                        volume_id=volume_id)
+    except exception.AgentError as exc:
+        if exc.errno != errno.EOPNOTSUPP:
+            raise
+        # An agent from before the pinned mode: a destination that runs
+        # it refuses to prepare without this fingerprint, and says why.
+        LOG.warning("The source agent makes no migration key (%s): "
+                    "upgrade it to the destination's fcache version", exc)
+        made = {}
     return {'migration_id': migration_id,
             'fingerprint': made.get('fingerprint')}
 
