@@ -174,6 +174,17 @@ def test_stream_shows_neither_token_nor_blocks(make_agent, make_origin,
         assert 'migration_tls = psk: a reader' in logs
 
 
+def refused_cleanly(src, dst, mid, h, orc, dirty):
+    """The destination never connected; abort gives the source all back."""
+    assert mu.status(dst, mid)['state'] in ('prepared', 'aborted')
+    assert 'authenticated' not in dst.log()
+    migration.abort(src.client(), dst.client(), mid)
+    check_source_kept_everything(src, h, orc, dirty)
+    om.close(h)
+    src.assert_alive()
+    dst.assert_alive()
+
+
 def test_plaintext_only_when_asked_and_then_loudly(make_agent, make_origin):
     plain = {'migration_tls': 'none'}
     src, dst, origin, orc, h = source_with_secrets(
@@ -231,14 +242,7 @@ def test_destination_with_another_token_is_refused(make_agent, make_origin):
     assert 'TLS handshake' in str(ei.value), str(ei.value)
     harness.wait_for(lambda: 'refused' in dst.log(), 10, 'the refusal')
     assert 'TLS handshake with the source failed' in dst.log()
-    # The orchestrator aborted both ends; the destination never connected.
-    assert mu.status(dst, mid)['state'] in ('prepared', 'aborted')
-    assert 'authenticated' not in dst.log()
-    migration.abort(src.client(), dst.client(), mid)
-    check_source_kept_everything(src, h, orc, dirty)
-    om.close(h)
-    src.assert_alive()
-    dst.assert_alive()
+    refused_cleanly(src, dst, mid, h, orc, dirty)
 
 
 @pytest.mark.parametrize('wrong', ('source', 'destination'))
@@ -249,16 +253,18 @@ def test_peer_with_another_key_is_refused(make_agent, make_origin, wrong):
     mid = 'm-other-key'
     vol = src.show('vol1')
     src_fp = mu.source_key(src, mid, 'vol1')
+    # The same token at both ends: only the key differs.
+    token = os.urandom(32).hex()
     inc = dst.client().call(
         'migration-incoming', migration_id=mid, volume_id='vol1',
-        token=os.urandom(32).hex(), strategy='hybrid', origin=vol['origin'],
+        token=token, strategy='hybrid', origin=vol['origin'],
         cache_size=vol['cache_size'], write_policy='write_back',
         admission='all',
         peer_fingerprint=os.urandom(32).hex() if wrong == 'source'
         else src_fp)
     src.client().call(
         'migration-outgoing', migration_id=mid, volume_id='vol1',
-        token=inc.get('token', os.urandom(32).hex()), strategy='hybrid',
+        token=token, strategy='hybrid',
         destination=dst.settings['migration_listen'],
         peer_fingerprint=os.urandom(32).hex() if wrong == 'destination'
         else inc['fingerprint'])
@@ -274,13 +280,7 @@ def test_peer_with_another_key_is_refused(make_agent, make_origin, wrong):
     else:
         harness.wait_for(lambda: 'not the one pinned' in dst.log(), 10,
                          'the refusal')
-    assert mu.status(dst, mid)['state'] in ('prepared', 'aborted')
-    assert 'authenticated' not in dst.log()
-    migration.abort(src.client(), dst.client(), mid)
-    check_source_kept_everything(src, h, orc, dirty)
-    om.close(h)
-    src.assert_alive()
-    dst.assert_alive()
+    refused_cleanly(src, dst, mid, h, orc, dirty)
 
 
 def attacker(make_agent):

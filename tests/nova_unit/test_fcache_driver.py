@@ -162,6 +162,13 @@ class MixedFleetCheckTest(_DriverTest):
         return objects.LibvirtLiveMigrateData(filename='f',
                                               block_migration=False)
 
+    def _fcache_dest_check_data(self):
+        """A destination's check data that takes caches."""
+        data = self._dest_check_data()
+        channel.offer_destination(data, {'host': 'dest', 'engine': 'ucache',
+                                         'capacity_bytes': 64 * MiB})
+        return data
+
     def _check_source(self, dest_check_data, write_policy):
         self.agent.show_volume.return_value = _shown(write_policy)
         with mock.patch.object(NOVA_DRIVER, 'check_can_live_migrate_source',
@@ -230,9 +237,7 @@ class MixedFleetCheckTest(_DriverTest):
         self.assertEqual({VOLUME}, set(channel.read_sources(result)))
 
     def test_write_back_to_an_fcache_host_migrates(self):
-        data = self._dest_check_data()
-        channel.offer_destination(data, {'host': 'dest', 'engine': 'ucache',
-                                         'capacity_bytes': 64 * MiB})
+        data = self._fcache_dest_check_data()
         result = self._check_source(data, 'write_back')
         # The destination's description does not travel on.
         source = channel.read_sources(result)[VOLUME]
@@ -246,9 +251,7 @@ class MixedFleetCheckTest(_DriverTest):
         # check, with the migration id the key was made for.
         fp = '5a' * 32
         self.agent.call.return_value = {'fingerprint': fp}
-        data = self._dest_check_data()
-        channel.offer_destination(data, {'host': 'dest', 'engine': 'ucache',
-                                         'capacity_bytes': 64 * MiB})
+        data = self._fcache_dest_check_data()
         result = self._check_source(data, 'write_back')
         source = channel.read_sources(result)[VOLUME]
         self.agent.call.assert_called_once_with(
@@ -260,9 +263,7 @@ class MixedFleetCheckTest(_DriverTest):
     def test_source_whose_agent_makes_no_key_refuses_the_migration(self):
         self.agent.call.side_effect = exception.AgentError(
             'cannot make the migration\'s key pair', errno=errno.EIO)
-        data = self._dest_check_data()
-        channel.offer_destination(data, {'host': 'dest', 'engine': 'ucache',
-                                         'capacity_bytes': 64 * MiB})
+        data = self._fcache_dest_check_data()
         exc = self.assertRaises(
             nova_exception.MigrationPreCheckError, self._check_source,
             data, 'write_back')

@@ -47,6 +47,10 @@ def test_destination_makes_the_token_and_only_the_destination_is_asked():
     assert args['migration_id'] == prepared['migration_id']
     assert prepared['destination'] == '0:7440'
     assert prepared['export_uri'] == 'nbd+unix:///?socket=/e.sock'
+    # No source fingerprint (an agent of another mode), none sent; an
+    # agent of another mode returns none.
+    assert 'peer_fingerprint' not in args
+    assert prepared['fingerprint'] is None
 
 
 def test_destination_attaches_with_the_source_admission():
@@ -214,16 +218,6 @@ def test_destination_pins_the_source_and_returns_its_fingerprint():
     assert args['peer_fingerprint'] == FP_SRC
     assert args['migration_id'] == 'm-1'
     assert prepared['fingerprint'] == FP_DST
-
-
-def test_destination_without_a_source_fingerprint_sends_none():
-    dst = RecordingAgent({'migration-incoming': {
-        'export_uri': 'nbd+unix:///?socket=/e.sock', 'listen': '0:7440'}})
-    prepared = migration.prepare_destination(
-        dst, 'vol1', 'hybrid', '/dev/sdb', 1 << 30, 'write_back', 'all')
-    [(_, args)] = dst.calls
-    assert 'peer_fingerprint' not in args
-    assert prepared['fingerprint'] is None
 
 
 def test_source_pins_the_destination_fingerprint():
