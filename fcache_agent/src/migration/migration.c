@@ -137,8 +137,8 @@ migration_new(struct fc_agent *agent, json_t *args, enum fc_migr_role role,
                        peer_fp)) {
     snprintf(err, errlen, "peer_fingerprint is required with migration_tls = pinned: "
              "the SHA-256 fingerprint (%d hex digits) of the %s agent's certificate "
-             "for this migration, from its %s; run the same fcache version on both "
-             "hosts", FC_XFER_FP_HEX, role == FC_MIGR_DEST ? "source" : "destination",
+             "for this migration, from its %s; run the same fcache version and "
+             "migration_tls mode on both hosts", FC_XFER_FP_HEX, role == FC_MIGR_DEST ? "source" : "destination",
              role == FC_MIGR_DEST ? "migration-key" : "migration-incoming");
     return NULL;
   }
