@@ -86,12 +86,16 @@ def migrate_firepan(src, dst, vol):
     v = src.ok('volume-show', volume_id=vol)
     mid = 'b-' + secrets.token_hex(4)
     token = secrets.token_hex(32)
+    # migration_tls = pinned: each agent pins the other's fingerprint.
+    key = src.ok('migration-key', migration_id=mid, volume_id=vol)
     inc = dst.ok('migration-incoming', migration_id=mid, volume_id=vol,
                  token=token, strategy='firepan', origin=v['origin'],
                  cache_size=v['cache_size'], write_policy=v['write_policy'],
-                 admission=v.get('admission', 'all'))
+                 admission=v.get('admission', 'all'),
+                 peer_fingerprint=key.get('fingerprint'))
     src.ok('migration-outgoing', migration_id=mid, volume_id=vol, token=token,
-           strategy='firepan', destination=inc['listen'])
+           strategy='firepan', destination=inc['listen'],
+           peer_fingerprint=inc.get('fingerprint'))
     st = src.ok('migration-start', migration_id=mid)
     src.ok('migration-switchover', migration_id=mid)
     for _ in range(600):

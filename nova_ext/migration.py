@@ -3,9 +3,11 @@
 Nova's driver hooks and the ``fcache migrate`` command both drive a
 migration through these functions, phase by phase or all at once::
 
-    prepare     the destination attaches the volume (gated: it holds the
-                VM's I/O until the switch) and both agents learn the
-                migration id and a one-time token
+    prepare     the source's agent makes its key pair for the migration;
+                the destination attaches the volume (gated: it holds the
+                VM's I/O until the switch) and makes its own; each agent
+                learns the migration id, a one-time token and the
+                fingerprint of the other's certificate, which it pins
     start       the source connects to the destination; ``firepan`` copies
                 the whole cache here, while the caller keeps the VM paused
     switchover  the VM has moved: the source freezes, flushes or lists its
@@ -25,7 +27,8 @@ on the source) until ``settle``.
 
 ``fcache migrate`` (and a test) drives both agents from one place.  Nova's
 driver cannot: each compute host drives only its own agent, so each phase
-also exists one side at a time -- :func:`prepare_destination` (on the
+also exists one side at a time -- :func:`prepare_key` (on the source,
+before the destination prepares), :func:`prepare_destination` (on the
 destination; it makes the token), :func:`prepare_source`,
 :func:`start_source`, :func:`switchover` and :func:`finish_source` (on the
 source, with what the destination handed over), :func:`abort_side` (each
@@ -104,25 +107,61 @@ def admission_params(volume):
             'staging': staging or DEFAULT_STAGING}
 
 
+def prepare_key(src, volume_id, migration_id=None):
+    """Make the source agent's key pair for a migration, before it is prepared.
+
+    With ``migration_tls = pinned`` (the agents' default) each agent holds
+    a fresh key pair per migration and accepts only the peer certificate
+    whose SHA-256 fingerprint it was given; the destination needs the
+    source's before it accepts a stream, so the source makes it first.
+    Only the fingerprint leaves the agent: whoever reads it (in Nova's
+    messages or database) cannot complete a handshake with it.
+
+    :returns: dict with ``migration_id`` (made here when None) and
+        ``fingerprint`` (None when the agent runs another mode).
+    """
+    migration_id = migration_id or str(uuid.uuid4())
+    try:
+        made = src.call('migration-key', migration_id=migration_id,
+                        volume_id=volume_id)
+    except exception.AgentError as exc:
+        if exc.errno != errno.EOPNOTSUPP:
+            raise
+        # An agent from before the pinned mode: a destination that runs
+        # it refuses to prepare without this fingerprint, and says why.
+        LOG.warning("The source agent makes no migration key (%s): "
+                    "upgrade it to the destination's fcache version", exc)
+        made = {}
+    return {'migration_id': migration_id,
+            'fingerprint': made.get('fingerprint')}
+
+
+def _pinned(fingerprint):
+    return {'peer_fingerprint': fingerprint} if fingerprint else {}
+
+
 def prepare_destination(dst, volume_id, strategy, origin, cache_size,
                         write_policy, admission, migration_id=None,
-                        rws_n=None, staging=None):
+                        rws_n=None, staging=None, source_fingerprint=None):
     """Register the incoming side on the destination agent alone.
 
-    The destination attaches the volume gated and learns a fresh one-time
-    token; the source needs the returned ``migration_id``, ``token`` and
-    ``destination`` (the agent's migration address) for
+    The destination attaches the volume gated, learns a fresh one-time
+    token and pins ``source_fingerprint`` (:func:`prepare_key`'s); the
+    source needs the returned ``migration_id``, ``token``, ``fingerprint``
+    and ``destination`` (the agent's migration address) for
     :func:`prepare_source`.  ``rws_n`` and ``staging`` (see
     :func:`admission_params`) are sent when given: None leaves them to the
     destination agent's defaults.
 
     :returns: dict with ``migration_id``, ``volume_id``, ``strategy``,
-        ``token``, ``export_uri`` (what the destination VM opens) and
+        ``token``, ``fingerprint`` (of the destination agent's certificate
+        for this migration; None unless it runs ``migration_tls =
+        pinned``), ``export_uri`` (what the destination VM opens) and
         ``destination``.
     """
     migration_id = migration_id or str(uuid.uuid4())
     token = secrets.token_hex(32)
-    params = {}
+    params = _pinned(source_fingerprint)
     if rws_n is not None:
         params['rws_n'] = rws_n
     if staging is not None:
@@ -134,6 +173,7 @@ def prepare_destination(dst, volume_id, strategy, origin, cache_size,
                         **params)
     return {'migration_id': migration_id, 'volume_id': volume_id,
             'strategy': strategy, 'token': token,
+            'fingerprint': incoming.get('fingerprint'),
             'export_uri': incoming['export_uri'],
             'destination': incoming['listen']}
 
@@ -142,14 +182,16 @@ def prepare_source(src, prepared, rate_limit_mbps=None):
     """Register the outgoing side on the source agent alone.
 
     :param prepared: the result of :func:`prepare_destination` (as it
-        reached the source host).
+        reached the source host); the source agent pins its
+        ``fingerprint`` and uses the key :func:`prepare_key` made.
     """
     return src.call('migration-outgoing',
                     migration_id=prepared['migration_id'],
                     volume_id=prepared['volume_id'],
                     token=prepared['token'], strategy=prepared['strategy'],
                     destination=prepared['destination'],
-                    rate_limit_bps=_mbps_to_bps(rate_limit_mbps))
+                    rate_limit_bps=_mbps_to_bps(rate_limit_mbps),
+                    **_pinned(prepared.get('fingerprint')))
 
 
 def prepare(src, dst, volume_id, strategy, rate_limit_mbps=None,
@@ -165,10 +207,12 @@ def prepare(src, dst, volume_id, strategy, rate_limit_mbps=None,
     strategy, reason = choose_strategy(vol, strategy, rate_limit_mbps,
                                        link_mbps, origin_mbps)
     params = admission_params(vol)
+    key = prepare_key(src, volume_id, migration_id)
     prepared = prepare_destination(
         dst, volume_id, strategy, vol['origin'], vol['cache_size'],
-        vol['write_policy'], params['admission'], migration_id,
-        rws_n=params['rws_n'], staging=params['staging'])
+        vol['write_policy'], params['admission'], key['migration_id'],
+        rws_n=params['rws_n'], staging=params['staging'],
+        source_fingerprint=key['fingerprint'])
     try:
         prepare_source(src, prepared, rate_limit_mbps)
     except exception.FcacheException:

@@ -188,7 +188,8 @@ FCACHE_OPTS = [
                     'migration_listen). Unset: the address the agent '
                     'reports, with a wildcard host (0.0.0.0, ::) replaced by '
                     '[DEFAULT] my_ip. A live migration hands it to the '
-                    'source host with the migration\'s one-time token.'),
+                    'source host with the fingerprint of the certificate '
+                    'the agent made for the migration.'),
     cfg.StrOpt('peer_agent_socket',
                help='Control socket of the fcache-agent of another compute '
                     'host, as reachable from this one; {host} is replaced '

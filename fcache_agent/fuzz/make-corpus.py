@@ -115,6 +115,9 @@ def control():
           '{"op":"volume-show","args":{"volume_id":"vol-1"}}\n'
           '{"op":"volume-list"}\n'
           '{"op":"volume-detach","args":{"volume_id":"vol-1"}}\n')
+    write('control', 'key', '{"op":"migration-key","args":{'
+          '"migration_id":"m-1","volume_id":"vol-2"}}\n'
+          '{"op":"migration-key","args":{"migration_id":"m_2"}}\n')
     write('control', 'incoming', '{"op":"migration-incoming","args":{'
           '"migration_id":"m-1","volume_id":"vol-2","token":"%s",'
           '"strategy":"hybrid","origin":"$ORIGIN","write_policy":'

@@ -50,7 +50,7 @@ static void test_defaults(void **state)
   assert_int_equal(c.cache_size, 1ULL << 30);
   assert_int_equal(c.block_size, 4096);
   assert_string_equal(c.migration_listen, "127.0.0.1:7440");
-  assert_int_equal(c.migration_tls, FC_TLS_PSK);
+  assert_int_equal(c.migration_tls, FC_TLS_PINNED);
   assert_string_equal(c.migration_tls_dir, "/etc/pki/qemu");
   assert_string_equal(c.export_dir, "/run/fcache/exports");
   assert_int_equal(c.log_level, FC_LOG_INFO);
@@ -214,7 +214,7 @@ static void test_value_errors(void **state)
   expect_error("[agent]\nmigration_listen = h:70000\n", EINVAL, 2,
                "migration_listen", "not host:port");
   expect_error("[agent]\nmigration_tls = off\n", EINVAL, 2, "migration_tls",
-               "unknown mode 'off'; allowed: psk");
+               "unknown mode 'off'; allowed: pinned");
   expect_error("[agent]\nmigration_tls = PSK\n", EINVAL, 2, "migration_tls",
                "allowed");
   expect_error("[agent]\nmigration_tls_dir = pki\n", EINVAL, 2,

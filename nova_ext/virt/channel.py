@@ -17,8 +17,11 @@ both hosts read and that survives Nova's conductor (unknown fields of
 ``fcache_source`` (:data:`policy.SOURCE_KEY`), source to destination
     Set by the source in ``check_can_live_migrate_source``: whether the
     volume is cached there, the agent strategy it resolved from its own
-    cache figures, and the cache geometry and admission (``admission``,
-    ``rws_n``, ``staging``) the destination must attach with.  It
+    cache figures, the cache geometry and admission (``admission``,
+    ``rws_n``, ``staging``) the destination must attach with, and for a
+    cached volume the migration id and the ``fingerprint`` of the key pair
+    the source's agent made for it (``migration-key``), which the
+    destination's agent pins.  It
     rides in the ``migrate_data.bdms`` the source returns (one
     ``LibvirtLiveMigrateBDMInfo`` per cached volume, whose connection_info
     holds only this); Nova hands that migrate_data to the destination's
@@ -26,8 +29,17 @@ both hosts read and that survives Nova's conductor (unknown fields of
     replaces ``bdms`` with the destination's own.
 ``fcache_migration`` (:data:`policy.MIGRATION_KEY`), destination to source
     Written by the destination when it prepares the volume: migration id,
-    its agent's migration address and the one-time token.  Nova carries it
-    to the source in ``migrate_data.bdms``.
+    its agent's migration address, the one-time token and the
+    ``fingerprint`` of its agent's key pair for the migration, which the
+    source's agent pins.  Nova carries it to the source in
+    ``migrate_data.bdms``.
+
+Nova's RPC and database are trusted to deliver these intact, not to keep
+them secret: with ``migration_tls = pinned`` (the agents' default) what
+travels here are public-key fingerprints and a token that authenticates
+nothing on its own; the private keys never leave the agents, so whoever
+reads ``migrate_data`` or the BDM cannot complete a handshake as either
+agent.
 ``fcache_result`` (:data:`policy.RESULT_KEY`), source to destination
     Written by the source once its agent released the volume: the source's
     figures (bytes sent, downtime), read by the destination in

@@ -11,8 +11,10 @@ Runs in the destination's nova-compute and talks only to its own agent:
     ``migrate_data.bdms``, see :mod:`nova_ext.virt.channel`); Nova then
     connects each volume, and ``_connect_volume`` (``FcacheLibvirtDriver``)
     calls :meth:`IncomingMixin._fcache_prepare_incoming`: the local agent
-    attaches the volume gated and makes the one-time token, and the result
-    goes back to the source in ``migrate_data.bdms``.
+    attaches the volume gated, makes the one-time token and its own key
+    pair for the migration and pins the source's fingerprint (from
+    ``fcache_source``); the result, with this agent's fingerprint, goes
+    back to the source in ``migrate_data.bdms``.
 ``post_live_migration_at_destination``
     Resumes a guest kept paused (``firepan``, or a volume on dmcache here:
     see :func:`nova_ext.virt.outgoing.hold_guest_at_destination`), emits
@@ -106,11 +108,14 @@ class IncomingMixin(object):
             return None
         # rws_n and staging are absent when the source runs an fcache
         # from before on-demand allocation: the agent here uses its own.
+        # The source chose the migration id and made its key for it in
+        # its check; the agent here pins that key's fingerprint.
         prepared = migration.prepare_destination(
             self._local_agent(), volume_id, source['strategy'], origin,
             source['cache_size'], source['write_policy'],
-            source['admission'], rws_n=source.get('rws_n'),
-            staging=source.get('staging'))
+            source['admission'], migration_id=source.get('migration_id'),
+            rws_n=source.get('rws_n'), staging=source.get('staging'),
+            source_fingerprint=source.get('fingerprint'))
         prepared['destination'] = self._fcache_advertised(
             prepared['destination'])
         prepared.update(source_host=incoming.source_host,

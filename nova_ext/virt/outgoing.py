@@ -8,16 +8,18 @@ to settle a migration that failed after the VM moved (below):
     and (for ``auto``) the cost model choose the agent strategy here, where
     the cache is; the choice and the cache geometry go to the destination
     in ``migrate_data.bdms`` (``fcache_source``,
-    :mod:`nova_ext.virt.channel`).  An agent that cannot answer refuses
-    the migration before anything moves, and so does a ``write_back``
-    volume whose destination cannot take its cache
+    :mod:`nova_ext.virt.channel`), with the migration id chosen here and
+    the fingerprint of the key pair the local agent made for it, which the
+    destination's agent pins (``migration_tls = pinned``).  An agent that
+    cannot answer refuses the migration before anything moves, and so does
+    a ``write_back`` volume whose destination cannot take its cache
     (:mod:`nova_ext.virt.capability`: no fcache there, or its agent down).
 ``live_migration``
     A ``write_back`` volume the destination did not prepare (the check
     above should have refused it) rolls the migration back before the VM
     moves.  With what the destination prepared (``migrate_data.bdms``):
-    register
-    the outgoing side with the destination's address and token, ``start``
+    register the outgoing side with the destination's address, token and
+    fingerprint (which the local agent pins), ``start``
     (``firepan``: pause the guest and copy), then Nova's memory migration
     (a volume on dmcache at the destination: with ``VIR_MIGRATE_PAUSED``,
     so the guest runs there only once its cache has switched over).
@@ -145,6 +147,8 @@ class OutgoingMixin(object):
                             instance=instance)
                 raise nova_exception.MigrationPreCheckError(
                     reason='fcache: %s' % refused)
+            if source['cached']:
+                source.update(self._fcache_source_key(volume_id))
             if source['cached'] and destination is None:
                 LOG.info("Volume %s (%s) migrates uncached: the destination "
                          "does not take fcache caches; this host releases "
@@ -157,6 +161,24 @@ class OutgoingMixin(object):
         # pre_live_migration, naming its agent's error.
         channel.offer_sources(result, sources)
         return result
+
+    def _fcache_source_key(self, volume_id):
+        """This agent's key pair for the migration of one volume.
+
+        Made here, before the destination prepares, because the
+        destination must pin its fingerprint before it accepts a stream
+        (``migration_tls = pinned``).  The migration id is chosen here for
+        the same reason: the key is this agent's for that id alone.
+
+        :returns: dict with ``migration_id`` and ``fingerprint`` (None when
+            the agent runs another ``migration_tls`` mode).
+        """
+        try:
+            return migration.prepare_key(self._local_agent(), volume_id)
+        except exception.FcacheException as exc:
+            raise nova_exception.MigrationPreCheckError(
+                reason='fcache cannot make the migration key of volume %s '
+                       'on this host: %s' % (volume_id, exc))
 
     def _fcache_describe_source(self, volume_id, pol, destination=None):
         try:

@@ -10,6 +10,7 @@
 * the ``fcache`` command line as a subprocess.
 """
 
+import errno
 import json
 import os
 import secrets
@@ -447,42 +448,90 @@ def wait_state(agent, mid, states, timeout=60):
     return last['st']
 
 
+def source_key(src, mid, volume_id):
+    """The source's fingerprint for ``mid`` (``migration_tls = pinned``).
+
+    None when the source agent runs another mode (it makes no key then),
+    or is older than the pinned mode (it does not know ``migration-key``).
+    """
+    try:
+        return src.client().call('migration-key', migration_id=mid,
+                                 volume_id=volume_id).get('fingerprint')
+    except exception.AgentError as exc:
+        if exc.errno != errno.EOPNOTSUPP:
+            raise
+        return None
+
+
 def manual_prepare(src, dst, volume_id, strategy, token=None, mid=None,
                    destination=None, rate_limit_bps=0):
     """What nova_ext.migration.prepare does, with a token the test knows.
 
-    ``destination`` overrides where the source connects (a proxy).
+    ``destination`` overrides where the source connects (a proxy).  The
+    result also holds both agents' fingerprints (``source_fingerprint``,
+    ``fingerprint``), as the orchestrator passes them.
     """
     token = token or secrets.token_hex(32)
     mid = mid or str(uuid.uuid4())
     vol = src.show(volume_id)
+    src_fp = source_key(src, mid, volume_id)
     incoming = dst.client().call(
         'migration-incoming', migration_id=mid, volume_id=volume_id,
         token=token, strategy=strategy, origin=vol['origin'],
         cache_size=vol['cache_size'], write_policy=vol['write_policy'],
-        admission=vol.get('admission', 'all'))
+        admission=vol.get('admission', 'all'),
+        **pinned_args(src_fp))
     src.client().call(
         'migration-outgoing', migration_id=mid, volume_id=volume_id,
         token=token, strategy=strategy,
         destination=destination or incoming['listen'],
-        rate_limit_bps=rate_limit_bps)
-    return {'migration_id': mid, 'token': token,
-            'export_uri': incoming['export_uri'],
-            'listen': incoming['listen']}
+        rate_limit_bps=rate_limit_bps,
+        **pinned_args(incoming.get('fingerprint')))
+    return {'migration_id': mid, 'volume_id': volume_id, 'token': token,
+            'strategy': strategy, 'export_uri': incoming['export_uri'],
+            'listen': incoming['listen'], 'destination': incoming['listen'],
+            'fingerprint': incoming.get('fingerprint'),
+            'source_fingerprint': src_fp}
+
+
+def pinned_args(fingerprint):
+    """``peer_fingerprint`` for a control call, when there is one."""
+    return {'peer_fingerprint': fingerprint} if fingerprint else {}
 
 
 def incoming_only(dst, volume_id, origin_uri, cache_size, policy,
-                  strategy='hybrid', token=None, mid=None):
-    """Register an incoming migration on ``dst`` alone (fake source)."""
+                  strategy='hybrid', token=None, mid=None, src=None):
+    """Register an incoming migration on ``dst`` alone (fake source).
+
+    With ``src``, the destination pins that agent's key for the migration
+    (``migration_tls = pinned``) and ``src`` may register the outgoing
+    side (:func:`outgoing_only`); without it, it pins a key nobody holds:
+    only a scripted source in plaintext (``migration_tls = none``, where
+    the pin is not used) can connect.
+    """
     token = secrets.token_hex(32) if token is None else token
     mid = str(uuid.uuid4()) if mid is None else mid
+    src_fp = (source_key(src, mid, volume_id) if src is not None
+              else secrets.token_hex(32))
     res = dst.client().call(
         'migration-incoming', migration_id=mid, volume_id=volume_id,
         token=token, strategy=strategy, origin=origin_uri,
-        cache_size=cache_size, write_policy=policy, admission='all')
+        cache_size=cache_size, write_policy=policy, admission='all',
+        peer_fingerprint=src_fp)
     res['token'] = token
     res['migration_id'] = mid
     return res
+
+
+def outgoing_only(src, inc, volume_id, strategy, destination=None,
+                  rate_limit_bps=0):
+    """The source's side of what :func:`incoming_only` registered."""
+    return src.client().call(
+        'migration-outgoing', migration_id=inc['migration_id'],
+        volume_id=volume_id, token=inc['token'], strategy=strategy,
+        destination=destination or inc['listen'],
+        rate_limit_bps=rate_limit_bps,
+        **pinned_args(inc.get('fingerprint')))
 
 
 def volume_gone(agent, volume_id):

@@ -340,6 +340,8 @@ def test_readers_read_and_only_admins_change(make_agent, make_origin,
             ('volume-detach', {'volume_id': 'v1'}),
             ('volume-detach', {'volume_id': 'v1', 'discard_dirty': True}),
             ('volume-claim', {'volume_id': 'v1'}),
+            # Makes a key pair the agent holds for a migration.
+            ('migration-key', {'volume_id': 'v9', 'migration_id': 'm'}),
             ('migration-incoming', {'volume_id': 'v9', 'migration_id': 'm',
                                     'token': 'x' * 32}),
             ('migration-abort', {'migration_id': 'm'})):

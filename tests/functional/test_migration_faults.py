@@ -699,14 +699,13 @@ def test_destination_killed_during_copy(make_agent, make_origin):
 def proxied_prepare(proxies, strategy, rate_mbps=2):
     def link(src, dst):
         inc = mu.incoming_only(dst, 'vol1', src.show('vol1')['origin'],
-                               VOLUME_CACHE, 'write_back', strategy=strategy)
+                               VOLUME_CACHE, 'write_back', strategy=strategy,
+                               src=src)
         proxy = mu.TcpProxy(inc['listen'])
         proxies.append(proxy)
-        src.client().call(
-            'migration-outgoing', migration_id=inc['migration_id'],
-            volume_id='vol1', token=inc['token'], strategy=strategy,
-            destination=proxy.address,
-            rate_limit_bps=rate_mbps * 1000 * 1000)
+        mu.outgoing_only(src, inc, 'vol1', strategy,
+                         destination=proxy.address,
+                         rate_limit_bps=rate_mbps * 1000 * 1000)
         return inc
     return link
 

@@ -3,14 +3,20 @@
 Real agents, with the link between them through a proxy that records (and,
 for one test, alters) every byte:
 
-* psk (the default): a capture of a whole migration holds neither the
-  migration's token nor any byte of the tenant's blocks; the data arrives
-  intact.  With ``migration_tls = none`` the same capture shows the blocks
-  in clear (so the capture check can fail) and the agent warns.
+* pinned (the default) and psk: a capture of a whole migration holds
+  neither the migration's token nor any byte of the tenant's blocks; the
+  data arrives intact.  With ``migration_tls = none`` the same capture
+  shows the blocks in clear (so the capture check can fail) and the agent
+  warns.
 * a rogue listener in place of the destination learns nothing: the source
   refuses to go on before it sends the token or a block, and keeps its VM
-  and its cache; a destination that holds another token fails the
-  handshake the same way.
+  and its cache; a peer that holds another key (pinned) or another token
+  (psk) fails the handshake the same way.
+* whoever reads everything the orchestrator passes between the hosts
+  (Nova's migrate_data and database: migration id, token, both
+  fingerprints) runs an agent of their own, and still can neither be the
+  destination (the source keeps its blocks) nor the source (the real
+  migration then completes, with the tenant's data).
 * a stream altered in flight fails cleanly: the migration does not
   complete, the source keeps every dirty block.
 * x509 in libvirt/QEMU's layout: certificates from one CA migrate; a
@@ -139,8 +145,13 @@ def check_source_kept_everything(src, h, orc, dirty_before):
     assert not mism, mism
 
 
-def test_psk_stream_shows_neither_token_nor_blocks(make_agent, make_origin):
-    src, dst, origin, orc, h = source_with_secrets(make_agent, make_origin)
+@pytest.mark.parametrize('mode', ('pinned', 'psk'))
+def test_stream_shows_neither_token_nor_blocks(make_agent, make_origin,
+                                               mode):
+    # pinned is the default: nothing to set for it.
+    tls = {'migration_tls': mode} if mode != 'pinned' else {}
+    src, dst, origin, orc, h = source_with_secrets(
+        make_agent, make_origin, src_extra=tls, dst_extra=tls)
     om.close(h)
     p, res, captured = migrate_captured(src, dst)
     assert res['bytes_transferred'] >= SECRET_BLOCKS * BS, res
@@ -149,8 +160,29 @@ def test_psk_stream_shows_neither_token_nor_blocks(make_agent, make_origin):
     assert MARKER not in captured
     assert b'"migration_id"' not in captured    # no frame in clear either
     check_destination(dst, orc)
-    assert 'authenticated (TLS psk)' in dst.log()
-    assert 'IN CLEAR' not in src.log() + dst.log()
+    assert 'authenticated (TLS %s)' % mode in dst.log()
+    logs = src.log() + dst.log()
+    assert 'IN CLEAR' not in logs
+    assert 'PRIVATE KEY' not in logs
+    if mode == 'pinned':
+        assert p['fingerprint'] and p['source_fingerprint'], p
+        assert p['fingerprint'] != p['source_fingerprint']
+        assert 'migration_tls = psk' not in logs
+    else:
+        assert p['fingerprint'] is None, p
+        # psk is weaker, and says so.
+        assert 'migration_tls = psk: a reader' in logs
+
+
+def refused_cleanly(src, dst, mid, h, orc, dirty):
+    """The destination never connected; abort gives the source all back."""
+    assert mu.status(dst, mid)['state'] in ('prepared', 'aborted')
+    assert 'authenticated' not in dst.log()
+    migration.abort(src.client(), dst.client(), mid)
+    check_source_kept_everything(src, h, orc, dirty)
+    om.close(h)
+    src.assert_alive()
+    dst.assert_alive()
 
 
 def test_plaintext_only_when_asked_and_then_loudly(make_agent, make_origin):
@@ -190,7 +222,9 @@ def test_rogue_destination_learns_nothing(make_agent, make_origin):
 
 
 def test_destination_with_another_token_is_refused(make_agent, make_origin):
-    src, dst, origin, orc, h = source_with_secrets(make_agent, make_origin)
+    psk = {'migration_tls': 'psk'}
+    src, dst, origin, orc, h = source_with_secrets(
+        make_agent, make_origin, src_extra=psk, dst_extra=psk)
     dirty = src.show('vol1')['dirty_blocks']
     mid = 'm-other-token'
     vol = src.show('vol1')
@@ -208,14 +242,133 @@ def test_destination_with_another_token_is_refused(make_agent, make_origin):
     assert 'TLS handshake' in str(ei.value), str(ei.value)
     harness.wait_for(lambda: 'refused' in dst.log(), 10, 'the refusal')
     assert 'TLS handshake with the source failed' in dst.log()
-    # The orchestrator aborted both ends; the destination never connected.
-    assert mu.status(dst, mid)['state'] in ('prepared', 'aborted')
-    assert 'authenticated' not in dst.log()
-    migration.abort(src.client(), dst.client(), mid)
+    refused_cleanly(src, dst, mid, h, orc, dirty)
+
+
+@pytest.mark.parametrize('wrong', ('source', 'destination'))
+def test_peer_with_another_key_is_refused(make_agent, make_origin, wrong):
+    """Each end accepts only the certificate it was told to pin."""
+    src, dst, origin, orc, h = source_with_secrets(make_agent, make_origin)
+    dirty = src.show('vol1')['dirty_blocks']
+    mid = 'm-other-key'
+    vol = src.show('vol1')
+    src_fp = mu.source_key(src, mid, 'vol1')
+    # The same token at both ends: only the key differs.
+    token = os.urandom(32).hex()
+    inc = dst.client().call(
+        'migration-incoming', migration_id=mid, volume_id='vol1',
+        token=token, strategy='hybrid', origin=vol['origin'],
+        cache_size=vol['cache_size'], write_policy='write_back',
+        admission='all',
+        peer_fingerprint=os.urandom(32).hex() if wrong == 'source'
+        else src_fp)
+    src.client().call(
+        'migration-outgoing', migration_id=mid, volume_id='vol1',
+        token=token, strategy='hybrid',
+        destination=dst.settings['migration_listen'],
+        peer_fingerprint=os.urandom(32).hex() if wrong == 'destination'
+        else inc['fingerprint'])
+    with pytest.raises(exception.FcacheException) as ei:
+        migration.start(src.client(), dst.client(), mid)
+    # TLS 1.3: the source's side of the handshake ends before the
+    # destination checked its certificate, which then closes the stream.
+    assert 'handshake with' in str(ei.value), str(ei.value)
+    if wrong == 'destination':
+        # The source saw a certificate it was not told to pin, and said
+        # nothing of the migration.
+        assert 'not the one pinned' in str(ei.value), str(ei.value)
+    else:
+        harness.wait_for(lambda: 'not the one pinned' in dst.log(), 10,
+                         'the refusal')
+    refused_cleanly(src, dst, mid, h, orc, dirty)
+
+
+def attacker(make_agent):
+    """An agent of the attacker's own, as the agents under test run."""
+    return make_agent(name='mallory', cache_size='32M',
+                      **mu.source_config('write_back')).start()
+
+
+def test_reader_of_migrate_data_cannot_be_the_destination(
+        make_agent, make_origin):
+    """Knowing all the orchestrator passes does not let one receive blocks.
+
+    The attacker reads the whole prepare result (what Nova carries in
+    migrate_data and keeps in its database until the migration ends) and
+    sits on the path: the source dials the attacker's agent, which
+    registers the same migration with everything it read.
+    """
+    src, dst, origin, orc, h = source_with_secrets(make_agent, make_origin)
+    dirty = src.show('vol1')['dirty_blocks']
+    mallory = attacker(make_agent)
+    vol = src.show('vol1')
+    p = mu.manual_prepare(src, dst, 'vol1', 'hybrid',
+                          destination=mallory.settings['migration_listen'])
+    mallory.client().call(
+        'migration-incoming', migration_id=p['migration_id'],
+        volume_id=p['volume_id'], token=p['token'], strategy=p['strategy'],
+        origin=vol['origin'], cache_size=vol['cache_size'],
+        write_policy=vol['write_policy'], admission='all',
+        **mu.pinned_args(p['source_fingerprint']))
+    with pytest.raises(exception.FcacheException) as ei:
+        migration.start(src.client(), dst.client(), p['migration_id'])
+    assert 'not the one pinned' in str(ei.value), str(ei.value)
+    assert mu.status(mallory, p['migration_id'])['state'] == 'prepared'
+    assert 'authenticated' not in mallory.log()
+    assert mallory.show('vol1').get('dirty_blocks', 0) == 0
+    migration.abort(src.client(), dst.client(), p['migration_id'])
     check_source_kept_everything(src, h, orc, dirty)
     om.close(h)
+    # Nothing of the tenant's crossed the link to the attacker.
     src.assert_alive()
-    dst.assert_alive()
+    mallory.assert_alive()
+
+
+def test_reader_of_migrate_data_cannot_be_the_source(
+        make_agent, make_origin):
+    """Knowing all the orchestrator passes does not let one send blocks.
+
+    The attacker's agent holds the volume with bytes of its own and, with
+    the whole prepare result, connects to the destination's listener as
+    the source would.  Refused, it cannot even spend the migration: the
+    real source then migrates the tenant's data.
+    """
+    src, dst, origin, orc, h = source_with_secrets(make_agent, make_origin)
+    om.close(h)
+    mallory = attacker(make_agent)
+    vol = src.show('vol1')
+    mallory.attach('vol1', vol['origin'], cache_size=mu.VOLUME_CACHE,
+                   write_policy='write_back')
+    hm = om.connect(mallory.show('vol1')['export_uri'], name='attacker')
+    for i in range(SECRET_BLOCKS):
+        assert mu.write_errno(hm, SECRET_AT + i * BS,
+                              payload=b'A' * BS) == 0
+    om.close(hm)
+    p = mu.manual_prepare(src, dst, 'vol1', 'hybrid')
+    # The attacker's agent makes a key of its own: the source's never
+    # leaves the source's agent.
+    mu.source_key(mallory, p['migration_id'], 'vol1')
+    mallory.client().call(
+        'migration-outgoing', migration_id=p['migration_id'],
+        volume_id=p['volume_id'], token=p['token'], strategy=p['strategy'],
+        destination=p['destination'],
+        **mu.pinned_args(p['fingerprint']))
+    with pytest.raises(exception.FcacheException) as ei:
+        mallory.client().call('migration-start',
+                              migration_id=p['migration_id'])
+    assert 'destination closed the stream without accepting it' in str(
+        ei.value), str(ei.value)
+    harness.wait_for(lambda: 'not the one pinned' in dst.log(), 10,
+                     'the refusal')
+    assert mu.status(dst, p['migration_id'])['state'] == 'prepared'
+    assert 'authenticated' not in dst.log()
+    # The real source still gets through, and the tenant's data arrives.
+    s, d = src.client(), dst.client()
+    migration.start(s, d, p['migration_id'])
+    migration.switchover(s, d, p['migration_id'])
+    res = migration.finish(s, d, p['migration_id'], timeout_s=60)
+    assert res['state'] == 'completed', res
+    check_destination(dst, orc)
 
 
 def test_altered_stream_fails_and_the_source_keeps_its_blocks(make_agent,

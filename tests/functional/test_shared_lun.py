@@ -52,7 +52,7 @@ def test_destination_reads_what_the_source_wrote(make_agent, lun, policy):
                      write_policy=policy)
     orc = om.Oracle(content)
     inc = mu.incoming_only(dst, 'vol1', dst_dev, 2 * MiB, policy,
-                           strategy='none')
+                           strategy='none', src=src)
     # The destination reads the block through its own device before the
     # source has connected: write_through keeps the origin current, so
     # the origin answers (and this host's page cache keeps the block).
@@ -74,9 +74,7 @@ def test_destination_reads_what_the_source_wrote(make_agent, lun, policy):
     h.flush()
     orc.write(off, new)
     om.close(h)
-    src.client().call('migration-outgoing', migration_id=inc['migration_id'],
-                      volume_id='vol1', token=inc['token'], strategy='none',
-                      destination=inc['listen'])
+    mu.outgoing_only(src, inc, 'vol1', 'none')
     mid = inc['migration_id']
     migration.start(src.client(), dst.client(), mid)
     migration.switchover(src.client(), dst.client(), mid)

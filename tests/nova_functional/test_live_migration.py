@@ -566,6 +566,12 @@ class FcacheStrategyTest(testscenarios.WithScenarios, _Base):
                          data['fcache_export'])
         # The spent token and the source's figures left the BDM.
         self.assertNotIn('token', data['fcache_migration'])
+        # migration_tls = pinned, the agents' default: each agent pinned
+        # the other's certificate, of which only the fingerprint went
+        # through Nova.
+        self.assertEqual(64, len(data['fcache_migration']['fingerprint']))
+        self.assertIn('authenticated (TLS pinned)',
+                      self.agents['dest'].log())
         self.assertNotIn('fcache_result', data)
         # The source released the volume once the destination held it.
         self.assertEqual([], self._client('src').list_volumes()['volumes'])

@@ -27,9 +27,8 @@ do the same to the volume (detach, attach), which
 Cinder's volume transfer is not here: Nova has no part in it, Cinder
 transfers only ``available`` volumes (detached: written back) and reads
 no data, and ``CinderFixture`` has no transfer API.  A volume-backed
-rebuild (reimage) is not here either: ``CinderFixture.reimage_volume``
-accepts only its own image-backed volume and never sends the
-``volume-reimaged`` event Nova waits for.
+rebuild (reimage), an online extend and Cinder's reimage itself are here
+with stand-ins where CinderFixture falls short (each test says which).
 
 Real: Nova's control path in process (API, conductor, scheduler,
 placement, two nova-compute services ``src`` and ``dest`` with our
@@ -55,6 +54,8 @@ import os
 import fixtures
 from lxml import etree
 from oslo_config import cfg
+
+from nova.volume import cinder as nova_cinder
 
 from nova_ext.virt import extend
 
@@ -280,6 +281,50 @@ class RebuildTest(_ActionBase):
         self.assertTrue(self._origin_holds(BEFORE))
         self._attached_cold_on('src')
         self._guest_reads(BEFORE)
+
+
+# GlanceFixture's first image.
+IMAGE = '155d900f-4e14-4e4c-a73d-069cbf4541e6'
+
+
+class VolumeBackedRebuildTest(_ActionBase):
+    """A rebuild that reimages the boot volume (microversion 2.93).
+
+    Nova detaches the volume (the agent writes its dirty blocks back and
+    forgets its cache), Cinder writes the image over the volume, and Nova
+    attaches it again: cold, so the guest reads the image, not the cache
+    it had.  Cinder's side is a stand-in doing what its reimage does:
+    ``CinderFixture.reimage_volume`` accepts only its own image-backed
+    volume and never sends the ``volume-reimaged`` event Nova waits for.
+    """
+
+    def test_reimage_writes_back_then_attaches_cold(self):
+        self._boot_from_volume()
+        self._guest_writes(BEFORE)
+        seen = []
+
+        def reimage_volume(*args, **kwargs):
+            self.assertIn(lm.VOLUME, args)
+            self.assertTrue(kwargs.get('reimage_reserved'))
+            # What the volume held when Cinder started: the guest's writes,
+            # and no agent caching it any more.
+            seen.append((self._origin_holds(BEFORE), [
+                self._client(h).list_volumes()['volumes']
+                for h in ('src', 'dest')]))
+            with open(self.origin.path, 'r+b') as f:
+                f.write(bytes([MOVED]) * SPAN)
+            self.api.create_server_external_events([{
+                'name': 'volume-reimaged', 'server_uuid': self.server['id'],
+                'tag': lm.VOLUME}])
+        # CinderFixture has put a mock there; it does what Cinder does.
+        self.useFixture(fixtures.MockPatchObject(
+            nova_cinder.API.reimage_volume, 'side_effect', reimage_volume))
+
+        self.api.microversion = '2.93'
+        self._rebuild_server(self.server, IMAGE)
+        self.assertEqual([(True, [[], []])], seen)
+        self._attached_cold_on('src')
+        self._guest_reads(MOVED)
 
 
 class OnlineExtendTest(_ActionBase):

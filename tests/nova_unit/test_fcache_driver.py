@@ -162,6 +162,13 @@ class MixedFleetCheckTest(_DriverTest):
         return objects.LibvirtLiveMigrateData(filename='f',
                                               block_migration=False)
 
+    def _fcache_dest_check_data(self):
+        """A destination's check data that takes caches."""
+        data = self._dest_check_data()
+        channel.offer_destination(data, {'host': 'dest', 'engine': 'ucache',
+                                         'capacity_bytes': 64 * MiB})
+        return data
+
     def _check_source(self, dest_check_data, write_policy):
         self.agent.show_volume.return_value = _shown(write_policy)
         with mock.patch.object(NOVA_DRIVER, 'check_can_live_migrate_source',
@@ -230,15 +237,38 @@ class MixedFleetCheckTest(_DriverTest):
         self.assertEqual({VOLUME}, set(channel.read_sources(result)))
 
     def test_write_back_to_an_fcache_host_migrates(self):
-        data = self._dest_check_data()
-        channel.offer_destination(data, {'host': 'dest', 'engine': 'ucache',
-                                         'capacity_bytes': 64 * MiB})
+        data = self._fcache_dest_check_data()
         result = self._check_source(data, 'write_back')
         # The destination's description does not travel on.
         source = channel.read_sources(result)[VOLUME]
         self.assertEqual(('write_back', 'firepan'),
                          (source['write_policy'], source['strategy']))
         self.assertEqual([VOLUME], [b.serial for b in result.bdms])
+
+    def test_source_pins_a_key_of_its_agent_for_the_destination(self):
+        # migration_tls = pinned: the destination must pin the source's
+        # fingerprint before it accepts a stream, so it travels in the
+        # check, with the migration id the key was made for.
+        fp = '5a' * 32
+        self.agent.call.return_value = {'fingerprint': fp}
+        data = self._fcache_dest_check_data()
+        result = self._check_source(data, 'write_back')
+        source = channel.read_sources(result)[VOLUME]
+        self.agent.call.assert_called_once_with(
+            'migration-key', migration_id=source['migration_id'],
+            volume_id=VOLUME)
+        self.assertEqual(fp, source['fingerprint'])
+        self.assertNotIn('private', jsonutils.dumps(source).lower())
+
+    def test_source_whose_agent_makes_no_key_refuses_the_migration(self):
+        self.agent.call.side_effect = exception.AgentError(
+            'cannot make the migration\'s key pair', errno=errno.EIO)
+        data = self._fcache_dest_check_data()
+        exc = self.assertRaises(
+            nova_exception.MigrationPreCheckError, self._check_source,
+            data, 'write_back')
+        self.assertIn('fcache cannot make the migration key of volume %s'
+                      % VOLUME, str(exc))
 
     def test_no_room_at_the_fcache_host_is_refused(self):
         data = self._dest_check_data()
@@ -701,6 +731,28 @@ class RbdVolumeTest(_DriverTest):
                               info, self.instance)
         # The agent still writes back through it.
         self.assertTrue(os.path.exists(self.keyring))
+
+    def test_migration_destination_pins_the_source_key(self):
+        self.drvr._fcache_state.begin_incoming(
+            self.instance.uuid, 'src', {VOLUME: {
+                'cached': True, 'strategy': 'hybrid', 'cache_size': MiB,
+                'write_policy': 'write_through', 'admission': 'all',
+                'migration_id': 'm-chosen-by-the-source',
+                'fingerprint': '5a' * 32}})
+        self.agent.call.return_value = {
+            'export_uri': 'nbd+unix:///v?socket=/run/fcache/e/v.sock',
+            'listen': '0.0.0.0:7440', 'fingerprint': 'd0' * 32}
+        prepared = self.drvr._fcache_prepare_incoming(
+            self.context, self.instance,
+            self.drvr._fcache_state.incoming(self.instance.uuid), VOLUME,
+            '/dev/sdb')
+        op, args = self.agent.call.call_args
+        self.assertEqual('migration-incoming', op[0])
+        self.assertEqual('m-chosen-by-the-source', args['migration_id'])
+        self.assertEqual('5a' * 32, args['peer_fingerprint'])
+        # What goes back to the source, which pins it.
+        self.assertEqual('d0' * 32, prepared['fingerprint'])
+        self.assertEqual('m-chosen-by-the-source', prepared['migration_id'])
 
     def test_migration_destination_prepares_with_its_own_origin(self):
         self._define_secret()

@@ -1,8 +1,11 @@
 """nova_ext.migration driven one host at a time (Nova's driver).
 
-Each nova-compute talks only to its own agent: the destination prepares
-its side and hands migration id, address and token to the source, which
-registers, starts, switches over and finishes on its own agent.  Scripted
+Each nova-compute talks only to its own agent: the source makes its key
+pair for the migration (``migration_tls = pinned``), the destination
+prepares its side, pinning the source's fingerprint, and hands migration
+id, address, token and its own fingerprint to the source, which registers
+(pinning that fingerprint), starts, switches over and finishes on its own
+agent.  Scripted
 agents record what each side was asked; the real agents run these calls
 in tests/nova_functional/test_live_migration.py.
 """
@@ -44,6 +47,10 @@ def test_destination_makes_the_token_and_only_the_destination_is_asked():
     assert args['migration_id'] == prepared['migration_id']
     assert prepared['destination'] == '0:7440'
     assert prepared['export_uri'] == 'nbd+unix:///?socket=/e.sock'
+    # No source fingerprint (an agent of another mode), none sent; an
+    # agent of another mode returns none.
+    assert 'peer_fingerprint' not in args
+    assert prepared['fingerprint'] is None
 
 
 def test_destination_attaches_with_the_source_admission():
@@ -166,6 +173,80 @@ def test_prepare_both_sides_hides_the_token():
     assert prepared['reason'] == 'requested'
     token = dst.calls[0][1]['token']
     assert src.calls[-1][1]['token'] == token
+
+
+FP_SRC = '5a' * 32
+FP_DST = 'd0' * 32
+
+
+def test_source_key_is_made_on_the_source_under_a_new_migration_id():
+    src = RecordingAgent({'migration-key': {'fingerprint': FP_SRC}})
+    key = migration.prepare_key(src, 'vol1')
+    [(op, args)] = src.calls
+    assert op == 'migration-key'
+    assert args == {'migration_id': key['migration_id'], 'volume_id': 'vol1'}
+    assert key['fingerprint'] == FP_SRC
+    assert migration.prepare_key(src, 'vol1', 'm-7')['migration_id'] == 'm-7'
+
+
+def test_source_agent_of_another_mode_gives_no_fingerprint():
+    src = RecordingAgent({'migration-key': {'tls': 'psk'}})
+    assert migration.prepare_key(src, 'vol1')['fingerprint'] is None
+
+
+def test_source_agent_older_than_pinned_gives_no_fingerprint():
+    src = RecordingAgent({'migration-key': exception.AgentError(
+        "unknown operation 'migration-key'", errno.EOPNOTSUPP)})
+    assert migration.prepare_key(src, 'vol1')['fingerprint'] is None
+
+
+def test_source_key_failure_is_raised():
+    src = RecordingAgent({'migration-key': exception.AgentError(
+        'cannot make the migration\'s key pair', errno.EIO)})
+    with pytest.raises(exception.AgentError):
+        migration.prepare_key(src, 'vol1')
+
+
+def test_destination_pins_the_source_and_returns_its_fingerprint():
+    dst = RecordingAgent({'migration-incoming': {
+        'export_uri': 'nbd+unix:///?socket=/e.sock', 'listen': '0:7440',
+        'fingerprint': FP_DST}})
+    prepared = migration.prepare_destination(
+        dst, 'vol1', 'hybrid', '/dev/sdb', 1 << 30, 'write_back', 'all',
+        migration_id='m-1', source_fingerprint=FP_SRC)
+    [(_, args)] = dst.calls
+    assert args['peer_fingerprint'] == FP_SRC
+    assert args['migration_id'] == 'm-1'
+    assert prepared['fingerprint'] == FP_DST
+
+
+def test_source_pins_the_destination_fingerprint():
+    src = RecordingAgent()
+    prepared = {'migration_id': 'm-1', 'volume_id': 'vol1',
+                'strategy': 'hybrid', 'token': 'ab' * 32,
+                'destination': '10.0.0.2:7440', 'fingerprint': FP_DST}
+    migration.prepare_source(src, prepared)
+    [(_, args)] = src.calls
+    assert args['peer_fingerprint'] == FP_DST
+
+
+def test_prepare_both_sides_pins_each_agent_to_the_other():
+    src = RecordingAgent({'volume-show': SHOWN_RWS,
+                          'migration-key': {'fingerprint': FP_SRC}})
+    dst = RecordingAgent({'migration-incoming': {
+        'export_uri': 'nbd+unix:///?socket=/e.sock', 'listen': 'h:1',
+        'fingerprint': FP_DST}})
+    src.show_volume = lambda vol: src.call('volume-show', volume_id=vol)
+    prepared = migration.prepare(src, dst, 'vol1', 'firepan')
+    ops = [op for op, _ in src.calls]
+    assert ops == ['volume-show', 'migration-key', 'migration-outgoing']
+    key_args, out_args = src.calls[1][1], src.calls[2][1]
+    [(_, in_args)] = dst.calls
+    mid = prepared['migration_id']
+    assert key_args['migration_id'] == in_args['migration_id'] == mid
+    assert out_args['migration_id'] == mid
+    assert in_args['peer_fingerprint'] == FP_SRC
+    assert out_args['peer_fingerprint'] == FP_DST
 
 
 class Busy(RecordingAgent):

@@ -43,7 +43,7 @@ enum key_type {
   K_UINT,         /* unsigned in [min, max] */
   K_LEVEL,
   K_TARGET,
-  K_TLS,          /* psk | x509 | none */
+  K_TLS,          /* pinned | psk | x509 | none */
   K_PREFIXES,     /* comma-separated absolute paths */
   K_CHOICE,       /* one of the '|'-separated names in choices */
   K_FRACTION,     /* a decimal fraction, STAGING_FRACTION_MIN..MAX */
@@ -164,7 +164,7 @@ void fc_config_defaults(struct fc_config *cfg)
   cfg->cache_size = 1ULL << 30;
   cfg->block_size = 4096;
   strcpy(cfg->migration_listen, "127.0.0.1:7440");
-  cfg->migration_tls = FC_TLS_PSK;
+  cfg->migration_tls = FC_TLS_PINNED;
   strcpy(cfg->migration_tls_dir, "/etc/pki/qemu");
   strcpy(cfg->export_dir, "/run/fcache/exports");
   cfg->log_level = FC_LOG_INFO;
@@ -361,7 +361,9 @@ static int set_value(struct parser *p, const struct key_desc *k,
     return 0;
   }
   case K_TLS:
-    if (!strcmp(v, "psk"))
+    if (!strcmp(v, "pinned"))
+      *(enum fc_migration_tls *)field = FC_TLS_PINNED;
+    else if (!strcmp(v, "psk"))
       *(enum fc_migration_tls *)field = FC_TLS_PSK;
     else if (!strcmp(v, "x509"))
       *(enum fc_migration_tls *)field = FC_TLS_X509;
@@ -369,9 +371,11 @@ static int set_value(struct parser *p, const struct key_desc *k,
       *(enum fc_migration_tls *)field = FC_TLS_NONE;
     else
       return fail(p, p->line, k->name,
-                  "unknown mode '%s'; allowed: psk (the default: a key from "
-                  "each migration's token), x509 (host certificates in "
-                  "migration_tls_dir), none (plaintext)", v);
+                  "unknown mode '%s'; allowed: pinned (the default: a key "
+                  "pair of each agent for each migration, pinned by its "
+                  "fingerprint), psk (a key from each migration's token; "
+                  "weaker), x509 (host certificates in migration_tls_dir), "
+                  "none (plaintext)", v);
     return 0;
   }
   return -EINVAL;

@@ -27,7 +27,7 @@
 
 /* How agents authenticate and encrypt the migration stream
  * (migration/xfer_tls.h). */
-enum fc_migration_tls { FC_TLS_PSK = 0, FC_TLS_X509, FC_TLS_NONE };
+enum fc_migration_tls { FC_TLS_PSK = 0, FC_TLS_X509, FC_TLS_NONE, FC_TLS_PINNED };
 
 struct fc_config {
   char control_socket[FC_PATH_MAX];   /* default /run/fcache/agent.sock */
@@ -41,7 +41,7 @@ struct fc_config {
   uint64_t cache_size;                /* bytes; default 1 GiB */
   uint32_t block_size;                /* bytes, power of two, 512..1 MiB; default 4096 */
   char migration_listen[128];         /* host:port; default 127.0.0.1:7440 */
-  enum fc_migration_tls migration_tls;  /* default psk */
+  enum fc_migration_tls migration_tls;  /* default pinned */
   char migration_tls_dir[FC_PATH_MAX];  /* x509 files; default /etc/pki/qemu */
   char export_dir[FC_PATH_MAX];       /* default /run/fcache/exports */
   char export_group[64];              /* "" = root only; else the hypervisor's group */

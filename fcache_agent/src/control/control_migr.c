@@ -28,6 +28,12 @@ fc_op_migration_incoming(void *opaque, json_t *args, json_t **result, char *err,
 }
 
 int
+fc_op_migration_key(void *opaque, json_t *args, json_t **result, char *err, size_t errlen)
+{
+  return fc_migration_key(opaque, args, result, err, errlen);
+}
+
+int
 fc_op_migration_settle(void *opaque, json_t *args, json_t **result, char *err, size_t errlen)
 {
   struct fc_agent *agent = opaque;

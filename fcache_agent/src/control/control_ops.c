@@ -357,6 +357,7 @@ const struct fc_control_op fc_agent_control_ops[] = {
   { "volume-move", fc_op_volume_move, FC_CONTROL_ADMIN },
   { "volume-move-status", fc_op_volume_move_status, FC_CONTROL_READ },
   { "volume-move-abort", fc_op_volume_move_abort, FC_CONTROL_ADMIN },
+  { "migration-key", fc_op_migration_key, FC_CONTROL_ADMIN },
   { "migration-incoming", fc_op_migration_incoming, FC_CONTROL_ADMIN },
   { "migration-outgoing", fc_op_migration_outgoing, FC_CONTROL_ADMIN },
   { "migration-start", fc_op_migration_start, FC_CONTROL_ADMIN },

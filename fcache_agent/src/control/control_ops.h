@@ -10,6 +10,7 @@
 extern const struct fc_control_op fc_agent_control_ops[];
 
 /* Live migration operations (control_migr.c). */
+int fc_op_migration_key(void *, json_t *, json_t **, char *, size_t);
 int fc_op_migration_incoming(void *, json_t *, json_t **, char *, size_t);
 int fc_op_migration_outgoing(void *, json_t *, json_t **, char *, size_t);
 int fc_op_migration_start(void *, json_t *, json_t **, char *, size_t);

@@ -69,14 +69,23 @@ refuse(struct fc_xfer_conn *c, const char *peer, const char *why)
   fc_xfer_send_json(c, FC_XFER_ERROR, "{\"error\": \"authentication failed\"}");
 }
 
-/* The PSK lookup of the TLS handshake (xfer_tls.h): the key of an
- * incoming migration still waiting for its source, under its id. */
+/* What the TLS handshake's lookup (xfer_tls.h) found: the migration it
+ * holds a reference to, so that its key outlives the handshake. */
+struct lookup_ctx {
+  struct fc_agent *agent;
+  struct fc_migration *held;
+};
+
+/* The TLS handshake's lookup: what an incoming migration still waiting for
+ * its source expects, under its id. */
 static int
-psk_for(void *ctx, const char *identity, uint8_t key[FC_TLS_PSK_BYTES])
+auth_for(void *ctx, const char *identity, struct fc_xfer_auth *auth)
 {
-  struct fc_migration *m = fc_migration_find(ctx, identity);
+  struct lookup_ctx *lc = ctx;
+  struct fc_migration *m = fc_migration_find(lc->agent, identity);
   char token[FC_TOKEN_HEX + 1];
   bool waiting;
+  int r = 0;
 
   if (!m)
     return -ENOENT;
@@ -85,10 +94,25 @@ psk_for(void *ctx, const char *identity, uint8_t key[FC_TLS_PSK_BYTES])
             m->state == FC_MS_PREPARED;
   memcpy(token, m->token, sizeof token);
   pthread_mutex_unlock(&m->lock);
-  fc_migration_put(m);
-  if (!waiting)
+  if (!waiting || lc->held) {
+    fc_migration_put(m);
     return -ENOENT;
-  return fc_xfer_tls_psk(token, identity, key);
+  }
+  if (fc_xfer_tls_pinned(lc->agent->tls)) {
+    if (!m->key)
+      r = -ENOENT;
+    auth->key = m->key;
+    memcpy(auth->peer_fp, m->peer_fp, sizeof auth->peer_fp);
+  } else {
+    r = fc_xfer_tls_psk(token, identity, auth->psk);
+  }
+  explicit_bzero(token, sizeof token);
+  if (r) {
+    fc_migration_put(m);
+    return r;
+  }
+  lc->held = m;
+  return 0;
 }
 
 static void
@@ -101,6 +125,7 @@ handle(struct fc_migr_listener *l, int fd, const char *peer)
   struct fc_xfer_conn c;
   uint8_t buf[FC_XFER_MAX_JSON + 1];
   const char *id, *vol, *token;
+  struct lookup_ctx lc = { l->agent, NULL };
   struct fc_migration *m = NULL;
   json_t *hello = NULL;
   uint64_t now;
@@ -110,8 +135,10 @@ handle(struct fc_migr_listener *l, int fd, const char *peer)
   /* The handshake and the whole HELLO within one deadline, however slowly
    * they trickle in; the refusal is sent under the same bound. */
   setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-  r = fc_xfer_tls_server(l->agent->tls, &c, psk_for, l->agent, identity,
+  r = fc_xfer_tls_server(l->agent->tls, &c, auth_for, &lc, identity,
                          sizeof identity, HELLO_TIMEOUT_S * 1000, terr, sizeof terr);
+  /* The handshake is over: the key it used is no longer needed. */
+  fc_migration_put(lc.held);
   if (r) {
     /* Nothing to answer: the peer proved nothing, and a refusal frame
      * would go out in clear. */

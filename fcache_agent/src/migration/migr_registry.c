@@ -83,6 +83,7 @@ fc_migr_free(struct fc_migration *m)
   free(m->readq);
   free(m->hot);
   free(m->to_ack);
+  fc_xfer_key_free(m->key);
   if (m->sent_dirty) {
     fc_invfilter_destroy(m->sent_dirty);
     free(m->sent_dirty);
@@ -211,6 +212,7 @@ fc_migrations_stop(struct fc_agent *agent)
   fc_migr_listener_stop(agent->listener);
   agent->listener = NULL;
   stop_all(agent);
+  fc_migr_keys_clear();
   fc_xfer_tls_free(agent->tls);
   agent->tls = NULL;
 }

@@ -360,27 +360,29 @@ source_tx(void *arg)
 }
 
 /* Authenticate the destination before it sees anything of the migration
- * (xfer_tls.h): only the agent holding this migration's token (psk) or a
+ * (xfer_tls.h): only the agent holding the private key of the certificate
+ * pinned for this migration (pinned), this migration's token (psk) or a
  * certificate for the host dialled (x509) completes the handshake. */
 static int
 start_tls(struct fc_migration *m, char *err, size_t errlen)
 {
-  uint8_t psk[FC_TLS_PSK_BYTES];
+  struct fc_xfer_auth auth = { .key = m->key };
   char host[256], port[16];
   int r;
 
   if (!m->agent->tls)
     return 0;
+  memcpy(auth.peer_fp, m->peer_fp, sizeof auth.peer_fp);
   r = fc_split_hostport(m->peer, host, sizeof host, port, sizeof port);
-  if (!r)
-    r = fc_xfer_tls_psk(m->token, m->e.id, psk);
+  if (!r && !fc_xfer_tls_pinned(m->agent->tls))
+    r = fc_xfer_tls_psk(m->token, m->e.id, auth.psk);
   if (r) {
     snprintf(err, errlen, "cannot derive the stream's key for %s", m->peer);
     return r;
   }
-  r = fc_xfer_tls_client(m->agent->tls, &m->conn, host, m->e.id, psk,
+  r = fc_xfer_tls_client(m->agent->tls, &m->conn, host, m->e.id, &auth,
                          HANDSHAKE_TIMEOUT_S * 1000, err, errlen);
-  explicit_bzero(psk, sizeof psk);
+  explicit_bzero(&auth, sizeof auth);
   return r;
 }
 
@@ -424,6 +426,14 @@ fc_migr_source_connect(struct fc_migration *m, char *err, size_t errlen)
       buf[h.length] = 0;
       snprintf(err, errlen, "destination %s refused the stream: %s", m->peer, buf);
       r = -EACCES;
+    } else if (r == -ECONNRESET && m->agent->tls) {
+      /* TLS 1.3 ends the client's handshake before the server has checked
+       * the client's certificate: a destination that refuses this source
+       * can only close the stream. */
+      snprintf(err, errlen, "handshake with %s failed: the destination closed "
+               "the stream without accepting it (it refused this source's "
+               "certificate, key or HELLO; the destination agent's log says why)",
+               m->peer);
     } else {
       snprintf(err, errlen, "handshake with %s failed: %s", m->peer,
                r ? strerror(-r) : "unexpected frame");

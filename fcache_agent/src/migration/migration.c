@@ -14,6 +14,7 @@
 #include "agent/agent.h"
 #include "common/log.h"
 #include "migration.h"
+#include "xfer_tls.h"
 #include "engine/engine.h"
 #include "engine/volume.h"
 
@@ -84,8 +85,8 @@ token_valid(const char *t)
   return true;
 }
 
-static bool
-migration_id_valid(const char *id)
+bool
+fc_migration_id_valid(const char *id)
 {
   size_t n = strlen(id);
 
@@ -106,10 +107,12 @@ migration_new(struct fc_agent *agent, json_t *args, enum fc_migr_role role,
   const char *vol = json_string_value(json_object_get(args, "volume_id"));
   const char *token = json_string_value(json_object_get(args, "token"));
   const char *strat = json_string_value(json_object_get(args, "strategy"));
+  uint8_t peer_fp[FC_XFER_FP_BYTES] = { 0 };
+  struct fc_xfer_key *key = NULL;
   struct fc_migration *m;
   enum fc_strategy s;
 
-  if (!id || !migration_id_valid(id)) {
+  if (!id || !fc_migration_id_valid(id)) {
     snprintf(err, errlen, "migration_id must be 1-%d letters, digits, '-', '_' or '.'",
              FC_MIGRATION_ID_MAX);
     return NULL;
@@ -129,15 +132,36 @@ migration_new(struct fc_agent *agent, json_t *args, enum fc_migr_role role,
   }
   if (agent->host.ops->migr->supports(s, err, errlen))
     return NULL;
+  if (fc_xfer_tls_pinned(agent->tls) &&
+      fc_xfer_fp_parse(json_string_value(json_object_get(args, "peer_fingerprint")),
+                       peer_fp)) {
+    snprintf(err, errlen, "peer_fingerprint is required with migration_tls = pinned: "
+             "the SHA-256 fingerprint (%d hex digits) of the %s agent's certificate "
+             "for this migration, from its %s; run the same fcache version and "
+             "migration_tls mode on both hosts", FC_XFER_FP_HEX, role == FC_MIGR_DEST ? "source" : "destination",
+             role == FC_MIGR_DEST ? "migration-key" : "migration-incoming");
+    return NULL;
+  }
   m = fc_migration_find(agent, id);
   if (m) {
     fc_migration_put(m);
     snprintf(err, errlen, "migration %s already exists on this agent", id);
     return NULL;
   }
+  if (fc_xfer_tls_pinned(agent->tls)) {
+    /* The destination's key is new here; the source's was made before
+     * the destination prepared, so that it could pin it. */
+    if ((role == FC_MIGR_DEST ? fc_xfer_key_new(&key, err, errlen)
+                              : fc_migr_key_take(id, vol, &key, err, errlen)))
+      return NULL;
+  }
   m = calloc(1, sizeof *m);
-  if (!m)
+  if (!m) {
+    fc_xfer_key_free(key);
     return NULL;
+  }
+  m->key = key;
+  memcpy(m->peer_fp, peer_fp, sizeof peer_fp);
   snprintf(m->e.id, sizeof m->e.id, "%s", id);
   snprintf(m->e.volume_id, sizeof m->e.volume_id, "%s", vol);
   snprintf(m->token, sizeof m->token, "%s", token);
@@ -259,9 +283,13 @@ fc_migration_incoming(struct fc_agent *agent, json_t *args, json_t **result,
     goto out;
   }
   fc_migr_mark_volume(m, "in");
-  *result = json_pack("{s:s, s:s, s:s, s:s}", "migration_id", m->e.id,
+  *result = json_pack("{s:s, s:s, s:s, s:s, s:s}", "migration_id", m->e.id,
                       "volume_id", m->e.volume_id, "export_uri", v->export_uri,
-                      "listen", agent->host.cfg.migration_listen);
+                      "listen", agent->host.cfg.migration_listen,
+                      "tls", fc_xfer_tls_mode_name(agent->tls));
+  if (*result && m->key)
+    json_object_set_new(*result, "fingerprint",
+                        json_string(fc_xfer_key_fingerprint(m->key)));
   log_info("migration %s: volume %s prepared to arrive (%s)", m->e.id, m->e.volume_id,
            fc_strategy_name(m->e.strategy));
   return 0;
@@ -269,6 +297,7 @@ out:
   /* Opened but not taken by an attach. */
   if (opened)
     agent->host.ops->release_origin(&agent->host, opened);
+  fc_xfer_key_free(m->key);
   pthread_mutex_destroy(&m->lock);
   pthread_cond_destroy(&m->cond);
   free(m);
@@ -323,8 +352,12 @@ fc_migration_outgoing(struct fc_agent *agent, json_t *args, json_t **result,
   if (r)
     goto out;
   *result = json_pack("{s:s, s:s}", "migration_id", m->e.id, "volume_id", m->e.volume_id);
+  if (*result && m->key)
+    json_object_set_new(*result, "fingerprint",
+                        json_string(fc_xfer_key_fingerprint(m->key)));
   return 0;
 out:
+  fc_xfer_key_free(m->key);
   pthread_mutex_destroy(&m->lock);
   pthread_cond_destroy(&m->cond);
   free(m);

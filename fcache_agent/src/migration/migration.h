@@ -19,6 +19,7 @@
 #include "common/ratelimit.h"
 #include "engine/engine.h"
 #include "xfer_conn.h"
+#include "xfer_key.h"
 
 struct fc_agent;
 struct fc_invfilter;
@@ -42,6 +43,10 @@ struct fc_migration {
   struct fc_engine_migr e;
   char token[FC_TOKEN_HEX + 1];
   bool token_used;
+  /* migration_tls = pinned: this end's key pair, and the fingerprint of
+   * the peer's certificate, the only one the stream accepts. */
+  struct fc_xfer_key *key;
+  uint8_t peer_fp[FC_XFER_FP_BYTES];
   /* References (under agent->migr_lock): the registry's, and one per
    * caller of fc_migration_find / fc_migration_for_volume until its
    * fc_migration_put.  The last put joins the threads and frees. */
@@ -148,6 +153,10 @@ int fc_migration_incoming(struct fc_agent *agent, json_t *args, json_t **result,
                           char *err, size_t errlen);
 int fc_migration_outgoing(struct fc_agent *agent, json_t *args, json_t **result,
                           char *err, size_t errlen);
+/* migr_keys.c: the source's key pair, made before the destination prepares
+ * (migration_tls = pinned); migration-outgoing takes it. */
+int fc_migration_key(struct fc_agent *agent, json_t *args, json_t **result,
+                     char *err, size_t errlen);
 int fc_migration_start(struct fc_migration *m, char *err, size_t errlen);
 int fc_migration_switchover(struct fc_migration *m, char *err, size_t errlen);
 int fc_migration_finish(struct fc_migration *m, int timeout_ms, char *err, size_t errlen);
@@ -158,6 +167,13 @@ int fc_migration_settle(struct fc_agent *agent, json_t *args, json_t **result,
                         char *err, size_t errlen);
 
 /* Internal, shared by the files of migration/. */
+bool fc_migration_id_valid(const char *id);
+/* The key migration-key made for id and volume_id, taken out of the store
+ * (*out is the caller's): 0, or -ENOENT / -EINVAL with a message. */
+int fc_migr_key_take(const char *id, const char *volume_id, struct fc_xfer_key **out,
+                     char *err, size_t errlen);
+/* Drop every key no migration took (at exit). */
+void fc_migr_keys_clear(void);
 /* Add a new migration to the registry (its one reference becomes the
  * registry's), evicting a finished one if full; -EBUSY with a message. */
 int fc_migr_registry_add(struct fc_agent *agent, struct fc_migration *m, char *err,

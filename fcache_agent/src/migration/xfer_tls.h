@@ -4,12 +4,21 @@
  * forget dirty blocks, so both ends of every stream authenticate each other
  * before the first frame, and every frame is encrypted and authenticated:
  *
- *   psk   (default) a pre-shared key derived from the one-time migration
- *         token both agents were given by the orchestrator, under the
- *         migration id as PSK identity; the token itself never crosses the
- *         network in clear, and only a peer that knows it completes the
- *         handshake.  (EC)DHE on top, so a token that leaks later does not
- *         open a recorded stream.
+ *   pinned (default) each agent makes a fresh key pair and self-signed
+ *         certificate for each migration (xfer_key.h); the orchestrator
+ *         hands each agent the SHA-256 fingerprint of its peer's
+ *         certificate, and both ends accept only that certificate (mutual
+ *         TLS 1.3, ECDHE).  Nothing the orchestrator carries (fingerprints,
+ *         token) lets its reader complete a handshake: the private keys
+ *         never leave the agents.  The source names the migration in the
+ *         server name indication so that the destination can present that
+ *         migration's certificate.
+ *   psk   a pre-shared key derived from the one-time migration token both
+ *         agents were given by the orchestrator, under the migration id as
+ *         PSK identity; (EC)DHE on top, so a token that leaks later does
+ *         not open a recorded stream.  Weaker: whoever reads the token in
+ *         the orchestrator's messages or database before the stream starts
+ *         can impersonate either end.
  *   x509  host certificates in the layout libvirt and QEMU use for native
  *         TLS migration (migration_tls_dir, /etc/pki/qemu by default:
  *         ca-cert.pem, server-cert.pem, server-key.pem, client-cert.pem,
@@ -25,8 +34,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <stdbool.h>
+
 #include "common/config.h"
 #include "xfer_conn.h"
+#include "xfer_key.h"
 
 #define FC_TLS_PSK_BYTES 32
 
@@ -43,24 +55,36 @@ const char *fc_xfer_tls_mode_name(const struct fc_xfer_tls *t);
 int fc_xfer_tls_psk(const char *token, const char *migration_id,
                     uint8_t key[FC_TLS_PSK_BYTES]);
 
+/* Whether each migration needs its own key pair and its peer's
+ * fingerprint (migration_tls = pinned). */
+bool fc_xfer_tls_pinned(const struct fc_xfer_tls *t);
+
+/* What one end of a stream proves and what it expects of its peer. */
+struct fc_xfer_auth {
+  uint8_t psk[FC_TLS_PSK_BYTES];          /* psk: the migration's key */
+  const struct fc_xfer_key *key;          /* pinned: this end's own */
+  uint8_t peer_fp[FC_XFER_FP_BYTES];      /* pinned: the peer's certificate */
+};
+
 /* Source: the handshake on c's connected socket, all of it within
  * timeout_ms.  host is the destination as it was dialled (checked against
- * its certificate in x509 mode); identity and psk are the migration's.
- * No-op when t is NULL (mode none). */
+ * its certificate in x509 mode); identity is the migration id and auth what
+ * the migration holds.  No-op when t is NULL (mode none). */
 int fc_xfer_tls_client(const struct fc_xfer_tls *t, struct fc_xfer_conn *c,
                        const char *host, const char *identity,
-                       const uint8_t psk[FC_TLS_PSK_BYTES], unsigned timeout_ms,
+                       const struct fc_xfer_auth *auth, unsigned timeout_ms,
                        char *err, size_t errlen);
 
-/* The destination's key for a PSK identity (a migration id): 0, or -ENOENT
- * when no migration may accept a stream under that identity. */
-typedef int (*fc_xfer_psk_lookup_fn)(void *ctx, const char *identity,
-                                     uint8_t key[FC_TLS_PSK_BYTES]);
+/* The destination's view of a migration id (psk, pinned): 0, or -ENOENT
+ * when no migration may accept a stream under that id.  auth->key must
+ * stay valid until fc_xfer_tls_server returns. */
+typedef int (*fc_xfer_auth_lookup_fn)(void *ctx, const char *identity,
+                                      struct fc_xfer_auth *auth);
 
-/* Destination: the handshake within timeout_ms.  In psk mode, identity
- * receives the PSK identity the peer proved it holds the key of. */
+/* Destination: the handshake within timeout_ms.  In psk and pinned mode,
+ * identity receives the migration id the peer authenticated for. */
 int fc_xfer_tls_server(const struct fc_xfer_tls *t, struct fc_xfer_conn *c,
-                       fc_xfer_psk_lookup_fn lookup, void *ctx,
+                       fc_xfer_auth_lookup_fn lookup, void *ctx,
                        char *identity, size_t idlen, unsigned timeout_ms,
                        char *err, size_t errlen);
 

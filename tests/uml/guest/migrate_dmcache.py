@@ -150,14 +150,17 @@ def migrate(src, dst, vol, strategy, vm, rate_bps=0):
     vshow = src.ok('volume-show', volume_id=vol)
     mid = 'm%d-%s' % (len(out['migrations']), strategy)
     token = secrets.token_hex(32)
+    # migration_tls = pinned: each agent pins the other's fingerprint.
+    key = src.ok('migration-key', migration_id=mid, volume_id=vol)
     inc = dst.ok('migration-incoming', migration_id=mid, volume_id=vol,
                  token=token, strategy=strategy, origin=vshow['origin'],
                  cache_size=vshow['cache_size'],
                  write_policy=vshow['write_policy'],
-                 admission=vshow['admission'])
+                 admission=vshow['admission'],
+                 peer_fingerprint=key.get('fingerprint'))
     src.ok('migration-outgoing', migration_id=mid, volume_id=vol,
            token=token, strategy=strategy, destination=inc['listen'],
-           rate_limit_bps=rate_bps)
+           rate_limit_bps=rate_bps, peer_fingerprint=inc.get('fingerprint'))
     t0 = time.monotonic()
     if strategy == 'firepan':
         vm.pause()            # the copy runs while the VM is paused
