@@ -18,10 +18,11 @@ Where it hooks Nova's flow (nova/virt/libvirt/driver.py, Nova 34):
 ``swap_volume``
     Cinder migrating or retyping a cached volume in use: the agent moves
     it (:mod:`nova_ext.virt.swap`).
-``_extend_volume``, ``_resize_attached_volume``
-    Cinder's online extend: the agent serves the new size, and the guest's
-    disk (the export, not os-brick's device) is moved onto a new NBD node
-    and resized (:mod:`nova_ext.virt.extend`).
+``extend_volume``
+    Cinder's online extend of a cached volume: the agent serves the new
+    size, and the guest's disk (the export, not os-brick's device, which
+    Nova would look for) is moved onto a new NBD node and resized
+    (:mod:`nova_ext.virt.extend`).
 Live migration
     :mod:`nova_ext.virt.outgoing` (source) and
     :mod:`nova_ext.virt.incoming` (destination).  Each host drives only its
@@ -32,9 +33,11 @@ Live migration
 
 import errno
 
+from nova.compute import power_state
 from nova import exception as nova_exception
 from nova import objects
 from nova import rpc
+from nova.virt import block_device as driver_block_device
 from nova.virt.libvirt import driver as libvirt_driver
 from oslo_config import cfg
 from oslo_log import log as logging
@@ -267,36 +270,50 @@ class FcacheLibvirtDriver(incoming.IncomingMixin, outgoing.OutgoingMixin,
                  volume_id, served, instance=instance)
         return new_size
 
-    def _resize_attached_volume(self, new_size, block_device, instance):
-        # Nova names the disk by os-brick's device path (or by the guest's
-        # device name): for a cached volume the guest's disk is the
+    def extend_volume(self, context, connection_info, instance,
+                      requested_size):
+        export_uri = policy.connection_data(connection_info).get(
+            policy.EXPORT_KEY)
+        if not export_uri:
+            return super().extend_volume(context, connection_info, instance,
+                                         requested_size)
+        # Nova resizes the guest disk it finds by os-brick's device path
+        # or the volume's serial; a cached volume's guest disk is the
         # agent's export, which QEMU must also reopen to see the new size.
-        guest = block_device._guest
-        try:
-            found = extend.guest_disk(
-                guest.get_xml_desc(), block_device._disk,
-                self._local_agent().list_volumes()['volumes'])
-        except exception.FcacheException as exc:
-            LOG.warning("fcache agent unreachable (%s): resizing %s as Nova "
-                        "named it", exc, block_device._disk,
-                        instance=instance)
-            found = None
-        except extend.GuestDiskNotFound as exc:
+        volume_id = driver_block_device.get_volume_id(connection_info)
+        if connection_info.get('data', {}).get('encrypted'):
             raise nova_exception.VolumeExtendFailed(
-                volume_id=block_device._disk,
-                reason='%s; the guest keeps the old size' % exc)
+                volume_id=volume_id,
+                reason='fcache does not grow an encrypted volume in use; '
+                       'a hard reboot gives the guest the new size')
+        new_size = self._extend_volume(connection_info, instance,
+                                       requested_size)
+        if new_size is None:
+            raise nova_exception.VolumeExtendFailed(
+                volume_id=volume_id,
+                reason='Failure to resize underlying volume on compute.')
+        guest = self._host.get_guest(instance)
+        if guest.get_power_state(self._host) not in (power_state.RUNNING,
+                                                     power_state.PAUSED):
+            LOG.debug('Skipping block device resize, guest is not running',
+                      instance=instance)
+            return
+        kind, _, socket = exports.parse_export(export_uri)
+        found = extend.guest_disk(guest.get_xml_desc(), socket) \
+            if kind == 'nbd' else None
         if found is None:
-            return super()._resize_attached_volume(new_size, block_device,
-                                                   instance)
+            raise nova_exception.VolumeExtendFailed(
+                volume_id=volume_id,
+                reason='the guest has no NBD disk on the fcache export %s; '
+                       'a hard reboot gives it the new size' % export_uri)
         LOG.debug("Growing fcache disk %s (export %s) to %d bytes",
-                  found['target'], found['socket'], new_size,
-                  instance=instance)
+                  found['target'], socket, new_size, instance=instance)
         try:
             extend.grow_guest_disk(guest._domain, found, new_size,
                                    self._fcache_conf.nbd_reconnect_delay)
         except reconnect.ReconnectError as exc:
             raise nova_exception.VolumeExtendFailed(
-                volume_id=found['export'] or found['target'],
+                volume_id=volume_id,
                 reason='QEMU could not reopen the fcache disk to see its new '
                        'size (%s); the guest keeps the old one' % exc)
 

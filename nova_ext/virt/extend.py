@@ -16,62 +16,21 @@ volume's serial.  For a cached volume three things differ:
    tells the guest (virtio-blk's capacity change).
 """
 
-import os
-
 from oslo_log import log as logging
 
-from nova_ext.virt import exports
 from nova_ext.virt import reconnect
 
 LOG = logging.getLogger(__name__)
 
 
-class GuestDiskNotFound(Exception):
-    """No fcache disk of the domain is the one Nova named."""
+def guest_disk(domain_xml, socket):
+    """The disk of ``domain_xml`` on the agent's export ``socket``.
 
-
-def _same_device(a, b):
-    """Whether paths a and b name the same block device or file."""
-    try:
-        sa, sb = os.stat(a), os.stat(b)
-    except OSError:
-        return False
-    if sa.st_rdev or sb.st_rdev:
-        return sa.st_rdev == sb.st_rdev
-    return (sa.st_dev, sa.st_ino) == (sb.st_dev, sb.st_ino)
-
-
-def guest_disk(domain_xml, named, volumes):
-    """The fcache disk of ``domain_xml`` Nova means by ``named``.
-
-    :param named: what Nova passes libvirt: the guest's device name
-        (``vdb``, for volumes without a device path) or os-brick's device
-        path, which is the agent's origin.
-    :param volumes: the agent's ``volume-list``.
-    :returns: one of :func:`nova_ext.virt.reconnect.fcache_disks`, or None
-        when ``named`` is not an fcache disk of this domain.
-    :raises GuestDiskNotFound: ``named`` is the origin of a volume the
-        agent serves, but no disk of the domain is on its export.
+    :returns: one of :func:`nova_ext.virt.reconnect.fcache_disks`, or
+        None.
     """
-    sockets = exports.nbd_sockets(volumes)
-    disks = reconnect.fcache_disks(domain_xml, set(sockets))
-    for d in disks:
-        if d['target'] and d['target'] == named:
-            return d
-
-    def is_named(origin):
-        return origin == named or (origin.startswith('/') and
-                                   named.startswith('/') and
-                                   _same_device(origin, named))
-    for d in disks:
-        if is_named(sockets[d['socket']]):
-            return d
-    for socket, origin in sockets.items():
-        if is_named(origin):
-            raise GuestDiskNotFound(
-                'the agent serves %s on %s, but the domain has no disk on '
-                'that export' % (named, socket))
-    return None
+    disks = reconnect.fcache_disks(domain_xml, {socket})
+    return disks[0] if disks else None
 
 
 def grow_guest_disk(domain, disk, size, delay, monitor_command=None):

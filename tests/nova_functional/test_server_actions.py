@@ -344,15 +344,11 @@ class OnlineExtendTest(_ActionBase):
                 (disk['target'], disk['socket'], size))))
         # fakelibvirt's domain XML gives a network disk neither its export
         # name, its unix socket nor libvirt's node index, which
-        # guest_disk reads from a real one: they are put back (from the
-        # agent's volume whose origin Nova names) before guest_disk reads
-        # it.
+        # guest_disk reads from a real one: they are put back before
+        # guest_disk reads it.
         real_guest_disk = extend.guest_disk
 
-        def guest_disk(xml, named, volumes):
-            self.assertEqual(self._origin_on('src'), named)
-            socket = [v['export_uri'] for v in volumes
-                      if v['origin'] == named][0].split('socket=', 1)[1]
+        def guest_disk(xml, socket):
             tree = etree.fromstring(xml)
             for disk in tree.findall('./devices/disk'):
                 source = disk.find('source')
@@ -366,7 +362,7 @@ class OnlineExtendTest(_ActionBase):
                     host.set('socket', socket)
                     source.set('index', '1')
             return real_guest_disk(etree.tostring(tree, encoding='unicode'),
-                                   named, volumes)
+                                   socket)
         self.useFixture(fixtures.MockPatch(
             'nova_ext.virt.extend.guest_disk', side_effect=guest_disk))
         new_size = lm.VOLUME_SIZE + 32 * MiB

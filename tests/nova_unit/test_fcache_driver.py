@@ -487,9 +487,6 @@ class OnlineExtendTest(_DriverTest):
             self.drvr, '_local_agent')).mock.return_value
         self.agent.extend_volume.return_value = {'volume_id': VOLUME,
                                                  'size': NEW_SIZE}
-        self.agent.list_volumes.return_value = {'volumes': [{
-            'volume_id': VOLUME, 'origin': '/dev/sdfc1',
-            'export_uri': self.info['data']['fcache_export']}]}
         self.brick = self.useFixture(fixtures.MockPatchObject(
             NOVA_DRIVER, '_extend_volume', return_value=NEW_SIZE)).mock
         self.guest = mock.Mock()
@@ -505,6 +502,26 @@ class OnlineExtendTest(_DriverTest):
     def _extend(self):
         self.drvr.extend_volume(self.context, self.info, self.instance,
                                 NEW_SIZE)
+
+    def test_encrypted_volume_is_refused(self):
+        self.info['data']['encrypted'] = True
+        err = self.assertRaises(nova_exception.VolumeExtendFailed,
+                                self._extend)
+        self.assertIn('does not grow an encrypted volume', str(err))
+        self.agent.extend_volume.assert_not_called()
+
+    def test_stopped_guest_grows_at_its_start(self):
+        self.guest.get_power_state.return_value = power_state.SHUTDOWN
+        self._extend()
+        self.agent.extend_volume.assert_called_once_with(VOLUME)
+        self.grow.assert_not_called()
+
+    def test_guest_without_the_export_fails_the_extend(self):
+        self.guest.get_xml_desc.return_value = '<domain><devices/></domain>'
+        err = self.assertRaises(nova_exception.VolumeExtendFailed,
+                                self._extend)
+        self.assertIn('the guest has no NBD disk on the fcache export',
+                      str(err))
 
     def test_the_export_grows_not_brick_device(self):
         self._extend()
@@ -544,7 +561,6 @@ class OnlineExtendTest(_DriverTest):
 
     def test_uncached_volume_is_nova_s(self):
         del self.info['data']['fcache_export']
-        self.agent.list_volumes.return_value = {'volumes': []}
         self._extend()
         self.agent.extend_volume.assert_not_called()
         self.grow.assert_not_called()

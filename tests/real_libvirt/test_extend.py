@@ -3,8 +3,8 @@
 A QEMU guest under a real libvirt daemon, its disk the XML Nova's code
 makes for an fcache volume.  The origin grows (as after Cinder's extend
 and os-brick's rescan), the agent serves the new size, and the driver's
-steps (``nova_ext.virt.extend``: find the guest disk Nova names by
-os-brick's device path, move it onto a new NBD node, ``virDomainBlockResize``)
+steps (``nova_ext.virt.extend``: find the guest disk on the agent's
+export, move it onto a new NBD node, ``virDomainBlockResize``)
 make the guest's disk the new size: QEMU's device reports it, and the
 guest writes and reads past the old end.  The disk still rides out an
 agent restart afterwards, and the origin holds every write.
@@ -65,12 +65,9 @@ def test_guest_sees_the_extended_volume(libvirt_hosts, make_agent,
     # The agent grew, QEMU's node did not: an NBD node cannot grow.
     assert device_size(g) == OLD
 
-    disk = extend.guest_disk(g.dom.XMLDesc(0), origin.path,
-                             agent.client().list_volumes()['volumes'])
+    socket = res['export_uri'].split('socket=', 1)[1]
+    disk = extend.guest_disk(g.dom.XMLDesc(0), socket)
     assert disk is not None and disk['target'] == 'vdb', disk
-    # The guest's device name finds it too (Nova's way for RBD volumes).
-    assert extend.guest_disk(g.dom.XMLDesc(0), 'vdb', agent.client(
-    ).list_volumes()['volumes']) == disk
     extend.grow_guest_disk(g.dom, disk, NEW, DELAY_S)
     assert device_size(g) == NEW
 
