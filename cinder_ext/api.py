@@ -196,40 +196,45 @@ def _holder(req, attachment):
     return attachment.instance_uuid or '(no server recorded)', where
 
 
-def _refusal(req, action, volume, attachment, resolved_from):
+def _refused_because(req, action, volume, attachment, resolved_from):
+    """What every refusal starts with: who caches the volume, and how."""
     server, where = _holder(req, attachment)
-    return (
+    return server, (
         'fcache: will not %(action)s volume %(vol)s now: it is attached to '
         'server %(server)s %(where)s(attachment %(att)s) with the '
         'write_back cache policy (%(why)s), so that host\'s cache may hold '
-        'writes the server has flushed that the volume does not have yet, '
-        'and what Cinder reads would silently lack them.  Detach it first '
+        'writes the server has flushed that the volume does not have '
+        'yet' % {'action': action, 'vol': volume.id, 'server': server,
+                 'where': where, 'att': attachment.id,
+                 'why': resolved_from})
+
+
+def _refusal(req, action, volume, attachment, resolved_from):
+    server, head = _refused_because(req, action, volume, attachment,
+                                    resolved_from)
+    return head + (
+        ', and what Cinder reads would silently lack them.  Detach it first '
         '(openstack server remove volume %(server)s %(vol)s): the detach '
         'writes every cached write back to the volume, then retry.  '
         'Retyping it while attached does not help: the host keeps the '
         'policy it attached with until the volume is detached.  A volume '
         'that must be snapshotted, backed up or cloned while in use '
         'needs a write_through or read_only type when it is attached.' % {
-            'action': action, 'vol': volume.id, 'server': server,
-            'where': where, 'att': attachment.id, 'why': resolved_from})
+            'vol': volume.id, 'server': server})
 
 
 def _detach_refusal(req, action, volume, attachment, resolved_from):
-    server, where = _holder(req, attachment)
-    return (
-        'fcache: will not %(action)s volume %(vol)s now: it is attached to '
-        'server %(server)s %(where)s(attachment %(att)s) with the '
-        'write_back cache policy (%(why)s), so that host\'s cache may hold '
-        'writes the server has flushed that the volume does not have yet.  '
-        'Marked detached here, the volume would be attached elsewhere, '
+    server, head = _refused_because(req, action, volume, attachment,
+                                    resolved_from)
+    return head + (
+        '.  Marked detached here, the volume would be attached elsewhere, '
         'snapshotted or cloned without them, and the host could no longer '
         'write them back.  Detach it through Nova (openstack server remove '
         'volume %(server)s %(vol)s), which writes them back first.  If '
         'that host is gone for good, what only its cache held is lost: '
         'delete the attachment (openstack volume attachment delete '
         '%(att)s) to accept that.' % {
-            'action': action, 'vol': volume.id, 'server': server,
-            'where': where, 'att': attachment.id, 'why': resolved_from})
+            'vol': volume.id, 'server': server, 'att': attachment.id})
 
 
 def _refuse_if_write_back(req, volume_id, action, refusal=_refusal,
