@@ -4,7 +4,10 @@
  * rare and handlers may block (a volume create can wait on the origin), so
  * this is simpler than an event loop and a slow handler never stalls other
  * operators.  Connections are capped so a runaway script cannot exhaust
- * threads in the data-plane process.  fc_control_stop() wakes the accept
+ * threads in the data-plane process; the cap is shared so that no one
+ * else can keep the agent's masters out: ADMIN_RESERVED slots are only
+ * for admins (root, the agent's user, control_admin_group: nova-compute),
+ * and every other user holds at most PER_UID_MAX.  fc_control_stop() wakes the accept
  * thread through an eventfd, then shutdown()s every client socket, which
  * makes a blocked recv() return 0 and a blocked send() fail.
  *
@@ -31,6 +34,11 @@
 #include "control_conn.h"
 
 #define MAX_CONNECTIONS 32
+/* Slots that only admins may take, whatever the others hold. */
+#define ADMIN_RESERVED 8
+/* Connections one non-admin uid may hold: its clients send one request
+ * per connection, so a few cover a monitoring agent and a shell. */
+#define PER_UID_MAX 4
 #define LISTEN_BACKLOG 64
 
 /* Joins and frees the connections whose threads have finished. */
@@ -73,23 +81,61 @@ static int start_thread(pthread_t *t, void *(*fn)(void *), void *arg)
   return -r;
 }
 
+/* Why the connection of peer must wait, in msg; false if it may be
+ * served.  Called with ctl->lock held. */
+static bool over_limit(const struct fc_control *ctl,
+                       const struct fc_peer *peer, char *msg, size_t size)
+{
+  unsigned others = 0, same_uid = 0;
+
+  if (ctl->n_active >= MAX_CONNECTIONS) {
+    snprintf(msg, size, "too many control connections (limit %d); "
+             "try again later", MAX_CONNECTIONS);
+    return true;
+  }
+  if (peer->admin)
+    return false;
+  for (const struct fc_conn *c = ctl->conns; c; c = c->next) {
+    if (c->done || c->peer.admin)
+      continue;
+    others++;
+    if (c->peer.uid == peer->uid)
+      same_uid++;
+  }
+  if (same_uid >= PER_UID_MAX) {
+    snprintf(msg, size, "too many control connections from uid %ld "
+             "(limit %d per user); try again later", (long)peer->uid,
+             PER_UID_MAX);
+    return true;
+  }
+  if (others >= MAX_CONNECTIONS - ADMIN_RESERVED) {
+    snprintf(msg, size, "too many control connections (limit %d, the "
+             "other %d are kept for control_admin_group); try again later",
+             MAX_CONNECTIONS - ADMIN_RESERVED, ADMIN_RESERVED);
+    return true;
+  }
+  return false;
+}
+
 static void add_connection(struct fc_control *ctl, int fd)
 {
-  struct fc_conn *conn = NULL;
+  struct fc_conn *conn = calloc(1, sizeof *conn);
   char msg[ERR_MSG_MAX];
-  bool full;
-  int r = -EAGAIN;
+  bool full = false;
+  int r = -ENOMEM;
 
-  pthread_mutex_lock(&ctl->lock);
-  full = ctl->n_active >= MAX_CONNECTIONS;
-  if (full)
-    goto fail;
-  conn = calloc(1, sizeof *conn);
-  r = -ENOMEM;
   if (conn == NULL)
-    goto fail;
+    goto fail_unlocked;
   conn->ctl = ctl;
   conn->fd = fd;
+  /* Before the slot is chosen: which pool it comes from depends on who
+   * the peer is. */
+  fc_control_peer_identify(ctl, fd, &conn->peer);
+  pthread_mutex_lock(&ctl->lock);
+  full = over_limit(ctl, &conn->peer, msg, sizeof msg);
+  r = -EAGAIN;
+  if (full)
+    goto fail;
   r = start_thread(&conn->thread, fc_control_conn_main, conn);
   if (r < 0)
     goto fail;
@@ -101,14 +147,13 @@ static void add_connection(struct fc_control *ctl, int fd)
 
 fail:
   pthread_mutex_unlock(&ctl->lock);
-  free(conn);
-  if (full)
-    snprintf(msg, sizeof msg, "too many control connections (limit %d); "
-             "try again later", MAX_CONNECTIONS);
-  else
+fail_unlocked:
+  if (!full)
     snprintf(msg, sizeof msg, "agent cannot serve the connection: %s",
              strerror(-r));
-  log_warning("control: refusing connection: %s", msg);
+  log_warning("control: refusing connection from uid %ld: %s",
+              conn ? (long)conn->peer.uid : -1L, msg);
+  free(conn);
   if (full)
     fc_control_send_busy(fd, msg);
   else

@@ -97,8 +97,9 @@ static void list_ops(const struct fc_control *ctl, char *buf, size_t size)
   }
 }
 
-/* Handles one request line; returns < 0 only if the reply could not be
- * sent (the connection is then dead). */
+/* Handles one request line; returns < 0 if the reply could not be sent
+ * (the connection is then dead), 1 if the connection is to be closed
+ * after it: a refused peer may not keep a slot by asking again. */
 static int handle_request(struct fc_conn *conn, const char *line, size_t len)
 {
   struct fc_control *ctl = conn->ctl;
@@ -142,6 +143,8 @@ static int handle_request(struct fc_conn *conn, const char *line, size_t len)
   r = fc_control_peer_allowed(ctl, &conn->peer, op, err, sizeof err);
   if (r < 0) {
     r = fc_control_send_error(fd, -r, "%s", err);
+    if (r == 0)
+      r = 1;
     goto out;
   }
   args = json_object_get(req, "args");
@@ -245,11 +248,14 @@ static void serve_connection(struct fc_conn *conn)
     len += (size_t)n;
     while ((nl = memchr(buf + start, '\n', len - start)) != NULL) {
       size_t line_len = (size_t)(nl - (buf + start));
-      if (handle_request(conn, buf + start, line_len) < 0)
+      if (handle_request(conn, buf + start, line_len) != 0)
         goto out;
       start += line_len + 1;
     }
-    if (start > 0)
+    /* Only admins' requests buy more time: anyone else could hold a
+     * slot forever with a stream of cheap requests, and their clients
+     * send one request per connection anyway. */
+    if (start > 0 && conn->peer.admin)
       restart_idle_clock(&idle_deadline, idle_s);
     memmove(buf, buf + start, len - start);
     len -= start;
@@ -274,7 +280,6 @@ void *fc_control_conn_main(void *arg)
   /* A client that stops reading its replies is dropped, not waited on. */
   (void)setsockopt(conn->fd, SOL_SOCKET, SO_SNDTIMEO, &send_timeout,
                    sizeof send_timeout);
-  fc_control_peer_identify(ctl, conn->fd, &conn->peer);
   serve_connection(conn);
 
   /* Closed under the lock so fc_control_stop never shutdown()s an fd
