@@ -14,13 +14,21 @@ users' requests do not extend their connection past
 import os
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
 
+from nova_ext import migration
+
+from . import migration_util as mu
+
 CONTROL_IDLE_S = 3
 ATTACK_UIDS = range(65526, 65534)   # eight uids, all in group nogroup
 READERS = 'nogroup'
+MiB = 1 << 20
+# Rounds of 8 concurrent migrations between the same two agents.
+ROUNDS = 6
 
 # Opens `per_uid` connections and keeps each one in use, reconnecting
 # whenever the agent closes one, until killed.
@@ -90,3 +98,49 @@ def test_other_users_cannot_keep_admins_out(make_agent, workdir):
     log = agent.log()
     assert 'limit 4 per user' in log, log[-2000:]
     assert "refused 'volume-detach'" in log
+
+
+# ---------------------------------------------------------------------------
+# Migration listener
+# ---------------------------------------------------------------------------
+
+def migrate_all(src, dst, volumes, strategy='hybrid'):
+    """Migrates ``volumes`` from src to dst at once; returns the errors.
+
+    As Nova does with max_concurrent_live_migrations = 8: each prepared,
+    started, switched and finished in a thread of its own.
+    """
+    errors = []
+
+    def one(vid):
+        try:
+            s, d = src.client(timeout=60), dst.client(timeout=60)
+            p = migration.prepare(s, d, vid, strategy)
+            migration.start(s, d, p['migration_id'])
+            migration.switchover(s, d, p['migration_id'])
+            res = migration.finish(s, d, p['migration_id'], timeout_s=60)
+            if res.get('state') != 'completed':
+                errors.append((vid, res))
+        except Exception as exc:
+            errors.append((vid, repr(exc)))
+    threads = [threading.Thread(target=one, args=(v,)) for v in volumes]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    return errors
+
+
+@pytest.mark.timeout(240)
+def test_eight_concurrent_migrations_between_two_hosts(make_agent,
+                                                       make_origin):
+    src, dst = mu.agent_pair(make_agent, cache_size='16M')
+    volumes = ['v%d' % i for i in range(8)]
+    for vid in volumes:
+        origin = make_origin(2 * MiB)
+        src.attach(vid, origin.uri, cache_size=MiB)
+    # Back and forth: every round is 8 at once between the same two.
+    for rnd in range(ROUNDS):
+        a, b = (src, dst) if rnd % 2 == 0 else (dst, src)
+        errors = migrate_all(a, b, volumes)
+        assert not errors, (rnd, errors, mu.log_excerpt(b))

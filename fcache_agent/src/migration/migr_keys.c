@@ -44,12 +44,16 @@ drop(struct pending_key *p)
   memset(p, 0, sizeof *p);
 }
 
-/* Under keys_lock. */
+/* Under keys_lock.  A key made after `now` is young, not 2^64 ns old: an
+ * unsigned difference that wrapped dropped the key another migration-key
+ * had just made while this one made its own, and that migration then
+ * failed with "no key" (one in about 30 of 8 concurrent migrations). */
 static void
 drop_expired(uint64_t now)
 {
   for (int i = 0; i < MAX_KEYS; i++)
-    if (keys[i].key && now - keys[i].made_ns > KEY_TTL_S * 1000000000ull) {
+    if (keys[i].key && now > keys[i].made_ns &&
+        now - keys[i].made_ns > KEY_TTL_S * 1000000000ull) {
       log_info("migration %s: the source key no migration took expired",
                keys[i].id);
       drop(&keys[i]);
@@ -64,7 +68,7 @@ fc_migration_key(struct fc_agent *agent, json_t *args, json_t **result, char *er
   const char *vol = json_string_value(json_object_get(args, "volume_id"));
   struct fc_migration *m;
   struct fc_xfer_key *key;
-  uint64_t now = fc_monotonic_ns();
+  uint64_t now;
   int slot = -1, oldest = 0;
   int r;
 
@@ -99,6 +103,9 @@ fc_migration_key(struct fc_agent *agent, json_t *args, json_t **result, char *er
     return -ENOMEM;
   }
   pthread_mutex_lock(&keys_lock);
+  /* Read under the lock, after the slow key generation: the store's
+   * entries are then never newer than now. */
+  now = fc_monotonic_ns();
   drop_expired(now);
   for (int i = 0; i < MAX_KEYS; i++) {
     if (keys[i].key && !strcmp(keys[i].id, id)) {
