@@ -12,6 +12,7 @@ users' requests do not extend their connection past
 """
 
 import os
+import socket
 import subprocess
 import sys
 import threading
@@ -144,3 +145,72 @@ def test_eight_concurrent_migrations_between_two_hosts(make_agent,
         a, b = (src, dst) if rnd % 2 == 0 else (dst, src)
         errors = migrate_all(a, b, volumes)
         assert not errors, (rnd, errors, mu.log_excerpt(b))
+
+
+class ListenerHog(object):
+    """Idle connections to a migration listener from many local addresses.
+
+    ``per_address`` connections from each of 127.0.0.2 and up, each
+    reconnected as soon as the agent closes it, until :meth:`stop`.
+    """
+
+    def __init__(self, hostport, addresses=8, per_address=16):
+        host, port = hostport.rsplit(':', 1)
+        self.target = (host, int(port))
+        self.sources = ['127.0.0.%d' % (2 + i) for i in range(addresses)]
+        self.per_address = per_address
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _connect(self, source):
+        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        s.setblocking(False)
+        s.bind((source, 0))
+        s.connect_ex(self.target)
+        return s
+
+    def _run(self):
+        socks = {}
+        while not self.done.is_set():
+            for src in self.sources:
+                for i in range(self.per_address):
+                    s = socks.get((src, i))
+                    if s is not None:
+                        try:
+                            if s.recv(1) != b'':
+                                continue
+                        except BlockingIOError:
+                            continue
+                        except OSError:
+                            pass
+                        s.close()
+                    socks[(src, i)] = self._connect(src)
+            time.sleep(0.05)
+        for s in socks.values():
+            s.close()
+
+    def __enter__(self):
+        self.thread.start()
+        time.sleep(1)           # every slot it can take, taken
+        return self
+
+    def __exit__(self, *exc):
+        self.done.set()
+        self.thread.join(10)
+
+
+@pytest.mark.timeout(240)
+def test_idle_connections_cannot_keep_sources_out(make_agent, make_origin):
+    src, dst = mu.agent_pair(make_agent, cache_size='16M')
+    volumes = ['v%d' % i for i in range(8)]
+    for vid in volumes:
+        origin = make_origin(2 * MiB)
+        src.attach(vid, origin.uri, cache_size=MiB)
+    with ListenerHog(dst.settings['migration_listen']):
+        for rnd in range(2):
+            errors = migrate_all(src, dst, volumes)
+            assert not errors, (rnd, errors, mu.log_excerpt(dst))
+            # Back outside the siege, so that the next round runs again.
+            errors = migrate_all(dst, src, volumes)
+            assert not errors, (rnd, errors)
+    assert 'named no prepared migration' in dst.log()

@@ -20,17 +20,32 @@
 #include "xfer_tls.h"
 
 #define HELLO_TIMEOUT_S 5
-/* Handshakes in progress at once.  Each ends within HELLO_TIMEOUT_S, so a
- * peer that drips bytes holds a slot for that long and no longer, and a
- * flood of connections costs at most this many threads. */
+/* Handshakes in progress at once, each with its thread: a flood of
+ * connections costs at most this many. */
 #define MAX_HANDSHAKES 64
-/* Of which from any one address: a host that floods or drips cannot keep
- * the others' sources out.  A VM with several volumes opens a stream per
- * volume at once, and Nova may migrate more than one VM between two hosts:
- * 4 made 8 concurrent migrations between the same two agents fail about
- * one in 30 (the soak); 16 holds two such VMs of eight volumes and still
- * leaves 48 slots to every other host. */
-#define MAX_HANDSHAKES_PER_PEER 16
+/* Of which anonymous: not yet naming a migration this agent prepared and
+ * still waits for.  Only these are limited per address and cut early, so
+ * that idle or dripping connections, from however many addresses, cannot
+ * take the slots the sources of prepared migrations need: a source names
+ * its migration in its first flight (pinned: the server name; psk: the
+ * key's identity) and its handshake is then named, out of their reach.
+ * The other MAX_HANDSHAKES - MAX_ANON are only ever named ones. */
+#define MAX_ANON 32
+#define MAX_ANON_PER_PEER 4
+/* How long a connection may stay anonymous where the name comes in the
+ * first flight: what a ClientHello takes to arrive, with room to spare. */
+#define NAME_TIMEOUT_MS 2000
+/* A full anonymous pool makes room for a newcomer by cutting its oldest
+ * member, if at least this old: a source's own connection names itself
+ * well within it, so a flood of newcomers cannot cut it first. */
+#define EVICT_MIN_AGE_MS 250
+
+struct hs_slot {
+  char from[128];               /* address; empty: the slot is free */
+  int fd;                       /* -1 once its thread has settled it */
+  bool named;
+  uint64_t started_ns;
+};
 
 struct fc_migr_listener {
   struct fc_agent *agent;
@@ -40,7 +55,8 @@ struct fc_migr_listener {
   pthread_mutex_t lock;
   pthread_cond_t idle;
   unsigned handshakes;
-  char from[MAX_HANDSHAKES][128];    /* address of each running handshake */
+  unsigned name_ms;             /* NAME_TIMEOUT_MS, or the HELLO's */
+  struct hs_slot slots[MAX_HANDSHAKES];
 };
 
 struct handshake {
@@ -74,7 +90,29 @@ refuse(struct fc_xfer_conn *c, const char *peer, const char *why)
 struct lookup_ctx {
   struct fc_agent *agent;
   struct fc_migration *held;
+  struct fc_migr_listener *l;
+  int slot;
 };
+
+/* The handshake in slot names a prepared migration: it no longer counts
+ * as anonymous and is never cut early. */
+static void
+mark_named(struct fc_migr_listener *l, int slot)
+{
+  pthread_mutex_lock(&l->lock);
+  l->slots[slot].named = true;
+  pthread_mutex_unlock(&l->lock);
+}
+
+/* The handshake's thread closes or hands its fd on next: the listener must
+ * not shutdown() that number any more. */
+static void
+settle_slot(struct fc_migr_listener *l, int slot)
+{
+  pthread_mutex_lock(&l->lock);
+  l->slots[slot].fd = -1;
+  pthread_mutex_unlock(&l->lock);
+}
 
 /* The TLS handshake's lookup: what an incoming migration still waiting for
  * its source expects, under its id. */
@@ -112,11 +150,12 @@ auth_for(void *ctx, const char *identity, struct fc_xfer_auth *auth)
     return r;
   }
   lc->held = m;
+  mark_named(lc->l, lc->slot);
   return 0;
 }
 
 static void
-handle(struct fc_migr_listener *l, int fd, const char *peer)
+handle(struct fc_migr_listener *l, int fd, int slot, const char *peer)
 {
   struct timeval tv = { HELLO_TIMEOUT_S, 0 };
   uint64_t until = fc_monotonic_ns() + HELLO_TIMEOUT_S * 1000000000ull;
@@ -125,7 +164,7 @@ handle(struct fc_migr_listener *l, int fd, const char *peer)
   struct fc_xfer_conn c;
   uint8_t buf[FC_XFER_MAX_JSON + 1];
   const char *id, *vol, *token;
-  struct lookup_ctx lc = { l->agent, NULL };
+  struct lookup_ctx lc = { l->agent, NULL, l, slot };
   struct fc_migration *m = NULL;
   json_t *hello = NULL;
   uint64_t now;
@@ -192,6 +231,7 @@ handle(struct fc_migr_listener *l, int fd, const char *peer)
   pthread_mutex_unlock(&m->lock);
   tv.tv_sec = 0;
   setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+  settle_slot(l, slot);
   log_info("migration %s: stream from %s authenticated (TLS %s)", id, peer,
            fc_xfer_tls_mode_name(l->agent->tls));
   json_decref(hello);
@@ -200,40 +240,127 @@ handle(struct fc_migr_listener *l, int fd, const char *peer)
   fc_xfer_conn_destroy(&c);
   return;
 out:
+  settle_slot(l, slot);
   fc_migration_put(m);
   json_decref(hello);
   fc_xfer_conn_destroy(&c);
 }
 
-/* A slot for a handshake from host, or -1 (too many running, in all or
- * from host). */
-static int
-take_slot(struct fc_migr_listener *l, const char *host)
+static uint64_t
+age_ms(const struct hs_slot *s, uint64_t now)
 {
-  int slot = -1, same = 0;
+  return (now - s->started_ns) / 1000000;
+}
+
+/* Cuts the oldest anonymous handshake (from host, if host is not NULL)
+ * that is at least EVICT_MIN_AGE_MS old; its thread then ends and frees
+ * the slot.  Under l->lock.  True if there was one. */
+static bool
+evict_oldest(struct fc_migr_listener *l, const char *host, uint64_t now)
+{
+  int victim = -1;
+
+  for (int i = 0; i < MAX_HANDSHAKES; i++) {
+    struct hs_slot *s = &l->slots[i];
+    if (!s->from[0] || s->named || s->fd < 0 ||
+        (host && strcmp(s->from, host)) ||
+        age_ms(s, now) < EVICT_MIN_AGE_MS)
+      continue;
+    if (victim < 0 || s->started_ns < l->slots[victim].started_ns)
+      victim = i;
+  }
+  if (victim < 0)
+    return false;
+  log_warning("migration stream from %s cut: it named no prepared migration "
+              "in %u ms and its slot is wanted", l->slots[victim].from,
+              (unsigned)age_ms(&l->slots[victim], now));
+  shutdown(l->slots[victim].fd, SHUT_RDWR);
+  l->slots[victim].fd = -1;       /* cut once; its thread frees the slot */
+  l->slots[victim].named = true;  /* and it no longer counts as waiting */
+  return true;
+}
+
+/* A slot for a new, anonymous handshake on fd from host, or -1: at most
+ * MAX_ANON_PER_PEER from one address and MAX_ANON in all, where an old
+ * enough anonymous one gives way to the newcomer (the newcomer then waits
+ * for the next connection's turn: its slot frees as the cut one ends). */
+static int
+take_slot(struct fc_migr_listener *l, const char *host, int fd)
+{
+  uint64_t now = fc_monotonic_ns();
+  int slot = -1, same = 0, anon = 0;
 
   pthread_mutex_lock(&l->lock);
   for (int i = 0; i < MAX_HANDSHAKES; i++) {
-    if (!l->from[i][0])
+    const struct hs_slot *s = &l->slots[i];
+    if (!s->from[0]) {
       slot = slot < 0 ? i : slot;
-    else if (!strcmp(l->from[i], host))
+      continue;
+    }
+    if (s->named)
+      continue;
+    anon++;
+    if (!strcmp(s->from, host))
       same++;
   }
-  if (same >= MAX_HANDSHAKES_PER_PEER)
+  /* Making room counts the cut one as gone: its thread ends at once. */
+  if (same >= MAX_ANON_PER_PEER && evict_oldest(l, host, now)) {
+    same--;
+    anon--;
+  }
+  if (same < MAX_ANON_PER_PEER && anon >= MAX_ANON &&
+      evict_oldest(l, NULL, now))
+    anon--;
+  if (same >= MAX_ANON_PER_PEER || anon >= MAX_ANON)
     slot = -1;
   if (slot >= 0) {
-    snprintf(l->from[slot], sizeof l->from[slot], "%s", host);
+    struct hs_slot *s = &l->slots[slot];
+    snprintf(s->from, sizeof s->from, "%s", host);
+    s->fd = fd;
+    s->named = false;
+    s->started_ns = now;
     l->handshakes++;
   }
   pthread_mutex_unlock(&l->lock);
   return slot;
 }
 
+/* Cuts the anonymous handshakes past their time to name a migration.
+ * Returns how long until the next one is due, in ms (-1: none). */
+static int
+cut_unnamed(struct fc_migr_listener *l)
+{
+  uint64_t now = fc_monotonic_ns();
+  int next = -1;
+
+  pthread_mutex_lock(&l->lock);
+  for (int i = 0; i < MAX_HANDSHAKES; i++) {
+    struct hs_slot *s = &l->slots[i];
+    uint64_t age;
+
+    if (!s->from[0] || s->named || s->fd < 0)
+      continue;
+    age = age_ms(s, now);
+    if (age >= l->name_ms) {
+      log_warning("migration stream from %s cut: it named no prepared "
+                  "migration within %u ms", s->from, l->name_ms);
+      shutdown(s->fd, SHUT_RDWR);
+      s->fd = -1;
+      continue;
+    }
+    if (next < 0 || l->name_ms - age < (uint64_t)next)
+      next = (int)(l->name_ms - age);
+  }
+  pthread_mutex_unlock(&l->lock);
+  return next < 0 ? -1 : next + 1;
+}
+
 static void
 release_slot(struct fc_migr_listener *l, int slot)
 {
   pthread_mutex_lock(&l->lock);
-  l->from[slot][0] = '\0';
+  memset(&l->slots[slot], 0, sizeof l->slots[slot]);
+  l->slots[slot].fd = -1;
   if (--l->handshakes == 0)
     pthread_cond_broadcast(&l->idle);
   pthread_mutex_unlock(&l->lock);
@@ -245,7 +372,7 @@ handshake_thread(void *arg)
   struct handshake *hs = arg;
   struct fc_migr_listener *l = hs->l;
 
-  handle(l, hs->fd, hs->peer);
+  handle(l, hs->fd, hs->slot, hs->peer);
   release_slot(l, hs->slot);
   free(hs);
   return NULL;
@@ -260,12 +387,12 @@ start_handshake(struct fc_migr_listener *l, int fd, const char *host,
   struct handshake *hs;
   pthread_attr_t attr;
   pthread_t t;
-  int slot = take_slot(l, host);
+  int slot = take_slot(l, host, fd);
 
   if (slot < 0) {
-    log_warning("migration stream from %s refused: too many handshakes in "
-                "progress (at most %d, %d from one address)", peer,
-                MAX_HANDSHAKES, MAX_HANDSHAKES_PER_PEER);
+    log_warning("migration stream from %s refused: too many handshakes "
+                "naming no prepared migration yet (at most %d, %d from one "
+                "address)", peer, MAX_ANON, MAX_ANON_PER_PEER);
     close(fd);
     return;
   }
@@ -286,8 +413,8 @@ start_handshake(struct fc_migr_listener *l, int fd, const char *host,
   }
   log_warning("migration stream from %s refused: cannot start its handshake",
               peer);
-  close(fd);
   release_slot(l, slot);
+  close(fd);
 }
 
 static void *
@@ -297,12 +424,13 @@ listener_thread(void *arg)
 
   for (;;) {
     struct pollfd p[2] = { { l->fd, POLLIN, 0 }, { l->stop_pipe[0], POLLIN, 0 } };
+    int wait_ms = cut_unnamed(l);
     struct sockaddr_storage ss;
     socklen_t sl = sizeof ss;
     char host[128] = "?", serv[16] = "?", peer[160];
     int fd;
 
-    if (poll(p, 2, -1) < 0 && errno != EINTR)
+    if (poll(p, 2, wait_ms) < 0 && errno != EINTR)
       break;
     if (p[1].revents)
       break;
@@ -343,6 +471,13 @@ fc_migr_listen(struct fc_agent *agent, const char *hostport, char *err, size_t e
     goto fail;
   l->agent = agent;
   l->stop_pipe[0] = l->stop_pipe[1] = -1;
+  /* Where the first flight names no migration (none, x509), the name
+   * comes with the HELLO. */
+  l->name_ms = !strcmp(fc_xfer_tls_mode_name(agent->tls), "pinned") ||
+               !strcmp(fc_xfer_tls_mode_name(agent->tls), "psk") ?
+               NAME_TIMEOUT_MS : HELLO_TIMEOUT_S * 1000;
+  for (int i = 0; i < MAX_HANDSHAKES; i++)
+    l->slots[i].fd = -1;
   pthread_mutex_init(&l->lock, NULL);
   pthread_cond_init(&l->idle, NULL);
   l->fd = socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
