@@ -22,7 +22,10 @@ import pytest
 
 from nova_ext import migration
 
+from . import harness
 from . import migration_util as mu
+from . import oracle as om
+from . import test_bad_nbd_input as bad_nbd
 
 CONTROL_IDLE_S = 3
 ATTACK_UIDS = range(65526, 65534)   # eight uids, all in group nogroup
@@ -30,6 +33,8 @@ READERS = 'nogroup'
 MiB = 1 << 20
 # Rounds of 8 concurrent migrations between the same two agents.
 ROUNDS = 6
+# export_send_timeout_s here.
+SEND_TIMEOUT_S = 6
 
 # Opens `per_uid` connections and keeps each one in use, reconnecting
 # whenever the agent closes one, until killed.
@@ -214,3 +219,44 @@ def test_idle_connections_cannot_keep_sources_out(make_agent, make_origin):
             errors = migrate_all(dst, src, volumes)
             assert not errors, (rnd, errors)
     assert 'named no prepared migration' in dst.log()
+
+
+# ---------------------------------------------------------------------------
+# NBD export
+# ---------------------------------------------------------------------------
+
+@pytest.mark.timeout(120)
+def test_unread_replies_do_not_delay_another_connection(make_agent,
+                                                        make_origin):
+    agent = make_agent(cache_size='80M',
+                       export_send_timeout_s=SEND_TIMEOUT_S).start()
+    # An NBD origin: its reads end on the origin's thread.
+    origin = make_origin(72 * MiB)
+    uri = agent.attach('vol', origin.uri,
+                       cache_size=72 * MiB)['export_uri']
+    oracle = om.Oracle(origin.content)
+    vm = om.connect(uri, strict=False)
+    slow = bad_nbd.RawClient(uri.split('socket=', 1)[1], timeout=60)
+    slow.s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    slow.handshake()
+    # Two cold 32 MiB reads: their replies come from the origin's side,
+    # and the client takes none of them.
+    slow.request(bad_nbd.CMD_READ, 0, 32 * MiB, cookie=1)
+    slow.request(bad_nbd.CMD_READ, 32 * MiB, 32 * MiB, cookie=2)
+    time.sleep(1)
+    # The VM's own cold reads meanwhile: at once, not after the send
+    # timeout that drops the other connection.
+    t0 = time.monotonic()
+    for off in range(64 * MiB, 72 * MiB, MiB):
+        assert oracle.check(off, vm.pread(MiB, off)) is None
+    elapsed = time.monotonic() - t0
+    assert elapsed < SEND_TIMEOUT_S / 2, elapsed
+    log_line = 'did not read its replies for %d s' % SEND_TIMEOUT_S
+    harness.wait_for(lambda: log_line in agent.log(), SEND_TIMEOUT_S + 10,
+                     'the slow reader to be dropped')
+    assert bad_nbd.closed_by_peer(slow.s, timeout=10)
+    slow.close()
+    for off in range(0, 8 * MiB, MiB):
+        assert oracle.check(off, vm.pread(MiB, off)) is None
+    om.close(vm)
+    agent.assert_alive()

@@ -390,9 +390,9 @@ start_handshake(struct fc_migr_listener *l, int fd, const char *host,
   int slot = take_slot(l, host, fd);
 
   if (slot < 0) {
-    log_warning("migration stream from %s refused: too many handshakes "
-                "naming no prepared migration yet (at most %d, %d from one "
-                "address)", peer, MAX_ANON, MAX_ANON_PER_PEER);
+    log_warning("migration stream from %s refused: too many handshakes in "
+                "progress naming no prepared migration yet (at most %d, %d "
+                "from one address)", peer, MAX_ANON, MAX_ANON_PER_PEER);
     close(fd);
     return;
   }

@@ -18,9 +18,12 @@
  *
  * A read the export ends later (a cache miss waiting for the origin)
  * does not hold its worker: the request, its buffer and its share of the
- * budget become a pending read, and the thread that ends the read -- the
- * origin's -- sends the reply.  The connection's thread waits for its
- * pending reads before it lets the connection go.
+ * budget become a pending read.  The thread that ends the read -- the
+ * origin's, shared by every connection of the export -- only queues it,
+ * and the connection's own sender thread sends the reply: a client that
+ * stops reading must not hold up the replies of another connection.  The
+ * queue is bounded by the budget below.  The connection's thread waits
+ * for its pending reads before it lets the connection go.
  *
  * Bounded: a request's payload or read reply is counted in the
  * connection's budget (NBD_CONN_INFLIGHT_MAX) from before its buffer is
@@ -82,6 +85,8 @@ struct worker {
 /* A read whose reply is sent by whoever ends it (see the top). */
 struct pending_read {
   struct conn *c;
+  struct pending_read *next;  /* in c->ended */
+  int err;                    /* how it ended */
   struct nbd_request req;
   uint8_t *buf;               /* the worker's buffer, now this read's */
   uint64_t held;              /* its budget, given back after the reply */
@@ -488,17 +493,85 @@ static int read_request(struct worker *w, struct nbd_request *req, int *err)
   return 0;
 }
 
-/* The end of a pending read, on whichever thread ended it. */
+/* The end of a pending read, on whichever thread ended it: queued for
+ * the connection's sender, never sent here (see the top). */
 static void read_ended(void *ctx, int err)
 {
   struct pending_read *p = ctx;
   struct conn *c = p->c;
-  uint64_t held = p->held;
 
-  (void)send_reply(c, &p->req, nbd_export_errno(err), p->buf, 0);
-  free(p->buf);
-  free(p);
-  budget_return(c, held);       /* c may be gone after this */
+  p->err = err;
+  p->next = NULL;
+  /* c outlives this: its budget, which p holds, is not back yet. */
+  pthread_mutex_lock(&c->ended_lock);
+  *c->ended_tail = p;
+  c->ended_tail = &p->next;
+  pthread_cond_signal(&c->ended_cond);
+  pthread_mutex_unlock(&c->ended_lock);
+}
+
+/* The connection's sender: the replies of its ended pending reads, in the
+ * order they ended.  A client that takes none for the send timeout is
+ * dropped by send_locked; the replies queued after it are then dropped
+ * unsent, their budget given back. */
+static void *sender_main(void *arg)
+{
+  struct conn *c = arg;
+
+  pthread_mutex_lock(&c->ended_lock);
+  for (;;) {
+    struct pending_read *p = c->ended;
+    uint64_t held;
+
+    if (!p) {
+      if (c->sender_stop)
+        break;
+      pthread_cond_wait(&c->ended_cond, &c->ended_lock);
+      continue;
+    }
+    c->ended = p->next;
+    if (!c->ended)
+      c->ended_tail = &c->ended;
+    pthread_mutex_unlock(&c->ended_lock);
+    held = p->held;
+    /* Sent even after a disconnect request: siblings answer what they
+     * hold.  After a failure it fails at once. */
+    (void)send_reply(c, &p->req, nbd_export_errno(p->err), p->buf, 0);
+    free(p->buf);
+    free(p);
+    budget_return(c, held);
+    pthread_mutex_lock(&c->ended_lock);
+  }
+  pthread_mutex_unlock(&c->ended_lock);
+  return NULL;
+}
+
+static int sender_start(struct conn *c, pthread_t *t)
+{
+  pthread_mutex_init(&c->ended_lock, NULL);
+  pthread_cond_init(&c->ended_cond, NULL);
+  c->ended = NULL;
+  c->ended_tail = &c->ended;
+  c->sender_stop = false;
+  return -pthread_create(t, NULL, sender_main, c);
+}
+
+static void sender_stop_unstarted(struct conn *c)
+{
+  pthread_cond_destroy(&c->ended_cond);
+  pthread_mutex_destroy(&c->ended_lock);
+}
+
+/* After every pending read has ended and been sent. */
+static void sender_stop(struct conn *c, pthread_t t)
+{
+  pthread_mutex_lock(&c->ended_lock);
+  c->sender_stop = true;
+  pthread_cond_signal(&c->ended_cond);
+  pthread_mutex_unlock(&c->ended_lock);
+  pthread_join(t, NULL);
+  pthread_cond_destroy(&c->ended_cond);
+  pthread_mutex_destroy(&c->ended_lock);
 }
 
 /* A read through pread_start (flags: FC_IO_NOWAIT or 0): 1 when it went
@@ -657,6 +730,8 @@ void *nbd_conn_main(void *arg)
   struct conn *c = arg;
   struct nbd_server *srv = c->srv;
   struct worker *ws = NULL;
+  pthread_t sender;
+  bool sending = false;
   unsigned n = 0, i;
   int r;
 
@@ -687,6 +762,14 @@ void *nbd_conn_main(void *arg)
     log_error("nbd: connection %u: out of memory", c->id);
     goto out;
   }
+  r = sender_start(c, &sender);
+  if (r < 0) {
+    log_error("nbd: connection %u: cannot start its sender: %s", c->id,
+              strerror(-r));
+    sender_stop_unstarted(c);
+    goto out;
+  }
+  sending = true;
   for (i = 0; i < srv->nthreads; i++)
     ws[i].c = c;
   log_debug("nbd: connection %u: transmission phase", c->id);
@@ -705,13 +788,15 @@ void *nbd_conn_main(void *arg)
     free(ws[i].buf);
     free(ws[i].spare);
   }
-  /* The pending reads' ends still send on c->fd and give back their
-   * budget: the last of them is the last user of c. */
+  /* The pending reads still end, and the sender sends their replies and
+   * gives back their budget. */
   pthread_mutex_lock(&c->budget_lock);
   while (c->inflight > 0)
     pthread_cond_wait(&c->budget_cond, &c->budget_lock);
   pthread_mutex_unlock(&c->budget_lock);
 out:
+  if (sending)
+    sender_stop(c, sender);
   free(ws);
   nbd_inbuf_free(&c->in);
   free(c->obuf);

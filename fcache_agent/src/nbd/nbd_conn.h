@@ -56,6 +56,14 @@ struct conn {
   pthread_mutex_t budget_lock;
   pthread_cond_t budget_cond;
   uint64_t inflight;
+  /* Pending reads ended by another thread (the origin's), whose replies
+   * this connection's own sender thread sends (nbd_conn.c): a client
+   * that stops reading then holds up nobody else's replies. */
+  pthread_mutex_t ended_lock;
+  pthread_cond_t ended_cond;
+  struct pending_read *ended;     /* oldest first */
+  struct pending_read **ended_tail;
+  bool sender_stop;               /* under ended_lock */
 };
 
 struct nbd_server {
