@@ -260,3 +260,51 @@ def test_unread_replies_do_not_delay_another_connection(make_agent,
         assert oracle.check(off, vm.pread(MiB, off)) is None
     om.close(vm)
     agent.assert_alive()
+
+
+@pytest.mark.timeout(120)
+def test_slow_reader_does_not_lock_a_new_connection_out(make_agent,
+                                                        make_origin):
+    agent = make_agent(cache_size='80M',
+                       export_send_timeout_s=SEND_TIMEOUT_S).start()
+    origin = make_origin(72 * MiB)
+    uri = agent.attach('vol', origin.uri,
+                       cache_size=72 * MiB)['export_uri']
+    oracle = om.Oracle(origin.content)
+    slow = bad_nbd.RawClient(uri.split('socket=', 1)[1], timeout=60)
+    slow.s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    slow.handshake()
+    for i in range(4):
+        slow.request(bad_nbd.CMD_READ, i * 8 * MiB, 8 * MiB, cookie=i + 1)
+    stop = threading.Event()
+
+    def drip():
+        # Slow, but never so slow that the send timeout drops it.
+        while not stop.is_set():
+            try:
+                slow.s.recv(4096)
+            except OSError:
+                return
+            time.sleep(0.01)
+    dripper = threading.Thread(target=drip, daemon=True)
+    dripper.start()
+    time.sleep(1)
+    done = {}
+
+    def vm_reads():
+        vm = om.connect(uri, strict=False)
+        for off in range(64 * MiB, 72 * MiB, MiB):
+            done[off] = oracle.check(off, vm.pread(MiB, off))
+        om.close(vm)
+    t = threading.Thread(target=vm_reads, daemon=True)
+    t.start()
+    t.join(SEND_TIMEOUT_S / 2)
+    alive, read_by_then = t.is_alive(), len(done)
+    stop.set()
+    slow.close()
+    dripper.join(10)
+    t.join(60)
+    assert not alive, ('the VM waited for a slow reader: %d MiB read in '
+                       '%.1f s' % (read_by_then, SEND_TIMEOUT_S / 2))
+    assert list(done.values()) == [None] * 8, done
+    agent.assert_alive()
