@@ -67,6 +67,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
   pthread_mutex_init(&ctl.lock, NULL);
   conn.fd = fuzz_socket(in, len, &peer);
   free(in);
+  /* As the accept thread does before it starts the connection's thread. */
+  fc_control_peer_identify(&ctl, conn.fd, &conn.peer);
   fc_control_conn_main(&conn);  /* closes conn.fd */
   close(peer);
   pthread_mutex_destroy(&ctl.lock);

@@ -74,8 +74,9 @@ int fc_control_peer_allowed(const struct fc_control *ctl,
                             const struct fc_control_op *op,
                             char *err, size_t errlen);
 
-/* The thread of connection arg (a struct fc_conn *): serves its requests,
- * then closes its fd and marks it done. */
+/* The thread of connection arg (a struct fc_conn *, whose peer the
+ * accept thread identified): serves its requests, then closes its fd and
+ * marks it done. */
 void *fc_control_conn_main(void *arg);
 
 /* Sends {"ok": false, "error": <message>, "errno": err} on fd. */
