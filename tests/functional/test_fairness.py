@@ -9,6 +9,16 @@ in all; the other 8 of the 32 are kept for root and
 once throughout.  A refused request closes its connection, and other
 users' requests do not extend their connection past
 ``control_idle_timeout_s``.
+
+Migration listener: 8 migrations at once between the same two agents,
+back and forth for 6 rounds, all complete (concurrent ``migration-key``
+calls used to drop each other's keys); idle connections held from eight
+other local addresses, reconnected as soon as they are cut, do not make
+any of them fail.
+
+NBD export: a connection that leaves two 32 MiB replies unread, or reads
+its replies slowly, does not delay the reads of the VM's connection (the
+replies of reads that end on the origin's thread used to be sent there).
 """
 
 import os
@@ -137,14 +147,20 @@ def migrate_all(src, dst, volumes, strategy='hybrid'):
     return errors
 
 
-@pytest.mark.timeout(240)
-def test_eight_concurrent_migrations_between_two_hosts(make_agent,
-                                                       make_origin):
+def eight_volumes(make_agent, make_origin):
+    """Two agents, and eight small volumes on the first."""
     src, dst = mu.agent_pair(make_agent, cache_size='16M')
     volumes = ['v%d' % i for i in range(8)]
     for vid in volumes:
         origin = make_origin(2 * MiB)
         src.attach(vid, origin.uri, cache_size=MiB)
+    return src, dst, volumes
+
+
+@pytest.mark.timeout(240)
+def test_eight_concurrent_migrations_between_two_hosts(make_agent,
+                                                       make_origin):
+    src, dst, volumes = eight_volumes(make_agent, make_origin)
     # Back and forth: every round is 8 at once between the same two.
     for rnd in range(ROUNDS):
         a, b = (src, dst) if rnd % 2 == 0 else (dst, src)
@@ -206,11 +222,7 @@ class ListenerHog(object):
 
 @pytest.mark.timeout(240)
 def test_idle_connections_cannot_keep_sources_out(make_agent, make_origin):
-    src, dst = mu.agent_pair(make_agent, cache_size='16M')
-    volumes = ['v%d' % i for i in range(8)]
-    for vid in volumes:
-        origin = make_origin(2 * MiB)
-        src.attach(vid, origin.uri, cache_size=MiB)
+    src, dst, volumes = eight_volumes(make_agent, make_origin)
     with ListenerHog(dst.settings['migration_listen']):
         for rnd in range(2):
             errors = migrate_all(src, dst, volumes)
@@ -225,20 +237,29 @@ def test_idle_connections_cannot_keep_sources_out(make_agent, make_origin):
 # NBD export
 # ---------------------------------------------------------------------------
 
-@pytest.mark.timeout(120)
-def test_unread_replies_do_not_delay_another_connection(make_agent,
-                                                        make_origin):
+@pytest.fixture
+def cold_export(make_agent, make_origin):
+    """An agent, the oracle and URI of its cold volume, and a raw client.
+
+    The origin is an NBD server: its reads end on the origin's thread,
+    shared by the export's connections.  The raw client (handshake done)
+    takes its replies 4 KiB at a time at most.
+    """
     agent = make_agent(cache_size='80M',
                        export_send_timeout_s=SEND_TIMEOUT_S).start()
-    # An NBD origin: its reads end on the origin's thread.
     origin = make_origin(72 * MiB)
     uri = agent.attach('vol', origin.uri,
                        cache_size=72 * MiB)['export_uri']
-    oracle = om.Oracle(origin.content)
-    vm = om.connect(uri, strict=False)
     slow = bad_nbd.RawClient(uri.split('socket=', 1)[1], timeout=60)
     slow.s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
     slow.handshake()
+    return agent, om.Oracle(origin.content), uri, slow
+
+
+@pytest.mark.timeout(120)
+def test_unread_replies_do_not_delay_another_connection(cold_export):
+    agent, oracle, uri, slow = cold_export
+    vm = om.connect(uri, strict=False)
     # Two cold 32 MiB reads: their replies come from the origin's side,
     # and the client takes none of them.
     slow.request(bad_nbd.CMD_READ, 0, 32 * MiB, cookie=1)
@@ -263,17 +284,8 @@ def test_unread_replies_do_not_delay_another_connection(make_agent,
 
 
 @pytest.mark.timeout(120)
-def test_slow_reader_does_not_lock_a_new_connection_out(make_agent,
-                                                        make_origin):
-    agent = make_agent(cache_size='80M',
-                       export_send_timeout_s=SEND_TIMEOUT_S).start()
-    origin = make_origin(72 * MiB)
-    uri = agent.attach('vol', origin.uri,
-                       cache_size=72 * MiB)['export_uri']
-    oracle = om.Oracle(origin.content)
-    slow = bad_nbd.RawClient(uri.split('socket=', 1)[1], timeout=60)
-    slow.s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-    slow.handshake()
+def test_slow_reader_does_not_lock_a_new_connection_out(cold_export):
+    agent, oracle, uri, slow = cold_export
     for i in range(4):
         slow.request(bad_nbd.CMD_READ, i * 8 * MiB, 8 * MiB, cookie=i + 1)
     stop = threading.Event()
