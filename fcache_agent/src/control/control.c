@@ -4,12 +4,12 @@
  * rare and handlers may block (a volume create can wait on the origin), so
  * this is simpler than an event loop and a slow handler never stalls other
  * operators.  Connections are capped so a runaway script cannot exhaust
- * threads in the data-plane process; the cap is shared so that no one
- * else can keep the agent's masters out: ADMIN_RESERVED slots are only
- * for admins (root, the agent's user, control_admin_group: nova-compute),
- * and every other user holds at most PER_UID_MAX.  fc_control_stop() wakes the accept
- * thread through an eventfd, then shutdown()s every client socket, which
- * makes a blocked recv() return 0 and a blocked send() fail.
+ * threads in the data-plane process, and shared so that nobody else can
+ * keep the agent's masters out: ADMIN_RESERVED slots are only for admins
+ * (root, the agent's user, control_admin_group: nova-compute), and any
+ * other user holds at most PER_UID_MAX.  fc_control_stop() wakes the
+ * accept thread through an eventfd, then shutdown()s every client socket,
+ * which makes a blocked recv() return 0 and a blocked send() fail.
  *
  * One connection's requests and replies are in control_conn.c.
  */
