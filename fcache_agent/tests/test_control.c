@@ -58,11 +58,11 @@ static int op_noresult(void *opaque, json_t *args, json_t **result, char *err,
 }
 
 static const struct fc_control_op ops[] = {
-  { "echo", op_echo, FC_CONTROL_ADMIN },
-  { "fail", op_fail, FC_CONTROL_ADMIN },
-  { "silent-fail", op_silent_fail, FC_CONTROL_ADMIN },
-  { "noresult", op_noresult, FC_CONTROL_ADMIN },
-  { NULL, NULL, FC_CONTROL_ADMIN },
+  { "echo", op_echo, FC_CONTROL_ADMIN, NULL },
+  { "fail", op_fail, FC_CONTROL_ADMIN, NULL },
+  { "silent-fail", op_silent_fail, FC_CONTROL_ADMIN, NULL },
+  { "noresult", op_noresult, FC_CONTROL_ADMIN, NULL },
+  { NULL, NULL, FC_CONTROL_ADMIN, NULL },
 };
 
 static int setup(void **state)

@@ -12,7 +12,9 @@ the agent (root) open, and which operations each group may call.
   detach or migrate (EPERM naming ``control_admin_group``); a member of
   ``control_admin_group`` may.  The clients run as throwaway users made
   here (useradd), with setpriv.
-* Exports: while a client holds one, only its kernel session may connect.
+* Exports: while a client holds one, only its kernel session may connect;
+  readers do not see the export names (test_export_confinement.py tests
+  what the name guards).
 """
 
 import errno
@@ -23,6 +25,7 @@ import stat
 import subprocess
 import sys
 import tempfile
+from urllib import parse
 import uuid
 
 import pytest
@@ -359,6 +362,37 @@ def test_readers_read_and_only_admins_change(make_agent, make_origin,
                      origin=origin.path, cache_size=MiB)
     assert rep['ok'], rep
     assert [v['volume_id'] for v in agent.status()['volumes']] == ['v2']
+
+
+def test_readers_do_not_see_export_names(make_agent, make_origin, workdir,
+                                         principals):
+    """An export's name opens it: control_group reads status, not that."""
+    readers, admins, reader, admin = principals
+    agent = make_agent(cache_size='8M', control_group=readers,
+                       control_admin_group=admins)
+    os.makedirs(agent.dir, exist_ok=True)
+    os.chmod(agent.dir, 0o711)
+    agent.start()
+    origin = make_origin(2 * MiB, nbd=False)
+    uri = agent.attach('v1', origin.path, cache_size=MiB)['export_uri']
+    name = parse.urlsplit(uri).path.lstrip('/')
+    assert len(name) == 32, uri
+    sock = agent.control_socket
+
+    def uris(rep):
+        assert rep['ok'], rep
+        res = rep['result']
+        if 'volumes' in res:
+            return [v['export_uri'] for v in res['volumes']]
+        return [res['export_uri']]
+
+    for op, args in (('volume-list', {}), ('volume-show', {'volume_id': 'v1'}),
+                     ('agent-status', {})):
+        rep = reader.call(sock, op, **args)
+        assert name not in json.dumps(rep), (op, rep)
+        # The socket stays visible: it names the volume, not its key.
+        assert uris(rep) == [uri.replace(name, 'REDACTED')], (op, rep)
+        assert uris(admin.call(sock, op, **args)) == [uri], op
 
 
 def test_no_admin_group_means_root_only(make_agent, make_origin, workdir,

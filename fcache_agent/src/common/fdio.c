@@ -3,6 +3,7 @@
 #include <limits.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -115,7 +116,11 @@ fc_replace_file_durable(const char *dir, const char *path, const void *data, siz
   fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   if (fd == -1)
     return -errno;
-  r = fc_full_pwrite(fd, data, len, 0);
+  /* A leftover tmp of another mode keeps it through O_TRUNC; what is
+   * written here (a volume's export secret) is the agent's alone. */
+  r = fchmod(fd, 0600) == -1 ? -errno : 0;
+  if (!r)
+    r = fc_full_pwrite(fd, data, len, 0);
   if (!r && fsync(fd) == -1)
     r = -errno;
   close(fd);

@@ -36,10 +36,17 @@ enum fc_control_access {
   FC_CONTROL_READ,        /* read-only: root or control_group (or admin) */
 };
 
+/* What a caller with read-only rights may not see of a result (a
+ * volume's export secret): removed from *result in place. */
+typedef void (*fc_control_redactor)(json_t *result);
+
 struct fc_control_op {
   const char *name;
   fc_control_handler handler;
   enum fc_control_access access;
+  /* For FC_CONTROL_READ operations: applied to the result for a caller
+   * who is not an admin; NULL when the whole result is for readers. */
+  fc_control_redactor redact;
 };
 
 struct fc_control;

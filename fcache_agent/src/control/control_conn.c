@@ -162,6 +162,8 @@ static int handle_request(struct fc_conn *conn, const char *line, size_t len)
   err[0] = '\0';
   r = op->handler(ctl->opaque, args, &result, err, sizeof err);
   err[sizeof err - 1] = '\0';
+  if (r >= 0 && result && op->redact && !conn->peer.admin)
+    op->redact(result);
 
   if (r < 0) {
     json_decref(result);

@@ -9,6 +9,10 @@
 /* {NULL, NULL}-terminated; the opaque pointer is the struct fc_agent. */
 extern const struct fc_control_op fc_agent_control_ops[];
 
+/* The control_group readers' view of a result: every export_uri's
+ * export name replaced (redact.c). */
+void fc_redact_export_names(json_t *result);
+
 /* Live migration operations (control_migr.c). */
 int fc_op_migration_key(void *, json_t *, json_t **, char *, size_t);
 int fc_op_migration_incoming(void *, json_t *, json_t **, char *, size_t);

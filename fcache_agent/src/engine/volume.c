@@ -87,6 +87,8 @@ fc_volume_params_save(const char *dir, const struct fc_volume_params *p,
   }
   if (p->migration[0])
     json_object_set_new(o, "migration", json_string(p->migration));
+  if (p->export_secret[0])
+    json_object_set_new(o, "export_secret", json_string(p->export_secret));
   text = json_dumps(o, JSON_INDENT(2) | JSON_SORT_KEYS);
   json_decref(o);
   if (!text)
@@ -134,6 +136,21 @@ fc_volume_params_load(const char *path, struct fc_volume_params *p,
     const char *mig = json_string_value(json_object_get(o, "migration"));
     if (mig)
       snprintf(p->migration, sizeof p->migration, "%s", mig);
+  }
+  {
+    json_t *sec = json_object_get(o, "export_secret");
+
+    /* Absent in files written before exports had names; anything else
+     * that is not a secret is a damaged file, not a volume to serve
+     * under whatever name it happens to hold. */
+    if (sec && (!json_is_string(sec) ||
+                !fc_export_secret_valid(json_string_value(sec)))) {
+      snprintf(err, errlen, "%s: invalid export_secret", path);
+      goto out;
+    }
+    if (sec)
+      snprintf(p->export_secret, sizeof p->export_secret, "%s",
+               json_string_value(sec));
   }
   p->cache_size = (uint64_t)size;
   /* Files written before allocation existed have none of these: the

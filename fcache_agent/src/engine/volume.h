@@ -10,6 +10,7 @@
 #include <sys/un.h>
 
 #include "alloc/staging.h"
+#include "common/export_secret.h"
 #include "common/types.h"
 
 #define FC_VOLUME_ID_MAX 64
@@ -30,12 +31,20 @@ struct fc_volume_params {
    * destination not yet complete.  Persisted, so that after a crash
    * neither side writes back or serves what may be stale. */
   char migration[80];
+  /* The export's name (common/export_secret.h), made at attach and kept
+   * for the attachment's life, so that a QEMU reconnecting after an agent
+   * restart or a storage move opens it again with the URI it has; "" for
+   * a volume attached by an agent older than names (served as before:
+   * doc/security.rst) and for dmcache's device path. */
+  char export_secret[FC_EXPORT_SECRET_LEN + 1];
 };
 
 struct fc_volume {
   struct fc_volume_params p;
-  /* What the VM opens: an NBD URI (ucache) or a device path (dmcache). */
-  char export_uri[sizeof(((struct sockaddr_un *)0)->sun_path) + 32];
+  /* What the VM opens: an NBD URI (ucache) or a device path (dmcache).
+   * The URI names the export by its secret: only admins see it. */
+  char export_uri[sizeof(((struct sockaddr_un *)0)->sun_path) + 32 +
+                  FC_EXPORT_SECRET_LEN];
   char error[512];                  /* why the volume is unavailable, or "" */
   bool releasing;                   /* a finished migration is detaching it */
   /* A migration-finish is forgetting its blocks, outside host.lock, and

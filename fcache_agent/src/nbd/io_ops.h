@@ -64,24 +64,31 @@ struct fc_io_ops {
   /* Optional (NBD_CMD_CACHE): a hint that [offset, offset+count) will be
    * read soon.  0 once acted on (or declined), or -errno. */
   int (*cache)(void *handle, uint32_t count, uint64_t offset);
-  /* Optional: a client finished its handshake on export `name` and may
-   * send requests from now on (the ucache engine counts that as the
-   * volume being claimed: doc/ucache.rst). */
-  void (*opened)(void *handle, const char *name);
+  /* Optional: a client finished its handshake on the export served at
+   * socket path `where` (not its name, which may be secret) and may send
+   * requests from now on (the ucache engine counts that as the volume
+   * being claimed: doc/ucache.rst). */
+  void (*opened)(void *handle, const char *where);
 };
 
 /* What the NBD server advertises for one export. */
 struct fc_export {
   const char *name;           /* export name; "" is accepted as default */
+  /* The name is a capability (common/export_secret.h): only it opens the
+   * export ("" does not), NBD_OPT_LIST does not show it, and the server
+   * does not log it. */
+  bool secret_name;
   const char *description;    /* NBD_INFO_DESCRIPTION, may be NULL */
   uint64_t size;              /* bytes; read with fc_export_size */
   uint32_t min_block;         /* NBD_INFO_BLOCK_SIZE minimum (e.g. 512) */
   uint32_t pref_block;        /* preferred (the cache block size) */
   uint32_t max_block;         /* maximum payload, e.g. 32 MiB */
   bool read_only;
-  /* While a client holds a connection, refuse clients of other kernel
-   * sessions (SO_PEERCRED pid -> getsid): the VM's QEMU and what it
-   * forks may connect, another VM's QEMU may not (nbd_server.c). */
+  /* While a client that finished its handshake holds a connection,
+   * refuse clients of other kernel sessions (SO_PEERCRED pid -> getsid):
+   * the VM's QEMU and what it forks may connect, another VM's QEMU may
+   * not (nbd_server.c).  Only a client that opened the export pins it, so
+   * one that merely connects first cannot lock the VM out. */
   bool one_session;
   /* A client that reads none of its replies for this long is dropped;
    * 0: NBD_SEND_TIMEOUT_DEFAULT_S (nbd_conn.h). */

@@ -741,6 +741,8 @@ void *nbd_conn_main(void *arg)
   r = nbd_handshake(c->fd, &srv->exp, &c->sess);
   pthread_mutex_lock(&srv->lock);
   c->in_handshake = false;
+  if (r == 1 && !nbd_server_claim_locked(srv, c))
+    r = -EACCES;
   pthread_mutex_unlock(&srv->lock);
   if (r != 1) {
     if (r < 0)
@@ -751,7 +753,7 @@ void *nbd_conn_main(void *arg)
   if (atomic_load(&srv->stopping))
     goto out;
   if (srv->exp.ops->opened)
-    srv->exp.ops->opened(srv->exp.handle, srv->exp.name);
+    srv->exp.ops->opened(srv->exp.handle, srv->path);
   /* An idle client is normal in transmission (no receive timeout; stop()
    * uses shutdown()); one that does not read its replies is not, and
    * send_all() times it out. */
@@ -806,6 +808,7 @@ out:
   c->fd = -1;
   c->done = true;
   srv->nconns--;
+  srv->nowned -= c->owned;
   pthread_mutex_unlock(&srv->lock);
   log_info("nbd: connection %u closed", c->id);
   return NULL;

@@ -48,6 +48,7 @@ struct conn {
   /* Handshake deadline, enforced by the accept thread (nbd_server.c):
    * absolute, however slowly the client trickles its options in. */
   bool in_handshake;          /* under srv->lock */
+  bool owned;                 /* counted in srv->nowned; under srv->lock */
   struct timespec hs_deadline;  /* CLOCK_MONOTONIC */
   /* What the handshake negotiated; read-only in transmission. */
   struct nbd_session sess;
@@ -81,8 +82,15 @@ struct nbd_server {
   unsigned next_id;
   pid_t owner_sid;            /* exp.one_session: the holder's session, */
   pid_t owner_pid;            /* and its first client; under lock */
+  unsigned nowned;            /* its open connections past the handshake */
   atomic_bool stopping;       /* written under lock, read anywhere */
 };
+
+/* Under srv->lock, once c finished its handshake: may it go on?  For an
+ * exp.one_session export the first connection to get here pins the
+ * export to its client's session (nbd_server.c); false (logged): close
+ * c.  The connection's end must then drop c->owned from srv->nowned. */
+bool nbd_server_claim_locked(struct nbd_server *srv, struct conn *c);
 
 /* The thread of connection arg (a struct conn *): handshake, then serve
  * requests with srv->nthreads workers; marks it done when it ends. */

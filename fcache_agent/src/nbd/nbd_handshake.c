@@ -97,8 +97,18 @@ static int send_err(int fd, uint32_t opt, uint32_t type, const char *msg)
 static bool name_matches(const struct fc_export *exp, const uint8_t *name,
                          uint32_t len)
 {
-  return len == 0 ||
-         (len == strlen(exp->name) && memcmp(name, exp->name, len) == 0);
+  size_t n = strlen(exp->name);
+  uint8_t diff = 0;
+
+  if (len == 0)
+    return !exp->secret_name;
+  if (len != n)
+    return false;
+  /* In constant time: a secret name must not be guessable byte by byte
+   * from how long a refusal takes. */
+  for (size_t i = 0; i < n; i++)
+    diff |= (uint8_t)(name[i] ^ (uint8_t)exp->name[i]);
+  return diff == 0;
 }
 
 static int do_export_name(int fd, const struct fc_export *exp,
@@ -129,6 +139,9 @@ static int do_list(int fd, const struct fc_export *exp, uint32_t len)
   if (len != 0)
     return send_err(fd, NBD_OPT_LIST, NBD_REP_ERR_INVALID,
                     "NBD_OPT_LIST takes no data");
+  /* An empty list: whoever may open a secret export already knows it. */
+  if (exp->secret_name)
+    return send_ack(fd, NBD_OPT_LIST);
   nbd_put32(namelen, (uint32_t)strlen(exp->name));
   parts[n++] = (struct iovec){ namelen, sizeof namelen };
   parts[n++] = (struct iovec){ (void *)exp->name, strlen(exp->name) };

@@ -8,7 +8,8 @@
  * "base:allocation" when the export has a block_status callback (see
  * nbd_meta.h).  Everything else, including STARTTLS and
  * EXTENDED_HEADERS, gets NBD_REP_ERR_UNSUP.  The only export is `exp`; it
- * answers to its own name and to "" (the default export).
+ * answers to its own name and, unless exp->secret_name, to "" (the
+ * default export) and NBD_OPT_LIST shows it.
  *
  * The peer is untrusted: option payloads over NBD_HS_OPT_MAX are drained
  * (up to NBD_HS_DRAIN_MAX, else the connection is dropped) and refused,

@@ -102,15 +102,10 @@ static void reap(struct nbd_server *srv)
   }
 }
 
-/* Under srv->lock, for an export that serves one session at a time: may
- * the client on fd connect?  The first connection pins the export to its
- * client's kernel session until every connection is gone.  A session is
- * what the kernel groups a process and its children in; a process cannot
- * join another's, so another VM's QEMU (libvirt starts each in its own)
- * is refused however it got to the socket.  The pid is the one the
- * client had at connect(); it is looked up at once, so a reused pid would
- * need the client to exit in between. */
-static bool admit_session_locked(struct nbd_server *srv, int fd)
+/* The session of the client on fd (its pid at connect()), or -1 with
+ * the reason logged.  The pid is looked up at once, so a reused pid
+ * would need the client to exit in between. */
+static pid_t peer_session(struct nbd_server *srv, int fd, pid_t *pid)
 {
   struct ucred cred;
   socklen_t len = sizeof cred;
@@ -120,22 +115,69 @@ static bool admit_session_locked(struct nbd_server *srv, int fd)
       (sid = getsid(cred.pid)) < 0) {
     log_warning("nbd: %s: cannot tell which session a client belongs to "
                 "(%s); refused", srv->path, strerror(errno));
+    return -1;
+  }
+  *pid = cred.pid;
+  return sid;
+}
+
+/* Under srv->lock: does the export's holder still count?  It does while
+ * one of its connections is open and it has not exited: connections still
+ * closing after their client died (a QEMU destroyed and started again at
+ * once) do not hold it.  Not the session's leader: libvirt's is the
+ * short-lived parent of QEMU. */
+static bool owner_holds_locked(const struct nbd_server *srv)
+{
+  return srv->nowned > 0 &&
+         !(kill(srv->owner_pid, 0) < 0 && errno == ESRCH);
+}
+
+/* Under srv->lock, for an export that serves one session at a time: may
+ * the client on fd start a handshake?  Only if nobody holds the export or
+ * it is of the holder's session.  A session is what the kernel groups a
+ * process and its children in; a process cannot join another's, so
+ * another VM's QEMU (libvirt starts each in its own) is refused however
+ * it got to the socket.  Nothing is pinned here: a client that connects
+ * first but cannot name the export must not lock out the one that can. */
+static bool admit_session_locked(struct nbd_server *srv, int fd)
+{
+  pid_t pid, sid = peer_session(srv, fd, &pid);
+
+  if (sid < 0)
     return false;
-  }
-  /* Free, or held only by connections still closing after their first
-   * client died (a QEMU destroyed and started again at once).  Not the
-   * session's leader: libvirt's is the short-lived parent of QEMU. */
-  if (srv->nconns == 0 || (sid != srv->owner_sid &&
-                           kill(srv->owner_pid, 0) < 0 && errno == ESRCH)) {
-    srv->owner_sid = sid;
-    srv->owner_pid = cred.pid;
-  }
-  if (sid == srv->owner_sid)
+  if (!owner_holds_locked(srv) || sid == srv->owner_sid)
     return true;
   log_warning("nbd: %s: refused a client (pid %d, session %d): the export "
               "is held by session %d, and serves one session at a time",
-              srv->path, (int)cred.pid, (int)sid, (int)srv->owner_sid);
+              srv->path, (int)pid, (int)sid, (int)srv->owner_sid);
   return false;
+}
+
+bool nbd_server_claim_locked(struct nbd_server *srv, struct conn *c)
+{
+  pid_t pid, sid;
+
+  if (!srv->exp.one_session)
+    return true;
+  if ((sid = peer_session(srv, c->fd, &pid)) < 0)
+    return false;
+  /* The first client to open the export pins it to its session until all
+   * of that session's connections are gone (or its first client exited).
+   * Two sessions that knew the name and raced through their handshakes:
+   * the second is refused here. */
+  if (!owner_holds_locked(srv)) {
+    srv->owner_sid = sid;
+    srv->owner_pid = pid;
+  } else if (sid != srv->owner_sid) {
+    log_warning("nbd: %s: refused connection %u (pid %d, session %d) after "
+                "its handshake: the export is held by session %d, and serves "
+                "one session at a time", srv->path, c->id, (int)pid, (int)sid,
+                (int)srv->owner_sid);
+    return false;
+  }
+  c->owned = true;
+  srv->nowned++;
+  return true;
 }
 
 static void add_conn(struct nbd_server *srv, int fd)
@@ -325,7 +367,8 @@ struct nbd_server *nbd_server_start(const char *socket_path, unsigned mode,
     unlink_own_socket(srv);
     goto fail;
   }
-  log_info("nbd: serving export '%s' (%llu bytes%s) on %s", exp->name,
+  log_info("nbd: serving export '%s' (%llu bytes%s) on %s",
+           exp->secret_name ? "(secret name)" : exp->name,
            (unsigned long long)fc_export_size(exp), exp->read_only ? ", read-only" : "",
            socket_path);
   return srv;
@@ -383,6 +426,6 @@ unsigned nbd_server_connections(struct nbd_server *srv)
 void nbd_server_grow(struct nbd_server *srv, uint64_t size)
 {
   __atomic_store_n(&srv->exp.size, size, __ATOMIC_RELEASE);
-  log_info("nbd: export '%s' grew to %llu bytes", srv->exp.name,
+  log_info("nbd: export %s grew to %llu bytes", srv->path,
            (unsigned long long)size);
 }

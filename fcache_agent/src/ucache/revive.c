@@ -163,7 +163,7 @@ uc_volume_revive_locked(struct fc_host *host, struct fc_volume *v, struct fc_ori
   v->error[0] = '\0';
   uc_allocator_rebalance_locked(UCE(host)->alloc);
   log_info("volume %s: its origin %s opens again: serving %s with %u cached "
-           "blocks back (%u of them unwritten)", v->p.id, v->p.origin, v->export_uri,
+           "blocks back (%u of them unwritten)", v->p.id, v->p.origin, UV(v)->export_path,
            blocks, dirty);
   return 0;
 }

@@ -114,7 +114,7 @@ uc_open(struct fc_host *host, char *err, size_t errlen)
       log_error("volume %s: %s", v->p.id, verr);
       snprintf(v->error, sizeof v->error, "%s", verr);
     } else {
-      log_info("volume %s: serving %s", v->p.id, v->export_uri);
+      log_info("volume %s: serving %s", v->p.id, UV(v)->export_path);
     }
   }
   uc_allocator_rebalance_locked(UCE(host)->alloc);
@@ -279,6 +279,12 @@ uc_attach(struct fc_host *host, const struct fc_attach_request *req,
   r = fc_volume_new_tag(&v->p.tag);
   if (r)
     goto out;
+  /* A new attachment, a new name: a migration's destination makes its
+   * own, and a volume attached again after a detach does not answer to
+   * what its earlier VM was told. */
+  r = fc_export_secret_new(v->p.export_secret);
+  if (r)
+    goto out;
   /* allocation = rwss: cache_size is an upper bound, nothing is set
    * aside; the volumes of a host may ask for more than its flash. */
   r = uc_allocator_reserves(UCE(host)->alloc) ?
@@ -314,9 +320,9 @@ uc_attach(struct fc_host *host, const struct fc_attach_request *req,
   host->volumes[host->nr_volumes++] = v;
   uc_allocator_rebalance_locked(UCE(host)->alloc);
   log_info("volume %s attached: origin %s, %llu bytes of cache, %s, admission %s, "
-           "export %s", v->p.id, v->p.origin, (unsigned long long)size,
+           "export socket %s", v->p.id, v->p.origin, (unsigned long long)size,
            fc_write_policy_name(v->p.write_policy), fc_admission_name(v->p.admission),
-           v->export_uri);
+           UV(v)->export_path);
   *out = v;
   return 0;
 
@@ -352,7 +358,7 @@ uc_detach(struct fc_host *host, const char *id, bool discard_dirty, uint32_t *dr
   if (discard_dirty && UV(v)->srv && (clients = nbd_server_connections(UV(v)->srv))) {
     snprintf(err, errlen, "volume %s: %u client(s) have its export %s open; "
              "discarding would drop blocks a running VM wrote: stop it first",
-             id, clients, v->export_uri);
+             id, clients, UV(v)->export_path);
     return -EBUSY;
   }
   if (!discard_dirty)

@@ -133,14 +133,14 @@ uc_origin_write(struct fc_ucache *uc, const void *buf, uint32_t len, uint64_t of
  * after an agent restart, or starting): the volume is in use here, so
  * its dirty blocks are current and their write-back may go on. */
 static void
-uc_opened(void *handle, const char *name)
+uc_opened(void *handle, const char *where)
 {
   struct fc_ucache *uc = handle;
 
   if (fc_ucache_claim(uc))
-    log_warning("volume %s: a client opened its export: the write-back of its "
-                "%u unwritten blocks, held since the agent restarted, resumes",
-                name, fc_ucache_dirty(uc));
+    log_warning("volume at %s: a client opened its export: the write-back of "
+                "its %u unwritten blocks, held since the agent restarted, "
+                "resumes", where, fc_ucache_dirty(uc));
 }
 
 const struct fc_io_ops fc_ucache_io_ops = {

@@ -84,10 +84,18 @@ uc_volume_start(struct fc_host *host, struct fc_volume *v, char *err, size_t err
              host->cfg.export_dir, v->p.id, sizeof uv->export_path - 1);
     return -ENAMETOOLONG;
   }
-  snprintf(v->export_uri, sizeof v->export_uri, "nbd+unix:///?socket=%s",
-           uv->export_path);
+  /* Both fit: export_uri has room for the longest socket path and a
+   * secret.  A volume without a secret (attached by an older agent) keeps
+   * the URI its VM was given, and its export stays as open as it was. */
+  snprintf(v->export_uri, sizeof v->export_uri, "nbd+unix:///%s?socket=%s",
+           v->p.export_secret, uv->export_path);
+  if (!v->p.export_secret[0])
+    log_warning("volume %s: attached by an agent without export names: its "
+                "export answers to any name, as then; attach it again to "
+                "confine it to its VM", v->p.id);
   uv->exp = (struct fc_export){
-    .name = v->p.id,
+    .name = v->p.export_secret[0] ? v->p.export_secret : v->p.id,
+    .secret_name = v->p.export_secret[0] != '\0',
     .description = "fcache ucache export",
     .size = uv->origin->size,
     /* 512 is what a VM's disk is made of; a size that is not a multiple
