@@ -12,6 +12,7 @@ import os
 import socket
 import struct
 import time
+from urllib import parse
 
 import nbd
 import pytest
@@ -61,10 +62,13 @@ def closed_by_peer(s, timeout=10):
 class RawClient(object):
     """A hand-made NBD client: fixed newstyle, NBD_OPT_GO, simple replies."""
 
-    def __init__(self, path, timeout=10):
+    def __init__(self, uri, timeout=10):
+        """Connect to the export of ``uri`` (nbd+unix:///NAME?socket=P)."""
+        parts = parse.urlsplit(uri)
+        self.export = parts.path.lstrip('/').encode()
         self.s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.s.settimeout(timeout)
-        self.s.connect(path)
+        self.s.connect(parse.parse_qs(parts.query)['socket'][0])
         self.size = None
         self.flags = None
 
@@ -73,7 +77,8 @@ class RawClient(object):
         assert magic == NBDMAGIC and opts == IHAVEOPT
         return hflags
 
-    def handshake(self, export=b''):
+    def handshake(self, export=None):
+        export = self.export if export is None else export
         self.greeting()
         self.s.sendall(struct.pack('>I', 3))    # FIXED_NEWSTYLE|NO_ZEROES
         data = struct.pack('>I', len(export)) + export + struct.pack('>H', 0)
@@ -196,7 +201,7 @@ def test_unaligned_requests(victim):
 
 
 def test_overlong_write_closes_that_connection(victim):
-    c = RawClient(victim.path).handshake()
+    c = RawClient(victim.uri).handshake()
     assert c.size == SIZE
     # A read above max_block (32 MiB) has no payload: a plain error.
     c.request(CMD_READ, 0, 33 * MiB, cookie=7)
@@ -226,7 +231,7 @@ def test_overlong_write_closes_that_connection(victim):
 
 
 def test_unknown_command_and_flags(victim):
-    c = RawClient(victim.path).handshake()
+    c = RawClient(victim.uri).handshake()
     c.request(99, 0, BS, cookie=0x1234)
     err, cookie, _ = c.reply()
     assert (err, cookie) == (EINVAL, 0x1234)
@@ -250,7 +255,7 @@ def test_unknown_command_and_flags(victim):
 
 
 def test_bad_request_magic_drops_connection(victim):
-    c = RawClient(victim.path).handshake()
+    c = RawClient(victim.uri).handshake()
     c.s.sendall(struct.pack('>IHHQQI', 0xdeadbeef, 0, CMD_WRITE, 1, 0, BS) +
                 b'\xee' * BS)
     assert closed_by_peer(c.s)
@@ -260,7 +265,7 @@ def test_bad_request_magic_drops_connection(victim):
 
 @pytest.mark.parametrize('cut', ['mid-payload', 'mid-header'])
 def test_client_disconnects_mid_request(victim, cut):
-    c = RawClient(victim.path).handshake()
+    c = RawClient(victim.uri).handshake()
     hdr = struct.pack('>IHHQQI', REQUEST_MAGIC, 0, CMD_WRITE, 1, 0, MiB)
     if cut == 'mid-payload':
         c.s.sendall(hdr + b'\xee' * (MiB // 2))
@@ -279,7 +284,7 @@ def test_client_disconnects_mid_request(victim, cut):
     'http', 'unknown-client-flags', 'bad-option-magic', 'huge-option',
     'silence', 'export-name-unknown', 'go-unknown-export'])
 def test_garbage_handshake(victim, garbage):
-    c = RawClient(victim.path)
+    c = RawClient(victim.uri)
     if garbage == 'http':
         c.s.sendall(b'GET / HTTP/1.1\r\nHost: x\r\n\r\n' + os.urandom(1000))
         assert closed_by_peer(c.s)
@@ -315,7 +320,8 @@ def test_garbage_handshake(victim, garbage):
         assert magic == REP_MAGIC and rtype & (1 << 31), hex(rtype)
         recv_exact(c.s, length)
         # Still haggling: the right name works on the same connection.
-        data = struct.pack('>I', 0) + struct.pack('>H', 0)
+        data = (struct.pack('>I', len(c.export)) + c.export +
+                struct.pack('>H', 0))
         c.s.sendall(struct.pack('>QII', IHAVEOPT, OPT_GO, len(data)) + data)
         while True:
             magic, opt, rtype, length = struct.unpack(
@@ -370,7 +376,8 @@ class HagglingClient(RawClient):
                 return replies
 
     def go(self):
-        data = struct.pack('>I', 0) + struct.pack('>H', 0)
+        data = (struct.pack('>I', len(self.export)) + self.export +
+                struct.pack('>H', 0))
         assert self.option(OPT_GO, data)[-1][0] == REP_ACK
         return self
 
@@ -397,30 +404,31 @@ def contexts(replies):
 
 
 def test_meta_context_negotiation(victim):
-    c = HagglingClient(victim.path).start()
+    c = HagglingClient(victim.uri).start()
     base = [b'base:allocation']
     # Contexts need structured replies first (spec).
-    assert c.option(OPT_SET_META, meta_payload(base))[-1][0] == \
+    assert c.option(OPT_SET_META, meta_payload(base, c.export))[-1][0] == \
         REP_ERR_INVALID
-    assert c.option(OPT_LIST_META, meta_payload(base))[-1][0] == \
+    assert c.option(OPT_LIST_META, meta_payload(base, c.export))[-1][0] == \
         REP_ERR_INVALID
     assert c.option(OPT_STRUCTURED_REPLY, b'x')[-1][0] == REP_ERR_INVALID
     assert c.option(OPT_STRUCTURED_REPLY)[-1][0] == REP_ACK
     # LIST: everything, a namespace, an exact name, another namespace.
-    assert contexts(c.option(OPT_LIST_META, meta_payload([]))) == \
+    assert contexts(c.option(OPT_LIST_META, meta_payload([], c.export))) == \
         [(0, b'base:allocation')]
-    assert contexts(c.option(OPT_LIST_META, meta_payload([b'base:']))) == \
-        [(0, b'base:allocation')]
-    assert contexts(c.option(OPT_LIST_META, meta_payload(
-        [b'qemu:dirty-bitmap:x', b'base:allocation']))) == \
+    assert contexts(c.option(OPT_LIST_META,
+                             meta_payload([b'base:'], c.export))) == \
         [(0, b'base:allocation')]
     assert contexts(c.option(OPT_LIST_META, meta_payload(
-        [b'qemu:dirty-bitmap:x']))) == []
+        [b'qemu:dirty-bitmap:x', b'base:allocation'], c.export))) == \
+        [(0, b'base:allocation')]
+    assert contexts(c.option(OPT_LIST_META, meta_payload(
+        [b'qemu:dirty-bitmap:x'], c.export))) == []
     # Malformed: a query count the payload cannot hold, a query running
     # past the end, trailing bytes, a name past the end; an unknown export.
     bad = [struct.pack('>II', 0, 0xffffffff),
            struct.pack('>III', 0, 1, 100) + b'base:allocation',
-           meta_payload(base) + b'\0',
+           meta_payload(base, c.export) + b'\0',
            struct.pack('>I', 50) + b'abc',
            b'\0\0']
     for data in bad:
@@ -428,7 +436,8 @@ def test_meta_context_negotiation(victim):
     assert c.option(OPT_SET_META, meta_payload(base, b'nope'))[-1][0] == \
         REP_ERR_UNKNOWN
     # SET selects only the exact name; a failed SET selected nothing.
-    assert contexts(c.option(OPT_SET_META, meta_payload([b'base:']))) == []
+    assert contexts(c.option(OPT_SET_META,
+                             meta_payload([b'base:'], c.export))) == []
     c.go()
     c.request(CMD_BLOCK_STATUS, 0, BS, cookie=3)
     assert c.error_chunk(3) == EINVAL
@@ -448,10 +457,10 @@ def test_meta_context_negotiation(victim):
 
 
 def test_bad_block_status_requests(victim):
-    c = HagglingClient(victim.path).start()
+    c = HagglingClient(victim.uri).start()
     assert c.option(OPT_STRUCTURED_REPLY)[-1][0] == REP_ACK
     ctx = contexts(c.option(OPT_SET_META, meta_payload(
-        [b'base:allocation', b'qemu:nope'])))
+        [b'base:allocation', b'qemu:nope'], c.export)))
     assert len(ctx) == 1 and ctx[0][1] == b'base:allocation'
     ctx_id = ctx[0][0]
     c.go()
@@ -491,7 +500,7 @@ def test_bad_block_status_requests(victim):
 
 def test_block_status_without_structured_replies(victim):
     # Simple replies only: the request is refused with a simple reply.
-    c = RawClient(victim.path).handshake()
+    c = RawClient(victim.uri).handshake()
     c.request(CMD_BLOCK_STATUS, 0, BS, cookie=3)
     assert c.reply() == (EINVAL, 3, b'')
     c.request(CMD_READ, 0, BS, cookie=4)

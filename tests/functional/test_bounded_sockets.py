@@ -41,10 +41,6 @@ def rss(pid):
     raise AssertionError('no VmRSS')
 
 
-def export_path(uri):
-    return uri.split('socket=', 1)[1]
-
-
 @pytest.fixture
 def served(make_agent, make_origin):
     # Eight workers per connection: without a cap, a slow reader's eight
@@ -71,7 +67,7 @@ def test_slow_reader_is_capped_then_dropped(served):
     time.sleep(0.5)
     base = rss(agent.pid)
 
-    slow = bad_nbd.RawClient(export_path(uri), timeout=60).handshake()
+    slow = bad_nbd.RawClient(uri, timeout=60).handshake()
     slow.s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
     for i in range(24):
         slow.request(bad_nbd.CMD_READ, 0, 32 * MiB, cookie=i + 1)
@@ -103,9 +99,9 @@ def test_slow_reader_is_capped_then_dropped(served):
 def test_connections_beyond_the_cap_are_refused(served):
     agent, origin, uri = served
     vm = om.connect(uri, strict=False)
-    others = [bad_nbd.RawClient(export_path(uri)).handshake()
+    others = [bad_nbd.RawClient(uri).handshake()
               for _ in range(MAX_CONNS - 1)]
-    extra = bad_nbd.RawClient(export_path(uri))
+    extra = bad_nbd.RawClient(uri)
     # Accepted by the kernel, then closed by the agent before any greeting.
     assert bad_nbd.closed_by_peer(extra.s, timeout=10)
     extra.close()
@@ -116,7 +112,7 @@ def test_connections_beyond_the_cap_are_refused(served):
 
     def reconnect():
         try:
-            others.append(bad_nbd.RawClient(export_path(uri)).handshake())
+            others.append(bad_nbd.RawClient(uri).handshake())
             return True
         except (EOFError, OSError):
             return False
@@ -130,7 +126,7 @@ def test_connections_beyond_the_cap_are_refused(served):
 def test_dripped_handshake_is_cut_at_its_deadline(served):
     agent, origin, uri = served
     vm = om.connect(uri, strict=False)
-    c = bad_nbd.RawClient(export_path(uri), timeout=5)
+    c = bad_nbd.RawClient(uri, timeout=5)
     c.greeting()
     t0 = time.monotonic()
     # Client flags, then an option header, one byte a second: every recv

@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -74,7 +75,8 @@ def test_cli_end_to_end(make_agent, make_origin):
                    origin.uri, '--cache-size', '1M', '--write-policy',
                    'write_back', '--admission', 'all', '--json'])
     assert res['volume_id'] == 'cli-vol'
-    assert res['export_uri'].startswith('nbd+unix:///?socket=')
+    assert re.match(r'nbd\+unix:///[0-9a-f]{32}\?socket=/',
+                    res['export_uri']), res
     # Attaching again with the same parameters is idempotent.
     again = ok_json(['--socket', sock, 'volume-attach', 'cli-vol', '--origin',
                      origin.uri, '--cache-size', '1M', '--write-policy',

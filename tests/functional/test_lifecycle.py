@@ -182,8 +182,9 @@ def test_geometry_change_with_dirty_data_refused(make_agent, make_origin,
     om.close(h)
     # Once written back, the geometry may change: the clean map is dropped.
     agent.detach('vol1')
-    agent.attach('vol1', origin.uri, cache_size=MiB,
-                 write_policy='write_back')
+    # A new attachment, a new export name.
+    uri = agent.attach('vol1', origin.uri, cache_size=MiB,
+                       write_policy='write_back')['export_uri']
     agent.stop()
     agent.settings['cache_size'] = '8M'
     agent.write_config()
