@@ -186,3 +186,22 @@ def test_old_style_export_name_without_the_name_is_closed(attached):
         assert s.recv(16) == b''
     finally:
         s.close()
+
+
+def test_volume_attached_before_names_keeps_its_export(attached):
+    """A state file without a name (an older agent's): served as then."""
+    agent, uri, sock, first = attached
+    agent.stop()
+    state = os.path.join(agent.state_dir, 'volumes', 'vol1.json')
+    with open(state) as f:
+        params = json.load(f)
+    del params['export_secret']
+    with open(state, 'w') as f:
+        json.dump(params, f)
+    agent.start()
+    old = 'nbd+unix:///?socket=' + sock
+    assert agent.show('vol1')['export_uri'] == old
+    h = om.connect(old)
+    assert h.pread(4096, 0).hex() == first
+    om.close(h)
+    assert 'attached by an agent without export names' in agent.run_log()
