@@ -368,6 +368,9 @@ def move_log():
     write('move_log', 'past-the-end', b'\1' + header() + rec(65536, b'F') +
           rec(1 << 63, b'G' * 8))
     write('move_log', 'bad-header', b'\0' + header(scheme=99)[:100])
+    # A whole log of a scheme the agent does not replay: refused and kept.
+    write('move_log', 'unknown-scheme', b'\0' + header(scheme=99) + recs)
+    write('move_log', 'dbt-scheme', b'\0' + header(scheme=0) + recs)
 
 
 # --- a volume's allocation state -----------------------------------------

@@ -200,6 +200,43 @@ test_log_replay(void **state)
   free(a.data);
 }
 
+/* A log of a scheme this agent does not know (a newer agent's, or a
+ * damaged header) is not read as lr: nothing is replayed, the log stays
+ * for an agent that knows it, and the error says so. */
+static void
+test_unknown_scheme_log_is_refused_and_kept(void **state)
+{
+  static const uint32_t schemes[] = { FC_MOVE_DBT, FC_MOVE_MIRROR, FC_MOVE_AIO + 1, 99,
+                                      UINT32_MAX };
+  struct fc_move_recovered rec;
+  struct mem_origin a;
+  struct move_log l;
+  char path[64], x[100], err[1024];
+
+  mem_init(&a, 0);
+  log_path(path, sizeof path);
+  memset(x, 'x', sizeof x);
+  for (size_t i = 0; i < sizeof schemes / sizeof schemes[0]; i++) {
+    assert_int_equal(move_log_create(&l, path, "nbd://a/", "nbd://b/", schemes[i]), 0);
+    assert_int_equal(move_log_append(&l, x, sizeof x, 1000), 0);
+    assert_int_equal(move_log_sync(&l), 0);
+    move_log_close(&l);
+    err[0] = '\0';
+    assert_int_equal(fc_origin_move_recover(path, "nbd://a/", &a.base, &rec, err,
+                                            sizeof err), -EPROTONOSUPPORT);
+    assert_false(rec.found);
+    assert_non_null(strstr(err, "does not know"));
+    assert_non_null(strstr(err, "kept"));
+    assert_int_equal(a.data[1000], 0);
+    assert_int_equal(access(path, F_OK), 0);
+  }
+  /* A log of another origin is stale whatever its scheme: removed. */
+  assert_int_equal(fc_origin_move_recover(path, "nbd://c/", &a.base, &rec, err,
+                                          sizeof err), 0);
+  assert_int_not_equal(access(path, F_OK), 0);
+  free(a.data);
+}
+
 static int commits;
 
 static int
@@ -723,6 +760,7 @@ int main(void)
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_bitmap),
     cmocka_unit_test(test_log_replay),
+    cmocka_unit_test(test_unknown_scheme_log_is_refused_and_kept),
     cmocka_unit_test(test_lr_done),
     cmocka_unit_test(test_slr_done),
     cmocka_unit_test(test_dbt_done),

@@ -19,6 +19,7 @@
 #include "common/crc32c.h"
 #include "common/fdio.h"
 #include "move_log.h"
+#include "origin_move.h"
 
 #define LOG_MAGIC 0x46434d4f56454c47ull   /* "FCMOVELG" */
 #define REC_MAGIC 0x4d52u
@@ -165,6 +166,13 @@ move_log_replay(const char *path, const char *a_uri, struct fc_origin *a, int *m
     h.b_uri[h.b_len] = '\0';
     info->scheme = h.scheme;
     memcpy(info->b_uri, h.b_uri, h.b_len + 1);
+  }
+  /* Only lr, slr and aio keep a log, each with its own idea of which
+   * writes reached which side: a log of any other scheme (a newer
+   * agent's, or damaged) cannot be replayed safely, nor dropped. */
+  if (h.scheme < FC_MOVE_LR || h.scheme > FC_MOVE_AIO) {
+    r = -EPROTONOSUPPORT;
+    goto out;
   }
   for (;;) {
     if (fc_full_pread(fd, &rh, sizeof rh, at) || rh.magic != REC_MAGIC ||

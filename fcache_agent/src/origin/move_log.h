@@ -36,7 +36,8 @@ struct move_log_info {
 /* Write every complete record of the log at path to `a`, in order.
  * *matches: the log's source is a_uri (else nothing is replayed); info,
  * if not NULL, is filled then.  Returns records replayed, or -errno
- * (-ENOENT: no log). */
+ * (-ENOENT: no log; -EPROTONOSUPPORT: the log matches but its scheme is
+ * not one that logs, lr, slr or aio, and nothing was replayed). */
 int move_log_replay(const char *path, const char *a_uri, struct fc_origin *a,
                     int *matches, struct move_log_info *info);
 

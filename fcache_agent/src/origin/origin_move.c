@@ -19,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/log.h"
 #include "move_priv.h"
 
 uint64_t
@@ -957,13 +958,24 @@ fc_origin_move_recover(const char *log_path, const char *a_uri, struct fc_origin
   memset(out, 0, sizeof *out);
   if (r >= 0 && matches) {
     out->found = true;
-    out->scheme = info.scheme <= FC_MOVE_AIO ? (enum fc_move_scheme)info.scheme
-                                             : FC_MOVE_LR;
+    out->scheme = (enum fc_move_scheme)info.scheme;     /* checked: lr..aio */
     snprintf(out->to, sizeof out->to, "%s", info.b_uri);
   }
 
   if (r == -ENOENT)
     return 0;
+  if (r == -EPROTONOSUPPORT) {
+    /* Not read as lr: the log of a scheme this agent does not know may
+     * hold writes that are on neither side yet, or on both. */
+    out->found = false;
+    snprintf(err, errlen, "the recovery log %s of a move from %s names move "
+             "scheme %u, which this agent does not know (it replays lr, slr "
+             "and aio logs: a newer agent's log, or a damaged one); it is not "
+             "replayed and is kept, and the volume is not served until an agent "
+             "that knows the scheme starts", log_path, a_uri, info.scheme);
+    log_error("%s", err);
+    return r;
+  }
   if (r < 0) {
     snprintf(err, errlen, "cannot replay the recovery log %s to %s: %s; it is "
              "kept for the next start", log_path, a_uri, strerror(-r));

@@ -106,7 +106,9 @@ struct fc_move_recovered {
  * back to `a` and flush it.  `a_uri` is the volume's origin now: a log of
  * a move from elsewhere is stale (the move committed) and only removed.
  * Removes the log when done.  Returns how many records were replayed
- * (>= 0), 0 with no log, or -errno with a message. */
+ * (>= 0), 0 with no log, or -errno with a message (logged too for
+ * -EPROTONOSUPPORT: a log of a move from a_uri by a scheme other than lr,
+ * slr or aio, which is neither replayed nor removed). */
 int fc_origin_move_recover(const char *log_path, const char *a_uri,
                            struct fc_origin *a, struct fc_move_recovered *out,
                            char *err, size_t errlen);
