@@ -374,6 +374,56 @@ def move_log():
 
 
 # --- a volume's allocation state -----------------------------------------
+# --- an NBD origin's replies ---------------------------------------------
+SIMPLE_MAGIC, CHUNK_MAGIC = 0x67446698, 0x668e33ef
+
+
+def origin_nbd_reply():
+    """Records {ctl, u16 len, bytes}; ctl 1: the harness puts the cookie
+    of the request it read in; ctl 3: another chunk, same request."""
+    def record(data, ctl=1):
+        return struct.pack('<BH', ctl, len(data)) + data
+
+    def simple(error=0):
+        return struct.pack('>IIQ', SIMPLE_MAGIC, error, 0)
+
+    def chunk(ctype, payload, flags=1):
+        return struct.pack('>IHHQI', CHUNK_MAGIC, flags, ctype, 0,
+                           len(payload)) + payload
+
+    def data(off, n, flags=1):
+        return chunk(1, struct.pack('>Q', off) + bytes([0xab]) * n, flags)
+
+    def extents(pairs, flags=1):
+        return chunk(5, struct.pack('>I', 1) + b''.join(
+            struct.pack('>II', n, f) for n, f in pairs), flags)
+
+    tail = (1 << 20) - 32768
+    ok = (record(data(0, 4096)) + record(simple()) + record(simple()) +
+          record(extents([(8192, 0), (4096, 3), (53248, 0)])) +
+          record(extents([(65536, 1)])) + record(simple()) +
+          record(simple()) + record(data(tail, 32768)))
+    write('origin_nbd_reply', 'all-ok', b'\xff' + ok)
+    # A read in two chunks, a hole chunk, an error chunk.
+    write('origin_nbd_reply', 'read-chunks',
+          b'\x01' + record(data(0, 2048, flags=0)) +
+          record(data(2048, 2048), ctl=3) +
+          record(chunk(2, struct.pack('>QI', tail, 32768))) +
+          record(chunk(32769, struct.pack('>IH', 5, 3) + b'bad')))
+    # Errors everywhere; extents longer than asked, zero-length, too many.
+    write('origin_nbd_reply', 'errors',
+          b'\x7f' + record(chunk(32769, struct.pack('>IH', 5, 0))) +
+          record(simple(28)) +
+          record(simple(1)) +
+          record(extents([(1 << 20, 0)])) +
+          record(extents([(0, 0), (512, 2)])) +
+          record(extents([(512, i & 3) for i in range(40)])))
+    # A reply with no cookie match, a short one, then silence.
+    write('origin_nbd_reply', 'wrong-cookie',
+          b'\x05' + record(simple(), ctl=0) + record(simple()[:7]))
+    write('origin_nbd_reply', 'hang-up', b'\xff')
+
+
 def alloc_state():
     def state(hist, share=8, esum=0.5, en=2):
         return json.dumps({'history': hist, 'share_blocks': share,
@@ -408,5 +458,6 @@ if __name__ == '__main__':
     files()
     trace()
     move_log()
+    origin_nbd_reply()
     alloc_state()
     flash_pool()
