@@ -424,6 +424,35 @@ def origin_nbd_reply():
     write('origin_nbd_reply', 'hang-up', b'\xff')
 
 
+# --- the migration listener's TLS ClientHello ---------------------------
+# A TLS 1.3 ClientHello naming migration m-1 (server name "6d2d31", the
+# hex the agent's source sends), captured once from Python's ssl module
+# (its key share is random, so it is kept here rather than made anew).
+CLIENT_HELLO = bytes.fromhex(
+    '16030100eb010000e70303e9af38408025bc8dd251f6c62f9f72e8db7a56a3c7b4fd'
+    '7d795942d1fe508e3c20c6f1c1e9388f681fea95970cf069f30e3f5d9dbcf5db8b48'
+    '1fd68203338f2afa000813021303130100ff010000960000000b000900000636643264'
+    '3331000b000403000102000a00160014001d0017001e00190018010001010102010301'
+    '04002300000016000000170000000d001e001c04030503060308070808080908'
+    '0a080b080408050806040105010601002b0003020304002d00020101003300260024'
+    '001d00205c85b7f585f04df69398cfa164fe1859cbea392466bf3f6ee5d284f59d1c'
+    'bb54')
+
+
+def tls_hello():
+    write('tls_hello', 'client-hello-m-1', CLIENT_HELLO)
+    other = CLIENT_HELLO.replace(b'6d2d31', b'6d2d32')      # m-2: unknown
+    write('tls_hello', 'client-hello-unknown', other)
+    bad = CLIENT_HELLO.replace(b'6d2d31', b'6d2g31')        # not hex
+    write('tls_hello', 'client-hello-bad-name', bad)
+    # The hello, then a client flight no key opens (an application-data
+    # record of garbage), and a hello cut short.
+    write('tls_hello', 'client-hello-then-garbage', CLIENT_HELLO +
+          b'\x17\x03\x03\x00\x20' + bytes(range(32)))
+    write('tls_hello', 'client-hello-torn', CLIENT_HELLO[:100])
+    write('tls_hello', 'not-tls', b'GET / HTTP/1.1\r\n\r\n')
+
+
 def alloc_state():
     def state(hist, share=8, esum=0.5, en=2):
         return json.dumps({'history': hist, 'share_blocks': share,
@@ -459,5 +488,6 @@ if __name__ == '__main__':
     trace()
     move_log()
     origin_nbd_reply()
+    tls_hello()
     alloc_state()
     flash_pool()
