@@ -316,14 +316,23 @@ def principals(workdir):
             subprocess.run(['groupdel', g])
 
 
-def test_readers_read_and_only_admins_change(make_agent, make_origin,
-                                             workdir, principals):
-    readers, admins, reader, admin = principals
+def agent_for_groups(make_agent, readers, admins):
+    """A started agent with these control groups.
+
+    Its directory is open to the throwaway users, so that they reach its
+    socket.
+    """
     agent = make_agent(cache_size='8M', control_group=readers,
                        control_admin_group=admins)
     os.makedirs(agent.dir, exist_ok=True)
     os.chmod(agent.dir, 0o711)
-    agent.start()
+    return agent.start()
+
+
+def test_readers_read_and_only_admins_change(make_agent, make_origin,
+                                             workdir, principals):
+    readers, admins, reader, admin = principals
+    agent = agent_for_groups(make_agent, readers, admins)
     origin = make_origin(2 * MiB, nbd=False)
     os.chmod(origin.path, 0o600)
     agent.attach('v1', origin.path, cache_size=MiB)
@@ -368,11 +377,7 @@ def test_readers_do_not_see_export_names(make_agent, make_origin, workdir,
                                          principals):
     """An export's name opens it: control_group reads status, not that."""
     readers, admins, reader, admin = principals
-    agent = make_agent(cache_size='8M', control_group=readers,
-                       control_admin_group=admins)
-    os.makedirs(agent.dir, exist_ok=True)
-    os.chmod(agent.dir, 0o711)
-    agent.start()
+    agent = agent_for_groups(make_agent, readers, admins)
     origin = make_origin(2 * MiB, nbd=False)
     uri = agent.attach('v1', origin.path, cache_size=MiB)['export_uri']
     name = parse.urlsplit(uri).path.lstrip('/')
