@@ -335,9 +335,12 @@ class FcacheLiveMigrationTest(_Base):
         # The guest disk is the agent's export, not the device path.
         export = data['fcache_export']
         self.assertTrue(export.startswith('nbd+unix://'))
-        sock = export.split('socket=')[1]
+        name, sock = export[len('nbd+unix:///'):].split('?socket=')
+        # The export opens only under its secret name, which the guest's
+        # XML carries as the NBD export name.
+        self.assertEqual(32, len(name))
         xml = self.defined_xml[-1]
-        self.assertIn('<source protocol="nbd">', xml)
+        self.assertIn('<source protocol="nbd" name="%s">' % name, xml)
         self.assertIn('<host transport="unix" socket="%s"/>' % sock, xml)
         self.assertNotIn(self._origin_on('src'), xml)
 
