@@ -122,9 +122,12 @@ class Qemu(object):
         self.logfile = os.path.join(directory, '%s.qemu.log' % name)
         q = urllib.parse.urlparse(export_uri)
         sock = urllib.parse.parse_qs(q.query)['socket'][0]
+        # The export opens only under the name its URI carries.
+        export = q.path.lstrip('/')
         self.argv = [QEMU] + COMMON + [
             '-blockdev', 'driver=nbd,server.type=unix,server.path=%s,'
-                         'node-name=n0' % sock,
+                         '%snode-name=n0' % (
+                             sock, 'export=%s,' % export if export else ''),
             '-device', 'virtio-blk-pci,drive=n0,id=drive0,share-rw=on' +
             (GEOMETRY if geometry else ''),
             '-qmp', 'unix:%s,server=on,wait=off' % self.qmp_path]
