@@ -169,8 +169,9 @@ class FcacheLibvirtDriver(incoming.IncomingMixin, outgoing.OutgoingMixin,
                                            instance, encryption=encryption)
         data.pop(policy.SOURCE_KEY, None)
         data[policy.EXPORT_KEY] = export_uri
+        # Where, not the URI: its export name is what opens the export.
         LOG.info("Volume %s cached by fcache, guest disk at %s", volume_id,
-                 export_uri, instance=instance)
+                 exports.parse_export(export_uri)[2], instance=instance)
 
     def _fcache_origin(self, connection_info):
         """The origin the agent caches: os-brick's device, or RBD's image.
@@ -305,7 +306,7 @@ class FcacheLibvirtDriver(incoming.IncomingMixin, outgoing.OutgoingMixin,
             raise nova_exception.VolumeExtendFailed(
                 volume_id=volume_id,
                 reason='the guest has no NBD disk on the fcache export %s; '
-                       'a hard reboot gives it the new size' % export_uri)
+                       'a hard reboot gives it the new size' % socket)
         LOG.debug("Growing fcache disk %s (export %s) to %d bytes",
                   found['target'], socket, new_size, instance=instance)
         try:

@@ -456,6 +456,18 @@ class VolumeFormatTest(_DriverTest):
         self.assertEqual('nbd+unix:///v?socket=/e.sock',
                          info['data']['fcache_export'])
 
+    def test_export_name_is_not_logged(self):
+        """The export's name opens it: the guest's XML has it, logs not."""
+        name = '5f3c' * 8
+        info = self._nfs('raw')
+        with mock.patch.object(NOVA_DRIVER, '_connect_volume'), \
+                mock.patch.object(self.drvr, '_local_agent') as agent:
+            agent.return_value.attach_volume.return_value = {
+                'export_uri': 'nbd+unix:///%s?socket=/e.sock' % name}
+            self.drvr._connect_volume(self.context, info, self.instance)
+        self.assertIn('guest disk at /e.sock', self.stdlog.logger.output)
+        self.assertNotIn(name, self.stdlog.logger.output)
+
 
 NEW_SIZE = 3 * 1024 ** 3
 EXPORT_SOCKET = '/run/fcache/exports/%s.sock' % VOLUME
