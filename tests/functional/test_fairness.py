@@ -272,7 +272,7 @@ def cold_export(make_agent, make_origin):
     origin = make_origin(72 * MiB)
     uri = agent.attach('vol', origin.uri,
                        cache_size=72 * MiB)['export_uri']
-    slow = bad_nbd.RawClient(uri.split('socket=', 1)[1], timeout=60)
+    slow = bad_nbd.RawClient(uri, timeout=60)
     slow.s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
     slow.handshake()
     return agent, om.Oracle(origin.content), uri, slow
