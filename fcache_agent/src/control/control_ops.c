@@ -124,11 +124,14 @@ op_attach(void *opaque, json_t *args, json_t **result, char *err, size_t errlen)
   return r || *result ? r : -ENOMEM;
 }
 
-/* fn(agent, v, result) under host->lock for the volume args name:
- * -ENOENT with the message when it is not attached, else fn's answer. */
+/* fn(agent, v, result, err, errlen) under host->lock for the volume args
+ * name: -ENOENT with the message when it is not attached, else fn's
+ * answer. */
+typedef int on_volume_fn(struct fc_agent *agent, struct fc_volume *v,
+                         json_t **result, char *err, size_t errlen);
+
 static int
-on_volume(struct fc_agent *agent, json_t *args,
-          int (*fn)(struct fc_agent *agent, struct fc_volume *v, json_t **result),
+on_volume(struct fc_agent *agent, json_t *args, on_volume_fn *fn,
           json_t **result, char *err, size_t errlen)
 {
   struct fc_volume *v;
@@ -140,7 +143,7 @@ on_volume(struct fc_agent *agent, json_t *args,
   pthread_mutex_lock(&agent->host.lock);
   v = fc_agent_find_locked(agent, id);
   if (v)
-    r = fn(agent, v, result);
+    r = fn(agent, v, result, err, errlen);
   pthread_mutex_unlock(&agent->host.lock);
   if (!v) {
     snprintf(err, errlen, "volume %.80s is not attached to this agent", id);
@@ -150,8 +153,11 @@ on_volume(struct fc_agent *agent, json_t *args,
 }
 
 static int
-show_locked(struct fc_agent *agent, struct fc_volume *v, json_t **result)
+show_locked(struct fc_agent *agent, struct fc_volume *v, json_t **result,
+            char *err, size_t errlen)
 {
+  (void)err;
+  (void)errlen;
   *result = volume_json(agent, v);
   return *result ? 0 : -ENOMEM;
 }
@@ -210,11 +216,14 @@ op_detach(void *opaque, json_t *args, json_t **result, char *err, size_t errlen)
  * lets go the write-back an agent restart held (doc/ucache.rst).  An
  * engine without the hold has nothing to let go. */
 static int
-claim_locked(struct fc_agent *agent, struct fc_volume *v, json_t **result)
+claim_locked(struct fc_agent *agent, struct fc_volume *v, json_t **result,
+             char *err, size_t errlen)
 {
   int r = agent->host.ops->claim ?
           agent->host.ops->claim(&agent->host, v, "volume-claim") : 0;
 
+  (void)err;
+  (void)errlen;
   if (r < 0)
     return r;
   *result = json_pack("{s:s, s:b}", "volume_id", v->p.id, "writeback_was_held",
@@ -232,43 +241,37 @@ op_claim(void *opaque, json_t *args, json_t **result, char *err, size_t errlen)
  * size: serve it.  Nova's driver then reopens the guest's NBD node, which
  * QEMU cannot grow in place, and resizes the guest's disk. */
 static int
-op_extend(void *opaque, json_t *args, json_t **result, char *err, size_t errlen)
+extend_locked(struct fc_agent *agent, struct fc_volume *v, json_t **result,
+              char *err, size_t errlen)
 {
-  struct fc_agent *agent = opaque;
   struct fc_host *host = &agent->host;
-  struct fc_migration *m;
-  struct fc_volume *v;
-  const char *id;
+  struct fc_migration *m = fc_migration_for_volume(agent, v);
   uint64_t size = 0;
   int r;
 
-  if ((r = arg_string(args, "volume_id", true, &id, err, errlen)))
-    return r;
-  pthread_mutex_lock(&host->lock);
-  v = fc_agent_find_locked(agent, id);
-  m = v ? fc_migration_for_volume(agent, v) : NULL;
-  if (!v) {
-    snprintf(err, errlen, "volume %.80s is not attached to this agent", id);
-    r = -ENOENT;
-  } else if (m) {
+  if (m) {
+    fc_migration_put(m);
     snprintf(err, errlen, "volume %s is migrating; extend it once the "
-             "migration has finished", id);
-    r = -EBUSY;
-  } else if (!host->ops->grow) {
+             "migration has finished", v->p.id);
+    return -EBUSY;
+  }
+  if (!host->ops->grow) {
     snprintf(err, errlen, "the %s engine cannot grow a volume in use; detach "
              "and attach volume %s again to serve its new size",
-             host->ops->name, id);
-    r = -EOPNOTSUPP;
-  } else {
-    r = host->ops->grow(host, v, &size, err, errlen);
+             host->ops->name, v->p.id);
+    return -EOPNOTSUPP;
   }
-  pthread_mutex_unlock(&host->lock);
-  if (m)
-    fc_migration_put(m);
-  if (r)
+  if ((r = host->ops->grow(host, v, &size, err, errlen)))
     return r;
-  *result = json_pack("{s:s, s:I}", "volume_id", id, "size", (json_int_t)size);
+  *result = json_pack("{s:s, s:I}", "volume_id", v->p.id, "size",
+                      (json_int_t)size);
   return *result ? 0 : -ENOMEM;
+}
+
+static int
+op_extend(void *opaque, json_t *args, json_t **result, char *err, size_t errlen)
+{
+  return on_volume(opaque, args, extend_locked, result, err, errlen);
 }
 
 /* The strategy the next live migration of a volume should use, whatever
