@@ -245,12 +245,8 @@ class FcacheLibvirtDriver(incoming.IncomingMixin, outgoing.OutgoingMixin,
 
     # -- online extend ------------------------------------------------------
 
-    def _extend_volume(self, connection_info, instance, requested_size):
-        new_size = super()._extend_volume(connection_info, instance,
-                                          requested_size)
-        if new_size is None or not policy.connection_data(
-                connection_info).get(policy.EXPORT_KEY):
-            return new_size
+    def _fcache_serve_new_size(self, connection_info, instance, new_size):
+        """Have the agent serve the size os-brick found (``new_size``)."""
         volume_id = policy.agent_volume_id(connection_info)
         try:
             served = self._local_agent().extend_volume(volume_id)['size']
@@ -269,7 +265,6 @@ class FcacheLibvirtDriver(incoming.IncomingMixin, outgoing.OutgoingMixin,
                            connection_info.get('driver_volume_type')))
         LOG.info("fcache serves volume %s at its new size, %d bytes",
                  volume_id, served, instance=instance)
-        return new_size
 
     def extend_volume(self, context, connection_info, instance,
                       requested_size):
@@ -293,6 +288,7 @@ class FcacheLibvirtDriver(incoming.IncomingMixin, outgoing.OutgoingMixin,
             raise nova_exception.VolumeExtendFailed(
                 volume_id=volume_id,
                 reason='Failure to resize underlying volume on compute.')
+        self._fcache_serve_new_size(connection_info, instance, new_size)
         guest = self._host.get_guest(instance)
         if guest.get_power_state(self._host) not in (power_state.RUNNING,
                                                      power_state.PAUSED):

@@ -28,14 +28,11 @@ def parse_export(uri):
 
 
 def nbd_sockets(volumes):
-    """The NBD export sockets of the agent's ``volume-list``.
-
-    :returns: ``{socket: origin}``.
-    """
-    out = {}
+    """The set of NBD export sockets of the agent's ``volume-list``."""
+    out = set()
     for vol in volumes:
         if vol.get('export_uri'):
             kind, _, path = parse_export(vol['export_uri'])
             if kind == 'nbd':
-                out[path] = vol.get('origin') or ''
+                out.add(path)
     return out
