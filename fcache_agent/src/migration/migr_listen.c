@@ -280,12 +280,34 @@ evict_oldest(struct fc_migr_listener *l, const char *host, uint64_t now)
   return true;
 }
 
-/* A slot for a new, anonymous handshake on fd from host, or -1: at most
- * MAX_ANON_PER_PEER from one address and MAX_ANON in all, where an old
- * enough anonymous one gives way to the newcomer (the newcomer then waits
- * for the next connection's turn: its slot frees as the cut one ends). */
+/* Prepared incoming migrations still waiting for their source's stream.
+ * A source opens one connection per migration, all at once (eight
+ * volumes, eight streams), each anonymous until its first flight is read:
+ * one address may hold that many however small MAX_ANON_PER_PEER is, and
+ * only an admin's migration-incoming makes one. */
 static int
-take_slot(struct fc_migr_listener *l, const char *host, int fd)
+streams_awaited(struct fc_agent *agent)
+{
+  int n = 0;
+
+  pthread_mutex_lock(&agent->migr_lock);
+  for (unsigned i = 0; i < agent->nr_migrations; i++) {
+    struct fc_migration *m = agent->migrations[i];
+    pthread_mutex_lock(&m->lock);
+    n += m->e.role == FC_MIGR_DEST && !m->token_used &&
+         m->state == FC_MS_PREPARED;
+    pthread_mutex_unlock(&m->lock);
+  }
+  pthread_mutex_unlock(&agent->migr_lock);
+  return n;
+}
+
+/* A slot for a new, anonymous handshake on fd from host, or -1: at most
+ * per_peer from one address and MAX_ANON in all, where an old enough
+ * anonymous one gives way to the newcomer (the newcomer then waits for
+ * the next connection's turn: its slot frees as the cut one ends). */
+static int
+take_slot(struct fc_migr_listener *l, const char *host, int fd, int per_peer)
 {
   uint64_t now = fc_monotonic_ns();
   int slot = -1, same = 0, anon = 0;
@@ -304,14 +326,13 @@ take_slot(struct fc_migr_listener *l, const char *host, int fd)
       same++;
   }
   /* Making room counts the cut one as gone: its thread ends at once. */
-  if (same >= MAX_ANON_PER_PEER && evict_oldest(l, host, now)) {
+  if (same >= per_peer && evict_oldest(l, host, now)) {
     same--;
     anon--;
   }
-  if (same < MAX_ANON_PER_PEER && anon >= MAX_ANON &&
-      evict_oldest(l, NULL, now))
+  if (same < per_peer && anon >= MAX_ANON && evict_oldest(l, NULL, now))
     anon--;
-  if (same >= MAX_ANON_PER_PEER || anon >= MAX_ANON)
+  if (same >= per_peer || anon >= MAX_ANON)
     slot = -1;
   if (slot >= 0) {
     struct hs_slot *s = &l->slots[slot];
@@ -387,12 +408,14 @@ start_handshake(struct fc_migr_listener *l, int fd, const char *host,
   struct handshake *hs;
   pthread_attr_t attr;
   pthread_t t;
-  int slot = take_slot(l, host, fd);
+  int awaited = streams_awaited(l->agent);
+  int per_peer = awaited > MAX_ANON_PER_PEER ? awaited : MAX_ANON_PER_PEER;
+  int slot = take_slot(l, host, fd, per_peer);
 
   if (slot < 0) {
     log_warning("migration stream from %s refused: too many handshakes in "
                 "progress naming no prepared migration yet (at most %d, %d "
-                "from one address)", peer, MAX_ANON, MAX_ANON_PER_PEER);
+                "from one address)", peer, MAX_ANON, per_peer);
     close(fd);
     return;
   }
