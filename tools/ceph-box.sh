@@ -21,7 +21,14 @@
 # "profile rbd" on it), the keyrings DIR/ceph.client.{admin,cinder}.keyring.
 # Needs root only to read /proc of the daemons; touches neither /etc/ceph
 # nor /var/lib/ceph.  Prints nothing but errors.
+#
+# CEPH_BOX_ADDR (default 127.0.0.1): the address the daemons bind, for a
+# box whose clients live in other network namespaces (tools/cloud.sh).
 set -euo pipefail
+
+ADDR=${CEPH_BOX_ADDR:-127.0.0.1}
+[[ "$ADDR" =~ ^[0-9]+\.[0-9]+\.[0-9]+\.[0-9]+$ ]] ||
+  { echo "ceph-box: CEPH_BOX_ADDR=$ADDR is not an IPv4 address" >&2; exit 2; }
 
 MON_ID=a
 OSD_ID=0
@@ -156,12 +163,12 @@ start_osd_daemon() {
 write_conf() {
   local fsid=$1 port=$2 size=$3
   cat >"$dir/ceph.conf" <<EOF
-# A ceph box (tools/ceph-box.sh): one mon, one OSD, loopback, cephx.
+# A ceph box (tools/ceph-box.sh): one mon, one OSD, one address, cephx.
 [global]
 fsid = $fsid
-mon_host = 127.0.0.1:$port
-public_addr = 127.0.0.1
-cluster_addr = 127.0.0.1
+mon_host = $ADDR:$port
+public_addr = $ADDR
+cluster_addr = $ADDR
 ms_bind_msgr1 = false
 auth_cluster_required = cephx
 auth_service_required = cephx
@@ -254,7 +261,7 @@ cmd_start() {
   fsid=$(cat /proc/sys/kernel/random/uuid)
   osd_uuid=$(cat /proc/sys/kernel/random/uuid)
   # A port the kernel calls free now; the mon binds it a moment later.
-  port=$(/usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  port=$(/usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("'"$ADDR"'", 0)); print(s.getsockname()[1])')
   write_conf "$fsid" "$port" "$size"
 
   # Every key is in the mon's initial keyring, which its mkfs imports: no
@@ -300,7 +307,7 @@ EOF
   local mkfs_pid=$!
   bg_pids+=("$mkfs_pid")
 
-  monmaptool --create --fsid "$fsid" --addv "$MON_ID" "[v2:127.0.0.1:$port]" \
+  monmaptool --create --fsid "$fsid" --addv "$MON_ID" "[v2:$ADDR:$port]" \
     "$dir/monmap" >/dev/null 2>"$dir/log/monmaptool.log" ||
     die_log "monmaptool failed" "$dir/log/monmaptool.log"
   ceph-mon -c "$dir/ceph.conf" -i "$MON_ID" --mkfs --monmap "$dir/monmap" \
