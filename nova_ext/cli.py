@@ -6,9 +6,10 @@
 
 ``--socket`` defaults to ``$FCACHE_SOCKET``, else /run/fcache/agent.sock.
 ``--json`` prints the agent's result object as JSON; otherwise the result
-is printed as an aligned table.  On failure exactly one line,
-``fcache: error: ...``, goes to stderr and the exit status says what kind
-of failure it was (see ``EXIT_*``).
+is printed in the format of ``-f`` (a table by default), with the columns
+of ``-c`` and ``--long`` (nova_ext.commands.output).  On failure exactly
+one line, ``fcache: error: ...``, goes to stderr and the exit status says
+what kind of failure it was (see ``EXIT_*``).
 """
 
 import argparse
@@ -55,7 +56,8 @@ def _global_options(parser, socket_default, json_default):
             SOCKET_ENV, agent.DEFAULT_SOCKET))
     parser.add_argument(
         '--json', action='store_true', default=json_default,
-        help='print the result as JSON')
+        help="print the agent's whole result as JSON (-f json prints "
+             "the columns shown)")
 
 
 def build_parser(environ=None):
@@ -104,6 +106,12 @@ def main(argv=None):
     client = agent.AgentClient(args.socket)
     try:
         result = args.run(client, args)
+        if args.json:
+            # A command that printed progress as JSON lines ends with one.
+            indent = None if getattr(args, 'json_lines', False) else 2
+            text = json.dumps(result, indent=indent) + '\n'
+        else:
+            text = args.render(result, args)
     except exception.InvalidArgument as exc:
         return _fail(str(exc), EXIT_USAGE)
     except (exception.AgentUnreachable, exception.AgentTimeout) as exc:
@@ -115,12 +123,6 @@ def main(argv=None):
     except KeyboardInterrupt:
         return _fail('interrupted', EXIT_INTERRUPTED)
 
-    if args.json:
-        # A command that printed progress as JSON lines ends with one.
-        indent = None if getattr(args, 'json_lines', False) else 2
-        text = json.dumps(result, indent=indent) + '\n'
-    else:
-        text = args.render(result, args)
     sys.stdout.write(text)
     sys.stdout.flush()
     # A command whose result can be a partial failure says so (evacuate).

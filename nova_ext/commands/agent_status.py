@@ -11,6 +11,7 @@ def register(subparsers, parents):
                     'the attached volumes, and the allocation summary '
                     '(allocation.*: mode, spare capacity, window, headroom; '
                     '"fcache allocation" shows each volume\'s share).')
+    output.add_format_options(parser)
     parser.set_defaults(run=run, render=render)
 
 
@@ -19,4 +20,6 @@ def run(client, args):
 
 
 def render(result, args):
-    return output.format_table(result)
+    # The volumes (and the allocation's) are shown by id: "fcache
+    # volume-list" and "fcache allocation" have their figures.
+    return output.format_one(args, result)

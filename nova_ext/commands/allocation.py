@@ -9,9 +9,19 @@ admitted wait in the volume's in-memory staging area.
 
 from nova_ext.commands import output
 
-# Column headers of the human table, in order.
-COLUMNS = ('volume', 'share', 'used', 'limit', 'rwss_observed',
-           'rwss_predicted', 'error', 'staging_used/area', 'staging_hits')
+# Columns shown without --long, in order; the table fits 120 characters.
+# (a volume id is 36).
+COLUMNS = ('id', 'share_bytes', 'used_bytes', 'limit_bytes',
+           'rwss_predicted_bytes')
+# With --long, in this order: the observed demand, the staging area and
+# the demand tracker too.
+LONG_COLUMNS = ('rwss_observed_bytes', 'prediction_error', 'window_s',
+                'rws_n', 'windows', 'taken_blocks',
+                'given_blocks', 'staging.kind', 'staging.used_bytes',
+                'staging.area_bytes', 'staging.data_hits',
+                'staging.admitted', 'staging.evicted', 'staging.addresses',
+                'staging.data_blocks', 'tracker.memory_bytes',
+                'tracker.sample_rate', 'rwss_by_n_bytes')
 
 
 def register(subparsers, parents):
@@ -21,9 +31,12 @@ def register(subparsers, parents):
         description="Show the agent's on-demand cache allocation: the mode "
                     "and window, and for each volume its share, use and "
                     "limit, its observed and predicted reuse working set "
-                    "size (RWSS) and the prediction error, and its staging "
-                    "area.  RWSS figures are '-' until the first window "
-                    "closes.")
+                    "size (RWSS) and the prediction error, and (--long) its "
+                    "staging area.  RWSS figures are '-' until the first "
+                    "window closes.  A table starts with the settings; the "
+                    "other formats give the volumes' rows only (--json: "
+                    "the whole answer).")
+    output.add_format_options(parser, listing=True)
     parser.set_defaults(run=run, render=render)
 
 
@@ -31,34 +44,16 @@ def run(client, args):
     return client.allocation()
 
 
-def volume_row(volume):
-    """One volume's ``allocation`` as the cells of :data:`COLUMNS`."""
-    staging = volume.get('staging') or {}
-    if staging.get('area_bytes') is None:
-        staged = '-'
-    else:
-        staged = '%s/%s' % (output.format_bytes(staging.get('used_bytes')),
-                            output.format_bytes(staging.get('area_bytes')))
-    hits = staging.get('data_hits')
-    return [output.format_value('id', volume.get('id',
-                                                 volume.get('volume_id'))),
-            output.format_bytes(volume.get('share_bytes')),
-            output.format_bytes(volume.get('used_bytes')),
-            output.format_bytes(volume.get('limit_bytes')),
-            output.format_bytes(volume.get('rwss_observed_bytes')),
-            output.format_bytes(volume.get('rwss_predicted_bytes')),
-            output.format_ratio(volume.get('prediction_error')),
-            staged,
-            output.format_value('data_hits', hits)]
-
-
 def render(result, args):
-    """The allocation settings, then one table row per volume."""
-    settings = dict((k, v) for k, v in result.items() if k != 'volumes')
-    text = output.format_table(settings)
-    volumes = result.get('volumes') or []
-    if not volumes:
-        return text + 'no volumes\n'
-    rows = [volume_row(v if isinstance(v, dict) else {'id': v})
-            for v in volumes]
-    return text + '\n' + output.format_grid(COLUMNS, rows)
+    """One row per volume; a table starts with the allocation settings."""
+    volumes = [v if isinstance(v, dict) else {'id': v}
+               for v in result.get('volumes') or []]
+    for volume in volumes:
+        # An older agent named the volume volume_id.
+        if 'id' not in volume and 'volume_id' in volume:
+            volume['id'] = volume['volume_id']
+    text = output.format_list(args, volumes, COLUMNS, LONG_COLUMNS)
+    if args.format == 'table':
+        settings = dict((k, v) for k, v in result.items() if k != 'volumes')
+        text = output.table_text(settings) + (text or 'no volumes\n')
+    return text

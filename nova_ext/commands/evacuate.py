@@ -66,6 +66,7 @@ def register(subparsers, parents):
                         default=opts.DEFAULT_CONFIG_FILE,
                         help='the balancer configuration (default %s)'
                         % opts.DEFAULT_CONFIG_FILE)
+    output.add_format_options(parser, listing=True)
     parser.set_defaults(run=run, render=render, status=status)
 
 

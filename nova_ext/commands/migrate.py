@@ -63,6 +63,7 @@ def register(subparsers, parents):
                              'good; give up the blocks only it had')
     parser.add_argument('--timeout', type=float, default=600.0, metavar='S',
                         help='how long --wait may take (default 600)')
+    output.add_format_options(parser)
     parser.set_defaults(run=run, render=render)
 
 

@@ -16,16 +16,14 @@ the final status).
 """
 
 import argparse
-import json
 import sys
 
 from nova_ext import agent
 from nova_ext.commands import output
+from nova_ext.commands import progress
 from nova_ext import exception
 from nova_ext import moving
 from nova_ext import storagemove
-
-BAR_WIDTH = 30
 
 
 def _positive(kind):
@@ -119,6 +117,7 @@ def register(subparsers, parents):
     parser.add_argument('--interval', type=_positive(float),
                         default=moving.DEFAULT_POLL_S, metavar='S',
                         help='seconds between polls with --wait (default 1)')
+    output.add_format_options(parser)
     parser.set_defaults(run=run_move, render=render_status, json_lines=True)
 
     parser = subparsers.add_parser(
@@ -137,6 +136,7 @@ def register(subparsers, parents):
                         help="the VM's I/O throughput on the faster medium "
                              'with no move running, for lambda_io')
     _media_options(parser)
+    output.add_format_options(parser)
     parser.set_defaults(run=run_status, render=render_status)
 
     parser = subparsers.add_parser(
@@ -145,6 +145,7 @@ def register(subparsers, parents):
         description="Stop a volume's storage move; the old origin keeps "
                     "serving the volume.")
     parser.add_argument('volume_id', metavar='ID', help='volume id')
+    output.add_format_options(parser)
     parser.set_defaults(run=run_abort, render=render_abort)
 
 
@@ -169,13 +170,16 @@ def run_move(client, args):
                                 aio_delay_us=args.aio_delay_us,
                                 rate_limit_mbps=args.rate_limit)
     if args.wait:
-        progress = Progress(sys.stdout, args.json)
+        # JSON lines go to stdout, the last one the final status; a person
+        # reads the progress on stderr, stdout keeping only the result.
+        display = progress.Progress(sys.stdout if args.json else sys.stderr,
+                                    as_json=args.json)
         try:
             result = moving.wait(client, args.volume_id, args.to,
                                  args.timeout, poll_s=args.interval,
-                                 progress=progress)
+                                 progress=MoveProgress(display))
         finally:
-            progress.close()
+            display.close()
     if auto is not None:
         result = dict(result, auto=auto)
     return result
@@ -201,38 +205,30 @@ def run_abort(client, args):
     return client.abort_move(args.volume_id)
 
 
-def progress_line(status):
-    """One line of a move's progress: state, bytes, rounds, ETA."""
-    total = status.get('bytes_total')
-    copied = status.get('bytes_copied') or 0
-    parts = ['%s %s' % (status.get('scheme') or '-',
-                        status.get('state') or '-')]
-    if total:
-        parts.append('%s of %s (%s)' % (
-            output.format_bytes(copied), output.format_bytes(total),
-            output.format_ratio(min(1.0, copied / float(total)))))
+def progress_parts(status):
+    """A move's status as the progress display's phase, counts, detail."""
+    phase = '%s %s' % (status.get('scheme') or '-',
+                       status.get('state') or '-')
+    detail = []
     if status.get('rounds') is not None:
-        parts.append('round %s' % status['rounds'])
+        detail.append('round %s' % status['rounds'])
     if status.get('dirty_bytes'):
-        parts.append('%s dirty' % output.format_bytes(status['dirty_bytes']))
+        detail.append('%s dirty' % output.format_bytes(status['dirty_bytes']))
     eta = status.get('eta_s')
     if eta is not None and status.get('state') == 'copying':
-        parts.append('ETA %s' % format_seconds(eta))
+        detail.append('ETA %s' % format_seconds(eta))
     if status.get('downtime_ms') is not None:
-        parts.append('downtime %s ms' % status['downtime_ms'])
-    return ', '.join(parts)
-
-
-def progress_bar(status, width=BAR_WIDTH):
-    """``[#####.....]  50% ...``: the bar and :func:`progress_line`."""
-    total = status.get('bytes_total') or 0
+        detail.append('downtime %s ms' % status['downtime_ms'])
     copied = status.get('bytes_copied') or 0
-    done = min(1.0, copied / float(total)) if total else 0.0
-    if status.get('state') == 'done':
-        done = 1.0
-    filled = int(done * width)
-    return '[%s%s] %s' % ('#' * filled, '.' * (width - filled),
-                          progress_line(status))
+    total = status.get('bytes_total')
+    if status.get('state') == 'done' and total:
+        copied = max(copied, total)
+    return phase, copied, total, ', '.join(detail)
+
+
+def progress_line(status):
+    """One line of a move's progress: state, bytes, rounds, ETA."""
+    return progress.format_line(*progress_parts(status))
 
 
 def format_seconds(seconds):
@@ -245,49 +241,35 @@ def format_seconds(seconds):
     return '%d h %02d min' % (hours, rest // 60)
 
 
-class Progress(object):
-    """Shows each polled status on ``stream``.
+class MoveProgress(object):
+    """``moving.wait``'s progress callback: each polled status shown."""
 
-    JSON lines with ``as_json``; otherwise a bar redrawn in place on a
-    terminal, one :func:`progress_line` per change elsewhere.
-    """
-
-    def __init__(self, stream, as_json):
-        self.stream = stream
-        self.as_json = as_json
-        self.tty = not as_json and stream.isatty()
-        self._last = None
-        self._drawn = False
+    def __init__(self, display):
+        self.display = display
 
     def __call__(self, status):
-        if self.as_json:
-            self.stream.write(json.dumps(status, sort_keys=True) + '\n')
-        elif self.tty:
-            line = progress_bar(status)
-            pad = max(0, len(self._last or '') - len(line))
-            self.stream.write('\r' + line + ' ' * pad)
-            self._last = line
-            self._drawn = True
-        else:
-            line = progress_line(status)
-            if line != self._last:
-                self.stream.write(line + '\n')
-                self._last = line
-        self.stream.flush()
+        phase, done, total, detail = progress_parts(status)
+        self.display.update(phase, done, total, detail, record=status)
 
-    def close(self):
-        if self._drawn:
-            self.stream.write('\n')
-            self.stream.flush()
-            self._drawn = False
+
+# Fields of a move's status shown first, in this order.
+STATUS_ORDER = ('volume_id', 'scheme', 'state', 'bytes_copied', 'bytes_total',
+                'rounds', 'dirty_bytes', 'eta_s', 'downtime_ms', 'error')
 
 
 def render_status(result, args):
+    """The status as one record.
+
+    A table starts with the progress line and ends with the expected costs
+    behind ``auto``.
+    """
+    if args.format != 'table':
+        return output.format_one(args, result, STATUS_ORDER)
     text = ''
     if result.get('state') in agent.MOVE_STATES and 'bytes_total' in result:
         text = progress_line(result) + '\n'
     rest = dict((k, v) for k, v in result.items() if k != 'auto')
-    text += output.format_table(rest)
+    text += output.format_one(args, rest, STATUS_ORDER)
     auto = result.get('auto')
     if auto:
         text += render_auto(auto)
@@ -299,13 +281,16 @@ def render_auto(auto):
     head = ('auto: %s (from %s to %s, wear weight %s)\n' % (
         auto['chosen'], auto['from_medium'], auto['to_medium'],
         auto['wear_weight']))
-    rows = [[c['scheme'] + (' *' if c['scheme'] == auto['chosen'] else ''),
-             _fmt(c['lambda_time']), _fmt(c['lambda_io']),
-             _fmt(c['lambda_wear']), _fmt(c['mc'])]
+    rows = [{'scheme': c['scheme'] + (' *' if c['scheme'] == auto['chosen']
+                                      else ''),
+             'lambda_time': _fmt(c['lambda_time']),
+             'lambda_io': _fmt(c['lambda_io']),
+             'lambda_wear': _fmt(c['lambda_wear']),
+             'expected_mc': _fmt(c['mc'])}
             for c in auto['expected']]
-    return head + output.format_grid(
-        ['scheme', 'lambda_time', 'lambda_io', 'lambda_wear', 'expected_mc'],
-        rows)
+    return head + output.table_list(
+        rows, ('scheme', 'lambda_time', 'lambda_io', 'lambda_wear',
+               'expected_mc'))
 
 
 def _fmt(value):
@@ -315,5 +300,8 @@ def _fmt(value):
 
 
 def render_abort(result, args):
-    return ('storage move of volume %s aborted; the old origin keeps '
-            'serving it\n' % args.volume_id) + output.format_table(result)
+    text = output.format_one(args, result)
+    if args.format == 'table':
+        text = ('storage move of volume %s aborted; the old origin keeps '
+                'serving it\n' % args.volume_id) + text
+    return text

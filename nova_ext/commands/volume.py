@@ -7,10 +7,19 @@ from nova_ext.commands import output
 from nova_ext import exception
 from nova_ext import units
 
-# Columns shown first by volume-list, when the agent reports them.
-LIST_COLUMNS = ('volume_id', 'export_uri', 'origin', 'write_policy',
-                'admission', 'cache_size', 'cached_blocks', 'dirty_blocks',
-                'hit_ratio')
+# volume-list's columns without --long: a volume's table row in 120
+# characters (a Cinder volume id is 36).  cached_bytes and dirty_bytes are
+# the blocks times the block size.
+LIST_COLUMNS = ('volume_id', 'state', 'cache_size', 'cached_bytes',
+                'dirty_bytes', 'hit_ratio')
+# With --long these follow, then every other field the agent reports.
+LONG_COLUMNS = ('write_policy', 'admission', 'writeback', 'connections',
+                'origin', 'export_uri', 'cached_blocks', 'dirty_blocks',
+                'block_size')
+# volume-show's fields that come first.
+SHOW_ORDER = ('volume_id', 'state', 'error', 'origin', 'export_uri',
+              'engine', 'cache_size', 'write_policy', 'admission',
+              'writeback', 'writeback_held', 'connections')
 
 
 def size_arg(text):
@@ -75,6 +84,7 @@ def register(subparsers, parents):
                         help="this volume's demand window, in seconds "
                              "(default: the agent's allocation_window; "
                              "fcache-replay --profile-windows proposes one)")
+    output.add_format_options(parser)
     parser.set_defaults(run=run_attach, render=render_table)
 
     parser = subparsers.add_parser(
@@ -84,6 +94,7 @@ def register(subparsers, parents):
                     "on-demand allocation (allocation.*: share, use and "
                     "limit, observed and predicted RWSS, staging area).")
     parser.add_argument('volume_id', metavar='ID', help='volume id')
+    output.add_format_options(parser)
     parser.set_defaults(run=run_show, render=render_table)
 
     parser = subparsers.add_parser(
@@ -97,6 +108,7 @@ def register(subparsers, parents):
                              'was evacuated to another host, whose blocks '
                              'here are older than its storage (refused '
                              'while a client has the export open)')
+    output.add_format_options(parser)
     parser.set_defaults(run=run_detach, render=render_detach)
 
     parser = subparsers.add_parser(
@@ -109,12 +121,16 @@ def register(subparsers, parents):
                     "runs on this host; if the VM was evacuated, use "
                     "volume-detach --discard-dirty instead.")
     parser.add_argument('volume_id', metavar='ID', help='volume id')
+    output.add_format_options(parser)
     parser.set_defaults(run=run_claim, render=render_table)
 
     parser = subparsers.add_parser(
         'volume-list', parents=parents,
         help='list the cached volumes',
-        description='List the volumes the agent caches.')
+        description='List the volumes the agent caches: id, state, cache '
+                    'size, cached and dirty bytes and read hit ratio; '
+                    '--long adds every other field of volume-show.')
+    output.add_format_options(parser, listing=True)
     parser.set_defaults(run=run_list, render=render_list)
 
 
@@ -145,19 +161,33 @@ def run_list(client, args):
 
 
 def render_table(result, args):
-    return output.format_table(result)
+    return output.format_one(args, result, SHOW_ORDER)
 
 
 def render_detach(result, args):
     rest = dict((k, v) for k, v in result.items() if k != 'volume_id')
-    return 'volume %s detached\n' % args.volume_id + output.format_table(rest)
+    if args.format != 'table':
+        return output.format_one(args, result)
+    text = 'volume %s detached\n' % args.volume_id
+    return text + (output.format_one(args, rest) if rest else '')
+
+
+def list_row(volume):
+    """A volume of volume-list with its cached and dirty bytes."""
+    if not isinstance(volume, dict):
+        return {'volume_id': volume}        # an agent that lists ids
+    row = dict(volume)
+    block = volume.get('block_size')
+    for name in ('cached', 'dirty'):
+        blocks = volume.get(name + '_blocks')
+        if isinstance(block, int) and isinstance(blocks, int):
+            row[name + '_bytes'] = blocks * block
+    return row
 
 
 def render_list(result, args):
     volumes = result.get('volumes')
     if not isinstance(volumes, list):
-        return output.format_table(result)
-    if not volumes:
-        return 'no volumes\n'
-    rows = [v if isinstance(v, dict) else {'volume_id': v} for v in volumes]
-    return output.format_columns(rows, first=LIST_COLUMNS)
+        return output.format_one(args, result)
+    return output.format_list(args, [list_row(v) for v in volumes],
+                              LIST_COLUMNS, LONG_COLUMNS)

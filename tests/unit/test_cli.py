@@ -14,7 +14,6 @@ import sys
 import pytest
 
 from nova_ext import cli
-from nova_ext.commands import allocation
 from nova_ext.commands import volume
 from nova_ext import units
 
@@ -33,13 +32,39 @@ def assert_one_line_error(err, *fragments):
         assert fragment in err
 
 
+def grid(out):
+    """Parse a bordered table (cliff's) into a header and rows of cells."""
+    lines = [line for line in out.splitlines() if line.startswith('|')]
+    cells = [[cell.strip() for cell in line.strip('|').split('|')]
+             for line in lines]
+    return cells[0], cells[1:]
+
+
+def tables(out):
+    """The bordered tables of ``out``, each as its text (three borders)."""
+    found, lines, borders = [], [], 0
+    for line in out.splitlines(True):
+        if not lines and not line.startswith('+'):
+            continue
+        lines.append(line)
+        borders += line.startswith('+')
+        if borders == 3:
+            found.append(''.join(lines))
+            lines, borders = [], 0
+    return found
+
+
+def listing(out):
+    """A bordered listing as a list of dicts."""
+    header, rows = grid(out)
+    return [dict(zip(header, row)) for row in rows]
+
+
 def table(out):
-    """Parse aligned ``key  value`` lines into a dict of strings."""
-    rows = {}
-    for line in out.splitlines():
-        key, _, value = line.partition(' ')
-        rows[key] = value.strip()
-    return rows
+    """Parse a Field/Value table into a dict of strings."""
+    header, rows = grid(out)
+    assert header == ['Field', 'Value']
+    return dict(rows)
 
 
 @pytest.fixture
@@ -68,9 +93,10 @@ def test_agent_status_human(capsys, sock, fake_agent):
     status, out, err = run(capsys, '--socket', sock, 'agent-status')
     assert (status, err) == (0, '')
     rows = table(out)
+    # Every size humanised alike; the exact bytes are in -f json.
     assert rows == {'version': '0.1.0', 'engine': 'ucache',
-                    'capacity_bytes': '1073741824 (1.0 GiB)',
-                    'used_bytes': '1048576 (1.0 MiB)',
+                    'capacity_bytes': '1.0 GiB',
+                    'used_bytes': '1.0 MiB',
                     'volumes': 'v1',
                     # The allocation summary; the shares are in
                     # "fcache allocation".
@@ -78,12 +104,11 @@ def test_agent_status_human(capsys, sock, fake_agent):
                     'allocation.spare': 'proportional',
                     'allocation.window_s': '3600',
                     'allocation.headroom': '0.1',
-                    'allocation.capacity_bytes': '1073741824 (1.0 GiB)',
+                    'allocation.capacity_bytes': '1.0 GiB',
                     'allocation.volumes': 'v1'}
     # Values are aligned in one column.
-    columns = {line.index(value) for line, value in
-               zip(out.splitlines(), rows.values())}
-    assert len(columns) == 1
+    lines = [line for line in out.splitlines() if line.startswith('| ')]
+    assert len({line.index('|', 1) for line in lines}) == 1
 
 
 # -- global options before and after the command --------------------------
@@ -180,9 +205,9 @@ def test_volume_show_json_and_human(capsys, sock):
     assert (status, err) == (0, '')
     rows = table(out)
     assert rows['reads'] == '100'
-    assert rows['hit_ratio'] == '0.8'
-    assert rows['block_size'] == '4096 (4.0 KiB)'
-    assert rows['origin_read_bytes'] == '81920 (80.0 KiB)'
+    assert rows['hit_ratio'] == '80.0%'
+    assert rows['block_size'] == '4.0 KiB'
+    assert rows['origin_read_bytes'] == '80.0 KiB'
     # The allocation object is flattened into dotted rows.
     flat = set(shown) - {'allocation'}
     flat |= {'allocation.' + k for k in shown['allocation']
@@ -199,22 +224,27 @@ def test_volume_show_allocation_rows(capsys, sock):
     status, out, err = run(capsys, '--socket', sock, 'volume-show', 'v1')
     assert (status, err) == (0, '')
     rows = table(out)
-    assert rows['allocation.share_bytes'] == '1048576 (1.0 MiB)'
-    assert rows['allocation.limit_bytes'] == '1048576 (1.0 MiB)'
-    assert rows['allocation.used_bytes'] == '0'
+    assert rows['allocation.share_bytes'] == '1.0 MiB'
+    assert rows['allocation.limit_bytes'] == '1.0 MiB'
+    assert rows['allocation.used_bytes'] == '0 B'
     # No window has closed yet: no RWSS, no prediction.
     assert rows['allocation.rwss_observed_bytes'] == '-'
     assert rows['allocation.rwss_predicted_bytes'] == '-'
     assert rows['allocation.prediction_error'] == '-'
     assert rows['allocation.rws_n'] == '2'
     assert rows['allocation.staging.kind'] == 'data'
-    assert rows['allocation.staging.area_bytes'] == '1048576 (1.0 MiB)'
+    assert rows['allocation.staging.area_bytes'] == '1.0 MiB'
     assert rows['allocation.staging.data_hits'] == '0'
 
 
 def test_volume_list_json_and_human(capsys, sock):
+    # No rows, no table (the OpenStack client's way) unless asked.
     status, out, _ = run(capsys, '--socket', sock, 'volume-list')
-    assert (status, out) == (0, 'no volumes\n')
+    assert (status, out) == (0, '')
+    status, out, _ = run(capsys, '--socket', sock, 'volume-list',
+                         '--print-empty')
+    assert (status, listing(out)) == (0, [])
+    assert grid(out)[0] == list(volume.LIST_COLUMNS)
     status, out, _ = run(capsys, '--socket', sock, 'volume-list', '--json')
     assert (status, json.loads(out)) == (0, {'volumes': []})
 
@@ -227,18 +257,22 @@ def test_volume_list_json_and_human(capsys, sock):
 
     status, out, _ = run(capsys, '--socket', sock, 'volume-list')
     assert status == 0
-    lines = out.splitlines()
-    assert lines[0].split()[:2] == ['volume_id', 'export_uri']
-    assert [line.split()[0] for line in lines[1:]] == ['v1', 'volume-2']
-    # Columns line up: every row starts its second column at one offset.
-    assert len({line.index('nbd+unix') for line in lines[1:]}) == 1
-    assert lines[0].index('export_uri') == lines[1].index('nbd+unix')
+    rows = listing(out)
+    assert [r['volume_id'] for r in rows] == ['v1', 'volume-2']
+    assert rows[0]['cache_size'] == '64.0 MiB'
+    # The fake agent reports no state: '-', never 'None'.
+    assert rows[0]['state'] == '-'
+    # Columns line up: every line has its bars at the same offsets.
+    bars = {tuple(i for i, c in enumerate(line) if c in '|+')
+            for line in out.splitlines()}
+    assert len(bars) == 1
 
 
 def test_volume_list_of_ids(capsys, sock, fake_agent):
     fake_agent.handlers['volume-list'] = lambda args: {'volumes': ['a', 'b']}
-    status, out, _ = run(capsys, '--socket', sock, 'volume-list')
-    assert (status, out) == (0, 'volume_id\na\nb\n')
+    status, out, _ = run(capsys, '--socket', sock, 'volume-list', '-c',
+                         'volume_id', '-f', 'value')
+    assert (status, out) == (0, 'a\nb\n')
 
 
 def test_volume_detach(capsys, sock, fake_agent):
@@ -306,26 +340,37 @@ ALLOCATION = {
          'staging': {}},
     ]}
 
-ALLOCATION_TABLE = ''.join(line + '\n' for line in (
-    'mode            rwss',
-    'spare           idle',
-    'window_s        86400',
-    'headroom        0.1',
-    'capacity_bytes  8589934592 (8.0 GiB)',
-    '',
-    'volume   share      used     limit      rwss_observed  rwss_predicted'
-    '  error  staging_used/area  staging_hits',
-    'vol-web  2.0 GiB    1.5 GiB  3.0 GiB    1.8 GiB        1.9 GiB       '
-    '  5.6%   40.0 MiB/64.0 MiB  4321',
-    'vol-new  512.0 MiB  0 B      512.0 MiB  -              -             '
-    '  -      0 B/16.0 MiB       0',
-    'vol-all  4.0 GiB    4.0 GiB  4.0 GiB    0 B            0 B           '
-    '  0.0%   -                  -',
-))
+
+def test_allocation_table(capsys, sock, fake_agent):
+    fake_agent.handlers['allocation'] = lambda args: ALLOCATION
+    status, out, err = run(capsys, '--socket', sock, 'allocation')
+    assert (status, err) == (0, '')
+    settings, volumes = tables(out)
+    assert table(settings) == {'mode': 'rwss', 'spare': 'idle',
+                               'window_s': '86400', 'headroom': '0.1',
+                               'capacity_bytes': '8.0 GiB'}
+    assert listing(volumes) == [
+        {'id': 'vol-web', 'share_bytes': '2.0 GiB', 'used_bytes': '1.5 GiB',
+         'limit_bytes': '3.0 GiB', 'rwss_predicted_bytes': '1.9 GiB'},
+        {'id': 'vol-new', 'share_bytes': '512.0 MiB', 'used_bytes': '0 B',
+         'limit_bytes': '512.0 MiB', 'rwss_predicted_bytes': '-'},
+        {'id': 'vol-all', 'share_bytes': '4.0 GiB', 'used_bytes': '4.0 GiB',
+         'limit_bytes': '4.0 GiB', 'rwss_predicted_bytes': '0 B'}]
 
 
-def test_allocation_table():
-    assert allocation.render(ALLOCATION, None) == ALLOCATION_TABLE
+def test_allocation_long(capsys, sock, fake_agent):
+    fake_agent.handlers['allocation'] = lambda args: ALLOCATION
+    status, out, err = run(capsys, '--socket', sock, 'allocation', '--long')
+    assert (status, err) == (0, '')
+    rows = listing(tables(out)[1])
+    web, new, every = rows
+    assert web['prediction_error'] == '5.6%'
+    assert web['staging.used_bytes'] == '40.0 MiB'
+    assert web['staging.area_bytes'] == '64.0 MiB'
+    assert web['staging.data_hits'] == '4321'
+    assert (new['rwss_observed_bytes'], new['prediction_error']) == ('-', '-')
+    # A volume without staging figures: '-' in every staging column.
+    assert every['staging.kind'] == '-'
 
 
 def test_allocation_json_and_human(capsys, sock, fake_agent):
@@ -335,24 +380,35 @@ def test_allocation_json_and_human(capsys, sock, fake_agent):
     assert json.loads(out) == ALLOCATION
     assert fake_agent.requests[-1] == {'op': 'allocation', 'args': {}}
 
-    status, out, err = run(capsys, '--socket', sock, 'allocation')
-    assert (status, out, err) == (0, ALLOCATION_TABLE, '')
+    # -f json: the rows, raw numbers, null for unknown.
+    status, out, err = run(capsys, '--socket', sock, 'allocation', '-f',
+                           'json')
+    assert (status, err) == (0, '')
+    assert json.loads(out) == [
+        {'id': v['id'], 'share_bytes': v['share_bytes'],
+         'used_bytes': v['used_bytes'], 'limit_bytes': v['limit_bytes'],
+         'rwss_predicted_bytes': v['rwss_predicted_bytes']}
+        for v in ALLOCATION['volumes']]
 
 
 def test_allocation_of_the_fake_agent(capsys, sock):
     status, out, _ = run(capsys, '--socket', sock, 'allocation')
     assert status == 0
     assert out.endswith('no volumes\n')
-    assert table(out)['mode'] == 'rwss'
+    assert table(out.replace('no volumes\n', ''))['mode'] == 'rwss'
 
     run(capsys, '--socket', sock, 'volume-attach', 'v1', '--origin', '/d',
         '--cache-size', '64M')
-    status, out, _ = run(capsys, '--socket', sock, 'allocation')
+    status, out, _ = run(capsys, '--socket', sock, 'allocation', '--long')
     assert status == 0
-    header, row = out.split('\n\n')[1].splitlines()
-    assert header.split()[:4] == ['volume', 'share', 'used', 'limit']
-    assert row.split() == ['v1', '64.0', 'MiB', '0', 'B', '64.0', 'MiB',
-                           '-', '-', '-', '0', 'B/1.0', 'MiB', '0']
+    row, = listing(tables(out)[1])
+    assert [row[k] for k in ('id', 'share_bytes', 'used_bytes',
+                             'limit_bytes', 'rwss_observed_bytes',
+                             'rwss_predicted_bytes', 'prediction_error',
+                             'staging.used_bytes', 'staging.area_bytes',
+                             'staging.data_hits')] == [
+        'v1', '64.0 MiB', '0 B', '64.0 MiB', '-', '-', '-', '0 B', '1.0 MiB',
+        '0']
 
 
 def test_allocation_unknown_to_an_older_agent(capsys, sock, fake_agent):
