@@ -40,6 +40,10 @@ class InvalidArgument(FcacheException):
     msg_fmt = "invalid %(name)s %(value)r: %(reason)s"
 
 
+class MissingArgument(InvalidArgument):
+    msg_fmt = "%(name)s is required: %(reason)s"
+
+
 class AgentUnreachable(FcacheException):
     msg_fmt = ("cannot reach the fcache agent at %(path)s: %(reason)s; "
                "check that the fcache-agent service is running "

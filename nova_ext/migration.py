@@ -39,6 +39,7 @@ lists from one to the other.
 import errno
 import logging
 import secrets
+import threading
 import time
 import uuid
 
@@ -241,8 +242,11 @@ def status(client, migration_id):
     return client.call('migration-status', migration_id=migration_id)
 
 
-def finish(src, dst, migration_id, timeout_s=600):
+def finish(src, dst, migration_id, timeout_s=600, progress=None):
     """Wait for the destination to complete, then release the source.
+
+    ``progress('finish', status)`` is called with each status of the
+    destination polled.
 
     :returns: the summary of :func:`summary`.
     :raises MigrationFailed: the destination reports a failure.
@@ -250,6 +254,8 @@ def finish(src, dst, migration_id, timeout_s=600):
     deadline = time.monotonic() + timeout_s
     while True:
         st = status(dst, migration_id)
+        if progress is not None:
+            progress('finish', st)
         if st['state'] in ('completed', 'failed', 'aborted'):
             break
         if time.monotonic() > deadline:
@@ -421,9 +427,49 @@ def summary(src_status, dst_status, dst_volume):
     }
 
 
+class _Watch(object):
+    """Reports a migration's progress while a phase blocks.
+
+    ``progress(phase, status)`` is called with the migration's status on
+    ``client`` every ``interval`` seconds while the phase's own call runs
+    in this thread (``start``: firepan's whole cache copy).
+    """
+
+    def __init__(self, client, migration_id, phase, progress,
+                 interval=0.5):
+        self._stop = threading.Event()
+        self._args = (client, migration_id, phase, progress, interval)
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self):
+        client, migration_id, phase, progress, interval = self._args
+        while not self._stop.wait(interval):
+            try:
+                progress(phase, status(client, migration_id))
+            except exception.FcacheException:
+                # Only the display misses a beat: the phase's own call
+                # reports whatever failed.
+                pass
+
+    def __enter__(self):
+        if self._args[3] is not None:
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join()
+
+
 def migrate(src, dst, volume_id, strategy, rate_limit_mbps=None,
-            move_vm=None, timeout_s=600, **prepare_kwargs):
+            move_vm=None, timeout_s=600, progress=None, **prepare_kwargs):
     """Run every phase in order; ``move_vm(prepared)`` moves the VM.
+
+    ``progress(phase, status)``, when given, is called as the phases go:
+    with the migration's status (``bytes_done`` of ``bytes_total``, ...)
+    from the source during ``start`` and the destination during
+    ``finish``, and with None as ``prepare`` and ``switchover`` end.
 
     ``move_vm`` is called between start and switchover with the result of
     :func:`prepare` (its ``export_uri`` is what the destination VM opens).
@@ -436,7 +482,10 @@ def migrate(src, dst, volume_id, strategy, rate_limit_mbps=None,
     prepared = prepare(src, dst, volume_id, strategy, rate_limit_mbps,
                        **prepare_kwargs)
     mid = prepared['migration_id']
-    start(src, dst, mid)
+    if progress is not None:
+        progress('prepare', None)
+    with _Watch(src, mid, 'start', progress):
+        start(src, dst, mid)
     if move_vm is not None:
         try:
             move_vm(prepared)
@@ -444,7 +493,9 @@ def migrate(src, dst, volume_id, strategy, rate_limit_mbps=None,
             abort(src, dst, mid)
             raise
     switchover(src, dst, mid)
-    result = finish(src, dst, mid, timeout_s=timeout_s)
+    if progress is not None:
+        progress('switchover', None)
+    result = finish(src, dst, mid, timeout_s=timeout_s, progress=progress)
     result['duration_s'] = time.monotonic() - t0
     result['reason'] = prepared['reason']
     return result

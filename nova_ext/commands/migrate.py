@@ -19,9 +19,12 @@ is settled (``--source-lost`` when the source host is gone for good)::
 """
 
 import argparse
+import sys
+import textwrap
 
 from nova_ext import agent
 from nova_ext.commands import output
+from nova_ext.commands import progress
 from nova_ext import exception
 from nova_ext import migration
 
@@ -36,12 +39,63 @@ def _mbps(text):
     return value
 
 
+PHASES_HELP = """\
+phases (--phase; without it every phase runs in order):
+  prepare     the destination agent takes the volume and opens an export
+              for the VM there; prints the migration id (MID) the other
+              phases need as --migration
+  start       the source agent connects to the destination and begins the
+              warm-up: firepan copies the whole cache now (the VM should be
+              paused), hybrid/cachemior send the hot blocks in the
+              background
+  switchover  the VM runs on the destination from now on: the source stops
+              writing, and the destination fetches on demand what has not
+              arrived
+  finish      (with --wait) wait until the destination holds every block it
+              needs, then release the source's cache; without --wait, the
+              destination's status
+  abort       before the switchover: the destination forgets the volume, the
+              source keeps it as it was
+  settle      after a failure past the switchover both agents hold the
+              volume; give it back to the destination, the source writing
+              back what only it has (--source-lost: the source host is gone
+              for good and those blocks are given up).  Settle talks to both
+              agents' control sockets, so run it where --from and --to are
+              both reachable.
+
+examples:
+  fcache migrate VOL --from A.sock --to B.sock --wait
+  fcache migrate VOL --from A --to B --strategy hybrid --phase prepare
+  fcache migrate VOL --from A --to B --migration MID --phase start
+  fcache migrate VOL --from A --to B --migration MID --phase switchover
+  fcache migrate VOL --from A --to B --migration MID --phase finish --wait
+  fcache migrate VOL --from A --to B --migration MID --phase settle
+"""
+
+
+def _positive_seconds(text):
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError('not a number of seconds: %r'
+                                         % text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError('must be positive: %r' % text)
+    return value
+
+
 def register(subparsers, parents):
     parser = subparsers.add_parser(
         'migrate', parents=parents,
         help="move a volume's cache to another host's agent",
-        description="Move a volume's cache from the agent at --from to the "
-                    "agent at --to with a warm-up strategy.")
+        # The raw formatter keeps the phases' layout; wrap this by hand.
+        description=textwrap.fill(
+            "Move a volume's cache from the agent at --from to the agent "
+            "at --to with a warm-up strategy.  With --wait a progress "
+            "display follows the copy (stderr; JSON lines on stdout with "
+            "--json)."),
+        epilog=PHASES_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument('volume_id', metavar='ID', help='volume id')
     parser.add_argument('--from', dest='src', required=True, metavar='SOCK',
                         help="source agent's control socket")
@@ -53,28 +107,82 @@ def register(subparsers, parents):
                         help='cap the transfer at MBPS megabytes per second '
                              '(background and on-demand together)')
     parser.add_argument('--phase', choices=migration.PHASES,
-                        help='run one phase only (see the description)')
+                        help='run one phase only (see "phases" below)')
     parser.add_argument('--migration', metavar='MID',
-                        help='migration id from --phase prepare')
+                        help='migration id printed by --phase prepare '
+                             '(required by every other phase)')
     parser.add_argument('--wait', action='store_true',
-                        help='wait until the migration completes')
+                        help='wait until the migration completes, showing '
+                             'its progress (without --phase, or with '
+                             '--phase finish)')
     parser.add_argument('--source-lost', action='store_true',
                         help='with --phase settle: the source is gone for '
                              'good; give up the blocks only it had')
-    parser.add_argument('--timeout', type=float, default=600.0, metavar='S',
+    parser.add_argument('--timeout', type=_positive_seconds, default=600.0,
+                        metavar='S',
                         help='how long --wait may take (default 600)')
     output.add_format_options(parser)
     parser.set_defaults(run=run, render=render)
 
 
+def check_args(args):
+    """Refuse a combination of options that would be ignored or fail."""
+    if args.src == args.dst:
+        raise exception.InvalidArgument(
+            name='--to', value=args.dst,
+            reason='the destination must be another agent than --from')
+    if args.phase and args.phase != 'prepare' and not args.migration:
+        raise exception.MissingArgument(
+            name='--migration MID',
+            reason='--phase %s needs the migration id printed by --phase '
+                   'prepare' % args.phase)
+    if args.migration and not args.phase:
+        raise exception.InvalidArgument(
+            name='--migration', value=args.migration,
+            reason='goes with --phase; without --phase a new migration '
+                   'starts and gets its own id')
+    if args.wait and args.phase not in (None, 'finish'):
+        raise exception.InvalidArgument(
+            name='--wait', value=True,
+            reason='goes with --phase finish or no --phase, not with '
+                   '--phase %s' % args.phase)
+    if args.source_lost and args.phase != 'settle':
+        raise exception.InvalidArgument(
+            name='--source-lost', value=True,
+            reason='goes with --phase settle only')
+    if args.rate_limit and args.phase not in (None, 'prepare'):
+        raise exception.InvalidArgument(
+            name='--rate-limit', value=args.rate_limit,
+            reason='is set when the migration is prepared (--phase '
+                   'prepare, or no --phase)')
+
+
+class MigrationProgress(object):
+    """``migration.migrate``'s progress callback, on a shared display."""
+
+    def __init__(self, display):
+        self.display = display
+
+    def __call__(self, phase, status):
+        status = status or {}
+        detail = []
+        if status.get('state'):
+            detail.append(status['state'])
+        rate = status.get('rate_bytes_per_s')
+        if rate:
+            detail.append(output.human('rate_bytes_per_s', rate))
+        if status.get('eta_s') and status.get('state') != 'completed':
+            detail.append('ETA %.0f s' % status['eta_s'])
+        record = dict(status, phase=phase)
+        self.display.update(phase, status.get('bytes_done'),
+                            status.get('bytes_total'), ', '.join(detail),
+                            record=record)
+
+
 def run(client, args):
+    check_args(args)
     src = agent.AgentClient(args.src)
     dst = agent.AgentClient(args.dst)
-    if args.phase and args.phase != 'prepare' and not args.migration:
-        raise exception.InvalidArgument(
-            name='--migration', value=None,
-            reason='--phase %s needs the id printed by --phase prepare'
-            % args.phase)
     if args.phase == 'prepare':
         return migration.prepare(src, dst, args.volume_id, args.strategy,
                                  args.rate_limit,
@@ -86,16 +194,18 @@ def run(client, args):
     if args.phase == 'finish':
         if not args.wait:
             return migration.status(dst, args.migration)
-        return migration.finish(src, dst, args.migration,
-                                timeout_s=args.timeout)
+        return _with_progress(args, lambda show: migration.finish(
+            src, dst, args.migration, timeout_s=args.timeout,
+            progress=show))
     if args.phase == 'abort':
         return migration.abort(src, dst, args.migration)
     if args.phase == 'settle':
         return migration.settle(src, dst, args.migration, args.volume_id,
                                 source_lost=args.source_lost)
     if args.wait:
-        return migration.migrate(src, dst, args.volume_id, args.strategy,
-                                 args.rate_limit, timeout_s=args.timeout)
+        return _with_progress(args, lambda show: migration.migrate(
+            src, dst, args.volume_id, args.strategy, args.rate_limit,
+            timeout_s=args.timeout, progress=show))
     prepared = migration.prepare(src, dst, args.volume_id, args.strategy,
                                  args.rate_limit)
     mid = prepared['migration_id']
@@ -108,5 +218,23 @@ def run(client, args):
     return result
 
 
+def _with_progress(args, call):
+    # JSON lines go to stdout, ending with the result's; a person reads
+    # the progress on stderr while stdout keeps only the result.
+    display = progress.Progress(sys.stdout if args.json else sys.stderr,
+                                as_json=args.json)
+    args.json_lines = args.json
+    try:
+        return call(MigrationProgress(display))
+    finally:
+        display.close()
+
+
+# The fields of a migration's result shown first.
+ORDER = ('migration_id', 'volume_id', 'strategy', 'state', 'reason',
+         'bytes_transferred', 'blocks_transferred', 'duration_s',
+         'downtime_s', 'hint')
+
+
 def render(result, args):
-    return output.format_table(result)
+    return output.format_one(args, result, ORDER)
