@@ -113,7 +113,8 @@ def main(argv=None):
         else:
             text = args.render(result, args)
     except exception.InvalidArgument as exc:
-        return _fail(str(exc), EXIT_USAGE)
+        # Like argparse's errors: the command first.
+        return _fail('%s: %s' % (args.command, exc), EXIT_USAGE)
     except (exception.AgentUnreachable, exception.AgentTimeout) as exc:
         return _fail(str(exc), EXIT_UNREACHABLE)
     except exception.ProtocolError as exc:

@@ -80,7 +80,8 @@ def _leaf(key):
 def is_size(key):
     """A key whose integer value is a number of bytes."""
     leaf = _leaf(key)
-    return leaf.endswith(('_bytes', '_size')) or leaf == 'size'
+    return (leaf.endswith(('_bytes', '_size')) or leaf == 'size' or
+            (leaf.startswith('bytes_') and not is_rate(key)))
 
 
 def is_rate(key):
