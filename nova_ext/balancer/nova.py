@@ -3,8 +3,9 @@
 Everything goes through python-novaclient against the compute API (the
 calls an operator makes with ``openstack server list --all-projects``,
 ``openstack compute service list`` and ``openstack server migrate --live
-HOST``), authenticated from the ``[nova]`` group of the balancer's
-configuration.  Every failure is raised as :class:`NovaError`, whose
+HOST``), authenticated from clouds.yaml, the OS_* variables or the
+``[nova]`` group of the balancer's configuration (:mod:`credentials`).
+Every failure is raised as :class:`NovaError`, whose
 message names the call, Nova's answer and its request id.
 """
 
@@ -82,7 +83,13 @@ class NovaView(object):
         return cls(nova_client.Client(version, session=session, **kwargs))
 
     @classmethod
-    def from_conf(cls, conf):
+    def from_conf(cls, conf, credentials=None):
+        """From ``credentials`` (clouds.yaml or OS_*), else ``[nova]``."""
+        if credentials is not None:
+            session, kwargs = credentials.nova_kwargs()
+            return cls.from_session(session,
+                                    conf.fcache_balancer.nova_api_version,
+                                    **kwargs)
         group = getattr(conf, opts.NOVA_GROUP_NAME)
         kwargs = {}
         if group.region_name:

@@ -7,19 +7,21 @@ each volume's cache moves by the strategy the cost model picks for it (a
 hot cache over the migration link, a cold one not at all), so that the
 shared storage is not flooded by caches refilling at once.
 
-It reads the hosts' caches and Nova's credentials from the balancer's
-configuration file (``--config-file``, default
-/etc/fcache/fcache-balancer.conf: ``[fcache_balancer] source`` and
-``agent_sockets``, ``[nova]``).  ``--socket`` is not used.
+It reads the hosts' caches from the balancer's configuration file
+(``--config-file``, default /etc/fcache/fcache-balancer.conf:
+``[fcache_balancer] source`` and ``agent_sockets``) and Nova's credentials
+the OpenStack client's way (``--os-cloud`` / ``$OS_CLOUD`` in clouds.yaml,
+or the ``OS_*`` variables), else from that file's ``[nova]``
+(:mod:`nova_ext.balancer.credentials`).  ``--socket`` is not used.
 """
 
-import json
 import os
 import sys
 import time
 
 from oslo_config import cfg
 
+from nova_ext.balancer import credentials as credentials_mod
 from nova_ext.balancer import evacuation
 from nova_ext.balancer import evacuator
 from nova_ext.balancer import inventory
@@ -27,11 +29,14 @@ from nova_ext.balancer import nova as nova_mod
 from nova_ext.balancer import opts
 from nova_ext.balancer import sources
 from nova_ext.commands import output
+from nova_ext.commands import progress
 from nova_ext import exception
 
-COLUMNS = ('vm', 'name', 'destination', 'volumes', 'strategies', 'wave',
-           'state', 'host', 'seconds', 'message')
-BAR_WIDTH = 30
+# The steps' columns without --long: a row in 120 characters (a VM id is
+# 36).  With --long the volumes, the host it is on and the message follow.
+COLUMNS = ('vm', 'vm_name', 'destination', 'strategies', 'wave', 'state',
+           'duration_s')
+LONG_COLUMNS = ('volumes', 'host', 'message')
 
 
 class EvacuationFailed(exception.FcacheException):
@@ -47,9 +52,11 @@ def register(subparsers, parents):
                     'cache strategies chosen to spare the shared storage; '
                     'at most --max-concurrent migrations out of HOST and '
                     '--per-destination into any one host.  Progress goes '
-                    'to stderr (a bar on a terminal, JSON lines with '
-                    '--json); the final table (or JSON) to stdout.  Exit '
-                    'status 1 if any VM is left on HOST.')
+                    'to stderr (a bar on a terminal, a line per event '
+                    'elsewhere, JSON lines with --json); the result to '
+                    'stdout: a summary and one row per VM in a table, the '
+                    'rows in the other formats, everything with --json.  '
+                    'Exit status 1 if any VM is left on HOST.')
     parser.add_argument('host', metavar='HOST',
                         help='compute host to empty (as Nova names it)')
     parser.add_argument('--dry-run', action='store_true',
@@ -63,25 +70,37 @@ def register(subparsers, parents):
                         'a time (default %d)'
                         % evacuation.DEFAULT_PER_DESTINATION)
     parser.add_argument('--config-file', metavar='PATH',
-                        default=opts.DEFAULT_CONFIG_FILE,
-                        help='the balancer configuration (default %s)'
+                        default=None,
+                        help='the balancer configuration: the agents\' '
+                             'sockets, and [nova] credentials unless '
+                             '--os-cloud or OS_* give them (default %s)'
                         % opts.DEFAULT_CONFIG_FILE)
+    credentials_mod.add_arguments(parser)
     output.add_format_options(parser, listing=True)
     parser.set_defaults(run=run, render=render, status=status)
 
 
-def load_conf(path):
-    """The balancer's configuration from ``path``."""
-    if not os.path.exists(path):
-        raise exception.InvalidArgument(
-            name='--config-file', value=path,
-            reason='no such file: it must give [fcache_balancer] '
-                   'agent_sockets (or another source) and [nova] '
-                   'credentials (doc/balancing.rst)')
+def load_conf(path, credentials=None):
+    """The balancer's configuration from ``path`` (None: the default).
+
+    Without credentials from clouds.yaml or OS_* the file must exist: its
+    [nova] has them.  With them a missing default file only means that no
+    agent is asked for its caches.
+    """
+    files = [path or opts.DEFAULT_CONFIG_FILE]
+    if not os.path.exists(files[0]):
+        if path is not None or credentials is None:
+            raise exception.InvalidArgument(
+                name='--config-file', value=files[0],
+                reason='no such file: it must give [fcache_balancer] '
+                       'agent_sockets (or another source) and, without '
+                       '--os-cloud or OS_AUTH_URL, [nova] credentials '
+                       '(doc/balancing.rst)')
+        files = []
     conf = cfg.ConfigOpts()
     opts.register_opts(conf)
     conf([], project='fcache', prog='fcache-evacuate',
-         default_config_files=[path])
+         default_config_files=files)
     return conf
 
 
@@ -94,54 +113,46 @@ def _positive(name, value, default):
     return value
 
 
-class Progress(object):
-    """Progress on stderr: a bar on a terminal, JSON lines with --json."""
+class EvacuationProgress(object):
+    """The evacuator's ``on_event``, on the shared progress display."""
 
-    def __init__(self, stream, as_json, total):
-        self.stream = stream
-        self.as_json = as_json
+    def __init__(self, display, total):
+        self.display = display
         self.total = total
-        self.tty = not as_json and stream.isatty()
 
     def __call__(self, event, result, results):
         counts = {s: sum(1 for r in results if r.state == s)
                   for s in ('pending', 'running', 'done', 'failed')}
-        if self.as_json:
-            line = {'event': event, 'vm': result.step.vm.id,
-                    'destination': result.step.destination,
-                    'state': result.state, 'message': result.message}
-            line.update(counts)
-            self.stream.write(json.dumps(line, sort_keys=True) + '\n')
-        else:
-            finished = counts['done'] + counts['failed']
-            fill = (BAR_WIDTH * finished // self.total) if self.total else 0
-            text = '[%s%s] %d/%d done, %d failed, %d running' % (
-                '#' * fill, '.' * (BAR_WIDTH - fill), counts['done'],
-                self.total, counts['failed'], counts['running'])
-            if self.tty:
-                self.stream.write('\r' + text + '\x1b[K')
-                if finished == self.total:
-                    self.stream.write('\n')
-            else:
-                self.stream.write('%s %s -> %s: %s\n' % (
-                    event, result.step.vm.id, result.step.destination,
-                    text))
-        self.stream.flush()
+        record = {'event': event, 'vm': result.step.vm.id,
+                  'destination': result.step.destination,
+                  'state': result.state, 'message': result.message}
+        record.update(counts)
+        detail = '%d failed, %d running; %s %s -> %s' % (
+            counts['failed'], counts['running'], event, result.step.vm.id,
+            result.step.destination)
+        self.display.update('evacuating', counts['done'] + counts['failed'],
+                            self.total, detail, record=record)
 
 
-def connect(conf):
-    """The Nova view and the host-load source from the configuration."""
-    return (nova_mod.NovaView.from_conf(conf), sources.load_source(conf))
+def connect(conf, credentials=None):
+    """The Nova view and the host-load source.
+
+    Nova's credentials from ``credentials`` (clouds.yaml, OS_*), else from
+    ``[nova]`` of ``conf``.
+    """
+    return (nova_mod.NovaView.from_conf(conf, credentials),
+            sources.load_source(conf))
 
 
 def run(client, args):
-    conf = load_conf(args.config_file)
+    creds = credentials_mod.chosen(args.os_cloud)
+    conf = load_conf(args.config_file, creds)
     group = conf.fcache_balancer
     max_concurrent = _positive('--max-concurrent', args.max_concurrent,
                                evacuation.DEFAULT_MAX_CONCURRENT)
     per_destination = _positive('--per-destination', args.per_destination,
                                 evacuation.DEFAULT_PER_DESTINATION)
-    nova, source = connect(conf)
+    nova, source = connect(conf, creds)
     loads, unreachable = source.loads()
     servers = nova.servers()
     enabled = nova.compute_hosts()
@@ -172,12 +183,16 @@ def run(client, args):
             step['state'] = 'planned'
         return result
     began = time.monotonic()
+    display = progress.Progress(sys.stderr, as_json=args.json, unit='VMs')
     runner = evacuator.Evacuator(
         nova, plan, poll_interval=group.poll_interval,
         timeout=group.migration_timeout,
-        on_event=Progress(sys.stderr, args.json, len(plan.steps)),
+        on_event=EvacuationProgress(display, len(plan.steps)),
         source_agent=source.agent(args.host))
-    results = runner.run()
+    try:
+        results = runner.run()
+    finally:
+        display.close()
     result['steps'] = [r.as_dict() for r in results]
     result['duration_s'] = round(time.monotonic() - began, 3)
     result['done'] = sum(1 for r in results if r.state == 'done')
@@ -190,35 +205,42 @@ def status(result):
     return 1 if result.get('failed') or result.get('skipped') else 0
 
 
-def _row(step):
+def step_row(step):
+    """One VM's row: its volumes and their strategies as lists."""
     volumes = step.get('volumes') or []
-    seconds = step.get('duration_s')
-    return [step['vm'], step.get('vm_name') or '-', step['destination'],
-            ','.join(v['volume'] for v in volumes) or '-',
-            ','.join(v['strategy'] for v in volumes) or '-',
-            str(step.get('wave')), step.get('state', '-'),
-            step.get('host') or step.get('source') or '-',
-            '-' if seconds is None else '%.1f' % seconds,
-            step.get('message') or step.get('reason') or '']
+    return {'vm': step['vm'], 'vm_name': step.get('vm_name'),
+            'destination': step.get('destination'),
+            'strategies': [v['strategy'] for v in volumes],
+            'wave': step.get('wave'), 'state': step.get('state'),
+            'duration_s': step.get('duration_s'),
+            'volumes': [v['volume'] for v in volumes],
+            'host': step.get('host') or step.get('source'),
+            'message': step.get('message') or step.get('reason')}
 
 
 def render(result, args):
+    """A summary and one row per VM (a table); the rows (other formats).
+
+    A VM left out of the plan is a row too, in state ``not moved``.
+    """
+    rows = [step_row(s) for s in result.get('steps') or []]
+    rows += [{'vm': skipped['vm'], 'state': 'not moved',
+              'message': skipped['reason']}
+             for skipped in result.get('skipped') or []]
+    text = output.format_list(args, rows, COLUMNS, LONG_COLUMNS)
+    if args.format != 'table':
+        return text
     head = {'source': result['source'],
             'max_concurrent': result['max_concurrent'],
             'per_destination': result['per_destination'],
-            'link_bytes': output.format_bytes(result['link_bytes']),
-            'storage_bytes': output.format_bytes(result['storage_bytes']),
-            'est_seconds': '%.1f' % result['est_seconds']}
+            'link_bytes': result['link_bytes'],
+            'storage_bytes': result['storage_bytes'],
+            'est_seconds': round(result['est_seconds'], 1)}
     for key in ('done', 'failed', 'duration_s'):
         if key in result:
             head[key] = result[key]
-    text = output.format_table(head)
-    steps = result.get('steps') or []
-    if not steps:
-        text += 'no VM to move\n'
-    else:
-        text += '\n' + output.format_grid(COLUMNS,
-                                          [_row(s) for s in steps])
-    for skipped in result.get('skipped') or []:
-        text += 'not moved: %s (%s)\n' % (skipped['vm'], skipped['reason'])
-    return text
+    # Why a VM is still on the host, which the default columns leave out.
+    notes = ''.join('%s %s: %s\n' % (row['state'], row['vm'], row['message'])
+                    for row in rows if row.get('message') and
+                    row.get('state') in ('failed', 'not moved'))
+    return output.table_text(head) + (text or 'no VM to move\n') + notes

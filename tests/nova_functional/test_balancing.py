@@ -547,7 +547,7 @@ class EvacuateTest(_Base):
                         '%s:%s' % (h, a.control_socket)
                         for h, a in sorted(self.agents.items())))
 
-        def connect(conf):
+        def connect(conf, credentials=None):
             # Stand-in for the [nova] credentials only (see the module
             # docstring): the real novaclient against Nova's API.
             return (nova_mod.NovaView(self.novaclient()),
@@ -622,8 +622,9 @@ class EvacuateTest(_Base):
                         for h, a in sorted(self.agents.items())))
         self.useFixture(fixtures.MonkeyPatch(
             'nova_ext.commands.evacuate.connect',
-            lambda conf: (nova_mod.NovaView(self.novaclient()),
-                          sources.SocketsSource(conf))))
+            lambda conf, credentials=None: (
+                nova_mod.NovaView(self.novaclient()),
+                sources.SocketsSource(conf))))
         with mock.patch.object(
                 self.computes['h2'].driver, '_pre_live_migration_plug_vifs',
                 side_effect=RuntimeError('injected destination failure')), \
