@@ -25,9 +25,14 @@ import time
 
 from oslo_config import cfg
 from oslo_log import log as oslo_log
-import oslo_messaging
-from oslo_service import service as oslo_service
+# The backend-neutral base class: importing oslo_service.service (or
+# oslo_messaging, which imports it) loads oslo.service's eventlet backend,
+# whose import warns that eventlet is deprecated.  Both are imported when
+# the service starts (make_notifier, main), so that "fcache-balancer
+# --help" and a bad option print only what the operator asked for.
+from oslo_service.backend.base import ServiceBase
 
+from nova_ext.balancer import credentials
 from nova_ext.balancer import decision as decision_mod
 from nova_ext.balancer import inventory
 from nova_ext.balancer import nova as nova_mod
@@ -191,7 +196,7 @@ class BalancerLoop(object):
         return self.window_s or DEFAULT_INTERVAL_S
 
 
-class BalancerService(oslo_service.ServiceBase):
+class BalancerService(ServiceBase):
     """Runs :class:`BalancerLoop` in a thread until stopped."""
 
     def __init__(self, loop):
@@ -229,6 +234,7 @@ class BalancerService(oslo_service.ServiceBase):
 
 def make_notifier(conf):
     """An oslo.messaging notifier from ``[oslo_messaging_notifications]``."""
+    import oslo_messaging
     transport = oslo_messaging.get_notification_transport(conf)
     return BalancerNotifier(oslo_messaging.Notifier(
         transport, publisher_id=PUBLISHER_ID))
@@ -239,17 +245,26 @@ def main(argv=None):
     conf = cfg.ConfigOpts()
     oslo_log.register_options(conf)
     opts.register_opts(conf)
+    conf.register_cli_opt(cfg.StrOpt(
+        'os-cloud', default=os.environ.get(credentials.CLOUD_ENV),
+        metavar='NAME',
+        help='Take the Nova credentials from cloud NAME of clouds.yaml '
+             '(default: $OS_CLOUD; else the OS_* variables when '
+             '$OS_AUTH_URL is set; else [nova] of the configuration '
+             'file).'))
     default = [f for f in (opts.DEFAULT_CONFIG_FILE,) if os.path.exists(f)]
     conf(sys.argv[1:] if argv is None else argv, project='fcache',
          prog='fcache-balancer', default_config_files=default)
     oslo_log.setup(conf, 'fcache-balancer')
     try:
         source = sources.load_source(conf)
-        nova = nova_mod.NovaView.from_conf(conf)
+        nova = nova_mod.NovaView.from_conf(
+            conf, credentials.chosen(conf.os_cloud))
     except exception.FcacheException as exc:
         LOG.error('fcache-balancer cannot start: %s', exc)
         return 1
     loop = BalancerLoop(conf, source, nova, make_notifier(conf))
+    from oslo_service import service as oslo_service
     launcher = oslo_service.launch(conf, BalancerService(loop),
                                    restart_method='mutate')
     launcher.wait()

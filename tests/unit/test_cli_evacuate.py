@@ -9,6 +9,9 @@ a real clouds.yaml, the argument errors and the rows the command prints.
 import csv
 import io
 import json
+import os
+import subprocess
+import sys
 
 import pytest
 
@@ -21,6 +24,8 @@ from nova_ext.commands import evacuate
 from tests.unit import test_cli
 
 GiB = 1 << 30
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))))
 run = test_cli.run
 
 CLOUDS_YAML = """\
@@ -258,3 +263,19 @@ def test_progress_lines_off_a_terminal():
         'cmp2',
         'evacuating, 1 of 3 VMs (33.3%), 0 failed, 0 running; done a -> '
         'cmp2']
+
+
+# -- --help -----------------------------------------------------------------
+
+@pytest.mark.parametrize('code', [
+    'from nova_ext.balancer import service; service.main(["--help"])',
+    'from nova_ext import cli; cli.main(["evacuate", "--help"])',
+])
+def test_help_is_quiet_and_names_os_cloud(code):
+    # -W default: the deprecation warnings a library hides by default too.
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    done = subprocess.run([sys.executable, '-W', 'default', '-c', code],
+                          env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert (done.returncode, done.stderr) == (0, '')
+    assert '--os-cloud NAME' in done.stdout
