@@ -92,8 +92,8 @@ def register(subparsers, parents):
         description=textwrap.fill(
             "Move a volume's cache from the agent at --from to the agent "
             "at --to with a warm-up strategy.  With --wait a progress "
-            "display follows the copy (stderr; JSON lines on stdout with "
-            "--json)."),
+            "display follows the copy on stderr (JSON lines with --json); "
+            "stdout has the result only."),
         epilog=PHASES_HELP,
         formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument('volume_id', metavar='ID', help='volume id')
@@ -219,11 +219,10 @@ def run(client, args):
 
 
 def _with_progress(args, call):
-    # JSON lines go to stdout, ending with the result's; a person reads
-    # the progress on stderr while stdout keeps only the result.
-    display = progress.Progress(sys.stdout if args.json else sys.stderr,
-                                as_json=args.json)
-    args.json_lines = args.json
+    # The progress on stderr (JSON lines with --json, as evacuate's):
+    # stdout keeps only the result, one JSON object for the scripts that
+    # read "fcache migrate --wait --json".
+    display = progress.Progress(sys.stderr, as_json=args.json)
     try:
         return call(MigrationProgress(display))
     finally:

@@ -184,10 +184,12 @@ def test_cli_allocation(make_agent, make_origin):
 
     rc, out, err = run(['--socket', sock, 'allocation'])
     assert rc == 0 and err == '', (out, err)
-    lines = out.splitlines()
-    header = [line for line in lines if line.startswith('volume ')]
-    assert header and 'rwss_predicted' in header[0], out
-    assert lines[-1].split()[0] == 'alloc-vol', out
+    # The settings, then the volumes' table: header, then one row.
+    rows = [line.split('|')[1:-1] for line in out.splitlines()
+            if line.startswith('| ')]
+    header = [row for row in rows if row[0].strip() == 'id']
+    assert header and 'rwss_predicted_bytes' in header[0][-1], out
+    assert rows[-1][0].strip() == 'alloc-vol', out
 
     # Bad values: refused by the command line (2) or by the agent (1).
     fails(['--socket', sock, 'volume-attach', 'v2', '--origin', origin.uri,

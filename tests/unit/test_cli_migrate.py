@@ -86,12 +86,14 @@ def test_finish_wait_shows_progress_on_stderr(capsys, finishing):
 def test_finish_wait_json_lines(capsys, finishing):
     status, out, err = migrate(capsys, finishing, '--migration', MID,
                                '--phase', 'finish', '--wait', '--json')
-    assert (status, err) == (0, '')
-    lines = [json.loads(line) for line in out.splitlines()]
-    assert [(line.get('phase'), line['state']) for line in lines] == [
+    assert status == 0
+    # stdout: the result alone, one object; stderr: the progress.
+    assert json.loads(out)['bytes_transferred'] == 4 * MiB
+    lines = [json.loads(line) for line in err.splitlines()]
+    assert [(line['phase'], line['state']) for line in lines] == [
         ('finish', 'transferring'), ('finish', 'transferring'),
-        ('finish', 'completed'), (None, 'completed')]
-    assert lines[-1]['bytes_transferred'] == 4 * MiB
+        ('finish', 'completed')]
+    assert lines[0]['bytes_done'] == MiB
 
 
 def test_finish_value_format(capsys, finishing):
