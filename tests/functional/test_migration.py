@@ -566,3 +566,26 @@ def test_copy_keeps_hot_blocks_hot(make_agent, make_origin, strategy):
         'order is the source\'s reversed and its hottest blocks are '
         'evicted first' % (strategy, misses, evicted, VOLUME_CACHE // BS,
                            100 * ratio))
+
+
+def test_cli_migrate_wait_shows_progress(make_agent, make_origin):
+    """migrate --wait: the firepan copy is followed while start runs."""
+    src, dst, origin, orc, uri = warmed_volume(make_agent, make_origin)
+    # 8 MiB at 4 MB/s: about 2 s in start, polled every 0.5 s.
+    rc, out, err = mu.fcache(['migrate', 'vol1', '--from', src.control_socket,
+                              '--to', dst.control_socket, '--strategy',
+                              'firepan', '--rate-limit', '4', '--wait'])
+    assert rc == 0, (rc, out, err)
+    lines = err.splitlines()
+    assert lines[0] == 'prepare', err
+    starts = [line for line in lines if line.startswith('start, ')]
+    assert len(starts) >= 2, err
+    assert all(' of 8.0 MiB (' in line for line in starts), err
+    done = [int(line.split(' of ')[0].split(', ')[1].split('.')[0])
+            for line in starts if 'MiB of' in line]
+    assert done == sorted(done), err
+    assert 'switchover' in lines, err
+    assert lines[-1].startswith('finish, '), err
+    assert 'completed' in lines[-1], err
+    assert '| state ' in out and 'completed' in out, out
+    assert mu.volume_gone(src, 'vol1')
