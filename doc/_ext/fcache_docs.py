@@ -117,11 +117,28 @@ class AgentKeysDirective(Directive):
         return node.children
 
 
+# The output options every listing and show has (nova_ext.commands.output)
+# are described once, in the man page's "Output formats".
+FORMATTER_GROUPS = ('output formatters', 'table formatter', 'json formatter',
+                    'CSV Formatter')
+
+
 def _options(parser):
+    shared = set()
+    for group in parser._action_groups:
+        if group.title in FORMATTER_GROUPS:
+            shared.update(id(a) for a in group._group_actions)
     for action in parser._actions:
         if action.help == '==SUPPRESS==' or action.dest == 'help':
             continue
+        if id(action) in shared:
+            continue
         yield action
+
+
+def _has_formats(parser):
+    return any(group.title == 'output formatters'
+               for group in parser._action_groups)
 
 
 class CliDirective(Directive):
@@ -153,6 +170,15 @@ class CliDirective(Directive):
                 lines += ['``%s``' % label,
                           '   %s' % (action.help or '').replace('%%', '%'),
                           '']
+            if _has_formats(command):
+                lines += ['``-f``, ``-c``%s, ``--max-width``, ... ' % (
+                    ', ``--long``' if any(a.dest == 'long' for a in
+                                          command._actions) else ''),
+                          '   See "Output formats".', '']
+            if command.epilog:
+                lines += ['::', ''] + ['   ' + line if line else ''
+                                       for line in
+                                       command.epilog.splitlines()] + ['']
         node = nodes.section()
         node.document = self.state.document
         # Each command is a subsection of the page's section.

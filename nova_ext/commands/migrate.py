@@ -45,9 +45,10 @@ phases (--phase; without it every phase runs in order):
               for the VM there; prints the migration id (MID) the other
               phases need as --migration
   start       the source agent connects to the destination and begins the
-              warm-up: firepan copies the whole cache now (the VM should be
-              paused), hybrid/cachemior send the hot blocks in the
-              background
+              warm-up: firepan copies the whole cache now, the VM paused
+              (--wait shows the bytes copied); the other strategies warm
+              the destination in the background or on demand
+              (doc/migration.rst)
   switchover  the VM runs on the destination from now on: the source stops
               writing, and the destination fetches on demand what has not
               arrived
