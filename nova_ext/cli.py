@@ -84,6 +84,32 @@ def build_parser(environ=None):
     return parser
 
 
+def _as_option(parser, args, exc):
+    """``exc``'s message, an API argument named as the command's option.
+
+    The client checks its arguments by their API names (``max_rounds``);
+    the operator gave ``--max-rounds``.
+    """
+    name = exc.kwargs.get('name')
+    if not isinstance(name, str) or name.startswith('-'):
+        return str(exc)
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            command = action.choices.get(args.command)
+            break
+    else:
+        return str(exc)
+    wanted = '--' + name.replace('_', '-')
+    for action in command._actions:
+        if action.dest == name or wanted in action.option_strings:
+            option = (max(action.option_strings, key=len)
+                      if action.option_strings else action.metavar)
+            if option:
+                return str(exc).replace('invalid %s ' % name,
+                                        'invalid %s ' % option, 1)
+    return str(exc)
+
+
 def _fail(message, status):
     sys.stderr.write('%s: error: %s\n' % (PROG, ' '.join(message.split())))
     return status
@@ -113,8 +139,10 @@ def main(argv=None):
         else:
             text = args.render(result, args)
     except exception.InvalidArgument as exc:
-        # Like argparse's errors: the command first.
-        return _fail('%s: %s' % (args.command, exc), EXIT_USAGE)
+        # Like argparse's errors: the command first, the option by the
+        # name the operator typed.
+        return _fail('%s: %s' % (args.command, _as_option(parser, args, exc)),
+                     EXIT_USAGE)
     except (exception.AgentUnreachable, exception.AgentTimeout) as exc:
         return _fail(str(exc), EXIT_UNREACHABLE)
     except exception.ProtocolError as exc:

@@ -498,7 +498,8 @@ def test_bad_arguments(capsys, sock, fake_agent, argv, fragment):
 def test_empty_volume_id_is_refused_before_sending(capsys, sock, fake_agent):
     status, _, err = run(capsys, '--socket', sock, 'volume-show', '')
     assert status == cli.EXIT_USAGE
-    assert_one_line_error(err, 'volume_id')
+    assert_one_line_error(err, "volume-show: invalid ID '': must be a "
+                               "non-empty string")
     assert fake_agent.requests == []
 
 
