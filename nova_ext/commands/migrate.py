@@ -16,6 +16,7 @@ After a failure past the switchover both agents hold the volume until it
 is settled (``--source-lost`` when the source host is gone for good)::
 
     fcache migrate VOL --from A --to B --migration MID --phase settle
+  fcache migrate VOL --to B --migration MID --phase settle --source-lost
 """
 
 import argparse
@@ -59,10 +60,11 @@ phases (--phase; without it every phase runs in order):
               source keeps it as it was
   settle      after a failure past the switchover both agents hold the
               volume; give it back to the destination, the source writing
-              back what only it has (--source-lost: the source host is gone
-              for good and those blocks are given up).  Settle talks to both
-              agents' control sockets, so run it where --from and --to are
-              both reachable.
+              back what only it has.  Settle relays the block lists between
+              both agents' control sockets, so run it where --from and --to
+              are both reachable.  --source-lost: the source host is gone
+              for good; the destination gives up the blocks only it had
+              (only --to is needed).
 
 examples:
   fcache migrate VOL --from A.sock --to B.sock --wait
@@ -71,6 +73,7 @@ examples:
   fcache migrate VOL --from A --to B --migration MID --phase switchover
   fcache migrate VOL --from A --to B --migration MID --phase finish --wait
   fcache migrate VOL --from A --to B --migration MID --phase settle
+  fcache migrate VOL --to B --migration MID --phase settle --source-lost
 """
 
 
@@ -98,8 +101,10 @@ def register(subparsers, parents):
         epilog=PHASES_HELP,
         formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument('volume_id', metavar='ID', help='volume id')
-    parser.add_argument('--from', dest='src', required=True, metavar='SOCK',
-                        help="source agent's control socket")
+    # Checked in check_args: settling a lost source needs only --to.
+    parser.add_argument('--from', dest='src', metavar='SOCK',
+                        help="source agent's control socket (required, but "
+                             "with --phase settle --source-lost)")
     parser.add_argument('--to', dest='dst', required=True, metavar='SOCK',
                         help="destination agent's control socket")
     parser.add_argument('--strategy', choices=migration.STRATEGIES,
@@ -128,6 +133,12 @@ def register(subparsers, parents):
 
 def check_args(args):
     """Refuse a combination of options that would be ignored or fail."""
+    lost = args.phase == 'settle' and args.source_lost
+    if not args.src and not lost:
+        raise exception.MissingArgument(
+            name='--from SOCK',
+            reason="the source agent's control socket (only --phase settle "
+                   "--source-lost goes without: the source is gone)")
     if args.src == args.dst:
         raise exception.InvalidArgument(
             name='--to', value=args.dst,
@@ -182,7 +193,7 @@ class MigrationProgress(object):
 
 def run(client, args):
     check_args(args)
-    src = agent.AgentClient(args.src)
+    src = agent.AgentClient(args.src) if args.src else None
     dst = agent.AgentClient(args.dst)
     if args.phase == 'prepare':
         return migration.prepare(src, dst, args.volume_id, args.strategy,

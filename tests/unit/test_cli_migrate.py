@@ -130,7 +130,10 @@ def test_bad_arguments(capsys, agents, argv, fragments):
 
 
 @pytest.mark.parametrize('argv, fragment', [
-    (['migrate', 'v1', '--to', 'b'], 'required: --from'),
+    (['migrate', 'v1', '--to', 'b'],
+     "--from SOCK is required: the source agent's control socket"),
+    (['migrate', 'v1', '--to', 'b', '--migration', MID, '--phase',
+      'settle'], '--from SOCK is required'),
     (['migrate', 'v1', '--from', 'a'], 'required: --to'),
     (['migrate', '--from', 'a', '--to', 'b'], 'required: ID'),
     (['migrate', 'v1', '--from', 'a', '--to', 'a'],
@@ -142,6 +145,22 @@ def test_missing_arguments(capsys, argv, fragment):
     test_cli.assert_one_line_error(err, 'migrate', fragment)
 
 
+def test_settle_a_lost_source_needs_only_the_destination(capsys, agents):
+    src, dst = agents
+    dst.handlers['migration-settle'] = lambda args: {
+        'mode': 'missing', 'given_up_blocks': 12}
+    status, out, err = run(capsys, 'migrate', 'v1', '--to', dst.socket_path,
+                           '--migration', MID, '--phase', 'settle',
+                           '--source-lost', '-f', 'json')
+    assert (status, err) == (0, '')
+    assert json.loads(out) == {'mode': 'missing', 'blocks': 0,
+                               'given_up_blocks': 12}
+    assert dst.requests == [{'op': 'migration-settle', 'args': {
+        'step': 'end', 'source': 'lost', 'migration_id': MID,
+        'volume_id': 'v1'}}]
+    assert src.requests == []
+
+
 def test_help_explains_the_phases_and_settle(capsys):
     status, out, _ = run(capsys, 'migrate', '--help')
     assert status == 0
@@ -150,3 +169,4 @@ def test_help_explains_the_phases_and_settle(capsys):
         assert '\n  %s ' % phase in out
     assert 'firepan copies the whole cache' in out
     assert '--source-lost: the source host is gone' in out
+    assert '--phase settle --source-lost' in out
