@@ -245,6 +245,34 @@ class _TableArgs(object):
     print_empty = False
 
 
+# The helpers of the earlier output module, for a command that has not
+# taken -f/-c yet (commands written alongside this one call them): the
+# same humanised values, in the same bordered tables.
+
+def format_value(key, value):
+    """One value as a table cell (:func:`human`)."""
+    return human(key, value)
+
+
+def format_table(result):
+    """``result`` as a Field/Value table (:func:`table_text`)."""
+    return table_text(result)
+
+
+def format_columns(rows, first=()):
+    """Rows of dicts as a table: every key, those of ``first`` first."""
+    args = _TableArgs()
+    args.long = True
+    return format_list(args, rows, [k for k in first
+                                    if any(k in row for row in rows)])
+
+
+def format_grid(header, cells):
+    """A header and rows of strings as a table."""
+    return _emit('table', 'emit_list', list(header),
+                 [list(line) for line in cells], _TableArgs())
+
+
 def format_bytes(value):
     """A byte count as a short size (``1.5 GiB``); None as ``-``."""
     if value is None or isinstance(value, bool):

@@ -255,3 +255,16 @@ def test_default_columns_are_known_fields():
     flat = dict(output.flatten(volume.list_row(load_volume())))
     assert set(volume.LIST_COLUMNS) <= set(flat)
     assert set(volume.LONG_COLUMNS) <= set(flat)
+
+
+def test_earlier_helpers_keep_working():
+    # Commands written alongside this change call these.
+    assert test_cli.table(output.format_table(
+        {'volume_id': 'v', 'cache_size': 1 << 20})) == {
+            'volume_id': 'v', 'cache_size': '1.0 MiB'}
+    assert test_cli.listing(output.format_columns(
+        [{'b': 1, 'volume_id': 'v'}], first=('volume_id',))) == [
+            {'volume_id': 'v', 'b': '1'}]
+    assert test_cli.grid(output.format_grid(['a', 'b'], [['1', '2']])) == (
+        ['a', 'b'], [['1', '2']])
+    assert output.format_value('used_bytes', 0) == '0 B'
