@@ -42,6 +42,13 @@ FcacheGroup = [
                     'guest onto the cached volume before the live migration '
                     'and reads back after it. At most the volume\'s size '
                     '(1 GiB).'),
+    cfg.BoolOpt('guest_console',
+                default=False,
+                help='The image ([compute] image_ref) is fcache-guest, as '
+                     'tools/cloud.sh builds it: it writes data onto the '
+                     'volume it boots from and reports them, and every '
+                     'read-back, on its serial console. The console '
+                     'scenarios then run, with no network and no SSH.'),
     cfg.DictOpt('agent_sockets',
                 default={},
                 help='Control socket of the fcache-agent of each compute '

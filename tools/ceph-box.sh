@@ -24,6 +24,10 @@
 #
 # CEPH_BOX_ADDR (default 127.0.0.1): the address the daemons bind, for a
 # box whose clients live in other network namespaces (tools/cloud.sh).
+# CEPH_BOX_STANDARD_PORTS=1: the mon listens as a production one does, on
+# msgr2's 3300 and msgr1's 6789, and mon_host names no port: Cinder's RBD
+# driver hands its clients "mon dump"'s legacy (msgr1) address.  Only for
+# an address of the box's own (two boxes would clash on the ports).
 set -euo pipefail
 
 ADDR=${CEPH_BOX_ADDR:-127.0.0.1}
@@ -161,15 +165,20 @@ start_osd_daemon() {
 }
 
 write_conf() {
-  local fsid=$1 port=$2 size=$3
+  local fsid=$1 port=$2 size=$3 mon_host msgr1
+  if [ "${CEPH_BOX_STANDARD_PORTS:-0}" = 1 ]; then
+    mon_host=$ADDR msgr1=true
+  else
+    mon_host=$ADDR:$port msgr1=false
+  fi
   cat >"$dir/ceph.conf" <<EOF
 # A ceph box (tools/ceph-box.sh): one mon, one OSD, one address, cephx.
 [global]
 fsid = $fsid
-mon_host = $ADDR:$port
+mon_host = $mon_host
 public_addr = $ADDR
 cluster_addr = $ADDR
-ms_bind_msgr1 = false
+ms_bind_msgr1 = $msgr1
 auth_cluster_required = cephx
 auth_service_required = cephx
 auth_client_required = cephx
@@ -261,7 +270,14 @@ cmd_start() {
   fsid=$(cat /proc/sys/kernel/random/uuid)
   osd_uuid=$(cat /proc/sys/kernel/random/uuid)
   # A port the kernel calls free now; the mon binds it a moment later.
-  port=$(/usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("'"$ADDR"'", 0)); print(s.getsockname()[1])')
+  local addrv
+  if [ "${CEPH_BOX_STANDARD_PORTS:-0}" = 1 ]; then
+    port=3300
+    addrv="[v2:$ADDR:3300,v1:$ADDR:6789]"
+  else
+    port=$(/usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("'"$ADDR"'", 0)); print(s.getsockname()[1])')
+    addrv="[v2:$ADDR:$port]"
+  fi
   write_conf "$fsid" "$port" "$size"
 
   # Every key is in the mon's initial keyring, which its mkfs imports: no
@@ -307,7 +323,7 @@ EOF
   local mkfs_pid=$!
   bg_pids+=("$mkfs_pid")
 
-  monmaptool --create --fsid "$fsid" --addv "$MON_ID" "[v2:$ADDR:$port]" \
+  monmaptool --create --fsid "$fsid" --addv "$MON_ID" "$addrv" \
     "$dir/monmap" >/dev/null 2>"$dir/log/monmaptool.log" ||
     die_log "monmaptool failed" "$dir/log/monmaptool.log"
   ceph-mon -c "$dir/ceph.conf" -i "$MON_ID" --mkfs --monmap "$dir/monmap" \

@@ -2,6 +2,7 @@
 
 import argparse
 import os
+import shutil
 import sys
 import time
 import uuid
@@ -32,6 +33,7 @@ def up(box, args):
     t0 = time.monotonic()
     box.makedirs()
     services.pylib(box)
+    services.bindir(box)
     step = [t0]
 
     def done(what):
@@ -61,6 +63,7 @@ def up(box, args):
                        ('neutron', '/'), ('nova-api', '/'),
                        ('cinder-api', '/')):
         services.wait_http(box, name, path)
+    catalog.prime_neutron(box)
     done('Placement, Glance, Neutron, Nova, Cinder')
     for h in box.hosts:
         computes.start_libvirtd(box, h)
@@ -93,7 +96,19 @@ def down(box, args):
     infra.stop_ceph(box)
     network.down(box)
     catalog.remove_clouds_yaml_entry()
-    _say('down: nothing of the box runs; its data stay in %s' % box.dir)
+    # The next "up" makes a new cloud: a database that named volumes of a
+    # Ceph cluster gone, or domains of a libvirtd gone, would only mislead.
+    # The logs stay for a look afterwards, the guest's build for the next.
+    if os.path.isdir(box.dir):
+        for entry in os.listdir(box.dir):
+            path = os.path.join(box.dir, entry)
+            if path in (box.logs, box.cache):
+                continue
+            if os.path.isdir(path) and not os.path.islink(path):
+                shutil.rmtree(path)
+            else:
+                os.unlink(path)
+    _say('down: nothing of the box runs; its logs stay in %s' % box.logs)
 
 
 def status(box, args):

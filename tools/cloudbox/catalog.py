@@ -81,6 +81,18 @@ def identity(box):
                                       region_id=layout.REGION)
 
 
+def prime_neutron(box):
+    """Have neutron-server configure its database mappers before Nova asks.
+
+    Neutron's port listing names relationships (Port.port_forwardings) that
+    SQLAlchemy adds only when the mappers are first configured, by the
+    first query of any other kind: in a neutron-server with no agents
+    reporting in, the first request Nova makes (a port listing) would fail
+    with an AttributeError.  Listing networks once configures them.
+    """
+    list(connect(box).network.networks())
+
+
 def write_clouds_yaml(box):
     """clouds.yaml in the box, and the fcache-box entry in the user's."""
     entry = {layout.CLOUD_NAME: cloud_config(box)}
@@ -141,6 +153,7 @@ def seed(box):
         name = 'fcache-%s' % strategy
         vt = conn.block_storage.find_type(name)
         specs = {'volume_backend_name': 'ceph',
+                 'cacheable': '<is> True',
                  'fcache:strategy': strategy,
                  'fcache:cache_size': VOLUME_CACHE_SIZE,
                  'fcache:write_policy': VOLUME_WRITE_POLICY}

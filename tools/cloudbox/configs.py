@@ -117,7 +117,9 @@ def neutron(box):
     write_ini(os.path.join(d, 'neutron.conf'), [
         ('DEFAULT', [('use_stderr', True),
                      ('core_plugin', 'ml2'),
-                     ('service_plugins', ''),
+                     # Not for routers: ML2's port queries join the port
+                     # forwarding model, which only these plugins load.
+                     ('service_plugins', 'router,port_forwarding'),
                      ('auth_strategy', 'keystone'),
                      ('transport_url', box.transport_url),
                      ('api_paste_config', os.path.join(d, 'api-paste.ini')),
@@ -144,15 +146,13 @@ def nova(box, rbd_secret_uuid):
     os.makedirs(d, exist_ok=True)
     shutil.copyfile(_venv_etc('nova', 'api-paste.ini'),
                     os.path.join(d, 'api-paste.ini'))
-    privsep = '%s --config-file %s' % (
-        os.path.join(layout.VENV_BIN, 'privsep-helper'),
-        os.path.join(d, 'nova.conf'))
     write_ini(os.path.join(d, 'nova.conf'), [
         ('DEFAULT', _common(box, 'nova') + [
             ('my_ip', layout.CONTROLLER_IP),
             ('compute_driver', 'fcache.FcacheLibvirtDriver'),
             ('instance_name_template', 'instance-%08x'),
-            ('allow_resize_to_same_host', False)]),
+            ('allow_resize_to_same_host', False),
+            ('rootwrap_config', os.path.join(d, 'rootwrap.conf'))]),
         ('api', [('auth_strategy', 'keystone')]),
         ('wsgi', [('api_paste_config', os.path.join(d, 'api-paste.ini'))]),
         ('api_database', [('connection', box.db_url('nova_api'))]),
@@ -178,11 +178,6 @@ def nova(box, rbd_secret_uuid):
                      ('live_migration_uri', 'qemu+tcp://%s/system'),
                      ('rbd_user', 'cinder'),
                      ('rbd_secret_uuid', rbd_secret_uuid)]),
-        ('nova_sys_admin', [('helper_command', privsep)]),
-        ('privsep_osbrick', [('helper_command', privsep)]),
-        ('vif_plug_linux_bridge_privileged',
-         [('helper_command', privsep)]),
-        ('vif_plug_ovs_privileged', [('helper_command', privsep)]),
         ('fcache', [('default_strategy', 'auto'),
                     ('default_write_policy', 'write_through')]),
     ])
@@ -198,6 +193,7 @@ def nova(box, rbd_secret_uuid):
             ('fcache', [('agent_socket', h.agent_socket),
                         ('rbd_keyring_dir', h.keyring_dir)]),
         ])
+    _rootwrap(d, 'nova')
     return d
 
 
@@ -233,7 +229,10 @@ def cinder(box, rbd_secret_uuid):
                   ('rbd_pool', 'volumes'),
                   ('rbd_ceph_conf', os.path.join(box.ceph, 'ceph.conf')),
                   ('rbd_user', 'cinder'),
-                  ('rbd_secret_uuid', rbd_secret_uuid)]),
+                  ('rbd_secret_uuid', rbd_secret_uuid),
+                  # Cinder offers "cacheable" only to iSCSI, FC and
+                  # NVMe-oF pools unless told (doc/cinder.rst).
+                  ('extra_capabilities', '{"cacheable": true}')]),
     ])
     _rootwrap(d, 'cinder')
     return d
@@ -242,8 +241,9 @@ def cinder(box, rbd_secret_uuid):
 def _rootwrap(d, project):
     """rootwrap.conf with the filters the package installed in the venv.
 
-    The services run as root here, but Cinder still runs its privileged
-    commands through ``sudo cinder-rootwrap``: the filters must be found.
+    The services run as root here, but still run their privileged
+    commands and privsep daemons through ``sudo PROJECT-rootwrap``, as on
+    a real host: the filters and the commands must be found.
     """
     with open(_venv_etc(project, 'rootwrap.conf')) as f:
         text = f.read()

@@ -139,7 +139,8 @@ def start_ceph(box):
             procs.run(_ceph_box('stop', box.ceph), 'ceph-box stop')
             shutil.rmtree(box.ceph)
     procs.run(_ceph_box('start', box.ceph, '6G'), 'ceph-box start',
-              env={'CEPH_BOX_ADDR': layout.CONTROLLER_IP})
+              env={'CEPH_BOX_ADDR': layout.CONTROLLER_IP,
+                   'CEPH_BOX_STANDARD_PORTS': '1'})
 
 
 def stop_ceph(box):

@@ -44,11 +44,30 @@ def pylib(box):
     return d
 
 
+SUDO = """#!/bin/sh
+# The box's services run as root already: Nova's and Cinder's
+# "sudo PROJECT-rootwrap ..." needs no sudo, and Debian's sudo would reset
+# PATH to one without .venv-nova/bin, where the rootwrap commands are.
+exec "$@"
+"""
+
+
+def bindir(box):
+    d = os.path.join(box.dir, 'bin')
+    os.makedirs(d, exist_ok=True)
+    path = os.path.join(d, 'sudo')
+    with open(path, 'w') as f:
+        f.write(SUDO)
+    os.chmod(path, 0o755)
+    return d
+
+
 def env(box, **extra):
     e = {'PYTHONPATH': ':'.join([layout.ROOT,
                                  os.path.join(layout.ROOT, 'tools'),
                                  os.path.join(box.dir, 'pylib')]),
-         'PATH': layout.VENV_BIN + ':' + os.environ.get('PATH', ''),
+         'PATH': ':'.join([os.path.join(box.dir, 'bin'), layout.VENV_BIN,
+                           os.environ.get('PATH', '')]),
          'PYTHONUNBUFFERED': '1'}
     e.update(extra)
     return e

@@ -1,0 +1,222 @@
+"""A volume-backed server's cache across a live migration, without network.
+
+For each strategy (``[fcache_feature_enabled]``), on a cloud whose image is
+fcache-guest (``[fcache] guest_console``; tools/cloud.sh builds it): a
+volume type with the strategy's ``fcache:`` specs, a server booted from a
+volume of that type made from the image (``--nic none``: no Neutron port,
+no SSH), and the guest's own report on its serial console of the data it
+wrote onto the volume and of every read-back.  An administrator then
+live-migrates the server (``openstack server migrate --live-migration``).
+It must end ACTIVE on the other host with the migration completed; every
+read the guest makes there must return the data it wrote on the source;
+and the agents must show the cache moved: the volume cached on the new
+host with the type's policy, its reads there hitting the cache when the
+strategy warms the destination (the hit ratio after the switch is logged),
+and nothing left on the old host.
+"""
+
+import time
+
+from oslo_log import log as logging
+from tempest.common import utils
+from tempest.common import waiters
+from tempest import config
+from tempest.lib.common import api_microversion_fixture
+from tempest.lib.common.utils import data_utils
+from tempest.lib import decorators
+from tempest.scenario import manager
+
+from fcache_tempest_plugin.common import agent
+from fcache_tempest_plugin.common import console
+from fcache_tempest_plugin.common import deployed
+from nova_ext import units
+
+CONF = config.CONF
+LOG = logging.getLogger(__name__)
+
+# Strategies after which the destination holds cached blocks before the
+# guest reads anything there.
+WARMING = ('cachemior', 'firepan', 'firepan_if', 'cloudcache', 'hybrid')
+# 2.37: networks "none"; 2.67: a volume type in a block device mapping.
+MICROVERSION = '2.67'
+
+
+class TestConsoleLiveMigration(manager.ScenarioTest):
+
+    credentials = ['primary', 'admin']
+
+    @classmethod
+    def skip_checks(cls):
+        super().skip_checks()
+        deployed.skip_unless_deployed(cls)
+        if not CONF.fcache.guest_console:
+            raise cls.skipException('the image is not fcache-guest '
+                                    '([fcache] guest_console)')
+        if not CONF.service_available.cinder:
+            raise cls.skipException('Cinder is not available')
+        if not CONF.compute_feature_enabled.live_migration:
+            raise cls.skipException('Live migration is not enabled')
+        if CONF.compute.min_compute_nodes < 2:
+            raise cls.skipException('Live migration needs at least 2 '
+                                    'compute hosts')
+
+    @classmethod
+    def setup_clients(cls):
+        super().setup_clients()
+        cls.admin_servers_client = cls.os_admin.servers_client
+        cls.admin_migrations_client = cls.os_admin.migrations_client
+
+    def setUp(self):
+        super().setUp()
+        self.useFixture(api_microversion_fixture.APIMicroversionFixture(
+            compute_microversion=MICROVERSION))
+
+    def _volume_type(self, strategy):
+        return self.create_volume_type(extra_specs={
+            'cacheable': '<is> True',
+            'fcache:strategy': strategy,
+            'fcache:cache_size': CONF.fcache.cache_size,
+            'fcache:write_policy': CONF.fcache.write_policy})
+
+    def _boot(self, volume_type):
+        bdm = [{'uuid': CONF.compute.image_ref, 'source_type': 'image',
+                'destination_type': 'volume', 'boot_index': 0,
+                'volume_size': CONF.volume.volume_size,
+                'volume_type': volume_type['name'],
+                'delete_on_termination': True}]
+        body = self.servers_client.create_server(
+            name=data_utils.rand_name(self.__class__.__name__),
+            flavorRef=CONF.compute.flavor_ref, imageRef='',
+            block_device_mapping_v2=bdm, networks='none')['server']
+        self.addCleanup(waiters.wait_for_server_termination,
+                        self.servers_client, body['id'])
+        self.addCleanup(self.servers_client.delete_server, body['id'])
+        waiters.wait_for_server_status(self.servers_client, body['id'],
+                                       'ACTIVE')
+        return self.servers_client.show_server(body['id'])['server']
+
+    def _volume_id(self, server):
+        attached = server['os-extended-volumes:volumes_attached']
+        self.assertEqual(1, len(attached), attached)
+        return attached[0]['id']
+
+    def _last_migration(self, server_id):
+        migrations = [
+            m for m in self.admin_migrations_client.list_migrations(
+                instance_uuid=server_id)['migrations']
+            if m['instance_uuid'] == server_id]
+        self.assertNotEqual([], migrations, 'no migration of %s' % server_id)
+        return max(migrations, key=lambda m: m['id'])
+
+    def _check_policy(self, vol):
+        self.assertEqual(units.parse_size(CONF.fcache.cache_size),
+                         vol['cache_size'])
+        self.assertEqual(CONF.fcache.write_policy, vol['write_policy'])
+
+    def _live_migrate(self, strategy):
+        deployed.skip_unless_strategy(self, strategy)
+        server = self._boot(self._volume_type(strategy))
+        volume_id = self._volume_id(server)
+        source = self.get_host_for_server(server['id'])
+        guest = console.Console(self.servers_client, server['id'],
+                                CONF.compute.build_timeout,
+                                CONF.compute.build_interval)
+
+        written, report = guest.wait_written()
+        for seq, got, _ in report.reads:
+            self.assertEqual(written, got, 'read %d on %s returned other '
+                             'data than the guest wrote' % (seq, source))
+        before = agent.show_volume(source, volume_id)
+        if before is not None:
+            self.assertNotEqual({}, before, 'volume %s not cached on %s'
+                                % (volume_id, source))
+            self._check_policy(before)
+            self.assertGreater(before['reads'], 0)
+
+        self.admin_servers_client.live_migrate_server(
+            server['id'], host=None, block_migration='auto')
+        waiters.wait_for_server_status(self.servers_client, server['id'],
+                                       'ACTIVE')
+        dest = self.get_host_for_server(server['id'])
+        self.assertNotEqual(source, dest)
+        self.assertEqual('completed',
+                         self._last_migration(server['id'])['status'])
+        switched = guest.report().last_seq
+        warm = agent.show_volume(dest, volume_id)
+
+        # Two whole reads that began after the migration completed.
+        after = guest.reads_after(switched + 1)
+        for seq, got, ms in after:
+            self.assertEqual(written, got, 'read %d on %s returned other '
+                             'data than the guest wrote on %s'
+                             % (seq, dest, source))
+
+        if warm is not None:
+            self.assertNotEqual({}, warm, 'volume %s not cached on %s'
+                                % (volume_id, dest))
+            self._check_policy(warm)
+            read = agent.show_volume(dest, volume_id)
+            reads = read['reads'] - warm['reads']
+            hits = read['read_hits'] - warm['read_hits']
+            self.assertGreater(reads, 0, 'the guest did not read through '
+                               'the cache on %s' % dest)
+            LOG.info('fcache %s: %d of %d reads hit the cache on %s after '
+                     'the switch (%.0f %%); read-back %s ms', strategy,
+                     hits, reads, dest, 100.0 * hits / reads,
+                     [ms for _, _, ms in after])
+            if strategy in WARMING:
+                self.assertGreater(warm['cached_blocks'], 0,
+                                   '%s moved nothing to %s'
+                                   % (strategy, dest))
+                self.assertGreater(hits, 0, 'no read hit the warmed cache '
+                                   'on %s' % dest)
+        released = agent.show_volume(source, volume_id)
+        if released is not None:
+            deadline = time.time() + CONF.compute.build_timeout
+            while released and time.time() < deadline:
+                time.sleep(CONF.compute.build_interval)
+                released = agent.show_volume(source, volume_id)
+            self.assertEqual({}, released, 'the cache of volume %s stayed '
+                             'on %s' % (volume_id, source))
+
+    @decorators.idempotent_id('0d6f1c56-8b0e-4c43-9b53-2f3b8d0f7a01')
+    @decorators.attr(type='slow')
+    @utils.services('compute', 'volume', 'image')
+    def test_console_live_migrate_none(self):
+        self._live_migrate('none')
+
+    @decorators.idempotent_id('0d6f1c56-8b0e-4c43-9b53-2f3b8d0f7a02')
+    @decorators.attr(type='slow')
+    @utils.services('compute', 'volume', 'image')
+    def test_console_live_migrate_cachemior(self):
+        self._live_migrate('cachemior')
+
+    @decorators.idempotent_id('0d6f1c56-8b0e-4c43-9b53-2f3b8d0f7a03')
+    @decorators.attr(type='slow')
+    @utils.services('compute', 'volume', 'image')
+    def test_console_live_migrate_firepan(self):
+        self._live_migrate('firepan')
+
+    @decorators.idempotent_id('0d6f1c56-8b0e-4c43-9b53-2f3b8d0f7a04')
+    @decorators.attr(type='slow')
+    @utils.services('compute', 'volume', 'image')
+    def test_console_live_migrate_firepan_if(self):
+        self._live_migrate('firepan_if')
+
+    @decorators.idempotent_id('0d6f1c56-8b0e-4c43-9b53-2f3b8d0f7a05')
+    @decorators.attr(type='slow')
+    @utils.services('compute', 'volume', 'image')
+    def test_console_live_migrate_cloudcache(self):
+        self._live_migrate('cloudcache')
+
+    @decorators.idempotent_id('0d6f1c56-8b0e-4c43-9b53-2f3b8d0f7a06')
+    @decorators.attr(type='slow')
+    @utils.services('compute', 'volume', 'image')
+    def test_console_live_migrate_hybrid(self):
+        self._live_migrate('hybrid')
+
+    @decorators.idempotent_id('0d6f1c56-8b0e-4c43-9b53-2f3b8d0f7a07')
+    @decorators.attr(type='slow')
+    @utils.services('compute', 'volume', 'image')
+    def test_console_live_migrate_auto(self):
+        self._live_migrate('auto')
