@@ -265,7 +265,7 @@ def agent(box, host):
             ('state_dir', state),
             ('engine', 'ucache'),
             ('cache_path', os.path.join(host.fcache_dir, 'cache.img')),
-            ('cache_size', '256M'),
+            ('cache_size', host.cache_size),
             ('block_size', '4K'),
             ('migration_listen', '%s:7440' % host.ip),
             ('export_dir', exports),

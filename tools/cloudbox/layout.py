@@ -39,8 +39,7 @@ STRATEGIES = ('none', 'cachemior', 'firepan', 'firepan_if', 'cloudcache',
 
 
 class ComputeHost(object):
-    """One compute host: a network namespace, libvirtd, agent, nova-compute.
-    """
+    """A compute host: a network namespace, libvirtd, agent, nova-compute."""
 
     def __init__(self, box, index):
         self.box = box
@@ -59,6 +58,9 @@ class ComputeHost(object):
         self.nova_conf = os.path.join(box.etc, 'nova', 'nova-%s.conf'
                                       % self.name)
         self.libvirt_socket = os.path.join(self.run_dir, 'libvirt-sock')
+        # Caches of two sizes, as in a fleet bought over the years: a
+        # volume whose cache fits only box-a's is refused a move to box-b.
+        self.cache_size = ('256M', '160M')[index]
 
     @property
     def libvirt_uri(self):

@@ -15,8 +15,8 @@ from cloudbox import procs
 def _ip(*args, check=True):
     proc = subprocess.run(('ip',) + args, capture_output=True, text=True)
     if check and proc.returncode != 0:
-        raise procs.BoxError('ip %s: %s' % (' '.join(args),
-                                             proc.stderr.strip()))
+        raise procs.BoxError('ip %s: %s'
+                             % (' '.join(args), proc.stderr.strip()))
     return proc.returncode == 0
 
 

@@ -178,6 +178,6 @@ def run(argv, what, env=None, netns=None, log=None, timeout=600):
     if proc.returncode != 0:
         raise BoxError('%s failed (%s, exit status %d):\n%s' % (
             what, ' '.join(argv), proc.returncode,
-            '\n'.join('  ' + l for l in
+            '\n'.join('  ' + line for line in
                       (proc.stdout + proc.stderr).splitlines()[-25:])))
     return proc.stdout

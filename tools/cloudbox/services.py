@@ -15,12 +15,11 @@ from cloudbox import configs
 from cloudbox import layout
 from cloudbox import procs
 
+_EXT = '.cpython-311-x86_64-linux-gnu.so'
 SYSTEM_MODULES = ('libvirt.py', 'libvirt_qemu.py', 'libvirt_lxc.py',
-                  'libvirtaio.py', 'libvirtmod.cpython-311-x86_64-linux-gnu.so',
-                  'libvirtmod_qemu.cpython-311-x86_64-linux-gnu.so',
-                  'libvirtmod_lxc.cpython-311-x86_64-linux-gnu.so',
-                  'rados.cpython-311-x86_64-linux-gnu.so',
-                  'rbd.cpython-311-x86_64-linux-gnu.so')
+                  'libvirtaio.py', 'libvirtmod' + _EXT,
+                  'libvirtmod_qemu' + _EXT, 'libvirtmod_lxc' + _EXT,
+                  'rados' + _EXT, 'rbd' + _EXT)
 DIST_PACKAGES = '/usr/lib/python3/dist-packages'
 
 
