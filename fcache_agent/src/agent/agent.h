@@ -10,6 +10,7 @@
 #define FCACHE_AGENT_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stddef.h>
 
 #include "common/config.h"
@@ -22,6 +23,24 @@ struct fc_xfer_tls;
 
 #define FC_MAX_MIGRATIONS 64
 
+/* How a live migration ended, for the totals below. */
+enum fc_migr_outcome { FC_MIGR_COMPLETED, FC_MIGR_FAILED, FC_MIGR_ABORTED,
+                       FC_MIGR_OUTCOMES };
+
+/* The live migrations that ended on this agent since it started, by role
+ * (0 source, 1 destination): each counted once, by migration/, when it
+ * first ends (a registry evicts finished migrations, so the totals cannot
+ * be summed from it).  Atomics: read by the metrics without the
+ * migrations' locks. */
+struct fc_migr_totals {
+  atomic_uint_fast64_t ended[2][FC_MIGR_OUTCOMES];
+  atomic_uint_fast64_t bytes[2];            /* blocks' bytes sent or received */
+  /* The last completed one's: nanoseconds from start to completion, and
+   * of the VM's pause at the switchover. */
+  atomic_uint_fast64_t last_duration_ns[2];
+  atomic_uint_fast64_t last_downtime_ns[2];
+};
+
 struct fc_agent {
   struct fc_host host;
   /* Live migrations (owned by migration/): their own lock, because
@@ -32,6 +51,7 @@ struct fc_agent {
   unsigned nr_migrations;
   struct fc_migr_listener *listener;
   struct fc_xfer_tls *tls;          /* the streams' TLS setup (NULL: none) */
+  struct fc_migr_totals migr_totals;
 };
 
 /* Open the cache with engine ops (fc_engine_find), recover its metadata,

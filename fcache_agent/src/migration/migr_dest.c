@@ -112,6 +112,7 @@ complete(struct fc_migration *m)
   if (m->state == FC_MS_SWITCHED || m->state == FC_MS_CONNECTED) {
     m->state = FC_MS_COMPLETED;
     m->completed_ns = fc_monotonic_ns();
+    fc_migr_account_locked(m);
   }
   pthread_cond_broadcast(&m->cond);
   pthread_mutex_unlock(&m->lock);

@@ -52,6 +52,21 @@ fc_migration_put(struct fc_migration *m)
     fc_migr_free(m);
 }
 
+void
+fc_migrations_in_progress(struct fc_agent *agent, unsigned out[2])
+{
+  out[0] = out[1] = 0;
+  pthread_mutex_lock(&agent->migr_lock);
+  for (unsigned i = 0; i < agent->nr_migrations; i++) {
+    struct fc_migration *x = agent->migrations[i];
+
+    /* As fc_migration_for_volume: the state read under migr_lock. */
+    if (x->state < FC_MS_COMPLETED)
+      out[x->e.role == FC_MIGR_SOURCE ? 0 : 1]++;
+  }
+  pthread_mutex_unlock(&agent->migr_lock);
+}
+
 struct fc_migration *
 fc_migration_for_volume(struct fc_agent *agent, const struct fc_volume *v)
 {

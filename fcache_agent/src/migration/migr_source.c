@@ -146,6 +146,7 @@ source_rx(void *arg)
       if (m->state == FC_MS_SWITCHED) {
         m->state = FC_MS_COMPLETED;
         m->completed_ns = fc_monotonic_ns();
+        fc_migr_account_locked(m);
       }
       break;
     case FC_XFER_ERROR:
@@ -614,8 +615,10 @@ fc_migr_source_switch(struct fc_migration *m, char *err, size_t errlen)
    * receiver moves only a SWITCHED migration on, so it is done here. */
   if (m->state == FC_MS_CONNECTED)
     m->state = m->complete_received ? FC_MS_COMPLETED : FC_MS_SWITCHED;
-  if (m->state == FC_MS_COMPLETED)
+  if (m->state == FC_MS_COMPLETED) {
     m->completed_ns = m->switched_ns;
+    fc_migr_account_locked(m);
+  }
   pthread_mutex_unlock(&m->lock);
   if (m->e.strategy == FC_STRAT_FIREPAN_IF || m->e.strategy == FC_STRAT_CLOUDCACHE ||
       m->e.strategy == FC_STRAT_HYBRID)

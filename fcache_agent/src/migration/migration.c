@@ -49,6 +49,30 @@ fc_migr_copy_may_reorder(enum fc_strategy s)
 }
 
 void
+fc_migr_account_locked(struct fc_migration *m)
+{
+  struct fc_migr_totals *t = &m->agent->migr_totals;
+  int role = m->e.role == FC_MIGR_SOURCE ? 0 : 1;
+  enum fc_migr_outcome o;
+
+  if (m->accounted)
+    return;
+  switch (m->state) {
+  case FC_MS_COMPLETED: o = FC_MIGR_COMPLETED; break;
+  case FC_MS_FAILED: o = FC_MIGR_FAILED; break;
+  case FC_MS_ABORTED: o = FC_MIGR_ABORTED; break;
+  default: return;
+  }
+  m->accounted = true;
+  atomic_fetch_add(&t->ended[role][o], 1);
+  atomic_fetch_add(&t->bytes[role], m->bytes_done);
+  if (o == FC_MIGR_COMPLETED) {
+    atomic_store(&t->last_duration_ns[role], m->completed_ns - m->started_ns);
+    atomic_store(&t->last_downtime_ns[role], m->downtime_ns);
+  }
+}
+
+void
 fc_migr_fail(struct fc_migration *m, const char *fmt, ...)
 {
   va_list ap;
@@ -60,6 +84,7 @@ fc_migr_fail(struct fc_migration *m, const char *fmt, ...)
     vsnprintf(m->error, sizeof m->error, fmt, ap);
     va_end(ap);
     m->state = FC_MS_FAILED;
+    fc_migr_account_locked(m);
     log_error("migration %s of volume %s (%s): %s", m->e.id, m->e.volume_id,
               m->e.role == FC_MIGR_SOURCE ? "source" : "destination", m->error);
   }
@@ -488,6 +513,7 @@ fc_migration_abort(struct fc_migration *m, char *err, size_t errlen)
   }
   pthread_mutex_lock(&m->lock);
   m->state = FC_MS_ABORTED;
+  fc_migr_account_locked(m);
   snprintf(m->error, sizeof m->error, "aborted");
   pthread_cond_broadcast(&m->cond);
   pthread_mutex_unlock(&m->lock);

@@ -117,6 +117,8 @@ struct fc_migration {
    * the stream before the send returns; the receiver must not take that
    * close for a lost source. */
   bool complete_sending;
+  /* Counted in agent->migr_totals (fc_migr_account_locked). */
+  bool accounted;
 };
 
 const char *fc_migr_state_name(enum fc_migr_state s);
@@ -140,6 +142,9 @@ struct fc_migration *fc_migration_find(struct fc_agent *agent, const char *id);
 struct fc_migration *fc_migration_for_volume(struct fc_agent *agent,
                                              const struct fc_volume *v);
 void fc_migration_put(struct fc_migration *m);
+/* Migrations under way (not ended) by role, 0 source and 1 destination,
+ * for the metrics. */
+void fc_migrations_in_progress(struct fc_agent *agent, unsigned out[2]);
 /* volume-detach under agent->host.lock: refused while a live migration
  * holds the volume (unless that migration is releasing it); afterwards no
  * migration points at the volume.  discard_dirty: drop the volume's
@@ -190,6 +195,9 @@ void fc_migr_thread_setup(const char *name);
  * firepan_if), so that it may come in the cache device's order with the
  * hot list after it (WELCOME's "order"): both ends ask the same. */
 bool fc_migr_copy_may_reorder(enum fc_strategy s);
+/* m just reached COMPLETED, FAILED or ABORTED: count it in the agent's
+ * totals, once.  Under m->lock. */
+void fc_migr_account_locked(struct fc_migration *m);
 void fc_migr_fail(struct fc_migration *m, const char *fmt, ...)
   __attribute__((format(printf, 2, 3)));
 int fc_migr_source_connect(struct fc_migration *m, char *err, size_t errlen);
