@@ -294,6 +294,28 @@ class AgentClient(object):
         """
         return self.call('volume-extend', volume_id=_volume_id(volume_id))
 
+    def metrics(self):
+        """Return the agent's metrics in the Prometheus text format.
+
+        The same text the agent writes to its ``metrics_path`` file for
+        node-exporter's textfile collector (doc/admin/monitoring.rst),
+        sampled now.
+        """
+        return self.call('metrics')['text']
+
+    def reset_stats(self, volume_id=None):
+        """Zero a volume's counters and restart its hit-ratio windows.
+
+        ``volume_id=None``: every volume's, and the host's totals.
+
+        :returns: ``{"volume_id": ..., "reset_time": UNIX_SECONDS}``, or
+            ``{"reset": "all", "reset_time": ...}``.
+        """
+        if volume_id is None:
+            return self.call('volume-stats-reset', all=True)
+        return self.call('volume-stats-reset',
+                         volume_id=_volume_id(volume_id))
+
     # -- transport ----------------------------------------------------------
 
     def call(self, op, **args):

@@ -14,6 +14,7 @@
 #include "common/config.h"
 #include "control/control.h"
 #include "control/control_ops.h"
+#include "control/metrics.h"
 #include "common/log.h"
 
 static void
@@ -87,6 +88,13 @@ main(int argc, char **argv)
     fc_agent_close(agent);
     return 1;
   }
+  r = fc_metrics_start(agent, &agent->metrics, err, sizeof err);
+  if (r) {
+    log_error("cannot start: %s", err);
+    fc_migrations_stop(agent);
+    fc_agent_close(agent);
+    return 1;
+  }
   ctl = fc_control_start(cfg.control_socket, cfg.control_group,
                          cfg.control_admin_group,
                          fc_agent_control_ops, agent);
@@ -94,6 +102,7 @@ main(int argc, char **argv)
     fc_control_set_idle_timeout(ctl, cfg.control_idle_timeout_s);
   if (!ctl) {
     log_error("cannot open control socket %s: %s", cfg.control_socket, strerror(errno));
+    fc_metrics_stop(agent->metrics);
     fc_migrations_stop(agent);
     fc_agent_close(agent);
     return 1;
@@ -105,6 +114,9 @@ main(int argc, char **argv)
   if (sigwait(&stop_signals, &sig) == 0)
     log_info("received %s, shutting down", strsignal(sig));
   fc_control_stop(ctl);
+  /* Before the volumes go: the sampler reads them. */
+  fc_metrics_stop(agent->metrics);
+  agent->metrics = NULL;
   fc_migrations_stop(agent);
   r = fc_agent_close(agent);
   return r ? 1 : 0;

@@ -97,9 +97,14 @@ static void test_good_file(void **state)
     "\tnbd_threads = 64\n"
     "origin_connections = 1\n"
     "writeback_interval_ms = 250\n"
-    "dirty_high_percent = 100\n";
+    "dirty_high_percent = 100\n"
+    "metrics_path = /var/lib/node_exporter/textfile_collector/fcache.prom\n"
+    "metrics_interval = 300\n";
 
   assert_int_equal(load_text(&t, text), 0);
+  assert_string_equal(t.cfg.metrics_path,
+                      "/var/lib/node_exporter/textfile_collector/fcache.prom");
+  assert_int_equal(t.cfg.metrics_interval, 300);
   assert_string_equal(t.cfg.control_socket, "/run/x/agent.sock");
   assert_string_equal(t.cfg.control_group, "fcache admins=ops");
   assert_string_equal(t.cfg.export_group, "libvirt-qemu");
@@ -219,6 +224,19 @@ static void test_value_errors(void **state)
                "allowed");
   expect_error("[agent]\nmigration_tls_dir = pki\n", EINVAL, 2,
                "migration_tls_dir", "not an absolute path");
+  /* node-exporter reads only *.prom: another name would never be read. */
+  expect_error("[agent]\nmetrics_path = /var/lib/ne/fcache.txt\n", EINVAL, 2,
+               "metrics_path", "does not end in a file name with '.prom'");
+  expect_error("[agent]\nmetrics_path = /var/lib/ne/.prom\n", EINVAL, 2,
+               "metrics_path", "'.prom'");
+  expect_error("[agent]\nmetrics_path = /var/lib/ne/../fcache.prom\n", EINVAL, 2,
+               "metrics_path", "'.' or '..' component");
+  expect_error("[agent]\nmetrics_path = ne/fcache.prom\n", EINVAL, 2,
+               "metrics_path", "not an absolute path");
+  expect_error("[agent]\nmetrics_interval = 0\n", EINVAL, 2,
+               "metrics_interval", "from 1 to 300");
+  expect_error("[agent]\nmetrics_interval = 301\n", EINVAL, 2,
+               "metrics_interval", "from 1 to 300");
 }
 
 static void test_least_privilege_keys(void **state)
@@ -393,7 +411,7 @@ static void test_sample_matches_defaults(void **state)
   if (load_text(&t, text) != 0)
     fail_msg("sample: %s", t.err);
   free(text);
-  assert_int_equal(keys, 38);   /* every key of struct fc_config */
+  assert_int_equal(keys, 40);   /* every key of struct fc_config */
   fc_config_defaults(&d);
   assert_memory_equal(&t.cfg, &d, sizeof d);
 }

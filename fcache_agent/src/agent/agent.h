@@ -17,6 +17,7 @@
 #include "engine/engine.h"
 #include "engine/volume.h"
 
+struct fc_metrics;
 struct fc_migration;
 struct fc_migr_listener;
 struct fc_xfer_tls;
@@ -52,6 +53,9 @@ struct fc_agent {
   struct fc_migr_listener *listener;
   struct fc_xfer_tls *tls;          /* the streams' TLS setup (NULL: none) */
   struct fc_migr_totals migr_totals;
+  /* The metrics sampler (owned by control/metrics.c), for the control
+   * operations; NULL until started. */
+  struct fc_metrics *metrics;
 };
 
 /* Open the cache with engine ops (fc_engine_find), recover its metadata,

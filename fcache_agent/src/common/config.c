@@ -92,7 +92,7 @@ enum key_index {
   KEY_RWS_PREDICTOR, KEY_RWS_TRACKER, KEY_EXPORT_CLIENTS, KEY_ORIGIN_RETRY_MS,
   KEY_ORIGIN_BLOCK_DEVICES, KEY_ORIGIN_RBD_DIRS, KEY_ORIGIN_RBD_MS_MODE,
   KEY_ORIGIN_STALL_TIMEOUT_S, KEY_EXPORT_SEND_TIMEOUT_S,
-  KEY_CONTROL_IDLE_TIMEOUT_S, N_KEYS
+  KEY_CONTROL_IDLE_TIMEOUT_S, KEY_METRICS_PATH, KEY_METRICS_INTERVAL, N_KEYS
 };
 
 static const struct key_desc keys[N_KEYS] = {
@@ -142,6 +142,10 @@ static const struct key_desc keys[N_KEYS] = {
   [KEY_ORIGIN_STALL_TIMEOUT_S] = UINT_KEY(origin_stall_timeout_s, 2, 3600),
   [KEY_EXPORT_SEND_TIMEOUT_S] = UINT_KEY(export_send_timeout_s, 1, 3600),
   [KEY_CONTROL_IDLE_TIMEOUT_S] = UINT_KEY(control_idle_timeout_s, 1, 3600),
+  [KEY_METRICS_PATH] = STR_KEY(metrics_path, K_OPT_PATH),
+  /* Up to 5 minutes: the shortest hit-ratio window is 5 minutes, and a
+   * scrape of a file older than that says little. */
+  [KEY_METRICS_INTERVAL] = UINT_KEY(metrics_interval, 1, 300),
 };
 
 struct parser {
@@ -192,6 +196,7 @@ void fc_config_defaults(struct fc_config *cfg)
   cfg->origin_stall_timeout_s = 30;
   cfg->export_send_timeout_s = 30;
   cfg->control_idle_timeout_s = 30;
+  cfg->metrics_interval = 15;
 }
 
 __attribute__((format(printf, 4, 5)))
@@ -529,6 +534,24 @@ static int check_config(struct parser *p)
                 "root only); set control_group to a group every admin is "
                 "in as well (it may be the same group)",
                 cfg->control_admin_group);
+
+  /* node-exporter's textfile collector reads only *.prom files; a path
+   * that would not mean what it says once resolved is refused as for
+   * origins. */
+  if (cfg->metrics_path[0]) {
+    size_t n = strlen(cfg->metrics_path);
+
+    if (n < 6 || strcmp(cfg->metrics_path + n - 5, ".prom") != 0 ||
+        cfg->metrics_path[n - 6] == '/')
+      return fail(p, p->set_line[KEY_METRICS_PATH], "metrics_path",
+                  "'%s' does not end in a file name with '.prom', the only "
+                  "files node-exporter's textfile collector reads",
+                  cfg->metrics_path);
+    if (fc_path_has_dot_component(cfg->metrics_path))
+      return fail(p, p->set_line[KEY_METRICS_PATH], "metrics_path",
+                  "'%s' has a '.' or '..' component; give the path itself",
+                  cfg->metrics_path);
+  }
 
   /* The default cache file lives in state_dir, whatever the file says. */
   if (p->set_line[KEY_CACHE_PATH] == 0) {

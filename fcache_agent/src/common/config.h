@@ -93,6 +93,11 @@ struct fc_config {
   unsigned origin_stall_timeout_s;
   unsigned export_send_timeout_s;
   unsigned control_idle_timeout_s;
+  /* Metrics (control/metrics.h): the Prometheus text file written for
+   * node-exporter's textfile collector ("" = none; else an absolute path
+   * ending in ".prom"), and seconds between samples (default 15). */
+  char metrics_path[FC_PATH_MAX];
+  unsigned metrics_interval;
 };
 
 void fc_config_defaults(struct fc_config *cfg);

@@ -369,5 +369,8 @@ const struct fc_control_op fc_agent_control_ops[] = {
   { "migration-abort", fc_op_migration_abort, FC_CONTROL_ADMIN, NULL },
   { "migration-status", fc_op_migration_status, FC_CONTROL_READ, fc_redact_export_names },
   { "migration-settle", fc_op_migration_settle, FC_CONTROL_ADMIN, NULL },
+  /* Volume ids and figures only, no export names: nothing to redact. */
+  { "metrics", fc_op_metrics, FC_CONTROL_READ, NULL },
+  { "volume-stats-reset", fc_op_volume_stats_reset, FC_CONTROL_ADMIN, NULL },
   { NULL, NULL, FC_CONTROL_ADMIN, NULL },
 };

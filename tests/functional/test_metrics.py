@@ -1,0 +1,208 @@
+"""The agent's metrics (doc/admin/monitoring.rst) from the real agent.
+
+Real I/O through nbdkit and libnbd, every read checked against the
+oracle; the figures are read with prometheus_client's parser, the one
+Prometheus' own Python tooling uses, from the ``metrics`` control
+operation and from the textfile node-exporter would read:
+
+* a known set of blocks read twice counts exactly one miss then one hit
+  per block, in the counters and in every hit-ratio window;
+* the textfile is replaced whole (a new inode each time, never a partial
+  file) and always parses;
+* ``volume-stats-reset`` zeroes one volume's counters (not another's)
+  and says when, and ``all`` zeroes the host's too.
+"""
+
+import math
+import os
+import stat
+import time
+
+from prometheus_client import parser
+import pytest
+
+from nova_ext import exception
+
+from . import harness
+from . import oracle as om
+
+MiB = 1 << 20
+BS = 4096
+BLOCKS = 64
+
+
+def parse(text):
+    """{(sample name, ((label, value), ...)): value}, and the families."""
+    families = list(parser.text_string_to_metric_families(text))
+    samples = {}
+    for fam in families:
+        for s in fam.samples:
+            key = (s.name, tuple(sorted(s.labels.items())))
+            assert key not in samples, key
+            samples[key] = s.value
+    return samples, families
+
+
+def value(samples, name, **labels):
+    return samples[(name, tuple(sorted(labels.items())))]
+
+
+@pytest.fixture
+def setup(make_agent, make_origin, workdir):
+    prom = os.path.join(workdir, 'textfile', 'fcache.prom')
+    os.makedirs(os.path.dirname(prom))
+    agent = make_agent(metrics_path=prom, metrics_interval=1).start()
+    origin = make_origin(8 * MiB)
+    return agent, origin, prom
+
+
+def attach(agent, volume_id, origin):
+    res = agent.client().call('volume-attach', volume_id=volume_id,
+                              origin=origin.server.uri, cache_size=4 * MiB,
+                              write_policy='write_through', admission='all')
+    return om.connect(res['export_uri'], name=volume_id)
+
+
+def read_twice(h, orc, offset):
+    for _ in range(2):
+        got = h.pread(BLOCKS * BS, offset)
+        assert orc.check(offset, got) is None
+
+
+def test_known_blocks_read_twice(setup):
+    agent, origin, prom = setup
+    orc = om.Oracle(origin.content)
+    h = attach(agent, 'v1', origin)
+    read_twice(h, orc, MiB)
+    samples, families = parse(agent.client().metrics())
+
+    assert value(samples, 'fcache_volume_cache_misses_total',
+                 volume='v1') == BLOCKS
+    assert value(samples, 'fcache_volume_cache_hits_total',
+                 volume='v1') == BLOCKS
+    assert value(samples, 'fcache_volume_read_bytes_total',
+                 volume='v1') == 2 * BLOCKS * BS
+    assert value(samples, 'fcache_volume_origin_read_bytes_total',
+                 volume='v1') == BLOCKS * BS
+    assert value(samples, 'fcache_volume_dirty_blocks', volume='v1') == 0
+    for window in ('5m', '1h', '1d'):
+        assert value(samples, 'fcache_volume_hit_ratio', volume='v1',
+                     window=window) == 0.5
+        assert value(samples, 'fcache_host_hit_ratio', window=window) == 0.5
+    # The host counts what its volumes count.
+    assert value(samples, 'fcache_host_cache_hits_total') == BLOCKS
+    assert value(samples, 'fcache_host_volumes') == 1
+    assert value(samples, 'fcache_volume_info', volume='v1', engine='ucache',
+                 write_policy='write_through', state='attached') == 1
+    # Conventions: counters end in _total, every family has its HELP.
+    types = {f.name: f.type for f in families}
+    assert types['fcache_volume_cache_hits'] == 'counter'
+    assert types['fcache_volume_hit_ratio'] == 'gauge'
+    assert all(f.documentation for f in families)
+
+    # The textfile catches up within an interval or two.
+    def textfile_counts():
+        with open(prom) as f:
+            s, _ = parse(f.read())
+        # A file written before the attach has no v1 yet.
+        return s.get(('fcache_volume_cache_hits_total', (('volume', 'v1'),)))
+    harness.wait_for(lambda: textfile_counts() == BLOCKS, 10,
+                     'the textfile to show the hits')
+    om.close(h)
+
+
+def test_textfile_is_replaced_whole(setup):
+    agent, origin, prom = setup
+    h = attach(agent, 'v1', origin)
+    harness.wait_for(lambda: os.path.exists(prom), 10, 'the first textfile')
+    assert stat.S_IMODE(os.stat(prom).st_mode) == 0o644
+    inodes = set()
+    deadline = time.monotonic() + 3.5
+    while time.monotonic() < deadline:
+        with open(prom) as f:
+            inodes.add(os.fstat(f.fileno()).st_ino)
+            text = f.read()
+        # Whole, every time: it parses, and its last family is there.
+        assert text.endswith('\n'), text[-200:]
+        samples, _ = parse(text)
+        if ('fcache_volume_cache_size_bytes', (('volume', 'v1'),)) in samples:
+            assert value(samples, 'fcache_volume_move_running',
+                         volume='v1') == 0
+        time.sleep(0.01)
+    # Every interval a new file was renamed over the old one, not the
+    # old one rewritten in place.
+    assert len(inodes) >= 3, inodes
+    # Nothing else in the collector's directory but the file and, for a
+    # moment, its temporary (which the collector skips: not *.prom).
+    assert set(os.listdir(os.path.dirname(prom))) <= {
+        'fcache.prom', 'fcache.prom.tmp'}
+    om.close(h)
+
+
+def test_reset_zeroes_counters(setup, make_origin):
+    agent, origin, prom = setup
+    orc = om.Oracle(origin.content)
+    h = attach(agent, 'v1', origin)
+    origin2 = make_origin(4 * MiB)
+    orc2 = om.Oracle(origin2.content)
+    h2 = attach(agent, 'v2', origin2)
+    read_twice(h, orc, 0)
+    read_twice(h2, orc2, 0)
+    client = agent.client()
+    before = time.time()
+    res = client.reset_stats('v1')
+    assert res['volume_id'] == 'v1'
+    assert before - 1 <= res['reset_time'] <= time.time() + 1
+    samples, _ = parse(client.metrics())
+    for name in ('fcache_volume_cache_hits_total',
+                 'fcache_volume_cache_misses_total',
+                 'fcache_volume_read_bytes_total',
+                 'fcache_volume_read_requests_total'):
+        assert value(samples, name, volume='v1') == 0, name
+    assert value(samples, 'fcache_volume_stats_reset_timestamp_seconds',
+                 volume='v1') == pytest.approx(res['reset_time'], abs=1e-3)
+    assert math.isnan(value(samples, 'fcache_volume_hit_ratio', volume='v1',
+                            window='5m'))
+    # Only v1: v2 keeps its figures, and the host's totals keep what v1
+    # did before its reset.
+    assert value(samples, 'fcache_volume_cache_hits_total',
+                 volume='v2') == BLOCKS
+    assert value(samples, 'fcache_volume_hit_ratio', volume='v2',
+                 window='5m') == 0.5
+    assert value(samples, 'fcache_host_cache_hits_total') == 2 * BLOCKS
+
+    # Counting starts again from zero: the same blocks, all hits now.
+    read_twice(h, orc, 0)
+    samples, _ = parse(client.metrics())
+    assert value(samples, 'fcache_volume_cache_hits_total',
+                 volume='v1') == 2 * BLOCKS
+    assert value(samples, 'fcache_volume_cache_misses_total',
+                 volume='v1') == 0
+    assert value(samples, 'fcache_volume_hit_ratio', volume='v1',
+                 window='1h') == 1.0
+
+    res = client.reset_stats()
+    assert res['reset'] == 'all'
+    samples, _ = parse(client.metrics())
+    assert value(samples, 'fcache_host_cache_hits_total') == 0
+    for vol in ('v1', 'v2'):
+        assert value(samples, 'fcache_volume_cache_hits_total',
+                     volume=vol) == 0
+    assert value(samples, 'fcache_host_stats_reset_timestamp_seconds') == \
+        pytest.approx(res['reset_time'], abs=1e-3)
+
+    with pytest.raises(exception.AgentError) as e:
+        client.reset_stats('nope')
+    assert e.value.errno == 2 and 'not attached' in str(e.value)
+    # Neither a volume nor all: refused.
+    with pytest.raises(exception.AgentError) as e:
+        client.call('volume-stats-reset')
+    assert e.value.errno == 22
+    om.close(h)
+    om.close(h2)
+
+
+def test_bad_metrics_path_is_refused(make_agent, workdir):
+    agent = make_agent(metrics_path=os.path.join(workdir, 'fcache.txt'))
+    rc, log = agent.start_expect_failure()
+    assert rc != 0 and 'metrics_path' in log and '.prom' in log, log
