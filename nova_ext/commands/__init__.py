@@ -21,6 +21,7 @@ add a group (``migrate``), write its module and list it in
 from nova_ext.commands import agent_status
 from nova_ext.commands import allocation
 from nova_ext.commands import evacuate
+from nova_ext.commands import metrics
 from nova_ext.commands import migrate
 from nova_ext.commands import storage_move
 from nova_ext.commands import volume
@@ -32,4 +33,5 @@ COMMAND_MODULES = (
     storage_move,
     migrate,
     evacuate,
+    metrics,
 )

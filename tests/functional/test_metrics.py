@@ -25,6 +25,7 @@ from nova_ext import exception
 
 from . import harness
 from . import oracle as om
+from . import test_cli as cli
 
 MiB = 1 << 20
 BS = 4096
@@ -206,3 +207,26 @@ def test_bad_metrics_path_is_refused(make_agent, workdir):
     agent = make_agent(metrics_path=os.path.join(workdir, 'fcache.txt'))
     rc, log = agent.start_expect_failure()
     assert rc != 0 and 'metrics_path' in log and '.prom' in log, log
+
+
+def test_cli(setup):
+    agent, origin, prom = setup
+    orc = om.Oracle(origin.content)
+    h = attach(agent, 'v1', origin)
+    read_twice(h, orc, 2 * MiB)
+    sock = ['--socket', agent.control_socket]
+    rc, out, err = cli.run(['metrics'] + sock)
+    assert rc == 0 and err == '', err
+    samples, _ = parse(out)
+    assert value(samples, 'fcache_volume_cache_hits_total',
+                 volume='v1') == BLOCKS
+    res = cli.ok_json(['volume-stats-reset', 'v1', '--json'] + sock)
+    assert res['volume_id'] == 'v1'
+    samples, _ = parse(cli.ok_json(['metrics', '--json'] + sock)['text'])
+    assert value(samples, 'fcache_volume_cache_hits_total', volume='v1') == 0
+    rc, out, err = cli.run(['volume-stats-reset', '--all'] + sock)
+    assert rc == 0 and 'reset' in out and 'all' in out, (out, err)
+    # A volume or --all, never neither: usage error, nothing reset.
+    cli.fails(['volume-stats-reset'] + sock, 2, 'volume-stats-reset')
+    cli.fails(['volume-stats-reset', 'nope'] + sock, 1, 'not attached')
+    om.close(h)
