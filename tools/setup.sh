@@ -29,6 +29,10 @@ APT_PACKAGES+=(shellcheck bats graphviz systemd man-db)
 # an md raid1 origin, built inside UML (tests/functional/test_uml_origins.py).
 APT_PACKAGES_BARE=(ceph-mon ceph-osd ceph-common librbd-dev librados-dev
   python3-rbd python3-rados mdadm)
+# promtool, which checks and unit-tests the alert rules in etc/prometheus
+# (tests/functional/test_metrics.py); Debian ships it with the server,
+# whose service the tests never use.
+APT_PACKAGES_BARE+=(prometheus)
 
 missing_of() {
   local p

@@ -13,13 +13,17 @@ operation and from the textfile node-exporter would read:
   and says when, and ``all`` zeroes the host's too.
 """
 
+import json
 import math
 import os
+import re
 import stat
+import subprocess
 import time
 
 from prometheus_client import parser
 import pytest
+import yaml
 
 from nova_ext import exception
 
@@ -229,4 +233,59 @@ def test_cli(setup):
     # A volume or --all, never neither: usage error, nothing reset.
     cli.fails(['volume-stats-reset'] + sock, 2, 'volume-stats-reset')
     cli.fails(['volume-stats-reset', 'nope'] + sock, 1, 'not attached')
+    om.close(h)
+
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))))
+RULES = os.path.join(REPO, 'etc', 'prometheus', 'fcache-alerts.yml')
+DASHBOARD = os.path.join(REPO, 'etc', 'grafana', 'fcache-dashboard.json')
+METRIC = re.compile(r'\bfcache_[a-z0-9_]+')
+
+
+def dashboard_queries(dash):
+    for panel in dash['panels']:
+        for target in panel['targets']:
+            yield target['expr']
+    for var in dash['templating']['list']:
+        if var['type'] == 'query':
+            yield var['definition']
+
+
+def test_rules_and_dashboard_use_what_the_agent_exports(setup):
+    agent, origin, prom = setup
+    h = attach(agent, 'v1', origin)
+    samples, families = parse(agent.client().metrics())
+    # A name PromQL may use: a sample's (cache_hits_total) or a gauge
+    # family's.
+    exported = {name for name, _ in samples}
+
+    with open(RULES) as f:
+        rules = yaml.safe_load(f)
+    groups = {g['name']: g['rules'] for g in rules['groups']}
+    assert set(groups) == {'fcache-agent', 'fcache-cache',
+                           'fcache-migrations'}
+    alerts = {r['alert']: r for g in groups.values() for r in g}
+    assert {'FcacheAgentMetricsStale', 'FcacheHitRatioCollapsed',
+            'FcacheDirtyBacklogGrowing',
+            'FcacheLiveMigrationFailed'} <= set(alerts)
+    used = set()
+    for name, rule in alerts.items():
+        assert rule['labels']['severity'] in ('warning', 'critical'), name
+        assert rule['annotations']['summary'], name
+        used |= set(METRIC.findall(rule['expr']))
+    with open(DASHBOARD) as f:
+        dash = json.load(f)
+    ids = [p['id'] for p in dash['panels']]
+    assert len(ids) == len(set(ids))
+    for query in dashboard_queries(dash):
+        used |= set(METRIC.findall(query))
+    assert used, 'no fcache metric named'
+    assert used <= exported, sorted(used - exported)
+    # The rules are valid PromQL: Prometheus' own checker says so.
+    r = subprocess.run(['promtool', 'check', 'rules', RULES],
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                       universal_newlines=True, timeout=60)
+    assert r.returncode == 0, r.stdout
+    assert 'SUCCESS: %d rules found' % len(alerts) in r.stdout, r.stdout
     om.close(h)
