@@ -240,6 +240,8 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
 RULES = os.path.join(REPO, 'etc', 'prometheus', 'fcache-alerts.yml')
 DASHBOARD = os.path.join(REPO, 'etc', 'grafana', 'fcache-dashboard.json')
+RULE_TESTS = os.path.join(REPO, 'tests', 'prometheus',
+                          'fcache-alerts-test.yml')
 METRIC = re.compile(r'\bfcache_[a-z0-9_]+')
 
 
@@ -288,4 +290,10 @@ def test_rules_and_dashboard_use_what_the_agent_exports(setup):
                        universal_newlines=True, timeout=60)
     assert r.returncode == 0, r.stdout
     assert 'SUCCESS: %d rules found' % len(alerts) in r.stdout, r.stdout
+    # And each fires on the series it is for, and only on them
+    # (tests/prometheus/fcache-alerts-test.yml).
+    r = subprocess.run(['promtool', 'test', 'rules', RULE_TESTS],
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                       universal_newlines=True, timeout=60)
+    assert r.returncode == 0 and 'SUCCESS' in r.stdout, r.stdout
     om.close(h)
