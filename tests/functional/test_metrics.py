@@ -26,6 +26,7 @@ import pytest
 import yaml
 
 from nova_ext import exception
+from nova_ext import migration
 
 from . import harness
 from . import oracle as om
@@ -297,3 +298,49 @@ def test_rules_and_dashboard_use_what_the_agent_exports(setup):
                        universal_newlines=True, timeout=60)
     assert r.returncode == 0 and 'SUCCESS' in r.stdout, r.stdout
     om.close(h)
+
+
+def test_migrations_counted_once_each(make_agent, make_origin):
+    """A completed migration on both ends, then an aborted one."""
+    src = make_agent(name='src', metrics_interval=1).start()
+    dst = make_agent(name='dst', metrics_interval=1).start()
+    origin = make_origin(8 * MiB)
+    orc = om.Oracle(origin.content)
+    h = attach(src, 'vol1', origin)
+    read_twice(h, orc, 0)
+    om.close(h)
+    cached = src.show('vol1')['cached_blocks']
+    assert cached == BLOCKS
+    res = migration.migrate(src.client(), dst.client(), 'vol1', 'hybrid')
+    assert res['state'] == 'completed', res
+
+    def counts(agent, role):
+        s, _ = parse(agent.client().metrics())
+        return {o: value(s, 'fcache_migrations_total', role=role, outcome=o)
+                for o in ('completed', 'failed', 'aborted')}, s
+    c, s = counts(src, 'source')
+    assert c == {'completed': 1, 'failed': 0, 'aborted': 0}, c
+    assert value(s, 'fcache_migration_bytes_total',
+                 role='source') == res['bytes_transferred'] == cached * BS
+    assert 0 < value(s, 'fcache_migration_last_duration_seconds',
+                     role='source') <= res['duration_s'] + 1
+    assert value(s, 'fcache_migrations_in_progress', role='source') == 0
+    # The destination completes once the source has its COMPLETE.
+    harness.wait_for(lambda: counts(dst, 'destination')[0]['completed'] == 1,
+                     10, 'the destination to count its migration')
+    c, s = counts(dst, 'destination')
+    assert c == {'completed': 1, 'failed': 0, 'aborted': 0}, c
+    # A second look counts nothing again.
+    assert counts(src, 'source')[0]['completed'] == 1
+
+    # Back the other way, aborted before the switchover: the new source
+    # (dst) counts an abort, the completed count stays.
+    p = migration.prepare(dst.client(), src.client(), 'vol1', 'hybrid')
+    assert dst.client().call('migration-status', migration_id=p[
+        'migration_id'])['state'] == 'prepared'
+    migration.abort(dst.client(), src.client(), p['migration_id'])
+    c, _ = counts(dst, 'source')
+    assert c == {'completed': 0, 'failed': 0, 'aborted': 1}, c
+    c, _ = counts(src, 'destination')
+    assert c == {'completed': 0, 'failed': 0, 'aborted': 1}, c
+    assert counts(src, 'source')[0]['completed'] == 1
