@@ -65,6 +65,11 @@ LOG = logging.getLogger(__name__)
 CONF = cfg.CONF
 
 
+def _volume_base(instance, volume_id):
+    """What every fcache.volume.* and fcache.storage_move.* payload says."""
+    return {'instance_uuid': instance.uuid, 'volume_id': volume_id}
+
+
 class EvacuationRefused(nova_exception.NovaException):
     # A NovaException: its message, not only its class name, is what Nova
     # records as the instance's fault for the operator.
@@ -89,6 +94,8 @@ class FcacheLibvirtDriver(incoming.IncomingMixin, outgoing.OutgoingMixin,
         # (destroy): their write_back blocks here are stale.
         self._fcache_evacuated = set()
         self._fcache_notifier = notifications.MigrationNotifier(
+            rpc.get_versioned_notifier, self._fcache_hostname)
+        self._fcache_volume_notifier = notifications.VolumeNotifier(
             rpc.get_versioned_notifier, self._fcache_hostname)
 
     # -- agents -----------------------------------------------------------
@@ -159,7 +166,13 @@ class FcacheLibvirtDriver(incoming.IncomingMixin, outgoing.OutgoingMixin,
                     admission=pol['admission'], rws_n=pol['rws_n'],
                     staging=pol['staging'])['export_uri']
                 data.pop(policy.MIGRATION_KEY, None)
-        except Exception:
+                self._fcache_volume_notifier.attach(
+                    context, _volume_base(instance, volume_id), pol)
+        except Exception as exc:
+            if arriving is None:
+                # A migration's own failures are fcache.migration.error.
+                self._fcache_volume_notifier.error(
+                    context, _volume_base(instance, volume_id), 'attach', exc)
             with excutils.save_and_reraise_exception():
                 LOG.exception("fcache could not attach volume %s; "
                               "disconnecting it", volume_id,
@@ -412,7 +425,8 @@ class FcacheLibvirtDriver(incoming.IncomingMixin, outgoing.OutgoingMixin,
             return False
         return len(evacuations) > 0
 
-    def _fcache_discard_stale(self, connection_info, instance, volume_id):
+    def _fcache_discard_stale(self, context, connection_info, instance,
+                              volume_id):
         """Detach a volume of a server evacuated away, dropping dirt.
 
         True when done (or nothing to do), False when the volume must be
@@ -444,6 +458,9 @@ class FcacheLibvirtDriver(incoming.IncomingMixin, outgoing.OutgoingMixin,
                       volume_id, instance=instance)
             return True
         dropped = result.get('dirty_blocks_dropped') or 0
+        self._fcache_volume_notifier.detach(
+            context, _volume_base(instance, volume_id),
+            dirty_blocks_dropped=dropped, reason='evacuated')
         if dropped:
             LOG.error("fcache dropped %d dirty blocks of write_back volume %s "
                       "without writing them back: this server was evacuated "
@@ -544,17 +561,20 @@ class FcacheLibvirtDriver(incoming.IncomingMixin, outgoing.OutgoingMixin,
             self._fcache_abort_local(context, instance, prepared, None)
             return
         if (instance.uuid in self._fcache_evacuated and
-                self._fcache_discard_stale(connection_info, instance,
+                self._fcache_discard_stale(context, connection_info, instance,
                                            volume_id)):
             return
+        base = _volume_base(instance, volume_id)
         try:
             LOG.debug("Detaching volume %s from the fcache agent", volume_id,
                       instance=instance)
             self._local_agent().detach_volume(volume_id)
+            self._fcache_volume_notifier.detach(context, base)
         except exception.AgentError as exc:
             if exc.errno == errno.ENOENT:
                 # Released by a migration, or never attached: nothing to do.
                 return
+            self._fcache_volume_notifier.error(context, base, 'detach', exc)
             if self._fcache_kept_write_back(connection_info, volume_id):
                 # The agent kept dirty blocks it could not write back (the
                 # origin unreachable) or a migration owns the volume.  A

@@ -40,8 +40,9 @@ class SwapMixin(object):
     """``swap_volume`` of the fcache driver.
 
     Needs ``_local_agent()``, ``_fcache_conf``, ``_fcache_origin`` /
-    ``_fcache_forget_origin`` and the os-brick-only
-    ``_fcache_brick_connect`` / ``_fcache_brick_disconnect`` of the driver.
+    ``_fcache_forget_origin``, ``_fcache_volume_notifier`` and the
+    os-brick-only ``_fcache_brick_connect`` / ``_fcache_brick_disconnect``
+    of the driver.
     """
 
     def swap_volume(self, context, old_connection_info,
@@ -65,6 +66,9 @@ class SwapMixin(object):
         old_pol = policy.resolve(old_connection_info, conf)
         new_pol = policy.resolve(new_connection_info, conf)
 
+        base = {'instance_uuid': instance.uuid, 'volume_id': volume_id}
+        new_volume_id = policy.agent_volume_id(new_connection_info)
+        scheme = None
         self._fcache_brick_connect(context, new_connection_info, instance)
         try:
             to = self._fcache_origin(new_connection_info)
@@ -86,8 +90,12 @@ class SwapMixin(object):
                                         ssd_mbps=conf.ssd_mbps,
                                         hdd_mbps=conf.hdd_mbps),
                 engine)
+            self._fcache_volume_notifier.move_start(
+                context, base, scheme, new_volume_id)
             status = self._fcache_move(volume_id, to, scheme, instance)
-        except Exception:
+        except Exception as exc:
+            self._fcache_volume_notifier.move_error(
+                context, base, new_volume_id, scheme, exc)
             with excutils.save_and_reraise_exception():
                 LOG.error("fcache could not move volume %s to the new "
                           "volume; the old one keeps serving the guest",
@@ -110,6 +118,8 @@ class SwapMixin(object):
         self._fcache_brick_disconnect(context, old_connection_info,
                                       instance)
         self._fcache_forget_origin(old_connection_info, instance)
+        self._fcache_volume_notifier.move_end(context, base, new_volume_id,
+                                              status)
         LOG.info("Volume %(volume)s moved by the fcache agent to %(to)s "
                  "with %(scheme)s in %(elapsed)s s; the guest disk is "
                  "still %(export)s",

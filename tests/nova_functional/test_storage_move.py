@@ -100,6 +100,11 @@ class _SwapBase(base_lm._Base):
         return objects.BlockDeviceMapping.get_by_volume_and_instance(
             nova_context.get_admin_context(), volume_id, self.server['id'])
 
+    def _move_events(self, event_type):
+        """The payload data of each fcache.storage_move.* ``event_type``."""
+        return [n['payload']['nova_object.data']
+                for n in self._versioned(event_type)]
+
     def _attach_old(self):
         self._boot_from_volume()
         self._attach_volume(self.server, self.old_vol)
@@ -135,6 +140,16 @@ class FcacheSwapVolumeTest(_SwapBase):
         vol = self.agents['src'].show(self.old_vol)
         self.assertEqual(self.origins['3'].devices['src'], vol['origin'])
         self.assertEqual('done', vol['move']['state'])
+        # Notified: its start, then its end with the agent's figures.
+        start, = self._move_events('fcache.storage_move.start')
+        self.assertEqual((self.old_vol, self.new_vol, 'lr', 'src'), (
+            start['volume_id'], start['new_volume_id'], start['scheme'],
+            start['host']))
+        end, = self._move_events('fcache.storage_move.end')
+        self.assertEqual(('done', 'lr'), (end['state'], end['scheme']))
+        self.assertEqual(vol['move']['bytes_copied'], end['bytes_copied'])
+        self.assertGreater(end['bytes_copied'], 0)
+        self.assertEqual([], self._move_events('fcache.storage_move.error'))
         # The guest still reads what it wrote, now from the new volume.
         self._guest_io(export, 'read -P %d 0 %d' % (PATTERN, MiB),
                        'write -P %d %d %d' % (PATTERN, MiB, MiB))
@@ -170,6 +185,11 @@ class FcacheSwapVolumeTest(_SwapBase):
         vol = self.agents['src'].show(self.old_vol)
         self.assertEqual(self.origins['2'].devices['src'], vol['origin'])
         self._guest_io(export, 'read -P %d 0 %d' % (PATTERN, MiB))
+        error, = self._move_events('fcache.storage_move.error')
+        self.assertEqual((self.old_vol, self.new_vol), (
+            error['volume_id'], error['new_volume_id']))
+        self.assertTrue(error['error'])
+        self.assertEqual([], self._move_events('fcache.storage_move.end'))
 
 
 class FcacheSwapTimeoutTest(_SwapBase):

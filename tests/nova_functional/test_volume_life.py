@@ -83,6 +83,11 @@ class _DetachBase(lm._Base):
         with open(self.origin.path, 'rb') as f:
             return f.read(MiB)
 
+    def _volume_events(self, event_type):
+        """The payload data of each fcache.volume.* ``event_type``."""
+        return [n['payload']['nova_object.data']
+                for n in self._versioned(event_type)]
+
 
 class WriteBackDetachTest(_DetachBase):
     specs = lm._specs('firepan', write_policy='write_back')
@@ -99,6 +104,14 @@ class WriteBackDetachTest(_DetachBase):
         self.assertRaises(api_client.OpenStackApiException, self._detach)
         # Nova kept the attachment; the agent kept every dirty block.
         self.assertTrue(self._still_attached())
+        # The attach was notified, and the refused detach as an error.
+        attach, = self._volume_events('fcache.volume.attach')
+        self.assertEqual('write_back', attach['write_policy'])
+        self.assertEqual('src', attach['host'])
+        self.assertEqual(self.server['id'], attach['instance_uuid'])
+        error, = self._volume_events('fcache.volume.error')
+        self.assertEqual('detach', error['phase'])
+        self.assertEqual([], self._volume_events('fcache.volume.detach'))
         shown = self.agents['src'].show(lm.VOLUME)
         self.assertGreater(shown['dirty_blocks'], 0)
         self.assertNotEqual(bytes([PATTERN]) * MiB, self._origin_head())
@@ -112,6 +125,10 @@ class WriteBackDetachTest(_DetachBase):
         self.assertEqual(
             [], self._client('src').list_volumes()['volumes'])
         self.assertEqual(bytes([PATTERN]) * MiB, self._origin_head())
+        detach, = self._volume_events('fcache.volume.detach')
+        self.assertEqual((lm.VOLUME, False, 0, 'detach'), (
+            detach['volume_id'], detach['discarded'],
+            detach['dirty_blocks_dropped'], detach['reason']))
 
 
 class WriteThroughDetachTest(_DetachBase):
@@ -232,6 +249,12 @@ class WriteBackEvacuateTest(_DetachBase):
         self.assertIn('fcache dropped %d dirty blocks of write_back volume '
                       '%s without writing them back' % (dirty, lm.VOLUME),
                       self.stdlog.logger.output)
+        # Notified as a detach that dropped them, from the returning host.
+        dropped = [d for d in self._volume_events('fcache.volume.detach')
+                   if d['host'] == 'src']
+        self.assertEqual([(True, dirty, 'evacuated')], [
+            (d['discarded'], d['dirty_blocks_dropped'], d['reason'])
+            for d in dropped])
         time.sleep(0.5)
         self.assertEqual(newer, self._origin_head())
         # The server lives on, on its new host, with its volume.
