@@ -8,7 +8,9 @@ the Nova API, and hands the picture to
 notified (``fcache.balancer.decision``), then, unless ``dry_run``, carried
 out with ``os-migrateLive`` to the chosen host: Nova's live migration
 runs as for any operator's request, and the volume type's
-``fcache:strategy`` moves the cache.
+``fcache:strategy`` moves the cache.  The move is notified when Nova
+accepts it (``fcache.balancer.move.start``) and when a later observation
+sees the VM on its destination (``fcache.balancer.move.end``).
 
 Nothing stops the balancer but a signal: an agent that does not answer
 leaves its host out of that observation; a Nova API error, a migration
@@ -45,6 +47,8 @@ LOG = logging.getLogger(__name__)
 
 DECISION = 'fcache.balancer.decision'
 ERROR = 'fcache.balancer.error'
+MOVE_START = 'fcache.balancer.move.start'
+MOVE_END = 'fcache.balancer.move.end'
 PUBLISHER_ID = 'fcache.balancer'
 DEFAULT_INTERVAL_S = 60.0
 
@@ -60,6 +64,12 @@ class BalancerNotifier(object):
 
     def error(self, data):
         self._emit('error', ERROR, data)
+
+    def move_start(self, data):
+        self._emit('info', MOVE_START, data)
+
+    def move_end(self, data):
+        self._emit('info', MOVE_END, data)
 
     def _emit(self, priority, event_type, data):
         if self._notifier is None:
@@ -102,6 +112,7 @@ class BalancerLoop(object):
         self.window = 0
         self.window_s = None
         self.pending = {}        # server id -> Decision in flight
+        self.started_at = {}     # server id -> time.monotonic() it started
 
     def _error(self, obs, message, **data):
         LOG.error('%s', message)
@@ -116,13 +127,23 @@ class BalancerLoop(object):
             server = by_id.get(sid)
             if server is None:
                 del self.pending[sid]       # deleted meanwhile
+                self.started_at.pop(sid, None)
                 continue
             if server.migrating:
                 continue
             del self.pending[sid]
+            began = self.started_at.pop(sid, None)
             if server.host == dec.destination:
                 LOG.info('server %s is now on %s', sid, dec.destination)
                 obs.completed.append((sid, dec.destination))
+                # Seen by an observation: the duration is an upper bound,
+                # within one observation interval.
+                self.notifier.move_end({
+                    'vm': sid, 'source': dec.source,
+                    'destination': dec.destination, 'window': obs.window,
+                    'decided_window': dec.window,
+                    'duration_s': (None if began is None else
+                                   round(time.monotonic() - began, 3))})
                 continue
             status = None
             try:
@@ -187,6 +208,11 @@ class BalancerLoop(object):
                 continue
             obs.started.append(dec.vm.id)
             self.pending[dec.vm.id] = dec
+            self.started_at[dec.vm.id] = time.monotonic()
+            self.notifier.move_start({
+                'vm': dec.vm.id, 'source': dec.source,
+                'destination': dec.destination, 'window': obs.window,
+                'demand_bytes': dec.vm.demand_bytes})
         return obs
 
     def interval(self):

@@ -13,6 +13,9 @@ It reads the hosts' caches from the balancer's configuration file
 the OpenStack client's way (``--os-cloud`` / ``$OS_CLOUD`` in clouds.yaml,
 or the ``OS_*`` variables), else from that file's ``[nova]``
 (:mod:`nova_ext.balancer.credentials`).  ``--socket`` is not used.
+With ``[oslo_messaging_notifications] driver`` set in that file, the
+evacuation is notified: ``fcache.evacuation.start`` (the plan), one
+``fcache.evacuation.step`` per VM as it ends, ``fcache.evacuation.end``.
 """
 
 import os
@@ -31,6 +34,7 @@ from nova_ext.balancer import sources
 from nova_ext.commands import output
 from nova_ext.commands import progress
 from nova_ext import exception
+from nova_ext import notifications
 
 # The steps' columns without --long: a row in 120 characters (a VM id is
 # 36).  With --long the volumes, the host it is on and the message follow.
@@ -134,6 +138,23 @@ class EvacuationProgress(object):
                             self.total, detail, record=record)
 
 
+def make_notifier(conf):
+    """fcache.evacuation.* through ``[oslo_messaging_notifications]``.
+
+    A notifier with no driver configured sends nothing (and opens no
+    connection).
+    """
+    # Imported here: oslo.messaging pulls in eventlet, whose deprecation
+    # warning every other fcache command would print on stderr.
+    import oslo_messaging
+
+    transport = oslo_messaging.get_notification_transport(conf)
+    notifier = oslo_messaging.Notifier(transport,
+                                       publisher_id='fcache.evacuate')
+    return notifications.EvacuationNotifier(
+        notifier if notifier.is_enabled() else None)
+
+
 def connect(conf, credentials=None):
     """The Nova view and the host-load source.
 
@@ -184,10 +205,17 @@ def run(client, args):
         return result
     began = time.monotonic()
     display = progress.Progress(sys.stderr, as_json=args.json, unit='VMs')
+    notifier = make_notifier(conf)
+    evac_progress = EvacuationProgress(display, len(plan.steps))
+
+    def on_event(event, step, results):
+        evac_progress(event, step, results)
+        if event in ('done', 'failed'):
+            notifier.step(step.as_dict())
+    notifier.start(result)
     runner = evacuator.Evacuator(
         nova, plan, poll_interval=group.poll_interval,
-        timeout=group.migration_timeout,
-        on_event=EvacuationProgress(display, len(plan.steps)),
+        timeout=group.migration_timeout, on_event=on_event,
         source_agent=source.agent(args.host))
     try:
         results = runner.run()
@@ -197,6 +225,7 @@ def run(client, args):
     result['duration_s'] = round(time.monotonic() - began, 3)
     result['done'] = sum(1 for r in results if r.state == 'done')
     result['failed'] = sum(1 for r in results if r.state == 'failed')
+    notifier.end(result)
     return result
 
 

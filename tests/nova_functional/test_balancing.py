@@ -70,6 +70,7 @@ from nova_ext.balancer import opts as balancer_opts
 from nova_ext.balancer import service
 from nova_ext.balancer import sources
 from nova_ext import cli
+from nova_ext import notifications
 from nova_ext import opts
 from tests.functional import harness
 from tests.nova_functional import luns
@@ -452,6 +453,15 @@ class BalancerTest(_Base):
         later = [loop.observe() for _ in range(4)]
         self.assertIn((sid, 'h3'), [c for o in later for c in o.completed])
         self.assertEqual([], [d for o in later for d in o.decisions])
+        # The move was notified when Nova took it and once seen done.
+        start, = self.notifications(service.MOVE_START)
+        end, = self.notifications(service.MOVE_END)
+        for note in (start, end):
+            data = note['payload']['nova_object.data']
+            self.assertEqual((sid, 'h1', 'h3'), (
+                data['vm'], data['source'], data['destination']))
+        self.assertGreater(
+            end['payload']['nova_object.data']['duration_s'], 0)
         self.assertEqual([], self.notifications(service.ERROR))
         for guest in self.guests.values():
             guest.stop()
@@ -564,11 +574,36 @@ class EvacuateTest(_Base):
         for name in ('hot', 'warm', 'cold'):
             self.assertEqual('h1', self.host_of(vms[name][0]['id']))
 
+        # The dry run notified nothing; the evacuation notifies through
+        # the test driver.
+        self.assertEqual([], _impl_test.NOTIFICATIONS)
+        transport = oslo_messaging.get_notification_transport(
+            self.bconf, url='fake:/')
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova_ext.commands.evacuate.make_notifier',
+            lambda conf: notifications.EvacuationNotifier(
+                oslo_messaging.Notifier(
+                    transport, publisher_id='fcache.evacuate',
+                    driver='test', topics=['notifications']))))
         status, out, err = self.run_cli(
             ['evacuate', 'h1', '--json', '--max-concurrent', '2',
              '--config-file', conf_path])
         self.assertEqual(0, status, err)
         result = json.loads(out)
+        start, = self.notifications('fcache.evacuation.start')
+        self.assertEqual(
+            sorted(s['vm'] for s in result['steps']),
+            sorted(start['payload']['nova_object.data']['vms']))
+        steps = [n['payload']['nova_object.data']
+                 for n in self.notifications('fcache.evacuation.step')]
+        self.assertEqual({('done', s['vm'], s['destination'])
+                          for s in result['steps']},
+                         {(s['state'], s['vm'], s['destination'])
+                          for s in steps})
+        end, = self.notifications('fcache.evacuation.end')
+        summary = end['payload']['nova_object.data']
+        self.assertEqual((3, 0), (summary['done'], summary['failed']))
+        self.assertEqual('INFO', end['priority'])
         self.assertEqual((3, 0), (result['done'], result['failed']))
         # Progress: JSON lines on stderr, one per start and per end.
         events = [json.loads(line) for line in err.splitlines()]
