@@ -344,3 +344,20 @@ def test_migrations_counted_once_each(make_agent, make_origin):
     c, _ = counts(src, 'destination')
     assert c == {'completed': 0, 'failed': 0, 'aborted': 1}, c
     assert counts(src, 'source')[0]['completed'] == 1
+
+
+def test_monitoring_doc_lists_every_metric(setup):
+    """doc/admin/monitoring.rst names what the agent exports, no more."""
+    agent, origin, prom = setup
+    _, families = parse(agent.client().metrics())
+    # Every family is declared (HELP, TYPE) even without a sample (the
+    # move gauges of an agent whose volumes never moved).
+    exported = {f.name + '_total' if f.type == 'counter' else f.name
+                for f in families}
+    with open(os.path.join(REPO, 'doc', 'admin', 'monitoring.rst')) as f:
+        doc = f.read()
+    section = doc.split('\nMetrics\n=======\n', 1)[1].split(
+        '\nResetting\n', 1)[0]
+    listed = set(re.findall(r'``(fcache_[a-z0-9_]+)``', section))
+    assert exported - listed == set(), 'not documented'
+    assert listed - exported == set(), 'documented, not exported'

@@ -536,6 +536,11 @@ render_host_locked(struct fc_metrics *mt, struct fc_prom *p, uint64_t now_s)
     fc_prom_family(p, name, "counter", counters[k].help);
     fc_prom_u64(p, name, NULL, 0, mt->host_total[k]);
   }
+  fc_prom_family(p, "fcache_host_writeback_bytes_total", "counter",
+                 "Bytes of dirty blocks written back to the origin (ucache); "
+                 "rate() of it is the host's write-back rate.");
+  fc_prom_u64(p, "fcache_host_writeback_bytes_total", NULL, 0,
+              mt->host_total[C_WRITEBACKS] * cfg->block_size);
   for (unsigned i = 0; i < mt->nr_vols; i++) {
     dirty += mt->vols[i]->s.dirty_blocks * mt->vols[i]->s.block_size;
     for (unsigned k = 0; k < NW; k++) {
