@@ -361,3 +361,46 @@ def test_monitoring_doc_lists_every_metric(setup):
     listed = set(re.findall(r'``(fcache_[a-z0-9_]+)``', section))
     assert exported - listed == set(), 'not documented'
     assert listed - exported == set(), 'documented, not exported'
+
+
+def test_storage_moves_counted(make_agent, make_origin):
+    """A move done and one aborted, each counted once with its figures."""
+    agent = make_agent(metrics_interval=1).start()
+    a = make_origin(8 * MiB, name='A')
+    b = make_origin(8 * MiB, name='B', filled_fraction=0.3)
+    h = attach(agent, 'v1', a)
+    client = agent.client()
+    client.call('volume-move', volume_id='v1', to=b.server.uri, scheme='lr')
+    harness.wait_for(lambda: client.call(
+        'volume-move-status', volume_id='v1')['state'] == 'done', 30,
+        'the move to end')
+    st = client.call('volume-move-status', volume_id='v1')
+    samples, _ = parse(client.metrics())
+    assert value(samples, 'fcache_storage_moves_total', outcome='done') == 1
+    assert value(samples, 'fcache_storage_moves_total', outcome='failed') == 0
+    assert value(samples, 'fcache_storage_move_bytes_total') == \
+        st['bytes_copied'] == 8 * MiB
+    assert value(samples, 'fcache_volume_move_running', volume='v1') == 0
+    assert value(samples, 'fcache_volume_move_copied_bytes',
+                 volume='v1') == 8 * MiB
+    assert value(samples, 'fcache_volume_move_duration_seconds',
+                 volume='v1') == pytest.approx(st['elapsed_s'])
+    # Seen again by later samples (the file's, the next request's): the
+    # same move is not counted twice.
+    time.sleep(1.5)
+    samples, _ = parse(client.metrics())
+    assert value(samples, 'fcache_storage_moves_total', outcome='done') == 1
+
+    # Back to A, slowly, and aborted while it runs.
+    client.call('volume-move', volume_id='v1', to=a.server.uri, scheme='lr',
+                rate_limit_mbps=1)
+    samples, _ = parse(client.metrics())
+    assert value(samples, 'fcache_volume_move_running', volume='v1') == 1
+    assert client.call('volume-move-abort',
+                       volume_id='v1')['state'] == 'aborted'
+    samples, _ = parse(client.metrics())
+    assert value(samples, 'fcache_storage_moves_total',
+                 outcome='aborted') == 1
+    assert value(samples, 'fcache_storage_moves_total', outcome='done') == 1
+    assert value(samples, 'fcache_volume_move_running', volume='v1') == 0
+    om.close(h)

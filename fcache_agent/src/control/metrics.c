@@ -126,6 +126,7 @@ struct fc_metrics {
     uint64_t ended[2][FC_MIGR_OUTCOMES], bytes[2];
   } migr_base;
   uint64_t moves[NMV];
+  uint64_t move_bytes;                /* copied by the moves counted */
   uint64_t capacity_bytes, used_bytes;
   bool has_host;
   uint64_t samples;
@@ -286,6 +287,7 @@ apply_locked(struct fc_metrics *mt, struct mvol *mv, const struct seen *s, bool 
       !(mv->move_counted && mv->move_copied == s->move_copied &&
         mv->move_elapsed_s == s->move_elapsed_s)) {
     mt->moves[s->move_outcome]++;
+    mt->move_bytes += s->move_copied;
     mv->move_counted = true;
     mv->move_copied = s->move_copied;
     mv->move_elapsed_s = s->move_elapsed_s;
@@ -600,6 +602,9 @@ render_host_locked(struct fc_metrics *mt, struct fc_prom *p, uint64_t now_s)
   for (int o = 0; o < NMV; o++)
     fc_prom_u64(p, "fcache_storage_moves_total", L1("outcome", move_outcome_names[o]),
                 mt->moves[o]);
+  fc_prom_family(p, "fcache_storage_move_bytes_total", "counter",
+                 "Bytes the storage moves counted in fcache_storage_moves_total copied.");
+  fc_prom_u64(p, "fcache_storage_move_bytes_total", NULL, 0, mt->move_bytes);
 }
 
 int
@@ -643,6 +648,7 @@ fc_metrics_reset(struct fc_metrics *mt, const char *volume_id, json_t **result,
   if (!volume_id) {
     memset(mt->host_total, 0, sizeof mt->host_total);
     memset(mt->moves, 0, sizeof mt->moves);
+    mt->move_bytes = 0;
     for (int k = 0; k < 2; k++) {
       for (int o = 0; o < FC_MIGR_OUTCOMES; o++)
         mt->migr_base.ended[k][o] = atomic_load(&t->ended[k][o]);
