@@ -10,6 +10,7 @@
 REPO=$(cd "$BATS_TEST_DIRNAME/../.." && pwd)
 UNIT=$REPO/etc/systemd/fcache-agent.service
 DROPIN=$REPO/etc/systemd/fcache-agent.service.d/dmcache.conf
+METRICS_DROPIN=$REPO/etc/systemd/fcache-agent.service.d/metrics.conf
 AGENT=$REPO/fcache_agent/build/fcache-agent
 # Exposure ceilings (systemd-analyze security, 0 best .. 10 worst).
 UCACHE_MAX=2.0
@@ -41,6 +42,9 @@ unit_file() {
     if [[ "${1:-}" == dmcache ]]; then
         sed -n '/^\[Service\]/,$p' "$DROPIN" >>"$out"
     fi
+    if [[ "${1:-}" == metrics ]]; then
+        sed -n '/^\[Service\]/,$p' "$METRICS_DROPIN" >>"$out"
+    fi
     echo "$out"
 }
 
@@ -70,7 +74,7 @@ unit_value() {
     sed -n "s/^$1=//p" "$UNIT"
 }
 
-@test "systemd-analyze verify: the unit, and the unit with the dmcache drop-in" {
+@test "systemd-analyze verify: the unit, and the unit with each drop-in" {
     MANPATH=$(man_path)
     export MANPATH
     run systemd-analyze verify "$(unit_file)"
@@ -79,6 +83,17 @@ unit_value() {
     run systemd-analyze verify "$(unit_file dmcache)"
     [ "$status" -eq 0 ] || { echo "$output"; false; }
     [ -z "$output" ] || { echo "$output"; false; }
+    run systemd-analyze verify "$(unit_file metrics)"
+    [ "$status" -eq 0 ] || { echo "$output"; false; }
+    [ -z "$output" ] || { echo "$output"; false; }
+}
+
+@test "systemd-analyze security: the metrics drop-in keeps ucache at most $UCACHE_MAX" {
+    f=$(unit_file metrics)
+    score=$(exposure "$f")
+    echo "# systemd-analyze security, ucache with metrics: $score" >&3
+    systemd-analyze security --offline=true \
+        --threshold="$(awk -v m=$UCACHE_MAX 'BEGIN {print m * 10}')" "$f" >/dev/null
 }
 
 @test "systemd-analyze security: ucache exposure at most $UCACHE_MAX" {
@@ -137,7 +152,14 @@ EOF
     if agent_knows origin_prefixes; then
         echo "origin_prefixes = $D/" >>"$D/agent.conf"
     fi
-    groups=$(unit_value SupplementaryGroups)
+    # The metrics drop-in's setup: node-exporter's directory, writable by
+    # a group the agent is in (a GID no group has stands for
+    # fcache-metrics), root's otherwise.
+    mgid=$((uid + 1000))
+    install -d -m 2775 -o root -g "$mgid" "$D/textfile"
+    echo "metrics_path = $D/textfile/fcache.prom" >>"$D/agent.conf"
+    echo "metrics_interval = 1" >>"$D/agent.conf"
+    groups="$(unit_value SupplementaryGroups) $mgid"
     # shellcheck disable=SC2016 # the inner shell expands its arguments
     setpriv --reuid="$uid" --regid="$uid" --groups="${groups// /,}" \
         --bounding-set=-all --inh-caps=-all --no-new-privs -- \
@@ -160,6 +182,17 @@ EOF
     cmp "$D/origin.img" "$D/read2.img"
     hits=$("${cli[@]}" volume-show vol-1 --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["read_hits"])')
     [ "$hits" -gt 0 ]
+
+    # The metrics file node-exporter reads: there, readable by others
+    # despite the unit's umask, counting the hits.
+    for _ in $(seq 50); do
+        grep -q "fcache_volume_cache_hits_total{volume=\"vol-1\"} $hits" \
+            "$D/textfile/fcache.prom" 2>/dev/null && break
+        sleep 0.1
+    done
+    grep -q "fcache_volume_cache_hits_total{volume=\"vol-1\"} $hits" \
+        "$D/textfile/fcache.prom" || { cat "$D/textfile/fcache.prom"; false; }
+    [ "$(stat -c %a "$D/textfile/fcache.prom")" = 644 ]
 
     # What the group does not grant, the agent cannot open: it is not root.
     run "${cli[@]}" volume-attach vol-2 --origin "$D/private.img" --cache-size 4M
