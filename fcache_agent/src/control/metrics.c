@@ -738,13 +738,16 @@ metrics_thread(void *arg)
     pthread_mutex_lock(&mt->lock);
     next.tv_sec += interval;
     /* A tick that took longer than the interval (the control lock held by
-     * a long detach) is followed by one tick, not by a burst catching up. */
+     * a long detach) is followed by the next a whole interval later, not by
+     * a burst catching up. */
     {
       struct timespec now;
 
       clock_gettime(CLOCK_MONOTONIC, &now);
-      if (next.tv_sec < now.tv_sec)
+      if (next.tv_sec < now.tv_sec) {
         next = now;
+        next.tv_sec += interval;
+      }
     }
     while (!mt->stopping &&
            pthread_cond_timedwait(&mt->cond, &mt->lock, &next) != ETIMEDOUT)
