@@ -138,6 +138,13 @@ def test_textfile_is_replaced_whole(setup):
     # Every interval a new file was renamed over the old one, not the
     # old one rewritten in place.
     assert len(inodes) >= 3, inodes
+    # Prometheus' own linter (the parser node-exporter uses, and the
+    # naming conventions: units, _total) accepts the file.
+    with open(prom) as f:
+        r = subprocess.run(['promtool', 'check', 'metrics'], stdin=f,
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                           universal_newlines=True, timeout=60)
+    assert r.returncode == 0 and r.stdout == '', r.stdout
     # Nothing else in the collector's directory but the file and, for a
     # moment, its temporary (which the collector skips: not *.prom).
     assert set(os.listdir(os.path.dirname(prom))) <= {
