@@ -1,10 +1,10 @@
 /* The agent's metrics: the sampler, the reset, the text file (metrics.h).
  *
- * Locks.  sample_lock serialises whole samples (two samplers applying
- * increases out of order would count one twice); inside it host.lock is
- * taken to read the volumes, then released, then mt->lock to apply what
- * was read.  mt->lock is never held while taking another lock, so it
- * nests under anything. */
+ * Locks.  sample_lock serialises whole samples and resets (two samplers
+ * applying increases out of order would count one twice); inside it
+ * host.lock is taken to read the volumes, then released, then mt->lock to
+ * apply what was read.  mt->lock is never held while taking another lock,
+ * so it nests under anything. */
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -295,26 +295,30 @@ apply_locked(struct fc_metrics *mt, struct mvol *mv, const struct seen *s, bool 
   mv->s = *s;
 }
 
-/* Read every volume and the host, then apply it. */
+/* Read every volume and the host, then apply it.  Under sample_lock. */
 static int
-sample(struct fc_metrics *mt)
+sample_locked(struct fc_metrics *mt)
 {
   struct fc_agent *agent = mt->agent;
   struct seen *seen = calloc(FC_MAX_VOLUMES, sizeof *seen);
   struct mvol *keep[FC_MAX_VOLUMES];
   unsigned n = 0, nkeep = 0;
-  uint64_t now_s = monotonic_s();
-  double now_real = realtime_s();
+  uint64_t now_s;
+  double now_real;
   json_t *status;
 
   if (!seen)
     return -ENOMEM;
-  pthread_mutex_lock(&mt->sample_lock);
   pthread_mutex_lock(&agent->host.lock);
   for (unsigned i = 0; i < agent->host.nr_volumes && n < FC_MAX_VOLUMES; i++)
     read_volume(agent, agent->host.volumes[i], &seen[n++]);
   status = agent->host.ops->status_json(&agent->host);
   pthread_mutex_unlock(&agent->host.lock);
+  /* When the figures were read, under sample_lock: samples' times only
+   * go forward, as the windows' ring needs (a time before its newest
+   * snapshot would restart it). */
+  now_s = monotonic_s();
+  now_real = realtime_s();
 
   pthread_mutex_lock(&mt->lock);
   if (status) {
@@ -349,10 +353,20 @@ sample(struct fc_metrics *mt)
   mt->nr_vols = nkeep;
   mt->samples++;
   pthread_mutex_unlock(&mt->lock);
-  pthread_mutex_unlock(&mt->sample_lock);
   json_decref(status);
   free(seen);
   return 0;
+}
+
+static int
+sample(struct fc_metrics *mt)
+{
+  int r;
+
+  pthread_mutex_lock(&mt->sample_lock);
+  r = sample_locked(mt);
+  pthread_mutex_unlock(&mt->sample_lock);
+  return r;
 }
 
 static double
@@ -633,10 +647,16 @@ fc_metrics_reset(struct fc_metrics *mt, const char *volume_id, json_t **result,
   uint64_t now_s;
   double now_real;
   bool found = false;
-  int r = sample(mt);
+  int r;
 
-  if (r)
+  /* The whole reset under sample_lock: no sample lands between the one
+   * that takes in what came before the reset and the zeroing. */
+  pthread_mutex_lock(&mt->sample_lock);
+  r = sample_locked(mt);
+  if (r) {
+    pthread_mutex_unlock(&mt->sample_lock);
     return r;
+  }
   now_s = monotonic_s();
   now_real = realtime_s();
   pthread_mutex_lock(&mt->lock);
@@ -657,6 +677,7 @@ fc_metrics_reset(struct fc_metrics *mt, const char *volume_id, json_t **result,
     mt->host_reset_time = now_real;
   }
   pthread_mutex_unlock(&mt->lock);
+  pthread_mutex_unlock(&mt->sample_lock);
   if (volume_id && !found) {
     snprintf(err, errlen, "volume %.80s is not attached to this agent", volume_id);
     return -ENOENT;
