@@ -411,3 +411,51 @@ def test_storage_moves_counted(make_agent, make_origin):
     assert value(samples, 'fcache_storage_moves_total', outcome='done') == 1
     assert value(samples, 'fcache_volume_move_running', volume='v1') == 0
     om.close(h)
+
+
+def write_back_volume(agent, origin):
+    res = agent.client().call(
+        'volume-attach', volume_id='wb', origin=origin.server.uri,
+        cache_size=4 * MiB, write_policy='write_back', admission='all')
+    return om.connect(res['export_uri'], name='wb')
+
+
+@pytest.mark.parametrize('dirty_high_percent', (100, 0))
+def test_dirty_backlog_and_write_back(make_agent, make_origin,
+                                      dirty_high_percent):
+    """16 blocks written, held dirty or written back at once.
+
+    dirty_high_percent 100: write-back only when the cache is full;
+    0: at once.  The gauges and counters say which.
+    """
+    agent = make_agent(metrics_interval=1,
+                       dirty_high_percent=dirty_high_percent).start()
+    origin = make_origin(8 * MiB)
+    client = agent.client()
+    h = write_back_volume(agent, origin)
+    data = bytes(range(256)) * (16 * BS // 256)
+    h.pwrite(data, 3 * MiB)
+    h.flush()
+    if dirty_high_percent == 0:
+        harness.wait_for(lambda: client.show_volume('wb')['dirty_blocks'] ==
+                         0, 20, 'write-back')
+    shown = client.show_volume('wb')
+    samples, _ = parse(client.metrics())
+    dirty = 16 if dirty_high_percent == 100 else 0
+    assert shown['dirty_blocks'] == dirty, shown
+    assert value(samples, 'fcache_volume_dirty_blocks', volume='wb') == dirty
+    assert value(samples, 'fcache_volume_dirty_bytes',
+                 volume='wb') == dirty * BS
+    assert value(samples, 'fcache_host_dirty_bytes') == dirty * BS
+    assert value(samples, 'fcache_volume_written_bytes_total',
+                 volume='wb') == 16 * BS
+    cleaned = shown['writebacks']
+    assert cleaned == (0 if dirty else 16), shown
+    assert value(samples, 'fcache_volume_writeback_blocks_total',
+                 volume='wb') == cleaned
+    assert value(samples, 'fcache_volume_writeback_bytes_total',
+                 volume='wb') == cleaned * BS
+    assert value(samples, 'fcache_host_writeback_bytes_total') == cleaned * BS
+    assert value(samples, 'fcache_volume_origin_written_bytes_total',
+                 volume='wb') == shown['origin_write_bytes']
+    om.close(h)
