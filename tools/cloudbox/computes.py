@@ -106,8 +106,9 @@ def define_secret(box, host, secret_uuid):
     with os.fdopen(fd, 'w') as f:
         f.write(infra.ceph_key(box, 'cinder'))
     try:
-        virsh(host, 'secret-set-value', secret_uuid, '--file', key_file,
-              '--plain')
+        # The file holds the key as Ceph prints it, base64: libvirt
+        # stores the bytes it encodes, which is what QEMU and Nova expect.
+        virsh(host, 'secret-set-value', secret_uuid, '--file', key_file)
     finally:
         os.unlink(key_file)
 
