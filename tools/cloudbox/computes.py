@@ -81,6 +81,7 @@ def start_libvirtd(box, host):
     script = ['set -e', 'hostname %s' % host.name, 'mkdir -p /run/libvirt',
               'mount -t tmpfs tmpfs /run/libvirt']
     script += ['mount --bind %s %s' % (sub[m], m) for m in MOUNTS]
+    script.append('mount --bind %s %s' % (host.instances, box.instances_mount))
     script.append('exec libvirtd --listen -f /etc/libvirt/libvirtd.conf '
                   '-p %s/libvirtd.pid' % host.run_dir)
     procs.start(box, _daemon(host, 'libvirtd'),
@@ -125,10 +126,17 @@ def start_agent(box, host):
 
 def start_nova_compute(box, host):
     os.makedirs(os.path.join(host.dir, 'nova', 'locks'), exist_ok=True)
+    # In a mount namespace of its own, where instances_path is this
+    # host's directory, as its libvirtd sees it.
+    script = ['set -e',
+              'mount --bind %s %s' % (host.instances, box.instances_mount),
+              'exec %s --config-file %s --config-file %s' % (
+                  os.path.join(layout.VENV_BIN, 'nova-compute'),
+                  os.path.join(box.etc, 'nova', 'nova.conf'),
+                  host.nova_conf)]
     procs.start(box, _daemon(host, 'nova-compute'),
-                [os.path.join(layout.VENV_BIN, 'nova-compute'),
-                 '--config-file', os.path.join(box.etc, 'nova', 'nova.conf'),
-                 '--config-file', host.nova_conf],
+                ['unshare', '-m', '--propagation', 'private', 'sh', '-c',
+                 '\n'.join(script)],
                 env=services.env(box), netns=host.netns)
 
 

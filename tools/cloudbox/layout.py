@@ -77,6 +77,11 @@ class Box(object):
         self.cache = os.path.join(self.dir, 'cache')
         self.ceph = os.path.join(self.dir, 'ceph')
         self.clouds_yaml = os.path.join(self.dir, 'clouds.yaml')
+        # Every compute host's instances_path, as on a real cloud, where
+        # the domain XML that live-migrates names it (console log, kernel):
+        # each host's own directory is bind-mounted here in the mount
+        # namespaces of its libvirtd and nova-compute.
+        self.instances_mount = os.path.join(self.dir, 'instances')
         self.secrets = os.path.join(self.dir, 'secrets.json')
         self.hosts = [ComputeHost(self, i) for i in range(2)]
 
@@ -96,7 +101,8 @@ class Box(object):
         return os.path.join(self.logs, name + '.log')
 
     def makedirs(self):
-        for d in (self.etc, self.logs, self.run, self.data, self.cache):
+        for d in (self.etc, self.logs, self.run, self.data, self.cache,
+                  self.instances_mount):
             os.makedirs(d, exist_ok=True)
         for h in self.hosts:
             for d in (h.run_dir, h.instances, h.fcache_dir,
