@@ -124,15 +124,16 @@ op_attach(void *opaque, json_t *args, json_t **result, char *err, size_t errlen)
   return r || *result ? r : -ENOMEM;
 }
 
-/* fn(agent, v, result, err, errlen) under host->lock for the volume args
- * name: -ENOENT with the message when it is not attached, else fn's
- * answer. */
+/* fn(agent, v, ctx, result, err, errlen) under host->lock for the volume
+ * args name: -ENOENT with the message when it is not attached, else fn's
+ * answer.  ctx: what the op parsed of its other arguments, or NULL. */
 typedef int on_volume_fn(struct fc_agent *agent, struct fc_volume *v,
-                         json_t **result, char *err, size_t errlen);
+                         const void *ctx, json_t **result, char *err,
+                         size_t errlen);
 
 static int
 on_volume(struct fc_agent *agent, json_t *args, on_volume_fn *fn,
-          json_t **result, char *err, size_t errlen)
+          const void *ctx, json_t **result, char *err, size_t errlen)
 {
   struct fc_volume *v;
   const char *id;
@@ -143,7 +144,7 @@ on_volume(struct fc_agent *agent, json_t *args, on_volume_fn *fn,
   pthread_mutex_lock(&agent->host.lock);
   v = fc_agent_find_locked(agent, id);
   if (v)
-    r = fn(agent, v, result, err, errlen);
+    r = fn(agent, v, ctx, result, err, errlen);
   pthread_mutex_unlock(&agent->host.lock);
   if (!v) {
     snprintf(err, errlen, "volume %.80s is not attached to this agent", id);
@@ -153,8 +154,8 @@ on_volume(struct fc_agent *agent, json_t *args, on_volume_fn *fn,
 }
 
 static int
-show_locked(struct fc_agent *agent, struct fc_volume *v, json_t **result,
-            char *err, size_t errlen)
+show_locked(struct fc_agent *agent, struct fc_volume *v, const void *ctx,
+            json_t **result, char *err, size_t errlen)
 {
   (void)err;
   (void)errlen;
@@ -165,7 +166,7 @@ show_locked(struct fc_agent *agent, struct fc_volume *v, json_t **result,
 static int
 op_show(void *opaque, json_t *args, json_t **result, char *err, size_t errlen)
 {
-  return on_volume(opaque, args, show_locked, result, err, errlen);
+  return on_volume(opaque, args, show_locked, NULL, result, err, errlen);
 }
 
 static int
@@ -216,8 +217,8 @@ op_detach(void *opaque, json_t *args, json_t **result, char *err, size_t errlen)
  * lets go the write-back an agent restart held (doc/ucache.rst).  An
  * engine without the hold has nothing to let go. */
 static int
-claim_locked(struct fc_agent *agent, struct fc_volume *v, json_t **result,
-             char *err, size_t errlen)
+claim_locked(struct fc_agent *agent, struct fc_volume *v, const void *ctx,
+             json_t **result, char *err, size_t errlen)
 {
   int r = agent->host.ops->claim ?
           agent->host.ops->claim(&agent->host, v, "volume-claim") : 0;
@@ -234,15 +235,15 @@ claim_locked(struct fc_agent *agent, struct fc_volume *v, json_t **result,
 static int
 op_claim(void *opaque, json_t *args, json_t **result, char *err, size_t errlen)
 {
-  return on_volume(opaque, args, claim_locked, result, err, errlen);
+  return on_volume(opaque, args, claim_locked, NULL, result, err, errlen);
 }
 
 /* Cinder extended the volume in use and os-brick (or librbd) sees the new
  * size: serve it.  Nova's driver then reopens the guest's NBD node, which
  * QEMU cannot grow in place, and resizes the guest's disk. */
 static int
-extend_locked(struct fc_agent *agent, struct fc_volume *v, json_t **result,
-              char *err, size_t errlen)
+extend_locked(struct fc_agent *agent, struct fc_volume *v, const void *ctx,
+              json_t **result, char *err, size_t errlen)
 {
   struct fc_host *host = &agent->host;
   struct fc_migration *m = fc_migration_for_volume(agent, v);
@@ -271,7 +272,91 @@ extend_locked(struct fc_agent *agent, struct fc_volume *v, json_t **result,
 static int
 op_extend(void *opaque, json_t *args, json_t **result, char *err, size_t errlen)
 {
-  return on_volume(opaque, args, extend_locked, result, err, errlen);
+  return on_volume(opaque, args, extend_locked, NULL, result, err, errlen);
+}
+
+/* volume-set: change an attached volume's policy while its VM runs (a
+ * detach and attach did it before).  Arguments are checked before the
+ * volume is looked at, and the change is refused, changing nothing,
+ * while the volume migrates or moves: both ends of a migration run one
+ * policy, and a move's copy writes the origin under the old one. */
+struct set_request {
+  const char *policy_name;
+  enum fc_write_policy policy;
+  uint64_t cache_size;
+};
+
+static int
+set_locked(struct fc_agent *agent, struct fc_volume *v, const void *ctx,
+           json_t **result, char *err, size_t errlen)
+{
+  const struct set_request *req = ctx;
+  struct fc_host *host = &agent->host;
+  struct fc_migration *m = fc_migration_for_volume(agent, v);
+  enum fc_write_policy was = v->p.write_policy;
+  uint32_t written = 0;
+  int r;
+
+  if (m) {
+    fc_migration_put(m);
+    snprintf(err, errlen, "volume %s is migrating; change its policy once the "
+             "migration has finished", v->p.id);
+    return -EBUSY;
+  }
+  if (host->ops->move && host->ops->move->running(v)) {
+    snprintf(err, errlen, "a storage move of volume %s is running; change its "
+             "policy once the move has finished", v->p.id);
+    return -EBUSY;
+  }
+  if (req->cache_size && req->cache_size != v->p.cache_size) {
+    snprintf(err, errlen, "the %s engine cannot resize the cache of a volume in "
+             "use (volume %s has %llu bytes); detach it and attach it again "
+             "with the new cache_size", host->ops->name, v->p.id,
+             (unsigned long long)v->p.cache_size);
+    return -EOPNOTSUPP;
+  }
+  if (req->policy_name && req->policy != was) {
+    if (!host->ops->set_policy) {
+      snprintf(err, errlen, "the %s engine cannot change the write policy of a "
+               "volume in use; detach volume %s and attach it again with "
+               "write_policy %s", host->ops->name, v->p.id, req->policy_name);
+      return -EOPNOTSUPP;
+    }
+    if ((r = host->ops->set_policy(host, v, req->policy, &written, err, errlen)))
+      return r;
+  }
+  *result = json_pack("{s:s, s:s, s:s, s:I, s:I}", "volume_id", v->p.id,
+                      "write_policy", fc_write_policy_name(v->p.write_policy),
+                      "previous_write_policy", fc_write_policy_name(was),
+                      "dirty_blocks_written", (json_int_t)written,
+                      "cache_size", (json_int_t)v->p.cache_size);
+  return *result ? 0 : -ENOMEM;
+}
+
+static int
+op_set(void *opaque, json_t *args, json_t **result, char *err, size_t errlen)
+{
+  struct fc_agent *agent = opaque;
+  struct set_request req = { 0 };
+  int r;
+
+  if ((r = arg_string(args, "write_policy", false, &req.policy_name, err, errlen)) ||
+      (r = arg_size(args, "cache_size", &req.cache_size, err, errlen)))
+    return r;
+  if (req.policy_name && fc_write_policy_parse(req.policy_name, &req.policy)) {
+    snprintf(err, errlen, "write_policy '%.40s' is not one of read_only, "
+             "write_through, write_back", req.policy_name);
+    return -EINVAL;
+  }
+  if (!req.policy_name && !req.cache_size) {
+    snprintf(err, errlen, "nothing to set: give write_policy or cache_size");
+    return -EINVAL;
+  }
+  /* Under host->lock throughout, like a detach's write-back: no
+   * migration or move of the volume can start while its dirty blocks go
+   * out, and the flush is bounded by the dirty data (the VM's writes are
+   * held only for its last pass: ucache_policy.c). */
+  return on_volume(agent, args, set_locked, &req, result, err, errlen);
 }
 
 /* The strategy the next live migration of a volume should use, whatever
@@ -357,6 +442,7 @@ const struct fc_control_op fc_agent_control_ops[] = {
   { "volume-detach", op_detach, FC_CONTROL_ADMIN, NULL },
   { "volume-claim", op_claim, FC_CONTROL_ADMIN, NULL },
   { "volume-extend", op_extend, FC_CONTROL_ADMIN, NULL },
+  { "volume-set", op_set, FC_CONTROL_ADMIN, NULL },
   { "volume-move", fc_op_volume_move, FC_CONTROL_ADMIN, NULL },
   { "volume-move-status", fc_op_volume_move_status, FC_CONTROL_READ, fc_redact_export_names },
   { "volume-move-abort", fc_op_volume_move_abort, FC_CONTROL_ADMIN, NULL },

@@ -372,6 +372,16 @@ struct fc_engine_ops {
    * old one when the origin did not grow).  NULL: the engine cannot. */
   int (*grow)(struct fc_host *host, struct fc_volume *v, uint64_t *size,
               char *err, size_t errlen);
+  /* Optional, under host->lock: change a serving volume's write policy
+   * while its VM runs (volume-set), and persist it, so that a restarted
+   * agent keeps it.  Leaving write_back, success means every dirty block
+   * is at the origin and none is left under the new policy; on any
+   * failure the old policy stays, in the engine and on disk.  *written:
+   * the blocks written back.  The caller refused during a live migration
+   * or storage move.  NULL: the engine cannot (detach, attach again). */
+  int (*set_policy)(struct fc_host *host, struct fc_volume *v,
+                    enum fc_write_policy to, uint32_t *written, char *err,
+                    size_t errlen);
   /* The volume serves its export (not unavailable). */
   bool (*serving)(const struct fc_volume *v);
   /* Free v->priv (the volume is leaving the registry). */

@@ -65,6 +65,7 @@ fc_ucache_create(struct fc_cachedev *dev, struct fc_metadata *md,
   pthread_mutex_init(&uc->durable_lock, NULL);
   uc->m.chosen_cursor = CBLOCK_NONE;
   pthread_cond_init(&uc->around_cond, NULL);
+  pthread_cond_init(&uc->pause_cond, NULL);
   uc->m.superseded_fd = -1;
   for (unsigned i = 0; i < FC_STRIPES; i++)
     pthread_mutex_init(&uc->stripes[i], NULL);
@@ -109,6 +110,7 @@ fc_ucache_destroy(struct fc_ucache *uc)
   (void)uc_settle_dropped(uc);
   free(uc->settling);
   pthread_cond_destroy(&uc->around_cond);
+  pthread_cond_destroy(&uc->pause_cond);
   fc_blockmap_destroy(&uc->map);
   fc_staging_free(uc->stage);
   fc_rws_free(uc->rws);

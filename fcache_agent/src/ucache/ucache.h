@@ -122,6 +122,17 @@ void fc_ucache_dump_records(struct fc_ucache *uc, struct fc_md_record *recs);
  * end before the cache knows the new one. */
 int fc_ucache_grow(struct fc_ucache *uc, uint64_t size);
 
+/* Change the write policy of a serving cache, its VM's I/O going on
+ * (volume-set; ucache_policy.c has the order of the steps).  Leaving
+ * write_back, every dirty block reaches the origin, which is flushed,
+ * before the switch, and no write is left dirty after it; *written: the
+ * blocks written back.  -EBUSY: the write-back is held since a restart
+ * (claim the volume first).  Any other -errno (a write-back or flush the
+ * origin failed): the old policy stays, nothing lost.  Not during a live
+ * migration or storage move of the volume. */
+int fc_ucache_set_write_policy(struct fc_ucache *uc, enum fc_write_policy to,
+                               uint32_t *written);
+
 void fc_ucache_info(struct fc_ucache *uc, struct fc_ucache_info *info);
 uint32_t fc_ucache_dirty(struct fc_ucache *uc);
 struct fc_stats *fc_ucache_stats(struct fc_ucache *uc);

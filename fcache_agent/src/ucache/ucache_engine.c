@@ -570,6 +570,7 @@ const struct fc_engine_ops fc_ucache_engine = {
   .detach = uc_detach,
   .claim = uc_claim,
   .grow = uc_grow,
+  .set_policy = uc_set_policy,
   .serving = uc_serving,
   .volume_free = uc_volume_free,
   .volume_json = uc_volume_json,

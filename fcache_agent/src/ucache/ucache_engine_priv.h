@@ -51,6 +51,10 @@ extern const struct fc_engine_migr_ops fc_ucache_migr_ops;
 /* engine.h's grow (ucache_engine_grow.c). */
 int uc_grow(struct fc_host *host, struct fc_volume *v, uint64_t *size,
             char *err, size_t errlen);
+/* engine.h's set_policy (ucache_engine_policy.c). */
+int uc_set_policy(struct fc_host *host, struct fc_volume *v,
+                  enum fc_write_policy to, uint32_t *written, char *err,
+                  size_t errlen);
 extern const struct fc_engine_move_ops fc_ucache_move_ops;
 
 /* Live storage migration (ucache_engine_move.c).  After opening the

@@ -124,6 +124,14 @@ struct fc_ucache {
     uint64_t chosen_cursor_ob;
   } m;
 
+  /* A change of write policy (ucache_policy.c) holds the VM's writes,
+   * trims and zeroes at their start, before they take a stripe, while it
+   * writes the last dirty blocks back.  paused is under lock; paused_on
+   * lets the fast path skip it. */
+  bool paused;
+  atomic_bool paused_on;
+  pthread_cond_t pause_cond;
+
   pthread_t wb_thread;
   bool wb_running;
   bool wb_stopping;
@@ -275,6 +283,10 @@ int uc_sync_records(struct fc_ucache *uc);
 int uc_settle_dropped(struct fc_ucache *uc);
 void uc_unsynced_free(struct fc_ucache *uc);
 
+/* Writes, trims and zeroes wait here while a policy change holds them
+ * (ucache_policy.c); called with no stripe held. */
+void uc_pause_gate(struct fc_ucache *uc);
+
 /* Mark a cached block dirty after its data was rewritten (caller holds its
  * stripe): record first, flag second. */
 int uc_mark_dirty(struct fc_ucache *uc, cblock_t cb);
@@ -309,6 +321,9 @@ bool uc_migr_pinned_locked(struct fc_ucache *uc, oblock_t ob);
 int uc_migr_release_pinned(struct fc_ucache *uc, uint64_t b);
 
 void uc_wake_writeback(struct fc_ucache *uc);
+/* Start the write-back thread whatever the policy (a policy change about
+ * to enter write_back); 0 if it runs already. */
+int uc_writeback_start(struct fc_ucache *uc);
 int uc_writeback_pass(struct fc_ucache *uc, uint32_t max_blocks, uint32_t *done);
 
 /* Bytes of block b (< nr_oblocks) inside the origin: bs but for a

@@ -219,6 +219,8 @@ write_range(struct fc_ucache *uc, const char *buf, uint32_t count,
     if (r)
       goto out;
   }
+  uc_pause_gate(uc);
+  /* The policy is read under the stripes: a change takes them all. */
   uc_lock_stripes(uc, first, last, &set);
   if (atomic_load(&uc->m.on) && uc->m.tracking) {
     r = uc_migr_note_write(uc, first, n, off, count);
@@ -264,6 +266,7 @@ int
 uc_flush(void *handle)
 {
   struct fc_ucache *uc = handle;
+  bool write_back;
   int r = 0;
 
   STAT_ADD(&uc->stats, flushes, 1);
@@ -281,7 +284,13 @@ uc_flush(void *handle)
     if ((r = uc_migr_gate(uc)))
       return r;
   }
-  if (uc->p.write_policy == FC_WRITE_BACK) {
+  /* Under the lock: a policy change may be under way.  A flush that
+   * sees the new policy (not write_back) finds no dirty block: the change
+   * wrote them all back and synced their records before it switched. */
+  pthread_mutex_lock(&uc->lock);
+  write_back = uc->p.write_policy == FC_WRITE_BACK;
+  pthread_mutex_unlock(&uc->lock);
+  if (write_back) {
     /* Acknowledged dirty data lives in the cache file: that, and the
      * records naming it, are what must reach stable storage. */
     r = uc_make_durable(uc);
@@ -335,6 +344,7 @@ uc_trim(void *handle, uint32_t count, uint64_t off, bool fua)
     if (r)
       return r;
   }
+  uc_pause_gate(uc);
   uc_lock_stripes(uc, first, last, &set);
   if (atomic_load(&uc->m.on) && uc->m.tracking) {
     /* A trim changes the origin like a write: late copies are stale. */
@@ -473,6 +483,7 @@ uc_zero(void *handle, uint32_t count, uint64_t off, bool fua, bool may_trim)
     if (r)
       goto out;
   }
+  uc_pause_gate(uc);
   if (first >= stop) {
     /* No whole block: a write, FUA and all. */
     r = zero_by_writing(uc, off, end, zeroes, fua);

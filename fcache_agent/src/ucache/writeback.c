@@ -303,9 +303,17 @@ writeback_thread(void *arg)
 int
 fc_ucache_start(struct fc_ucache *uc)
 {
+  if (uc->p.write_policy != FC_WRITE_BACK)
+    return 0;
+  return uc_writeback_start(uc);
+}
+
+int
+uc_writeback_start(struct fc_ucache *uc)
+{
   int r;
 
-  if (uc->p.write_policy != FC_WRITE_BACK || uc->wb_running)
+  if (uc->wb_running)
     return 0;
   uc->wb_stopping = false;
   r = -pthread_create(&uc->wb_thread, NULL, writeback_thread, uc);
