@@ -142,13 +142,7 @@ class AgentClient(object):
         args = {'volume_id': _volume_id(volume_id),
                 'origin': _non_empty('origin', origin)}
         if cache_size is not None:
-            if (isinstance(cache_size, bool) or
-                    not isinstance(cache_size, int) or
-                    not 0 < cache_size <= units.U64_MAX):
-                raise exception.InvalidArgument(
-                    name='cache_size', value=cache_size,
-                    reason='must be a positive number of bytes')
-            args['cache_size'] = cache_size
+            args['cache_size'] = _positive_size('cache_size', cache_size)
         if write_policy is not None:
             args['write_policy'] = _choice('write_policy', write_policy,
                                            WRITE_POLICIES)
@@ -315,6 +309,33 @@ class AgentClient(object):
             return self.call('volume-stats-reset', all=True)
         return self.call('volume-stats-reset',
                          volume_id=_volume_id(volume_id))
+
+    def set_volume(self, volume_id, write_policy=None, cache_size=None):
+        """Change an attached volume's settings while its VM runs.
+
+        :param write_policy: one of :data:`WRITE_POLICIES`.  Leaving
+            ``write_back``, the agent writes every dirty block back to the
+            origin before it answers (the VM's writes are held only for
+            the last pass); if the origin fails, the volume keeps its old
+            policy and the error says so.  Refused while the volume
+            migrates or moves, and by the dmcache engine.
+        :param cache_size: bytes, or with a unit (``2G``); the engines
+            refuse a change for now, so that a script can ask and read
+            why.
+        :returns: ``{"volume_id", "write_policy", "previous_write_policy",
+            "dirty_blocks_written", "cache_size"}``.
+        """
+        args = {'volume_id': _volume_id(volume_id)}
+        if write_policy is None and cache_size is None:
+            raise exception.InvalidArgument(
+                name='write_policy', value=None,
+                reason='give a write policy or a cache size to set')
+        if write_policy is not None:
+            args['write_policy'] = _choice('write_policy', write_policy,
+                                           WRITE_POLICIES)
+        if cache_size is not None:
+            args['cache_size'] = _positive_size('cache_size', cache_size)
+        return self.call('volume-set', **args)
 
     # -- transport ----------------------------------------------------------
 
@@ -507,6 +528,15 @@ def check_rws_n(value, name='rws_n'):
             name=name, value=value,
             reason='must be an integer from %d to %d' % (RWS_N_MIN,
                                                          RWS_N_MAX))
+    return value
+
+
+def _positive_size(name, value):
+    if (isinstance(value, bool) or not isinstance(value, int) or
+            not 0 < value <= units.U64_MAX):
+        raise exception.InvalidArgument(
+            name=name, value=value,
+            reason='must be a positive number of bytes')
     return value
 
 

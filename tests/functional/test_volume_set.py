@@ -1,0 +1,327 @@
+"""volume-set: an attached volume's write policy changes while its VM runs.
+
+Leaving write_back, the agent writes every dirty block back before it
+answers, and a write acknowledged after the answer is at the origin: the
+origin's file, read directly (no detach), equals the oracle of every
+acknowledged write.  An origin that fails the write-back leaves the old
+policy in place and loses nothing.  The new policy survives a restart of
+the agent, clean or not.  A migrating volume, bad values and a cache size
+change are refused, changing nothing.
+"""
+
+import errno
+import json
+import os
+import threading
+
+import pytest
+
+from nova_ext import exception
+
+from . import harness
+from . import migration_util as mu
+from . import oracle as om
+from .conftest import attach_and_connect
+
+MiB = 1 << 20
+BS = 4096
+VOLUME_SIZE = 16 * MiB
+VOLUME_CACHE = 8 * MiB
+# Write-back only when asked: dirty blocks stay until volume-set.
+HOLD_DIRTY = {'writeback_interval_ms': 3600000, 'dirty_high_percent': 100}
+
+
+def set_policy(agent, policy, volume_id='vol1', **kw):
+    return agent.client(timeout=120).set_volume(volume_id,
+                                                write_policy=policy, **kw)
+
+
+def set_error(agent, volume_id='vol1', **kw):
+    with pytest.raises(exception.AgentError) as info:
+        agent.client(timeout=120).set_volume(volume_id, **kw)
+    return info.value
+
+
+def state_file_policy(agent, volume_id='vol1'):
+    path = os.path.join(agent.state_dir, 'volumes', volume_id + '.json')
+    with open(path) as f:
+        return json.load(f)['write_policy']
+
+
+def write_blocks(h, orc, first, n, byte):
+    data = bytes([byte]) * (n * BS)
+    h.pwrite(data, first * BS)
+    orc.write(first * BS, data)
+
+
+def origin_mismatch(orc, origin, what):
+    return om.compare(orc, origin.read_file(), what)
+
+
+class Writer(object):
+    """The guest: an oracle workload on its own thread until stop()."""
+
+    def __init__(self, h, orc, seed):
+        self.work = om.Workload(h, orc, seed=seed, depth=8)
+        self.failures = []
+        self.halt = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self):
+        try:
+            self.work.run(stop=self.halt, timeout=180)
+        except Exception as exc:       # reported by stop()
+            self.failures.append(exc)
+
+    def ops(self):
+        return sum(n for kind, n in self.work.counts.items() if kind != 'fua')
+
+    def stop(self):
+        self.halt.set()
+        self.thread.join(180)
+        assert not self.thread.is_alive(), 'the writer did not stop'
+        assert not self.failures, self.failures
+        self.work.assert_clean()
+        assert not self.work.inflight
+
+
+@pytest.mark.parametrize('to', ['write_through', 'read_only'])
+def test_leaving_write_back_under_writes(make_agent, make_origin, to):
+    origin = make_origin(VOLUME_SIZE)
+    agent = make_agent(**HOLD_DIRTY).start()
+    _, h = attach_and_connect(agent, 'vol1', origin, cache_size=VOLUME_CACHE,
+                              write_policy='write_back')
+    orc = om.Oracle(origin.content)
+    write_blocks(h, orc, 0, 64, 0x11)
+    writer = Writer(h, orc, seed=5)
+    harness.wait_for(lambda: writer.ops() > 300, 60,
+                     'the guest to write under write_back')
+    dirty = agent.show('vol1')['dirty_blocks']
+    assert dirty >= 64
+
+    res = set_policy(agent, to)
+    assert res['write_policy'] == to
+    assert res['previous_write_policy'] == 'write_back'
+    assert res['dirty_blocks_written'] >= dirty
+    assert agent.show('vol1')['dirty_blocks'] == 0
+    # The guest kept writing through the change; let it go on under the
+    # new policy, then stop it.
+    done = writer.ops()
+    harness.wait_for(lambda: writer.ops() > done + 300, 60,
+                     'the guest to write under ' + to)
+    writer.stop()
+
+    show = agent.show('vol1')
+    assert show['write_policy'] == to
+    assert show['dirty_blocks'] == 0
+    assert 'writeback' not in show
+    assert state_file_policy(agent) == to
+    # Every acknowledged write is at the origin, without a detach.
+    assert not origin_mismatch(orc, origin, 'origin after the change')
+    # A later write goes through at once.
+    write_blocks(h, orc, 100, 3, 0x5e)
+    assert agent.show('vol1')['dirty_blocks'] == 0
+    assert not origin_mismatch(orc, origin, 'origin after a later write')
+    assert not om.verify_all(h, orc, 'read back')
+    om.close(h)
+    assert 'write policy write_back -> %s' % to in agent.log()
+
+
+@pytest.mark.parametrize('start', ['write_through', 'read_only'])
+def test_entering_write_back(make_agent, make_origin, start):
+    origin = make_origin(VOLUME_SIZE)
+    agent = make_agent(**HOLD_DIRTY).start()
+    _, h = attach_and_connect(agent, 'vol1', origin, cache_size=VOLUME_CACHE,
+                              write_policy=start)
+    orc = om.Oracle(origin.content)
+    writer = Writer(h, orc, seed=9)
+    harness.wait_for(lambda: writer.ops() > 300, 60,
+                     'the guest to write under ' + start)
+    res = set_policy(agent, 'write_back')
+    assert res == {'volume_id': 'vol1', 'write_policy': 'write_back',
+                   'previous_write_policy': start, 'dirty_blocks_written': 0,
+                   'cache_size': VOLUME_CACHE}
+    done = writer.ops()
+    harness.wait_for(lambda: writer.ops() > done + 300, 60,
+                     'the guest to write under write_back')
+    writer.stop()
+    # Whole blocks written now stay in the cache, dirty.
+    before = origin.read_file()[200 * BS:204 * BS]
+    write_blocks(h, orc, 200, 4, 0x6d)
+    show = agent.show('vol1')
+    assert show['write_policy'] == 'write_back'
+    assert show['writeback'] == 'running'
+    assert show['dirty_blocks'] >= 4
+    assert origin.read_file()[200 * BS:204 * BS] == before
+    assert state_file_policy(agent) == 'write_back'
+    assert not om.verify_all(h, orc, 'read back')
+    om.close(h)
+    agent.detach('vol1')
+    assert not origin_mismatch(orc, origin, 'origin after the detach')
+
+
+def test_failed_write_back_keeps_the_old_policy(make_agent, make_origin,
+                                                workdir):
+    flag = os.path.join(workdir, 'fail-writes')
+    origin = make_origin(VOLUME_SIZE, filters=['error'],
+                         filter_args=['error-pwrite-rate=100%',
+                                      'error-pwrite-file=' + flag])
+    agent = make_agent(**HOLD_DIRTY).start()
+    _, h = attach_and_connect(agent, 'vol1', origin, cache_size=VOLUME_CACHE,
+                              write_policy='write_back')
+    orc = om.Oracle(origin.content)
+    write_blocks(h, orc, 10, 32, 0x2b)
+    write_blocks(h, orc, 500, 8, 0x3c)
+    assert agent.show('vol1')['dirty_blocks'] == 40
+
+    open(flag, 'w').close()
+    exc = set_error(agent, write_policy='write_through')
+    assert exc.errno == errno.EIO, exc
+    assert 'stays write_back and loses nothing' in str(exc), exc
+    show = agent.show('vol1')
+    assert show['write_policy'] == 'write_back'
+    assert show['writeback'] == 'running'
+    assert show['dirty_blocks'] == 40
+    assert state_file_policy(agent) == 'write_back'
+    # Still write_back: a whole block written now lands in the cache.
+    write_blocks(h, orc, 700, 1, 0x4d)
+    assert agent.show('vol1')['dirty_blocks'] == 41
+    assert not om.verify_all(h, orc, 'read back after the failure')
+
+    os.unlink(flag)
+    res = set_policy(agent, 'write_through')
+    assert res['dirty_blocks_written'] == 41
+    assert agent.show('vol1')['dirty_blocks'] == 0
+    assert not origin_mismatch(orc, origin, 'origin once it healed')
+    om.close(h)
+
+
+@pytest.mark.parametrize('crash', [False, True])
+def test_restart_keeps_the_new_policy(make_agent, make_origin, crash):
+    origin = make_origin(VOLUME_SIZE)
+    agent = make_agent(**HOLD_DIRTY).start()
+    res, h = attach_and_connect(agent, 'vol1', origin,
+                                cache_size=VOLUME_CACHE,
+                                write_policy='write_back')
+    orc = om.Oracle(origin.content)
+    write_blocks(h, orc, 0, 16, 0x71)
+    set_policy(agent, 'write_through')
+    om.close(h)
+    if crash:
+        agent.kill()
+        agent.start()
+    else:
+        agent.restart()
+    show = agent.show('vol1')
+    assert show['write_policy'] == 'write_through'
+    assert show['dirty_blocks'] == 0
+    h = om.connect(res['export_uri'])
+    write_blocks(h, orc, 40, 4, 0x72)
+    assert agent.show('vol1')['dirty_blocks'] == 0
+    assert not origin_mismatch(orc, origin, 'origin, write_through kept')
+
+    # And back: write_back survives the restart with its dirty blocks.
+    set_policy(agent, 'write_back')
+    write_blocks(h, orc, 80, 4, 0x73)
+    om.close(h)
+    if crash:
+        agent.kill()
+        agent.start()
+    else:
+        agent.restart()
+    show = agent.show('vol1')
+    assert show['write_policy'] == 'write_back'
+    assert show['dirty_blocks'] >= 4
+    h = om.connect(res['export_uri'])
+    assert not om.verify_all(h, orc, 'read back after the restart')
+    om.close(h)
+    agent.detach('vol1')
+    assert not origin_mismatch(orc, origin, 'origin after the detach')
+
+
+def test_held_write_back_is_refused(make_agent, make_origin):
+    """Dirty blocks recovered after a crash are not the change's to send."""
+    origin = make_origin(VOLUME_SIZE)
+    agent = make_agent(**HOLD_DIRTY).start()
+    res, h = attach_and_connect(agent, 'vol1', origin,
+                                cache_size=VOLUME_CACHE,
+                                write_policy='write_back')
+    orc = om.Oracle(origin.content)
+    write_blocks(h, orc, 0, 8, 0x19)
+    om.close(h)
+    agent.kill()
+    agent.start()
+    assert agent.show('vol1')['writeback'] == 'held'
+    exc = set_error(agent, write_policy='write_through')
+    assert exc.errno == errno.EBUSY, exc
+    assert 'volume-claim' in str(exc), exc
+    assert agent.show('vol1')['write_policy'] == 'write_back'
+    # Claimed, the thread writes them back (perhaps before the change).
+    agent.client().claim_volume('vol1')
+    assert set_policy(agent, 'write_through')['write_policy'] == \
+        'write_through'
+    assert agent.show('vol1')['dirty_blocks'] == 0
+    assert not origin_mismatch(orc, origin, 'origin after the claim')
+
+
+def test_refused_while_migrating(make_agent, make_origin):
+    origin = make_origin(VOLUME_SIZE)
+    src, dst = mu.agent_pair(make_agent)
+    src.attach('vol1', origin.uri, cache_size=VOLUME_CACHE,
+               write_policy='write_back')
+    prep = mu.manual_prepare(src, dst, 'vol1', 'hybrid')
+    for agent in (src, dst):
+        exc = set_error(agent, write_policy='write_through')
+        assert exc.errno == errno.EBUSY, exc
+        assert 'is migrating' in str(exc), exc
+        assert agent.show('vol1')['write_policy'] == 'write_back'
+        assert state_file_policy(agent) == 'write_back'
+    src.client().call('migration-abort',
+                      migration_id=prep['migration_id'])
+    assert set_policy(src, 'write_through')['write_policy'] == 'write_through'
+
+
+def test_bad_values_change_nothing(make_agent, make_origin):
+    origin = make_origin(VOLUME_SIZE)
+    agent = make_agent(**HOLD_DIRTY).start()
+    _, h = attach_and_connect(agent, 'vol1', origin, cache_size=VOLUME_CACHE,
+                              write_policy='write_back')
+    orc = om.Oracle(origin.content)
+    write_blocks(h, orc, 0, 4, 0x44)
+    client = agent.client()
+
+    def refused(expect_errno, text, **args):
+        with pytest.raises(exception.AgentError) as info:
+            client.call('volume-set', **args)
+        assert info.value.errno == expect_errno, info.value
+        assert text in str(info.value), info.value
+
+    refused(errno.EINVAL, "'write_around' is not one of", volume_id='vol1',
+            write_policy='write_around')
+    refused(errno.EINVAL, "argument 'write_policy' must be a string",
+            volume_id='vol1', write_policy=2)
+    refused(errno.EINVAL, 'nothing to set', volume_id='vol1')
+    refused(errno.EINVAL, "argument 'cache_size' must be a positive size",
+            volume_id='vol1', cache_size=-1)
+    refused(errno.EINVAL, "missing argument 'volume_id'",
+            write_policy='write_through')
+    refused(errno.ENOENT, 'not attached', volume_id='nope',
+            write_policy='write_through')
+    # A new cache size is refused, and the policy given with it not set.
+    refused(errno.EOPNOTSUPP, 'cannot resize the cache of a volume in use',
+            volume_id='vol1', write_policy='write_through',
+            cache_size='4M')
+    with pytest.raises(exception.InvalidArgument):
+        client.set_volume('vol1', write_policy='write_around')
+    show = agent.show('vol1')
+    assert show['write_policy'] == 'write_back'
+    assert show['dirty_blocks'] == 4
+    assert state_file_policy(agent) == 'write_back'
+    # The size it has, and the policy it has: nothing to do.
+    assert set_policy(agent, 'write_back', cache_size=VOLUME_CACHE) == {
+        'volume_id': 'vol1', 'write_policy': 'write_back',
+        'previous_write_policy': 'write_back', 'dirty_blocks_written': 0,
+        'cache_size': VOLUME_CACHE}
+    assert agent.show('vol1')['dirty_blocks'] == 4
+    om.close(h)
