@@ -25,11 +25,13 @@ from nova_ext.commands import metrics
 from nova_ext.commands import migrate
 from nova_ext.commands import storage_move
 from nova_ext.commands import volume
+from nova_ext.commands import volume_set
 
 COMMAND_MODULES = (
     agent_status,
     allocation,
     volume,
+    volume_set,
     storage_move,
     migrate,
     evacuate,

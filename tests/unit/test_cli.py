@@ -13,8 +13,10 @@ import sys
 
 import pytest
 
+from nova_ext import agent
 from nova_ext import cli
 from nova_ext.commands import volume
+from nova_ext.commands import volume_set
 from nova_ext import units
 
 
@@ -307,6 +309,94 @@ def test_volume_claim(capsys, sock, fake_agent):
     assert (status, json.loads(out)) == (0, {'volume_id': 'v1',
                                              'writeback_was_held': False})
     assert fake_agent.requests[-1]['op'] == 'volume-claim'
+
+
+# -- volume-set -------------------------------------------------------------
+
+def _set_handler(fake_agent, seen):
+    # The fake's own error class (conftest.py, as pytest imported it).
+    fake_error = sys.modules[type(fake_agent).__module__].FakeAgentError
+
+    def handler(args):
+        seen.append(args)
+        if args.get('write_policy') == 'write_through':
+            raise fake_error(
+                'cannot change volume v1 to write_through: writing its dirty '
+                'blocks back to the origin failed: Input/output error; it '
+                'stays write_back and loses nothing', 5)
+        return {'volume_id': args['volume_id'],
+                'write_policy': args.get('write_policy', 'write_back'),
+                'previous_write_policy': 'write_back',
+                'dirty_blocks_written': 0, 'cache_size': 1 << 20}
+    fake_agent.handlers['volume-set'] = handler
+
+
+def test_volume_set(capsys, sock, fake_agent):
+    seen = []
+    _set_handler(fake_agent, seen)
+    status, out, err = run(capsys, '--socket', sock, '--json', 'volume-set',
+                           'v1', '--write-policy', 'read_only')
+    assert (status, err) == (0, '')
+    assert json.loads(out)['write_policy'] == 'read_only'
+    status, out, err = run(capsys, '--socket', sock, 'volume-set', 'v1',
+                           '--write-policy', 'write_back', '--cache-size',
+                           '1M')
+    assert (status, err) == (0, '')
+    assert table(out)['previous_write_policy'] == 'write_back'
+    assert seen == [{'volume_id': 'v1', 'write_policy': 'read_only'},
+                    {'volume_id': 'v1', 'write_policy': 'write_back',
+                     'cache_size': 1 << 20}]
+
+
+def test_volume_set_failure_is_one_line(capsys, sock, fake_agent):
+    _set_handler(fake_agent, [])
+    status, out, err = run(capsys, '--socket', sock, 'volume-set', 'v1',
+                           '--write-policy', 'write_through', '--timeout',
+                           '10')
+    assert (status, out) == (cli.EXIT_FAILED, '')
+    assert_one_line_error(err, 'stays write_back and loses nothing')
+
+
+def test_volume_set_waits_for_the_write_back(monkeypatch):
+    made = []
+
+    class Client(object):
+        def __init__(self, socket_path, timeout):
+            made.append((socket_path, timeout))
+
+        def set_volume(self, volume_id, write_policy, cache_size):
+            return {'volume_id': volume_id}
+
+    # What the command line hands the command: the --socket client.
+    given = agent.AgentClient('/s')
+    monkeypatch.setattr(volume_set.agent, 'AgentClient', Client)
+    args = cli.build_parser().parse_args(
+        ['--socket', '/s', 'volume-set', 'v1', '--write-policy',
+         'write_back'])
+    assert args.run(given, args) == {'volume_id': 'v1'}
+    assert made == [('/s', volume_set.DEFAULT_TIMEOUT_S)]
+    args = cli.build_parser().parse_args(
+        ['volume-set', 'v1', '--write-policy', 'write_back', '--timeout',
+         '5'])
+    args.run(given, args)
+    assert made[-1] == ('/s', 5.0)
+
+
+@pytest.mark.parametrize('argv, fragment', [
+    (['volume-set', 'v1'], 'give a write policy or a cache size'),
+    (['volume-set', 'v1', '--write-policy', 'write_around'],
+     'invalid choice'),
+    (['volume-set', 'v1', '--cache-size', 'big'], 'invalid size'),
+    (['volume-set', 'v1', '--write-policy', 'read_only', '--timeout', '0'],
+     'must be positive'),
+    (['volume-set', '--write-policy', 'read_only'],
+     'the following arguments are required'),
+])
+def test_volume_set_bad_arguments(capsys, sock, fake_agent, argv, fragment):
+    status, out, err = run(capsys, '--socket', sock, *argv)
+    assert (status, out) == (cli.EXIT_USAGE, '')
+    assert_one_line_error(err, fragment)
+    assert fake_agent.requests == []
 
 
 # -- allocation -------------------------------------------------------------
