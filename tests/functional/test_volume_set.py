@@ -325,3 +325,27 @@ def test_bad_values_change_nothing(make_agent, make_origin):
         'cache_size': VOLUME_CACHE}
     assert agent.show('vol1')['dirty_blocks'] == 4
     om.close(h)
+
+
+def test_cli(make_agent, make_origin):
+    """``fcache volume-set`` against the real agent, as a subprocess."""
+    origin = make_origin(VOLUME_SIZE)
+    agent = make_agent(**HOLD_DIRTY).start()
+    _, h = attach_and_connect(agent, 'vol1', origin, cache_size=VOLUME_CACHE,
+                              write_policy='write_back')
+    orc = om.Oracle(origin.content)
+    write_blocks(h, orc, 0, 12, 0x3f)
+    sock = ['--socket', agent.control_socket]
+    res = mu.fcache_json(['volume-set', 'vol1', '--write-policy',
+                          'write_through'] + sock)
+    assert res['dirty_blocks_written'] == 12
+    assert not origin_mismatch(orc, origin, 'origin after fcache volume-set')
+    rc, out, err = mu.fcache(['volume-set', 'vol1', '--cache-size', '1M'] +
+                             sock)
+    assert (rc, out) == (1, ''), err
+    assert err.startswith('fcache: error: the ucache engine cannot resize')
+    rc, out, err = mu.fcache(['volume-set', 'vol1'] + sock)
+    assert (rc, out) == (2, ''), err
+    assert 'give a write policy or a cache size' in err
+    assert agent.show('vol1')['write_policy'] == 'write_through'
+    om.close(h)
