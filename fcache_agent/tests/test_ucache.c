@@ -1818,6 +1818,184 @@ static void test_concurrent_wb(void **state) { concurrent(FC_WRITE_BACK, 1500); 
 static void test_concurrent_wt(void **state) { concurrent(FC_WRITE_THROUGH, 800); }
 static void test_concurrent_ro(void **state) { concurrent(FC_WRITE_READ_ONLY, 800); }
 
+/* ---- a policy change while serving (volume-set) ---- */
+
+static enum fc_write_policy
+policy_now(struct env *e)
+{
+  enum fc_write_policy p;
+
+  pthread_mutex_lock(&e->uc->lock);
+  p = e->uc->p.write_policy;
+  pthread_mutex_unlock(&e->uc->lock);
+  return p;
+}
+
+/* Leaving write_back writes every dirty block back, records them clean
+ * and stops the thread; a write after it goes through. */
+static void
+test_policy_leaving_write_back(void **state)
+{
+  struct env *e = env_new(32 * BS, 16, FC_WRITE_BACK, FC_ADMIT_ALL);
+  uint32_t written = 0;
+
+  assert_int_equal(fc_ucache_start(e->uc), 0);
+  do_write(e, 2 * BS, 5 * BS);
+  do_write(e, 20 * BS, 2 * BS);
+  do_write(e, 30 * BS + 100, 700);              /* partial: goes around */
+  assert_int_equal(info_of(e).dirty_blocks, 7);
+  assert_false(origin_matches(e, 2 * BS, 5 * BS));
+
+  assert_int_equal(fc_ucache_set_write_policy(e->uc, FC_WRITE_THROUGH, &written), 0);
+  assert_int_equal(written, 7);
+  assert_int_equal(policy_now(e), FC_WRITE_THROUGH);
+  assert_int_equal(info_of(e).dirty_blocks, 0);
+  assert_false(e->uc->wb_running);
+  check_origin_all(e);
+  for (uint64_t ob = 2; ob < 7; ob++)
+    assert_int_equal(record_of(e, ob).flags, FC_MD_VALID);
+  /* Cached still, and current. */
+  assert_true(cached(e, 4));
+  check_all(e);
+  /* write_through now: the origin has a write as soon as it returns. */
+  do_write(e, 3 * BS + 512, 1024);
+  assert_true(origin_matches(e, 3 * BS, BS));
+  assert_int_equal(info_of(e).dirty_blocks, 0);
+  /* Asked again: nothing to do. */
+  assert_int_equal(fc_ucache_set_write_policy(e->uc, FC_WRITE_THROUGH, &written), 0);
+  assert_int_equal(written, 0);
+}
+
+/* The origin refusing the write-back, or its flush: the old policy, its
+ * thread and every dirty block stay; once it heals the change goes. */
+static void
+policy_origin_error(bool flush)
+{
+  struct env *e = env_new(32 * BS, 16, FC_WRITE_BACK, FC_ADMIT_ALL);
+  uint32_t written = 0;
+
+  assert_int_equal(fc_ucache_start(e->uc), 0);
+  do_write(e, 0, 6 * BS);
+  if (flush)
+    fo(e->origin)->fail_flush = -EIO;
+  else
+    fo(e->origin)->fail_pwrite = -EIO;
+  assert_int_equal(fc_ucache_set_write_policy(e->uc, FC_WRITE_READ_ONLY, &written),
+                   -EIO);
+  assert_int_equal(policy_now(e), FC_WRITE_BACK);
+  assert_true(e->uc->wb_running);
+  /* Written to the origin before the flush failed, they stay dirty. */
+  assert_int_equal(info_of(e).dirty_blocks, 6);
+  check_all(e);
+  /* Still write_back: a whole block lands in the cache, dirty. */
+  do_write(e, 10 * BS, BS);
+  assert_int_equal(info_of(e).dirty_blocks, 7);
+
+  fo(e->origin)->fail_flush = fo(e->origin)->fail_pwrite = 0;
+  assert_int_equal(fc_ucache_set_write_policy(e->uc, FC_WRITE_READ_ONLY, &written), 0);
+  assert_int_equal(written, 7);
+  assert_int_equal(info_of(e).dirty_blocks, 0);
+  check_origin_all(e);
+  check_all(e);
+}
+
+static void test_policy_write_back_error_keeps_it(void **state) { policy_origin_error(false); }
+static void test_policy_flush_error_keeps_it(void **state) { policy_origin_error(true); }
+
+/* Into write_back (the thread starts), and between read_only and
+ * write_through, each write following the policy it finds. */
+static void
+test_policy_entering_write_back(void **state)
+{
+  struct env *e = env_new(32 * BS, 16, FC_WRITE_READ_ONLY, FC_ADMIT_ALL);
+  unsigned char *snap;
+  uint32_t written = 7;
+
+  do_write(e, 0, 2 * BS);
+  assert_false(cached(e, 0));
+  assert_int_equal(fc_ucache_set_write_policy(e->uc, FC_WRITE_THROUGH, &written), 0);
+  assert_int_equal(written, 0);
+  do_write(e, 4 * BS, 2 * BS);                  /* installed, and at origin */
+  assert_true(cached(e, 4));
+  assert_true(origin_matches(e, 4 * BS, 2 * BS));
+
+  assert_int_equal(fc_ucache_set_write_policy(e->uc, FC_WRITE_BACK, &written), 0);
+  assert_int_equal(policy_now(e), FC_WRITE_BACK);
+  assert_true(e->uc->wb_running);
+  snap = origin_snapshot(e, 8 * BS, 2 * BS);
+  do_write(e, 8 * BS, 2 * BS);
+  assert_int_equal(info_of(e).dirty_blocks, 2);
+  origin_unchanged(e, snap, 8 * BS, 2 * BS);
+  check_all(e);
+  assert_int_equal(fc_ucache_set_write_policy(e->uc, FC_WRITE_READ_ONLY, &written), 0);
+  assert_int_equal(written, 2);
+  check_origin_all(e);
+}
+
+/* Dirty blocks held since a restart are not the change's to write. */
+static void
+test_policy_held_write_back_refused(void **state)
+{
+  struct env *e = env_new(16 * BS, 8, FC_WRITE_BACK, FC_ADMIT_ALL);
+  unsigned char *snap = origin_snapshot(e, 0, 16 * BS);
+  uint32_t written = 0;
+
+  do_write(e, BS, 2 * BS);
+  fc_ucache_hold_writeback(e->uc);
+  assert_int_equal(fc_ucache_set_write_policy(e->uc, FC_WRITE_THROUGH, &written),
+                   -EBUSY);
+  assert_int_equal(policy_now(e), FC_WRITE_BACK);
+  assert_int_equal(info_of(e).dirty_blocks, 2);
+  origin_unchanged(e, snap, 0, 16 * BS);
+  assert_true(fc_ucache_claim(e->uc));
+  assert_int_equal(fc_ucache_set_write_policy(e->uc, FC_WRITE_THROUGH, &written), 0);
+  check_origin_all(e);
+}
+
+/* Workers write, zero, trim and read their own ranges while the policy
+ * flips between write_back and the others.  Right after every change
+ * away from write_back, and for as long as it lasts, no block is dirty
+ * (a write that raced the change did not stay dirty under the new
+ * policy); at the end the origin alone holds everything. */
+static void
+test_policy_flips_under_io(void **state)
+{
+  static const enum fc_write_policy away[] = { FC_WRITE_THROUGH, FC_WRITE_READ_ONLY };
+  struct env *e = env_new((uint64_t)NTHREADS * BLOCKS_PER_THREAD * BS, 8,
+                          FC_WRITE_BACK, FC_ADMIT_ALL);
+  struct worker w[NTHREADS];
+  uint32_t written, total = 0;
+
+  assert_int_equal(fc_ucache_start(e->uc), 0);
+  for (unsigned t = 0; t < NTHREADS; t++) {
+    w[t] = (struct worker){ .e = e, .id = t, .ops = 1500, .allow_trim = true };
+    assert_int_equal(pthread_create(&w[t].tid, NULL, worker_main, &w[t]), 0);
+  }
+  for (unsigned i = 0; i < 40; i++) {
+    sleep_ms(2);
+    assert_int_equal(fc_ucache_set_write_policy(e->uc, away[i % 2], &written), 0);
+    total += written;
+    for (unsigned k = 0; k < 3; k++) {
+      assert_int_equal(info_of(e).dirty_blocks, 0);
+      sleep_ms(1);
+    }
+    assert_int_equal(fc_ucache_set_write_policy(e->uc, FC_WRITE_BACK, &written), 0);
+  }
+  for (unsigned t = 0; t < NTHREADS; t++)
+    pthread_join(w[t].tid, NULL);
+  for (unsigned t = 0; t < NTHREADS; t++)
+    if (w[t].failure[0])
+      fail_msg("%s", w[t].failure);
+  assert_int_equal(fc_ucache_set_write_policy(e->uc, FC_WRITE_THROUGH, &written), 0);
+  total += written;
+  print_message("%u blocks written back by 41 changes\n", total);
+  assert_true(total > 0);
+  assert_int_equal(info_of(e).dirty_blocks, 0);
+  check_origin_all(e);
+  check_all(e);
+  assert_int_equal(ST(e, io_errors), 0);
+}
+
 /* ---- the connection reader's reads (FC_IO_NOWAIT) ---- */
 
 static void
@@ -2183,6 +2361,12 @@ main(void)
     T(test_concurrent_wb),
     T(test_concurrent_wt),
     T(test_concurrent_ro),
+    T(test_policy_leaving_write_back),
+    T(test_policy_write_back_error_keeps_it),
+    T(test_policy_flush_error_keeps_it),
+    T(test_policy_entering_write_back),
+    T(test_policy_held_write_back_refused),
+    T(test_policy_flips_under_io),
     T(test_nowait_read_gives_up_or_serves),
     T(test_nowait_hit_is_most_recent),
     T(test_migr_read_many_from_the_device),
