@@ -96,6 +96,7 @@ def test_attach_detach_restart_adoption_foreign(vm, agent_path):
             env={'FCACHE_AGENT': agent_path})
     assert 'not created by this agent' in r['foreign_adopt']
     assert 'was not created' in r['foreign_attach']
+    assert 'detach volume vol1 and attach it again' in r['volume_set']
 
 
 @pytest.mark.timeout(400)

@@ -153,6 +153,15 @@ def lifecycle():
     check(show['mode'] == 'writethrough' and show['block_size'] == 65536,
           show)
     out['show'] = show
+    # volume-set: dmcache cannot change a policy in use (doc/dmcache.rst);
+    # refused, the table as it was.
+    r = a.call('volume-set', volume_id='vol1', write_policy='write_back')
+    check(not r['ok'] and r['errno'] == 95 and
+          'dmcache engine cannot change the write policy' in r['error'], r)
+    out['volume_set'] = r['error']
+    show = a.ok('volume-show', volume_id='vol1')
+    check(show['write_policy'] == 'write_through' and
+          show['mode'] == 'writethrough', show)
     # Restart: the device keeps serving while no agent runs; adopted.
     a.stop()
     check(exists('fcache-vol1'), 'device removed by agent stop')
