@@ -352,6 +352,7 @@ def test_readers_read_and_only_admins_change(make_agent, make_origin,
             ('volume-detach', {'volume_id': 'v1'}),
             ('volume-detach', {'volume_id': 'v1', 'discard_dirty': True}),
             ('volume-claim', {'volume_id': 'v1'}),
+            ('volume-set', {'volume_id': 'v1', 'write_policy': 'write_back'}),
             # Makes a key pair the agent holds for a migration.
             ('migration-key', {'volume_id': 'v9', 'migration_id': 'm'}),
             ('migration-incoming', {'volume_id': 'v9', 'migration_id': 'm',
