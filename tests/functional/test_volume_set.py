@@ -282,6 +282,34 @@ def test_refused_while_migrating(make_agent, make_origin):
     assert set_policy(src, 'write_through')['write_policy'] == 'write_through'
 
 
+def test_refused_while_the_origin_moves(make_agent, make_origin):
+    a = make_origin(VOLUME_SIZE, name='A')
+    b = make_origin(VOLUME_SIZE, name='B')
+    agent = make_agent(**HOLD_DIRTY).start()
+    _, h = attach_and_connect(agent, 'vol1', a, cache_size=VOLUME_CACHE,
+                              write_policy='write_back')
+    orc = om.Oracle(a.content)
+    write_blocks(h, orc, 0, 8, 0x5a)
+    client = agent.client()
+    # 1 MB/s: the copy of 16 MiB is still running when volume-set asks.
+    client.call('volume-move', volume_id='vol1', to=b.uri, scheme='dbt',
+                rate_limit_mbps=1)
+    exc = set_error(agent, write_policy='write_through')
+    assert exc.errno == errno.EBUSY, exc
+    assert 'a storage move of volume vol1 is running' in str(exc), exc
+    show = agent.show('vol1')
+    assert show['write_policy'] == 'write_back'
+    assert show['dirty_blocks'] == 8
+    assert show['move']['state'] == 'copying', show['move']
+    client.call('volume-move-abort', volume_id='vol1')
+    harness.wait_for(
+        lambda: agent.show('vol1')['move']['state'] == 'aborted', 30,
+        'the move to be aborted')
+    assert set_policy(agent, 'write_through')['dirty_blocks_written'] == 8
+    assert not origin_mismatch(orc, a, 'origin A after the change')
+    om.close(h)
+
+
 def test_bad_values_change_nothing(make_agent, make_origin):
     origin = make_origin(VOLUME_SIZE)
     agent = make_agent(**HOLD_DIRTY).start()
