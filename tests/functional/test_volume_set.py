@@ -94,16 +94,17 @@ def test_leaving_write_back_under_writes(make_agent, make_origin, to):
                               write_policy='write_back')
     orc = om.Oracle(origin.content)
     write_blocks(h, orc, 0, 64, 0x11)
+    assert agent.show('vol1')['dirty_blocks'] == 64
     writer = Writer(h, orc, seed=5)
     harness.wait_for(lambda: writer.ops() > 300, 60,
                      'the guest to write under write_back')
-    dirty = agent.show('vol1')['dirty_blocks']
-    assert dirty >= 64
+    # (Its trims and zeroes may have dropped some dirty blocks.)
+    assert agent.show('vol1')['dirty_blocks'] > 0
 
     res = set_policy(agent, to)
     assert res['write_policy'] == to
     assert res['previous_write_policy'] == 'write_back'
-    assert res['dirty_blocks_written'] >= dirty
+    assert res['dirty_blocks_written'] > 0
     assert agent.show('vol1')['dirty_blocks'] == 0
     # The guest kept writing through the change; let it go on under the
     # new policy, then stop it.
