@@ -130,6 +130,16 @@ def control():
           '{"op":"migration-settle","args":{"volume_id":"vol-1",'
           '"migration_id":"m-9","step":"list","after":0,"limit":10,'
           '"blocks":[1,2,3],"rest":"forget","source":"127.0.0.1:1"}}\n')
+    write('control', 'volume-set', attach +
+          '{"op":"volume-set","args":{"volume_id":"vol-1",'
+          '"write_policy":"write_through"}}\n'
+          '{"op":"volume-set","args":{"volume_id":"vol-1",'
+          '"write_policy":"write_back","cache_size":"64K"}}\n'
+          '{"op":"volume-set","args":{"volume_id":"vol-1",'
+          '"write_policy":"write_around"}}\n'
+          '{"op":"volume-set","args":{"volume_id":"vol-1",'
+          '"cache_size":"1M"}}\n'
+          '{"op":"volume-set","args":{"volume_id":"vol-1"}}\n')
     write('control', 'malformed', '{"op":\n5\n[]\n{"op":5}\n{"op":"nope"}\n'
           '{"op":"volume-show","args":[]}\n'
           '{"op":"volume-attach","args":{"volume_id":"../x","origin":"/"}}\n'
