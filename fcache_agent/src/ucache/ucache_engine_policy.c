@@ -59,8 +59,13 @@ uc_set_policy(struct fc_host *host, struct fc_volume *v, enum fc_write_policy to
   if (from == to)
     return 0;
 
-  if (to == FC_WRITE_BACK && (r = save_policy(host, v, to, err, errlen)))
+  if (to == FC_WRITE_BACK && (r = save_policy(host, v, to, err, errlen))) {
+    size_t len = strlen(err);
+
+    snprintf(err + len, errlen - len, "; volume %s stays %s", v->p.id,
+             fc_write_policy_name(from));
     return r;
+  }
   r = fc_ucache_set_write_policy(uv->uc, to, written);
   if (r) {
     if (to == FC_WRITE_BACK)
