@@ -129,6 +129,31 @@ def test_detach_discard_and_claim(client, fake_agent):
         ('volume-detach', {'volume_id': 'v1'})]
 
 
+def test_set_volume(client, fake_agent):
+    fake_agent.handlers['volume-set'] = lambda args: dict(args)
+    assert client.set_volume('v1', write_policy='read_only') == {
+        'volume_id': 'v1', 'write_policy': 'read_only'}
+    assert client.set_volume('v1', cache_size=1 << 20) == {
+        'volume_id': 'v1', 'cache_size': 1 << 20}
+
+
+@pytest.mark.parametrize('kwargs', [
+    {},
+    {'volume_id': '', 'write_policy': 'read_only'},
+    {'write_policy': 'write_around'},
+    {'cache_size': 0},
+    {'cache_size': '1M'},
+    {'cache_size': True},
+])
+def test_set_volume_invalid_arguments_send_nothing(client, fake_agent,
+                                                   kwargs):
+    call = {'volume_id': 'v1'}
+    call.update(kwargs)
+    with pytest.raises(exception.InvalidArgument):
+        client.set_volume(**call)
+    assert fake_agent.requests == []
+
+
 def test_generic_call(client, fake_agent):
     fake_agent.handlers['echo'] = lambda args: {'echo': args}
     assert client.call('echo', a=1, b='x') == {'echo': {'a': 1, 'b': 'x'}}
