@@ -15,9 +15,10 @@
  *
  *   1. The write-back thread stops (its passes would race ours for the
  *      same blocks, harmlessly but confusingly), and passes run while the
- *      VM keeps writing, as write_back, until few dirty blocks are left or
- *      the passes stop gaining on the VM.  This is the long part; the VM
- *      is not held.
+ *      VM keeps writing, as write_back, until few dirty blocks are left.
+ *      If the VM dirties blocks faster than they go out, each pass holds
+ *      its writes and lets them through after (converge()).  This is the
+ *      long part; the VM's writes wait one pass at most.
  *   2. New writes, trims and zeroes are held at their start, before they
  *      take a stripe (uc_pause_gate); reads go on.  Writes that passed the
  *      gate already may still add dirty blocks: they are finite.
@@ -44,6 +45,7 @@
 #include <stdatomic.h>
 #include <time.h>
 
+#include "common/clock.h"
 #include "common/log.h"
 #include "ucache_priv.h"
 
@@ -52,6 +54,12 @@
 /* Step 1 stops here: what is left is written back with the VM's writes
  * held, a pass or two at most. */
 #define POLICY_PAUSE_DIRTY 256u
+/* Step 1 gives up gaining on the VM after this many passes in a row
+ * that did not bring the dirty count to a new low. */
+#define POLICY_STALL_PASSES 16u
+/* Between two passes that hold the VM's writes, this long for the held
+ * ones to go through. */
+#define POLICY_GAP_NS 1000000L
 /* Passes that find nothing they may write back (every dirty block is in
  * a request's hands) before the change gives up, 1 ms apart. */
 #define POLICY_IDLE_TRIES 2000u
@@ -89,28 +97,55 @@ dirty_now(struct fc_ucache *uc)
   return n;
 }
 
+/* One step-1 pass: *left the dirty count after it, *stalled reset on a
+ * new low, counted up otherwise. */
+static int
+converge_pass(struct fc_ucache *uc, uint32_t *written, uint32_t *left,
+              uint32_t *lowest, unsigned *stalled)
+{
+  uint32_t done = 0;
+  int r = uc_writeback_pass(uc, POLICY_PASS_BLOCKS, &done);
+
+  *written += done;
+  if (r)
+    return r;
+  *left = dirty_now(uc);
+  if (done && *left < *lowest) {
+    *lowest = *left;
+    *stalled = 0;
+  } else {
+    (*stalled)++;
+  }
+  return 0;
+}
+
 /* Step 1: write back while the VM writes on, until at most
- * POLICY_PAUSE_DIRTY blocks are dirty or a pass gains nothing.  Bounded
- * by the dirty count at the start: a VM that dirties blocks as fast as
- * they go out does not keep the change here forever (step 2 holds it). */
+ * POLICY_PAUSE_DIRTY blocks are dirty.  First freely; once the passes
+ * stop gaining on the VM (POLICY_STALL_PASSES in a row without a new
+ * lowest dirty count) each pass holds the VM's writes, and the writes
+ * held go through between passes: a write waits one pass at most, and
+ * between two passes the VM can dirty only what its queue holds, fewer
+ * than a pass writes back.  Without this a VM that dirties blocks as
+ * fast as they go out would leave them all for step 3, and its writes
+ * would wait for all of them.  If even that stalls, step 2 holds it. */
 static int
 converge(struct fc_ucache *uc, uint32_t *written)
 {
-  uint32_t left = dirty_now(uc);
-  uint64_t passes = left / POLICY_PASS_BLOCKS + 8;
+  uint32_t left = dirty_now(uc), lowest = left;
+  unsigned stalled = 0;
+  int r = 0;
 
-  while (left > POLICY_PAUSE_DIRTY && passes--) {
-    uint32_t done = 0;
-    int r = uc_writeback_pass(uc, POLICY_PASS_BLOCKS, &done);
-
-    *written += done;
-    if (r)
-      return r;
-    if (!done)
-      break;
-    left = dirty_now(uc);
+  while (!r && left > POLICY_PAUSE_DIRTY && stalled < POLICY_STALL_PASSES)
+    r = converge_pass(uc, written, &left, &lowest, &stalled);
+  stalled = 0;
+  while (!r && left > POLICY_PAUSE_DIRTY && stalled < POLICY_STALL_PASSES) {
+    set_paused(uc, true);
+    r = converge_pass(uc, written, &left, &lowest, &stalled);
+    set_paused(uc, false);
+    /* The gap the held writes go through in. */
+    nanosleep(&(struct timespec){ 0, POLICY_GAP_NS }, NULL);
   }
-  return 0;
+  return r;
 }
 
 /* Step 3, writes held: every dirty block to the origin, the origin
@@ -201,6 +236,9 @@ fc_ucache_set_write_policy(struct fc_ucache *uc, enum fc_write_policy to,
     r = converge(uc, written);
   }
   if (!r) {
+    uint32_t at_pause = dirty_now(uc);
+    uint64_t t0 = fc_now_ms();
+
     set_paused(uc, true);
     wait_writes_around(uc);
     for (unsigned tries = 0; ; tries++) {
@@ -216,6 +254,9 @@ fc_ucache_set_write_policy(struct fc_ucache *uc, enum fc_write_policy to,
       }
     }
     set_paused(uc, false);
+    if (from == FC_WRITE_BACK)
+      log_info("write policy change: writes held %llu ms for the last %u dirty "
+               "blocks", (unsigned long long)(fc_now_ms() - t0), at_pause);
   }
   if (r && from == FC_WRITE_BACK) {
     /* The old policy stays, and with it the thread. */
