@@ -75,6 +75,12 @@ uc_set_policy(struct fc_host *host, struct fc_volume *v, enum fc_write_policy to
                "restarted (doc/ucache.rst): claim the volume (volume-claim) "
                "if its VM runs here, then change its policy; it stays %s",
                v->p.id, fc_write_policy_name(from));
+    else if (r == -EAGAIN)
+      snprintf(err, errlen, "cannot change volume %s to %s: its last dirty "
+               "blocks stayed in use by its requests for seconds; it stays %s "
+               "and loses nothing (%u blocks written back meanwhile); try "
+               "again", v->p.id, fc_write_policy_name(to),
+               fc_write_policy_name(from), *written);
     else
       snprintf(err, errlen, "cannot change volume %s to %s: %s%s; it stays %s "
                "and loses nothing (%u blocks written back meanwhile)",
