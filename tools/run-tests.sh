@@ -4,7 +4,9 @@
 # Python unit and functional tests (the functional tests drive the real
 # agent, built with sanitizers, through nbdkit, libnbd, fio and qemu-io;
 # tests/real_libvirt live-migrates QEMU between two real libvirt daemons,
-# which needs root for its network and mount namespaces).
+# which needs root for its network and mount namespaces), and the cloud in
+# a box (tools/cloud.sh: a real OpenStack on this machine) with fcache's
+# Tempest tests and the failure paths of tests/cloud run against it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -14,6 +16,22 @@ export PATH="$PWD/.venv/bin:$PATH"
 
 echo "== The ASan agent, which every suite below drives"
 make -s -C fcache_agent asan
+
+# The cloud in a box comes up in the background too (a few minutes of
+# services starting, a core at most), and is taken down after its tests.
+# A box already up (a developer's) is used and left up.
+box_log=$(mktemp)
+box_ours=1
+if tools/cloud.sh status >/dev/null 2>&1; then
+  box_ours=0
+fi
+tools/cloud.sh up >"$box_log" 2>&1 &
+box_pid=$!
+box_down() {
+  if [ "$box_ours" = 1 ]; then
+    tools/cloud.sh down >>"$box_log" 2>&1 || true
+  fi
+}
 
 # Nova's and Cinder's in-process tests mostly wait on agents, nbdkit,
 # Ceph and qemu-io (about a third of a core each): they run in the
@@ -46,7 +64,7 @@ nova_pid=$!
     tests.nova_functional.test_balancing
 ) >"$nova_log2" 2>&1 &
 nova_pid2=$!
-trap 'pkill -TERM -P "$nova_pid" 2>/dev/null; pkill -TERM -P "$nova_pid2" 2>/dev/null; kill "$nova_pid" "$nova_pid2" 2>/dev/null || true' EXIT
+trap 'pkill -TERM -P "$nova_pid" 2>/dev/null; pkill -TERM -P "$nova_pid2" 2>/dev/null; kill "$nova_pid" "$nova_pid2" "$box_pid" 2>/dev/null; wait "$box_pid" 2>/dev/null; box_down' EXIT
 
 echo "== C unit tests (ASan/UBSan)"
 make -s -C fcache_agent check
@@ -73,13 +91,37 @@ nova_rc=0
 wait "$nova_pid" || nova_rc=$?
 nova_rc2=0
 wait "$nova_pid2" || nova_rc2=$?
-trap - EXIT
+trap 'kill "$box_pid" 2>/dev/null; wait "$box_pid" 2>/dev/null; box_down' EXIT
 cat "$nova_log" "$nova_log2"
 rm -f "$nova_log" "$nova_log2"
 if [ "$nova_rc" -ne 0 ] || [ "$nova_rc2" -ne 0 ]; then
   echo "FAILED: Nova and Cinder in process (exit status $nova_rc, $nova_rc2)" >&2
   exit 1
 fi
+
+echo "== The cloud in a box: Keystone, Placement, Glance, Neutron, Nova (two computes, each with its libvirtd and fcache-agent), Cinder on Ceph; fcache's Tempest tests (a live migration per strategy, guests reporting their data) and the failure paths (tests/cloud)"
+box_rc=0
+wait "$box_pid" || box_rc=$?
+cat "$box_log"
+trap box_down EXIT
+if [ "$box_rc" -ne 0 ]; then
+  echo "FAILED: tools/cloud.sh up (exit status $box_rc)" >&2
+  exit 1
+fi
+box_failed=()
+tools/cloud.sh tempest --concurrency 2 || box_failed+=(tempest)
+python -m pytest -p no:cacheprovider --timeout=900 -q tests/cloud ||
+  box_failed+=(tests/cloud)
+if [ ${#box_failed[@]} -gt 0 ]; then
+  tools/cloud.sh status || true
+  echo "The services' last errors:"
+  grep -h ' ERROR ' "${FCACHE_BOX_DIR:-/var/tmp/fcache-box}"/logs/*.log |
+    tail -n 60 || true
+  echo "FAILED: the cloud in a box: ${box_failed[*]} (its logs: ${FCACHE_BOX_DIR:-/var/tmp/fcache-box}/logs)" >&2
+  exit 1
+fi
+box_down
+trap - EXIT
 
 echo "== Nova's libvirt driver unit tests with fcache's driver in LibvirtDriver's place (tests/nova_unit)"
 # stestr runs one process per CPU (about 75 s on 2 cores; 155 s in one).

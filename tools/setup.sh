@@ -29,6 +29,12 @@ APT_PACKAGES+=(shellcheck bats graphviz systemd man-db)
 # an md raid1 origin, built inside UML (tests/functional/test_uml_origins.py).
 APT_PACKAGES_BARE=(ceph-mon ceph-osd ceph-common librbd-dev librados-dev
   python3-rbd python3-rados mdadm)
+# The cloud in a box (tools/cloud.sh): its database and message broker
+# (the box runs its own instances of them, never the system services), and
+# busybox for the guest it builds (with a kernel fetched by apt-get
+# download).
+APT_PACKAGES_BARE+=(mariadb-server mariadb-client rabbitmq-server
+  busybox-static)
 # promtool, which checks and unit-tests the alert rules in etc/prometheus
 # (tests/functional/test_metrics.py); Debian ships it with the server,
 # whose service the tests never use.

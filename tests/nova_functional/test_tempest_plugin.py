@@ -26,7 +26,16 @@ from fcache_tempest_plugin.config import STRATEGIES
 SCENARIO = ('fcache_tempest_plugin.tests.scenario.test_live_migration.'
             'TestLiveMigrationWithHostCache.test_live_migrate_%s'
             '[compute,id-%s,image,slow,volume]')
+CONSOLE = ('fcache_tempest_plugin.tests.scenario.'
+           'test_console_live_migration.TestConsoleLiveMigration.'
+           'test_console_live_migrate_%s'
+           '[compute,id-0d6f1c56-8b0e-4c43-9b53-2f3b8d0f7a0%d,image,slow,'
+           'volume]')
 TEST_IDS = {
+    CONSOLE % ('none', 1), CONSOLE % ('cachemior', 2),
+    CONSOLE % ('firepan', 3), CONSOLE % ('firepan_if', 4),
+    CONSOLE % ('cloudcache', 5), CONSOLE % ('hybrid', 6),
+    CONSOLE % ('auto', 7),
     SCENARIO % ('hybrid', 'b1dafad9-bcaf-46fe-9fdb-c5c899ff1105'),
     SCENARIO % ('none', '6368e904-ca6d-4870-96cb-04810797b5d4'),
     SCENARIO % ('cachemior', 'eb5d59aa-72ed-4ad3-b6f9-4e0b96b55f1f'),
@@ -74,12 +83,13 @@ class TempestPluginTest(testtools.TestCase):
         self.assertEqual('write_back', conf.fcache.write_policy)
         self.assertEqual(16, conf.fcache.data_size_mb)
         self.assertEqual({}, conf.fcache.agent_sockets)
+        self.assertFalse(conf.fcache.guest_console)
         self.assertTrue(conf.fcache_feature_enabled.firepan_if)
         listed = {group: sorted(o.name for o in opts)
                   for group, opts in self.plugin.get_opt_lists()}
         self.assertEqual(
             {'fcache': ['agent_sockets', 'cache_size', 'data_size_mb',
-                        'write_policy'],
+                        'guest_console', 'write_policy'],
              'fcache_feature_enabled': sorted(STRATEGIES),
              'service_available': ['fcache']}, listed)
 

@@ -150,6 +150,8 @@ def main(argv=None):
                                        "against the box")
     t.add_argument('regex', nargs='?', default='fcache_tempest_plugin',
                    help='which tests (default: %(default)s)')
+    t.add_argument('--concurrency', type=int, default=1,
+                   help='tests run at once (default: %(default)s)')
     args = parser.parse_args(argv)
     if os.geteuid() != 0:
         parser.error('the box needs root (namespaces, libvirtd, MariaDB)')
@@ -163,7 +165,7 @@ def main(argv=None):
             return status(box, args)
         elif args.command == 'tempest':
             from cloudbox import tempest_run
-            return tempest_run.run(box, args.regex)
+            return tempest_run.run(box, args.regex, args.concurrency)
     except procs.BoxError as exc:
         print('cloud-box: %s' % exc, file=sys.stderr)
         return 1
