@@ -1,4 +1,5 @@
 # Sphinx configuration of fcache's documentation (tox -e docs).
+import importlib.util
 import os
 import sys
 
@@ -6,6 +7,12 @@ import sys
 # package, as in tox's docs environment.
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                 '_ext'))
+
+_spec = importlib.util.spec_from_file_location(
+    'fcache_man_conf', os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                    'man', 'conf.py'))
+_man_conf = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_man_conf)
 
 project = 'fcache'
 copyright = 'fcache developers'
@@ -27,15 +34,10 @@ graphviz_output_format = 'svg'
 html_theme = 'alabaster'
 html_static_path = []
 
-# (source, name, description, authors, section)
-man_pages = [
-    ('man/fcache-agent', 'fcache-agent',
-     'per-host data-plane daemon of the fcache flash cache',
-     [author], 8),
-    ('man/fcache', 'fcache',
-     'drive the fcache agent of this host',
-     [author], 1),
-]
+# (source, name, description, authors, section): doc/man/conf.py's list,
+# which also builds the man pages alone for `make install` and packages.
+man_pages = [('man/' + source,) + tuple(rest)
+             for source, *rest in _man_conf.MAN_PAGES]
 man_show_urls = False
 # man8/fcache-agent.8: a tree man -M and MANPATH can use.
 man_make_section_directory = True

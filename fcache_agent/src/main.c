@@ -7,6 +7,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "agent/agent.h"
 #include "engine/engine.h"
@@ -16,6 +18,37 @@
 #include "control/control_ops.h"
 #include "control/metrics.h"
 #include "common/log.h"
+#include "common/sd_notify.h"
+#include "common/version.h"
+
+/* Waits for SIGTERM or SIGINT and returns it.  Under a systemd watchdog
+ * (WatchdogSec=), wakes at half the interval to send WATCHDOG=1: a main
+ * thread stuck elsewhere, or a process stopped, then misses the deadline
+ * and systemd restarts the agent.  What the ping proves is that the
+ * process runs and its signal handling works; the control socket's own
+ * liveness is what nova-compute's calls check. */
+static int
+wait_for_stop(const sigset_t *stop_signals, const struct fc_notify *notify)
+{
+  uint64_t interval = fc_notify_watchdog_interval_usec(notify);
+  struct timespec ts;
+  int sig, r;
+
+  if (interval == 0)
+    return sigwait(stop_signals, &sig) == 0 ? sig : SIGTERM;
+  ts.tv_sec = (time_t)(interval / 1000000u);
+  ts.tv_nsec = (long)(interval % 1000000u) * 1000;
+  for (;;) {
+    r = fc_notify_send(notify, "WATCHDOG=1");
+    if (r < 0)
+      log_warning("cannot send WATCHDOG=1 to systemd: %s", strerror(-r));
+    sig = sigtimedwait(stop_signals, NULL, &ts);
+    if (sig > 0)
+      return sig;
+    if (errno != EAGAIN && errno != EINTR)
+      return SIGTERM;
+  }
+}
 
 static void
 usage(FILE *f)
@@ -40,13 +73,14 @@ main(int argc, char **argv)
   struct fc_agent *agent = NULL;
   struct fc_control *ctl = NULL;
   char err[1024] = "";
+  struct fc_notify notify;
   sigset_t stop_signals;
   int c, sig, r;
 
   while ((c = getopt_long(argc, argv, "c:Vh", longopts, NULL)) != -1) {
     switch (c) {
     case 'c': config_path = optarg; break;
-    case 'V': printf("fcache-agent %s\n", FC_VERSION); return 0;
+    case 'V': printf("fcache-agent %s\n", fc_version()); return 0;
     case 'h': usage(stdout); return 0;
     default: usage(stderr); return 2;
     }
@@ -108,11 +142,27 @@ main(int argc, char **argv)
     return 1;
   }
   log_info("fcache-agent %s ready: engine %s, cache %s (%llu bytes, %u-byte blocks), "
-           "control %s", FC_VERSION, cfg.engine, cfg.cache_path,
+           "control %s", fc_version(), cfg.engine, cfg.cache_path,
            (unsigned long long)cfg.cache_size, cfg.block_size, cfg.control_socket);
 
-  if (sigwait(&stop_signals, &sig) == 0)
-    log_info("received %s, shutting down", strsignal(sig));
+  /* READY=1 only now: a Type=notify unit's dependents (nova-compute) start
+   * once the control socket answers.  A bad NOTIFY_SOCKET is logged, not
+   * fatal: the agent serves its guests all the same. */
+  r = fc_notify_open(&notify, getenv("NOTIFY_SOCKET"), getenv("WATCHDOG_USEC"),
+                     getenv("WATCHDOG_PID"), getpid());
+  if (r < 0)
+    log_warning("cannot use NOTIFY_SOCKET=%s WATCHDOG_USEC=%s: %s",
+                getenv("NOTIFY_SOCKET"),
+                getenv("WATCHDOG_USEC") ? getenv("WATCHDOG_USEC") : "",
+                strerror(-r));
+  r = fc_notify_send(&notify, "READY=1\nSTATUS=serving, control socket listening");
+  if (r < 0)
+    log_warning("cannot send READY=1 to systemd: %s", strerror(-r));
+
+  sig = wait_for_stop(&stop_signals, &notify);
+  log_info("received %s, shutting down", strsignal(sig));
+  fc_notify_send(&notify, "STOPPING=1");
+  fc_notify_close(&notify);
   fc_control_stop(ctl);
   /* Before the volumes go: the sampler reads them. */
   fc_metrics_stop(agent->metrics);

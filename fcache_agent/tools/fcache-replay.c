@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "alloc/predict.h"
+#include "common/version.h"
 #include "alloc/rws.h"
 #include "alloc/share.h"
 #include "alloc/staging.h"
@@ -57,7 +58,8 @@ usage(FILE *f)
 "  --enforce E                replacement|strict (default replacement)\n"
 "  --profile-windows LIST     e.g. 60,300,900,3600: one rws replay per window,\n"
 "                             and the knee as the proposed window\n"
-"  --json                     one JSON document (doc/replay.rst) instead of a table\n");
+"  --json                     one JSON document (doc/replay.rst) instead of a table\n"
+"  --version                  print the version and exit\n");
 }
 
 /* One line on stderr; returns the exit status of bad input. */
@@ -154,7 +156,7 @@ parse_profile(const char *s, struct opts *o)
 enum {
   O_FORMAT = 256, O_SHIFT, O_CACHE, O_LIMIT, O_BS, O_POLICY, O_RWSN, O_STAGING,
   O_FRACTION, O_PREDICTOR, O_SPARE, O_HEADROOM, O_WINDOW, O_ENFORCE,
-  O_PROFILE, O_JSON, O_HELP,
+  O_PROFILE, O_JSON, O_HELP, O_VERSION,
 };
 
 static const struct option longopts[] = {
@@ -175,6 +177,7 @@ static const struct option longopts[] = {
   { "profile-windows", required_argument, NULL, O_PROFILE },
   { "json", no_argument, NULL, O_JSON },
   { "help", no_argument, NULL, O_HELP },
+  { "version", no_argument, NULL, O_VERSION },
   { NULL, 0, NULL, 0 },
 };
 
@@ -261,6 +264,9 @@ parse_args(int argc, char **argv, struct opts *o)
     case 'h':
     case O_HELP:
       usage(stdout);
+      exit(0);
+    case O_VERSION:
+      printf("fcache-replay %s\n", fc_version());
       exit(0);
     default:
       usage(stderr);

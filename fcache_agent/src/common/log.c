@@ -1,6 +1,12 @@
 /* Logging to stderr or syslog.
  *
- * The two settings below are the only process-wide mutable state of the
+ * When stderr is the journal (systemd's StandardError=journal, the
+ * default), each line starts with the sd-daemon priority prefix "<N>" so
+ * that `journalctl -p err` finds the errors, and carries no timestamp or
+ * "fcache-agent[pid]": journald records both itself.  On a terminal, a pipe
+ * or a file, lines keep the timestamped format.
+ *
+ * The three settings below are the only process-wide mutable state of the
  * agent.  They describe process-wide resources (the one stderr, the one
  * syslog connection), so passing them around would buy nothing.  They are
  * written only by fc_log_setup(), which main() calls once before starting
@@ -10,10 +16,13 @@
 #include "log.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 #include <syslog.h>
 #include <time.h>
 #include <unistd.h>
@@ -26,6 +35,7 @@
 
 static enum fc_log_target log_target = FC_LOG_STDERR;
 static enum fc_log_level log_threshold = FC_LOG_INFO;
+static bool log_journal;
 
 static const char *const level_names[] = {
   [FC_LOG_ERROR] = "error",
@@ -56,10 +66,49 @@ void fc_log_setup(enum fc_log_target target, enum fc_log_level threshold)
     closelog();
   log_target = target;
   log_threshold = threshold;
+  log_journal = target == FC_LOG_STDERR &&
+                fc_log_stream_is_journal(getenv("JOURNAL_STREAM"), STDERR_FILENO);
   /* LOG_NDELAY connects now, so the first message logged from a thread
    * does not race with a lazy connect inside syslog(). */
   if (target == FC_LOG_SYSLOG)
     openlog(LOG_IDENT, LOG_PID | LOG_NDELAY, LOG_DAEMON);
+}
+
+/* systemd sets JOURNAL_STREAM to "<device>:<inode>" of the stream it
+ * connected stdout/stderr to (both decimal).  A process must compare it with
+ * its own stderr: an inherited variable, or stderr redirected by a wrapper
+ * script, would otherwise put "<3>" into a file or a terminal. */
+bool fc_log_stream_is_journal(const char *journal_stream, int fd)
+{
+  uintmax_t dev, ino;
+  struct stat st;
+  char *end;
+
+  if (!journal_stream || !*journal_stream)
+    return false;
+  errno = 0;
+  dev = strtoumax(journal_stream, &end, 10);
+  if (errno || end == journal_stream || *end != ':')
+    return false;
+  journal_stream = end + 1;
+  ino = strtoumax(journal_stream, &end, 10);
+  if (errno || end == journal_stream || *end != '\0')
+    return false;
+  if (fstat(fd, &st) < 0)
+    return false;
+  return (uintmax_t)st.st_dev == dev && (uintmax_t)st.st_ino == ino;
+}
+
+bool fc_log_to_journal(void)
+{
+  return log_journal;
+}
+
+int fc_log_priority(enum fc_log_level level)
+{
+  if ((unsigned)level >= N_LEVELS)
+    level = FC_LOG_ERROR;
+  return level_priorities[level];
 }
 
 bool fc_log_enabled(enum fc_log_level level)
@@ -108,9 +157,15 @@ static void log_stderr(enum fc_log_level level, const char *fmt, va_list ap)
   size_t len;
   int n;
 
-  len = format_timestamp(line, sizeof line);
-  n = snprintf(line + len, sizeof line - len, "%s[%ld]: %s: ",
-               LOG_IDENT, (long)getpid(), level_tags[level]);
+  if (log_journal) {
+    n = snprintf(line, sizeof line, "<%d>%s: ", level_priorities[level],
+                 level_tags[level]);
+    len = 0;
+  } else {
+    len = format_timestamp(line, sizeof line);
+    n = snprintf(line + len, sizeof line - len, "%s[%ld]: %s: ",
+                 LOG_IDENT, (long)getpid(), level_tags[level]);
+  }
   if (n < 0)
     return;
   len += (size_t)n;

@@ -11,6 +11,15 @@ enum fc_log_target { FC_LOG_STDERR = 0, FC_LOG_SYSLOG };
 
 void fc_log_setup(enum fc_log_target target, enum fc_log_level threshold);
 bool fc_log_enabled(enum fc_log_level level);
+
+/* Whether JOURNAL_STREAM's "<device>:<inode>" names the file fd is open on:
+ * then fd is systemd's stream to journald (sd-daemon(3)).  fc_log_setup()
+ * asks this of stderr and, if so, prefixes lines with "<N>". */
+bool fc_log_stream_is_journal(const char *journal_stream, int fd);
+/* What fc_log_setup() found: stderr lines carry "<N>" priority prefixes. */
+bool fc_log_to_journal(void);
+/* The syslog priority (LOG_ERR ... LOG_DEBUG) of a level. */
+int fc_log_priority(enum fc_log_level level);
 void fc_log(enum fc_log_level level, const char *fmt, ...)
   __attribute__((format(printf, 2, 3)));
 

@@ -20,6 +20,7 @@
 #include "engine/engine.h"
 #include "flash_pool.h"
 #include "common/log.h"
+#include "common/version.h"
 #include "origin/origin_policy.h"
 
 #define SECTOR FC_SECTOR
@@ -405,7 +406,7 @@ dm_status_json(struct fc_host *host)
   /* Exact flash accounting: capacity == allocated + free, in bytes of
    * whole extents; allocated == data + metadata of every volume. */
   return json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:s, s:s, s:o}",
-                   "version", FC_VERSION, "engine", "dmcache",
+                   "version", fc_version(), "engine", "dmcache",
                    "capacity_bytes", (json_int_t)(e->pool.nr_extents * FC_FLASH_EXTENT),
                    "used_bytes", (json_int_t)used, "reserved_bytes", (json_int_t)used,
                    "free_bytes", (json_int_t)(e->pool.nr_extents * FC_FLASH_EXTENT - used),

@@ -32,7 +32,6 @@
 #include "common/types.h"
 #include "volume.h"
 
-#define FC_VERSION "0.1.0"
 #define FC_MAX_VOLUMES 256
 #define FC_MIGRATION_ID_MAX 64
 

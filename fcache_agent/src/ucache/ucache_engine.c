@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "common/log.h"
+#include "common/version.h"
 #include "nbd/nbd_server.h"
 #include "origin/origin.h"
 #include "ucache_engine.h"
@@ -545,7 +546,7 @@ uc_status_json(struct fc_host *host)
                                           "cache_size", (json_int_t)v->p.cache_size));
   }
   o = json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:o}",
-                "version", FC_VERSION, "engine", host->cfg.engine,
+                "version", fc_version(), "engine", host->cfg.engine,
                 "capacity_bytes", (json_int_t)(UCE(host)->dev->nr_blocks * bs),
                 "used_bytes", (json_int_t)(fc_cachedev_used(UCE(host)->dev) * bs),
                 "reserved_bytes", (json_int_t)(UCE(host)->dev->reserved * bs),
