@@ -25,7 +25,8 @@ extensions = [
 ]
 
 root_doc = 'index'
-exclude_patterns = ['_ext', 'build']
+# man/index.rst is the root of the man-only build (doc/man/conf.py).
+exclude_patterns = ['_ext', 'build', 'man/index.rst']
 # The docs live beside code and other trees: only our .rst pages.
 source_suffix = {'.rst': 'restructuredtext'}
 pygments_style = 'sphinx'

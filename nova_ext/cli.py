@@ -20,6 +20,7 @@ import sys
 from nova_ext import agent
 from nova_ext import commands
 from nova_ext import exception
+from nova_ext import version
 
 PROG = 'fcache'
 SOCKET_ENV = 'FCACHE_SOCKET'
@@ -70,6 +71,8 @@ def build_parser(environ=None):
         epilog=EPILOG)
     _global_options(parser, environ.get(SOCKET_ENV) or agent.DEFAULT_SOCKET,
                     False)
+    parser.add_argument('--version', action='version',
+                        version=version.version_string())
 
     # The same options after the command; SUPPRESS keeps a value given
     # before the command unless the command repeats the option.

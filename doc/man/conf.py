@@ -17,7 +17,7 @@ copyright = 'fcache developers'
 author = 'fcache developers'
 
 extensions = ['fcache_docs']
-root_doc = 'fcache-agent'
+root_doc = 'index'
 exclude_patterns = []
 source_suffix = {'.rst': 'restructuredtext'}
 

@@ -80,7 +80,7 @@ main(int argc, char **argv)
   while ((c = getopt_long(argc, argv, "c:Vh", longopts, NULL)) != -1) {
     switch (c) {
     case 'c': config_path = optarg; break;
-    case 'V': printf("fcache-agent %s\n", fc_version()); return 0;
+    case 'V': printf("%s\n", fc_version()); return 0;
     case 'h': usage(stdout); return 0;
     default: usage(stderr); return 2;
     }

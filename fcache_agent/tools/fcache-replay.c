@@ -266,7 +266,7 @@ parse_args(int argc, char **argv, struct opts *o)
       usage(stdout);
       exit(0);
     case O_VERSION:
-      printf("fcache-replay %s\n", fc_version());
+      printf("%s\n", fc_version());
       exit(0);
     default:
       usage(stderr);

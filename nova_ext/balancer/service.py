@@ -42,6 +42,7 @@ from nova_ext.balancer import opts
 from nova_ext.balancer import sources
 from nova_ext import exception
 from nova_ext import notifications
+from nova_ext import version
 
 LOG = logging.getLogger(__name__)
 
@@ -280,7 +281,8 @@ def main(argv=None):
              'file).'))
     default = [f for f in (opts.DEFAULT_CONFIG_FILE,) if os.path.exists(f)]
     conf(sys.argv[1:] if argv is None else argv, project='fcache',
-         prog='fcache-balancer', default_config_files=default)
+         prog='fcache-balancer', default_config_files=default,
+         version=version.version_string())
     oslo_log.setup(conf, 'fcache-balancer')
     try:
         source = sources.load_source(conf)

@@ -134,7 +134,7 @@ json() {
     plugin stack install
     [ -x "$FCACHE_AGENT_BIN" ]
     run "$FCACHE_AGENT_BIN" --version
-    [[ "$output" == "fcache-agent "* ]]
+    [ "$output" = "$("$REPO/tools/version.sh")" ]
     # A regular install: nova/virt/fcache must land in Nova's package.
     calls "^pip_install $REPO\$"
     refute calls '^setup_develop'
