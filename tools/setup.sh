@@ -21,6 +21,10 @@ APT_PACKAGES=(
 # systemd unit (shellcheck, bats, systemd-analyze, man for the unit's
 # Documentation=), the architecture picture (graphviz).
 APT_PACKAGES+=(shellcheck bats graphviz systemd man-db)
+# The Debian packages (debian/control's Build-Depends beyond the above),
+# built and unpacked by tests/packaging.
+APT_PACKAGES+=(debhelper dh-python python3-all python3-setuptools python3-pbr
+  python3-sphinx python3-oslo.config python3-keystoneauth1)
 # Installed without their recommendations, which they need not here and
 # which would bring a mail server (mdadm) and Ceph's manager and its Python
 # stack (ceph-mon):
