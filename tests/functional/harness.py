@@ -271,6 +271,8 @@ class Agent(object):
         self.write_config()
         self.proc = None
         self.runs = 0
+        # Added to the environment of the runs to come (NOTIFY_SOCKET, ...).
+        self.env = {}
 
     # -- configuration --------------------------------------------------
 
@@ -297,6 +299,7 @@ class Agent(object):
     def _spawn(self):
         env = dict(os.environ)
         env.update(SANITIZER_ENV)
+        env.update(self.env)
         with open(self.logfile, 'ab') as log:
             self.runs += 1
             log.write(('\n===== fcache-agent run %d (%s) =====\n' % (

@@ -169,7 +169,14 @@ static int handle_request(struct fc_conn *conn, const char *line, size_t len)
     json_decref(result);
     if (err[0] == '\0')
       snprintf(err, sizeof err, "%s", strerror(-r));
-    log_info("control: '%s' failed: %s", name, err);
+    /* A refused request about a volume names it, so that
+     * `journalctl -p warning | grep VOLUME` finds its failed attach.  A
+     * warning, not an error: the agent is fine, its caller is told. */
+    const char *vol = json_string_value(json_object_get(args, "volume_id"));
+    if (vol)
+      log_warning("control: '%s' of volume %s failed: %s", name, vol, err);
+    else
+      log_warning("control: '%s' failed: %s", name, err);
     resp = error_response(err, -r);
   } else {
     resp = json_pack("{s:b, s:o}", "ok", 1, "result",

@@ -79,6 +79,9 @@ struct fc_export {
    * does not log it. */
   bool secret_name;
   const char *description;    /* NBD_INFO_DESCRIPTION, may be NULL */
+  /* The volume served, for log lines (never the name, which may be the
+   * export's secret); NULL logs as "-". */
+  const char *volume;
   uint64_t size;              /* bytes; read with fc_export_size */
   uint32_t min_block;         /* NBD_INFO_BLOCK_SIZE minimum (e.g. 512) */
   uint32_t pref_block;        /* preferred (the cache block size) */

@@ -97,6 +97,7 @@ uc_volume_start(struct fc_host *host, struct fc_volume *v, char *err, size_t err
     .name = v->p.export_secret[0] ? v->p.export_secret : v->p.id,
     .secret_name = v->p.export_secret[0] != '\0',
     .description = "fcache ucache export",
+    .volume = v->p.id,
     .size = uv->origin->size,
     /* 512 is what a VM's disk is made of; a size that is not a multiple
      * of it asks for 1, as nbdkit does: QEMU (7.2) cannot ask for the
