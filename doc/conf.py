@@ -1,6 +1,7 @@
 # Sphinx configuration of fcache's documentation (tox -e docs).
 import importlib.util
 import os
+import subprocess
 import sys
 
 # nova_ext and the entry points come from the installed (editable)
@@ -42,3 +43,11 @@ man_pages = [('man/' + source,) + tuple(rest)
 man_show_urls = False
 # man8/fcache-agent.8: a tree man -M and MANPATH can use.
 man_make_section_directory = True
+
+
+# The one version of fcache, the one every program prints with --version:
+# pbr's, from the git tag (tools/version.sh).
+version = release = subprocess.run(
+    [os.path.join(os.path.dirname(os.path.abspath(__file__)), '..',
+                  'tools', 'version.sh')],
+    stdout=subprocess.PIPE, universal_newlines=True, check=True).stdout.strip()

@@ -1,5 +1,7 @@
 # Sphinx configuration of fcache's release notes (tox -e releasenotes).
 # reno reads the notes from git history: only committed notes appear.
+import os
+import subprocess
 
 project = 'fcache Release Notes'
 copyright = 'fcache developers'
@@ -11,3 +13,11 @@ root_doc = 'index'
 exclude_patterns = ['_build']
 html_theme = 'alabaster'
 html_static_path = []
+
+
+# The one version of fcache, the one every program prints with --version:
+# pbr's, from the git tag (tools/version.sh).
+version = release = subprocess.run(
+    [os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..',
+                  'tools', 'version.sh')],
+    stdout=subprocess.PIPE, universal_newlines=True, check=True).stdout.strip()
