@@ -216,8 +216,8 @@ fallback_locked(struct fc_engine_migr *m)
                                       : to_linear(m->vol, err, sizeof err);
 
   if (r)
-    log_error("migration %s: cannot set a fallback table on %s: %s", m->id,
-              DV(m->vol)->name, err);
+    log_error("migration %s of volume %s: cannot set a fallback table on %s: %s",
+              m->id, m->volume_id, DV(m->vol)->name, err);
 }
 
 void
@@ -426,7 +426,8 @@ finish_era(struct fc_engine_migr *m)
   if (r)
     goto fail;
   if (era_victims(m, &cbs, &n, err, sizeof err)) {
-    log_error("migration %s: %s; dropping every copied block", m->id, err);
+    log_error("migration %s of volume %s: %s; dropping every copied block", m->id,
+              m->volume_id, err);
     cbs = malloc(((size_t)st->ninst + 1) * sizeof *cbs);
     for (uint32_t i = 0; cbs && i < st->ninst; i++)
       cbs[n++] = st->inst[i].cblock.n;
@@ -447,7 +448,7 @@ finish_era(struct fc_engine_migr *m)
 fail:
   /* Everything the VM needs is at the origin (the source drained). */
   if (to_linear(v, err + strlen(err), sizeof err - strlen(err)))
-    log_error("migration %s: no fallback table either", m->id);
+    log_error("migration %s of volume %s: no fallback table either", m->id, m->volume_id);
   pthread_mutex_unlock(&host->lock);
   free(cbs);
   snprintf(msg, sizeof msg, "cannot attach the copied cache: %s; volume %s is "
@@ -486,7 +487,7 @@ dm_migr_in_durable(struct fc_engine_migr *m, bool final)
   r = st->switched ? 0 : commit(m, err, sizeof err);
   pthread_mutex_unlock(&m->host->lock);
   if (r)
-    log_error("migration %s: %s", m->id, err);
+    log_error("migration %s of volume %s: %s", m->id, m->volume_id, err);
   return r;
 }
 
@@ -506,7 +507,7 @@ dm_migr_in_shutdown(struct fc_engine_migr *m)
   pthread_mutex_lock(&m->host->lock);
   if (m->vol && dm_migr_state(m) && !dm_migr_state(m)->switched &&
       dm_migr_to_error(m->vol, err, sizeof err))
-    log_error("migration %s: %s", m->id, err);
+    log_error("migration %s of volume %s: %s", m->id, m->volume_id, err);
   pthread_mutex_unlock(&m->host->lock);
 }
 
@@ -535,7 +536,7 @@ dm_migr_in_forget_all(struct fc_engine_migr *m)
   if (dm_migr_state(m) && !dm_migr_state(m)->switched)
     r = dm_migr_to_error(m->vol, err, sizeof err);
   if (r)
-    log_error("migration %s: %s", m->id, err);
+    log_error("migration %s of volume %s: %s", m->id, m->volume_id, err);
   return r;
 }
 

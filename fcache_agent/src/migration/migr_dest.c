@@ -36,9 +36,10 @@ on_list(struct fc_migration *m, const uint8_t *p, uint32_t len)
   int r = 0;
 
   if (len % 8 || m->listed + len / 8 > most) {
-    log_warning("migration %s: LIST of %u bytes after %llu entries: more than "
+    log_warning("migration %s of volume %s: LIST of %u bytes after %llu entries: more than "
                 "the %llu blocks of the volume's cache, or not whole entries",
-                m->e.id, len, (unsigned long long)m->listed, (unsigned long long)most);
+                m->e.id, m->e.volume_id, len, (unsigned long long)m->listed,
+                (unsigned long long)most);
     return -EPROTO;
   }
   m->listed += len / 8;
@@ -82,8 +83,8 @@ on_order(struct fc_migration *m, uint8_t *p, uint32_t len)
   bool go;
 
   if (!m->order_after || len % 8 || m->ordered + len / 8 > most) {
-    log_warning("migration %s: ordering LIST of %u bytes after %llu entries: %s",
-                m->e.id, len, (unsigned long long)m->ordered,
+    log_warning("migration %s of volume %s: ordering LIST of %u bytes after %llu entries: %s",
+                m->e.id, m->e.volume_id, len, (unsigned long long)m->ordered,
                 !m->order_after ? "not offered" : "more than the volume's cache holds, "
                 "or not whole entries");
     return -EPROTO;

@@ -135,8 +135,8 @@ fc_migr_dest_read(void *ctx, void *vbuf, uint32_t count, uint64_t off)
     done += k;
   }
   if (r && r != -EAGAIN)
-    log_warning("migration %s: a read of %u bytes at %llu before the switchover "
-                "could not be answered by the source: %s", m->e.id, count,
+    log_warning("migration %s of volume %s: a read of %u bytes at %llu before the switchover "
+                "could not be answered by the source: %s", m->e.id, m->e.volume_id, count,
                 (unsigned long long)off, strerror(-r));
   return r;
 }

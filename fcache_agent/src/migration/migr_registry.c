@@ -213,7 +213,8 @@ stop_all(struct fc_agent *agent)
     if (unref_locked(m))
       fc_migr_free(m);
     else
-      log_error("migration %s: still referenced at exit; not freed", m->e.id);
+      log_error("migration %s of volume %s: still referenced at exit; not freed",
+                m->e.id, m->e.volume_id);
   }
   agent->nr_migrations = 0;
   pthread_mutex_unlock(&agent->migr_lock);

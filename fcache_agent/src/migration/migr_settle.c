@@ -317,8 +317,8 @@ source_release(struct settle_ctx *c, json_t *args, json_t **result, char *err,
       c->m->state = FC_MS_SETTLED;
     pthread_mutex_unlock(&c->m->lock);
   }
-  log_info("migration %s: source released its copy (%s the rest)", c->mid,
-           write_rest ? "writing back" : "dropping");
+  log_info("migration %s of volume %s: source released its copy (%s the rest)",
+           c->mid, id, write_rest ? "writing back" : "dropping");
   *result = json_pack("{s:s, s:s, s:s}", "migration_id", c->mid, "role", "source",
                       "rest", rest);
   return *result ? 0 : -ENOMEM;

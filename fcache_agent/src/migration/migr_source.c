@@ -219,8 +219,8 @@ serve_read(struct fc_migration *m, const struct peek_req *q, uint8_t *buf)
   else
     r = m->agent->host.ops->migr->out_peek(&m->e, buf + 8, q->len, q->off);
   if (r) {
-    log_warning("migration %s: destination read of %u bytes at %llu: %s", m->e.id,
-                q->len, (unsigned long long)q->off, strerror(-r));
+    log_warning("migration %s of volume %s: destination read of %u bytes at %llu: %s",
+                m->e.id, m->e.volume_id, q->len, (unsigned long long)q->off, strerror(-r));
     fc_put_le32(e, (uint32_t)-r);
     return fc_xfer_send(&m->conn, FC_XFER_DATA, FC_XFER_F_ERROR, buf, 8, e, 4);
   }
@@ -465,7 +465,7 @@ fc_migr_source_connect(struct fc_migration *m, char *err, size_t errlen)
     snprintf(err, errlen, "cannot start transfer threads: %s", strerror(-r));
     fc_migr_fail(m, "%s", err);
   } else {
-    log_info("migration %s: connected to %s (%s)", m->e.id, m->peer,
+    log_info("migration %s of volume %s: connected to %s (%s)", m->e.id, m->e.volume_id, m->peer,
              fc_strategy_name(m->e.strategy));
   }
   return r;
@@ -525,8 +525,9 @@ fc_migr_source_firepan_copy(struct fc_migration *m, char *err, size_t errlen)
     snprintf(err, errlen, "firepan copy failed: %s", m->error);
     return -EIO;
   }
-  log_info("migration %s: firepan copied %llu blocks in %.3f s", m->e.id,
-           (unsigned long long)m->blocks_done, (double)m->downtime_ns / 1e9);
+  log_info("migration %s of volume %s: firepan copied %llu blocks in %.3f s",
+           m->e.id, m->e.volume_id, (unsigned long long)m->blocks_done,
+           (double)m->downtime_ns / 1e9);
   return 0;
 }
 
@@ -623,7 +624,7 @@ fc_migr_source_switch(struct fc_migration *m, char *err, size_t errlen)
   if (m->e.strategy == FC_STRAT_FIREPAN_IF || m->e.strategy == FC_STRAT_CLOUDCACHE ||
       m->e.strategy == FC_STRAT_HYBRID)
     r = queue_background(m);
-  log_info("migration %s: switched over in %.3f s", m->e.id,
+  log_info("migration %s of volume %s: switched over in %.3f s", m->e.id, m->e.volume_id,
            (double)(m->switched_ns - t0) / 1e9);
 out:
   if (r)

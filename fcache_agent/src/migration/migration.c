@@ -228,7 +228,7 @@ fc_migr_mark_volume(struct fc_migration *m, const char *tag)
   r = fc_volume_params_save(agent->host.volumes_dir, &m->e.vol->p, err, sizeof err);
   pthread_mutex_unlock(&agent->host.lock);
   if (r)
-    log_error("migration %s: %s", m->e.id, err);
+    log_error("migration %s of volume %s: %s", m->e.id, m->e.volume_id, err);
   return r;
 }
 
