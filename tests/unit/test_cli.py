@@ -656,3 +656,23 @@ def test_format_size():
     assert units.format_size(512) == '512 B'
     assert units.format_size(1536) == '1.5 KiB'
     assert units.format_size(3 * units.Gi) == '3.0 GiB'
+
+
+def test_version_is_pbrs(capsys):
+    # The one version string every fcache program prints (pbr's); the
+    # packaging test checks the four programs agree once installed.
+    from nova_ext import version
+    status, out, err = run(capsys, '--version')
+    assert status == 0
+    assert out == version.version_string() + '\n'
+    assert version.version_string()[0].isdigit()
+
+
+def test_balancer_version_is_pbrs(capsys):
+    from nova_ext.balancer import service
+    from nova_ext import version
+    with pytest.raises(SystemExit) as exc:
+        service.main(['--version'])
+    assert exc.value.code == 0
+    out, err = capsys.readouterr()
+    assert (out + err).strip() == version.version_string()
