@@ -112,12 +112,17 @@ unit_value() {
         --threshold="$(awk -v m=$DMCACHE_MAX 'BEGIN {print m * 10}')" "$f" >/dev/null
 }
 
-@test "the unit: no capability, a dynamic user in group disk, restarts on failure" {
+@test "the unit: no capability, a dynamic user in group disk, restarts on failure, Type=notify with a watchdog" {
     [ "$(unit_value DynamicUser)" = yes ]
     [ "$(unit_value SupplementaryGroups)" = disk ]
     [ "$(unit_value CapabilityBoundingSet)" = "" ]
     [ "$(unit_value NoNewPrivileges)" = yes ]
     [ "$(unit_value Restart)" = on-failure ]
+    # The agent says READY=1 once its control socket listens and feeds the
+    # watchdog (tests/functional/test_systemd_notify.py).
+    [ "$(unit_value Type)" = notify ]
+    [ "$(unit_value NotifyAccess)" = main ]
+    [ -n "$(unit_value WatchdogSec)" ]
     [ "$(unit_value ProtectSystem)" = strict ]
     # The drop-in gives dmcache root and only what device-mapper needs.
     grep -qx 'User=root' "$DROPIN"
