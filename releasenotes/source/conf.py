@@ -3,6 +3,8 @@
 import os
 import subprocess
 
+from docutils import nodes
+
 project = 'fcache Release Notes'
 copyright = 'fcache developers'
 author = 'fcache developers'
@@ -21,3 +23,22 @@ version = release = subprocess.run(
     [os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..',
                   'tools', 'version.sh')],
     stdout=subprocess.PIPE, universal_newlines=True, check=True).stdout.strip()
+
+
+# reno titles the notes not yet under a tag with git describe's version
+# ("1.2.0-5"), or "0.0.0" while the repository has no tag at all.
+# unreleased.rst replaces the first with @FCACHE_VERSION@; the second is
+# renamed once reno has built the page.  Both become the version above.
+def _version_title(app, docname, source):
+    source[0] = source[0].replace('@FCACHE_VERSION@', version)
+
+
+def _untagged_title(app, doctree):
+    for title in doctree.findall(nodes.title):
+        if title.astext() == '0.0.0':
+            title.children = [nodes.Text(version)]
+
+
+def setup(app):
+    app.connect('source-read', _version_title)
+    app.connect('doctree-read', _untagged_title)
