@@ -147,7 +147,7 @@ fi
 echo "== Operations: shellcheck; docs and release notes (Sphinx, warnings are errors); the DevStack plugin and the systemd unit (bats)"
 shellcheck -x devstack/plugin.sh devstack/lib/fcache devstack/settings \
   tests/devstack/standins.bash tests/devstack/plugin.bats tests/systemd/unit.bats \
-  tests/packaging/debian.bats tools/version.sh
+  tests/packaging/debian.bats tests/packaging/wheel.bats tools/version.sh
 rm -rf build/doc build/releasenotes
 sphinx-build -W --keep-going -q -b html doc build/doc/html
 sphinx-build -W --keep-going -q -b man doc build/doc/man
@@ -155,5 +155,5 @@ sphinx-build -a -E -W --keep-going -q -b html releasenotes/source \
   build/releasenotes/html
 bats tests/devstack tests/systemd
 
-echo "== Packages: dpkg-buildpackage builds fcache-agent and python3-fcache, the unpacked agent answers agent-status; make install into a DESTDIR"
+echo "== Packages: dpkg-buildpackage builds fcache-agent and python3-fcache, the unpacked agent answers agent-status; make install into a DESTDIR; the wheel through pbr.build"
 bats tests/packaging
