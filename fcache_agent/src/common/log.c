@@ -99,11 +99,6 @@ bool fc_log_stream_is_journal(const char *journal_stream, int fd)
   return (uintmax_t)st.st_dev == dev && (uintmax_t)st.st_ino == ino;
 }
 
-bool fc_log_to_journal(void)
-{
-  return log_journal;
-}
-
 int fc_log_priority(enum fc_log_level level)
 {
   if ((unsigned)level >= N_LEVELS)

@@ -16,8 +16,6 @@ bool fc_log_enabled(enum fc_log_level level);
  * then fd is systemd's stream to journald (sd-daemon(3)).  fc_log_setup()
  * asks this of stderr and, if so, prefixes lines with "<N>". */
 bool fc_log_stream_is_journal(const char *journal_stream, int fd);
-/* What fc_log_setup() found: stderr lines carry "<N>" priority prefixes. */
-bool fc_log_to_journal(void);
 /* The syslog priority (LOG_ERR ... LOG_DEBUG) of a level. */
 int fc_log_priority(enum fc_log_level level);
 void fc_log(enum fc_log_level level, const char *fmt, ...)

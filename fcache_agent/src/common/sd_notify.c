@@ -103,7 +103,10 @@ int fc_notify_send(const struct fc_notify *n, const char *msg)
 
 uint64_t fc_notify_watchdog_interval_usec(const struct fc_notify *n)
 {
-  return n->fd < 0 ? 0 : n->watchdog_usec / 2;
+  if (n->fd < 0 || n->watchdog_usec == 0)
+    return 0;
+  /* WATCHDOG_USEC=1 still asks for pings: as often as we can. */
+  return n->watchdog_usec / 2 ? n->watchdog_usec / 2 : 1;
 }
 
 void fc_notify_close(struct fc_notify *n)

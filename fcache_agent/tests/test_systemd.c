@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* common/log.c: the sd-daemon "<N>" priority prefix when stderr is the
- * journal (JOURNAL_STREAM names stderr's device:inode), the timestamped
- * format otherwise; and common/sd_notify.c: the datagrams systemd reads. */
+/* The agent under systemd: common/log.c's sd-daemon "<N>" priority prefix
+ * when stderr is the journal (JOURNAL_STREAM names stderr's device:inode)
+ * and the timestamped format otherwise; common/sd_notify.c's datagrams
+ * (READY=1, WATCHDOG=1) and the watchdog interval. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -205,6 +206,10 @@ static void test_notify_unset_and_refused(void **state)
   snprintf(pid, sizeof pid, "%ld", (long)getpid());
   assert_int_equal(fc_notify_open(&n, "@x", "1000000", pid, getpid()), 0);
   assert_int_equal(fc_notify_watchdog_interval_usec(&n), 500000);
+  fc_notify_close(&n);
+  /* The shortest watchdog still gets pings. */
+  assert_int_equal(fc_notify_open(&n, "@x", "1", NULL, getpid()), 0);
+  assert_int_equal(fc_notify_watchdog_interval_usec(&n), 1);
   fc_notify_close(&n);
   /* Values systemd never writes. */
   assert_int_equal(fc_notify_open(&n, "relative/path", NULL, NULL, getpid()), -EINVAL);
