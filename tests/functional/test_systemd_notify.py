@@ -13,6 +13,9 @@ import time
 
 import pytest
 
+from . import harness
+from . import oracle as oracle_mod
+
 
 def _bind_notify(path):
     s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
@@ -129,3 +132,26 @@ def test_journal_error_line(make_agent, workdir, journal):
     else:
         assert not errors[0].startswith('<'), errors
         assert 'fcache-agent[' in errors[0], errors
+
+
+def test_volume_lines_name_the_volume(make_agent, make_origin):
+    # journalctl -g VOLUME must find a volume's whole life: its attach,
+    # each NBD connection opened and closed, its detach.
+    agent = make_agent().start()
+    origin = make_origin(4 * 1024 * 1024)
+    res = agent.attach('vol-named', origin.uri)
+    h = oracle_mod.connect(res['export_uri'], name='vol-named')
+    assert h.pread(4096, 0) == origin.content[:4096]
+    oracle_mod.close(h)
+    harness.wait_for(lambda: any(
+        'nbd:' in ln and ln.endswith(' closed')
+        for ln in agent.run_log().splitlines()), 10,
+        'the NBD connection to close')
+    agent.detach('vol-named')
+    agent.stop()
+    lines = agent.run_log().splitlines()
+    # Each event by its words alone, whatever the line says of the volume.
+    for what in (' attached: origin ', ' opened', ' closed', ' detached'):
+        about = [ln for ln in lines if what in ln]
+        assert about, (what, lines)
+        assert all('vol-named' in ln for ln in about), (what, about)

@@ -95,12 +95,6 @@ struct pending_read {
 /* Reads are at least this in the budget and in a pending read's buffer. */
 #define READ_GRAIN 4096u
 
-/* The volume a connection serves, as its log lines name it. */
-static const char *conn_vol(const struct conn *c)
-{
-  return c->srv->exp.volume ? c->srv->exp.volume : "-";
-}
-
 static uint32_t read_buf_size(uint32_t count)
 {
   return (count + READ_GRAIN - 1) / READ_GRAIN * READ_GRAIN;
@@ -202,7 +196,8 @@ static int ensure_read_buf(struct worker *w, uint32_t count)
 static void conn_fail(struct conn *c, const char *why, int err)
 {
   atomic_store(&c->quit, true);
-  log_info("nbd: volume %s: connection %u: %s (%s), disconnecting", conn_vol(c), c->id, why,
+  log_info("nbd: volume %s: connection %u: %s (%s), disconnecting",
+           nbd_server_volume(c->srv), c->id, why,
            strerror(-err));
   shutdown(c->fd, SHUT_RDWR);
 }
@@ -356,10 +351,11 @@ static int send_locked(struct conn *c, struct iovec *iov, int n)
   pthread_mutex_unlock(&c->write_lock);
   if (r == -ETIMEDOUT)
     log_info("nbd: volume %s: connection %u: client did not read its replies for %d s, "
-             "dropping it", conn_vol(c), c->id, send_timeout_s(&c->srv->exp));
+             "dropping it", nbd_server_volume(c->srv), c->id, send_timeout_s(&c->srv->exp));
   if (r < 0) {
     /* A partial reply desynchronises the stream; stop the readers too. */
-    log_debug("nbd: volume %s: connection %u: sending reply: %s", conn_vol(c), c->id, strerror(-r));
+    log_debug("nbd: volume %s: connection %u: sending reply: %s",
+              nbd_server_volume(c->srv), c->id, strerror(-r));
     atomic_store(&c->quit, true);
     shutdown(c->fd, SHUT_RDWR);
   }
@@ -370,7 +366,8 @@ static void log_failed(const struct conn *c, const struct nbd_request *req,
                        int err)
 {
   if (err)
-    log_debug("nbd: volume %s: connection %u: cmd %u off %llu len %u: %s", conn_vol(c), c->id,
+    log_debug("nbd: volume %s: connection %u: cmd %u off %llu len %u: %s",
+              nbd_server_volume(c->srv), c->id,
               req->type, (unsigned long long)req->offset, req->count,
               strerror(-err));
 }
@@ -437,7 +434,7 @@ static int read_request(struct worker *w, struct nbd_request *req, int *err)
     return -1;
   r = nbd_inbuf_read(&c->in, hdr, sizeof hdr);
   if (r == -ENODATA) {
-    log_debug("nbd: volume %s: connection %u: client closed", conn_vol(c), c->id);
+    log_debug("nbd: volume %s: connection %u: client closed", nbd_server_volume(c->srv), c->id);
     atomic_store(&c->quit, true);
     return -1;
   }
@@ -452,7 +449,7 @@ static int read_request(struct worker *w, struct nbd_request *req, int *err)
   }
   if (req->type == NBD_CMD_DISC) {
     /* Siblings finish and answer what they hold, then everyone exits. */
-    log_debug("nbd: volume %s: connection %u: NBD_CMD_DISC", conn_vol(c), c->id);
+    log_debug("nbd: volume %s: connection %u: NBD_CMD_DISC", nbd_server_volume(c->srv), c->id);
     atomic_store(&c->quit, true);
     return -1;
   }
@@ -752,7 +749,8 @@ void *nbd_conn_main(void *arg)
   pthread_mutex_unlock(&srv->lock);
   if (r != 1) {
     if (r < 0)
-      log_info("nbd: volume %s: connection %u: handshake failed: %s", conn_vol(c), c->id,
+      log_info("nbd: volume %s: connection %u: handshake failed: %s",
+               nbd_server_volume(c->srv), c->id,
                strerror(-r));
     goto out;
   }
@@ -767,12 +765,13 @@ void *nbd_conn_main(void *arg)
   ws = calloc(srv->nthreads, sizeof *ws);
   c->obuf = malloc(OUTBUF_SIZE);
   if (!ws || !c->obuf || nbd_inbuf_init(&c->in, c->fd) < 0) {
-    log_error("nbd: volume %s: connection %u: out of memory", conn_vol(c), c->id);
+    log_error("nbd: volume %s: connection %u: out of memory", nbd_server_volume(c->srv), c->id);
     goto out;
   }
   r = sender_start(c, &sender);
   if (r < 0) {
-    log_error("nbd: volume %s: connection %u: cannot start its sender: %s", conn_vol(c), c->id,
+    log_error("nbd: volume %s: connection %u: cannot start its sender: %s",
+              nbd_server_volume(c->srv), c->id,
               strerror(-r));
     sender_stop_unstarted(c);
     goto out;
@@ -780,11 +779,12 @@ void *nbd_conn_main(void *arg)
   sending = true;
   for (i = 0; i < srv->nthreads; i++)
     ws[i].c = c;
-  log_debug("nbd: volume %s: connection %u: transmission phase", conn_vol(c), c->id);
+  log_debug("nbd: volume %s: connection %u: transmission phase", nbd_server_volume(c->srv), c->id);
   /* Fewer workers than asked for still serve correctly, just slower. */
   for (n = 1; n < srv->nthreads; n++) {
     if ((r = pthread_create(&ws[n].thread, NULL, worker_main, &ws[n]))) {
-      log_warning("nbd: volume %s: connection %u: only %u workers: %s", conn_vol(c), c->id, n,
+      log_warning("nbd: volume %s: connection %u: only %u workers: %s",
+                  nbd_server_volume(c->srv), c->id, n,
                   strerror(r));
       break;
     }
@@ -816,6 +816,6 @@ out:
   srv->nconns--;
   srv->nowned -= c->owned;
   pthread_mutex_unlock(&srv->lock);
-  log_info("nbd: volume %s: connection %u closed", conn_vol(c), c->id);
+  log_info("nbd: volume %s: connection %u closed", nbd_server_volume(c->srv), c->id);
   return NULL;
 }

@@ -96,4 +96,11 @@ bool nbd_server_claim_locked(struct nbd_server *srv, struct conn *c);
  * requests with srv->nthreads workers; marks it done when it ends. */
 void *nbd_conn_main(void *arg);
 
+/* The volume a server exports, as its log lines name it (the export's
+ * NBD name may be its secret, so never that); "-" if not told. */
+static inline const char *nbd_server_volume(const struct nbd_server *srv)
+{
+  return srv->exp.volume ? srv->exp.volume : "-";
+}
+
 #endif

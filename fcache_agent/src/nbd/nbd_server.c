@@ -67,8 +67,8 @@ static int expire_handshakes(struct nbd_server *srv)
       continue;
     left = ms_until(&c->hs_deadline, &now);
     if (left <= 0) {
-      log_info("nbd: %s: connection %u did not finish its handshake within "
-               "%d s, closing it", srv->path, c->id, NBD_HANDSHAKE_TIMEOUT_S);
+      log_info("nbd: volume %s: connection %u did not finish its handshake within "
+               "%d s, closing it", nbd_server_volume(srv), c->id, NBD_HANDSHAKE_TIMEOUT_S);
       c->in_handshake = false;
       shutdown(c->fd, SHUT_RDWR);
     } else if (next < 0 || left < next) {
@@ -113,8 +113,8 @@ static pid_t peer_session(struct nbd_server *srv, int fd, pid_t *pid)
 
   if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0 ||
       (sid = getsid(cred.pid)) < 0) {
-    log_warning("nbd: %s: cannot tell which session a client belongs to "
-                "(%s); refused", srv->path, strerror(errno));
+    log_warning("nbd: volume %s: cannot tell which session a client belongs to "
+                "(%s); refused", nbd_server_volume(srv), strerror(errno));
     return -1;
   }
   *pid = cred.pid;
@@ -147,9 +147,9 @@ static bool admit_session_locked(struct nbd_server *srv, int fd)
     return false;
   if (!owner_holds_locked(srv) || sid == srv->owner_sid)
     return true;
-  log_warning("nbd: %s: refused a client (pid %d, session %d): the export "
+  log_warning("nbd: volume %s: refused a client (pid %d, session %d): the export "
               "is held by session %d, and serves one session at a time",
-              srv->path, (int)pid, (int)sid, (int)srv->owner_sid);
+              nbd_server_volume(srv), (int)pid, (int)sid, (int)srv->owner_sid);
   return false;
 }
 
@@ -169,9 +169,9 @@ bool nbd_server_claim_locked(struct nbd_server *srv, struct conn *c)
     srv->owner_sid = sid;
     srv->owner_pid = pid;
   } else if (sid != srv->owner_sid) {
-    log_warning("nbd: %s: refused connection %u (pid %d, session %d) after "
+    log_warning("nbd: volume %s: refused connection %u (pid %d, session %d) after "
                 "its handshake: the export is held by session %d, and serves "
-                "one session at a time", srv->path, c->id, (int)pid, (int)sid,
+                "one session at a time", nbd_server_volume(srv), c->id, (int)pid, (int)sid,
                 (int)srv->owner_sid);
     return false;
   }
@@ -202,8 +202,8 @@ static void add_conn(struct nbd_server *srv, int fd)
   if (atomic_load(&srv->stopping) || srv->nconns >= NBD_MAX_CONNS) {
     pthread_mutex_unlock(&srv->lock);
     if (!atomic_load(&srv->stopping))
-      log_warning("nbd: %s: %u connections already (the limit per export), "
-                  "refusing another", srv->path, NBD_MAX_CONNS);
+      log_warning("nbd: volume %s: %u connections already (the limit per export), "
+                  "refusing another", nbd_server_volume(srv), NBD_MAX_CONNS);
     goto fail;
   }
   if (srv->exp.one_session && !admit_session_locked(srv, fd)) {
@@ -225,7 +225,7 @@ static void add_conn(struct nbd_server *srv, int fd)
   srv->conns = c;
   srv->nconns++;
   pthread_mutex_unlock(&srv->lock);
-  log_info("nbd: %s: connection %u opened", srv->path, c->id);
+  log_info("nbd: volume %s: connection %u opened", nbd_server_volume(srv), c->id);
   return;
 fail:
   close(fd);
@@ -245,7 +245,7 @@ static void *accept_main(void *arg)
     if (poll(pfd, 2, timeout) < 0) {
       if (errno == EINTR)
         continue;
-      log_error("nbd: %s: poll: %s", srv->path, strerror(errno));
+      log_error("nbd: volume %s: poll: %s", nbd_server_volume(srv), strerror(errno));
       break;
     }
     if (pfd[1].revents)
@@ -260,7 +260,7 @@ static void *accept_main(void *arg)
        * report it again at once, so back off instead of spinning, and
        * log only the first failure of a streak. */
       if (!starved)
-        log_error("nbd: %s: accept: %s", srv->path, strerror(errno));
+        log_error("nbd: volume %s: accept: %s", nbd_server_volume(srv), strerror(errno));
       starved = true;
       (void)poll(&pfd[1], 1, 100);
       if (pfd[1].revents)
@@ -392,7 +392,7 @@ void nbd_server_stop(struct nbd_server *srv)
   atomic_store(&srv->stopping, true);
   pthread_mutex_unlock(&srv->lock);
   if (write(srv->stop_fd, &one, sizeof one) < 0)
-    log_error("nbd: %s: waking accept thread: %s", srv->path, strerror(errno));
+    log_error("nbd: volume %s: waking accept thread: %s", nbd_server_volume(srv), strerror(errno));
   pthread_join(srv->accept_thread, NULL);
   unlink_own_socket(srv);
 
