@@ -57,9 +57,9 @@ uc_drop_forgotten_locked(struct fc_ucache *uc, cblock_t cb, int fr)
     if (!fr && uc_hold_dropped_locked(uc, cb))
       return;
     if (fr || uc_settle_on_disk_dirty_locked(uc, cb)) {
-      log_error("cache block %u: its dirty record could not be cleared on "
-                "disk; the block stays out of use until the agent restarts",
-                cb.n);
+      log_error("volume %s: cache block %u: its dirty record could not be "
+                "cleared on disk; the block stays out of use until the agent "
+                "restarts", uc_volume(uc), cb.n);
       e->flags = FC_ENTRY_ALLOCATED;
       return;
     }

@@ -290,8 +290,9 @@ uc_sync_records(struct fc_ucache *uc)
     if (r == 0)
       fc_cachedev_free(uc->dev, to_cblock(list[i]));
     else if (!uc_hold_dropped_locked(uc, to_cblock(list[i])))
-      log_error("cache block %u stays out of use until the agent restarts: "
-                "its cleared record could not be synced", list[i]);
+      log_error("volume %s: cache block %u stays out of use until the agent "
+                "restarts: its cleared record could not be synced", uc_volume(uc),
+                list[i]);
   }
   pthread_mutex_unlock(&uc->lock);
   free(list);

@@ -59,6 +59,9 @@ struct fc_ucache_params {
    * enforced at replacement time); NULL for a cache of its own. */
   struct fc_ucache_pool *pool;
   uint64_t volume_tag;
+  /* The volume's id, for log lines only; it must outlive the cache (the
+   * volume owns both).  NULL logs as "-". */
+  const char *volume_id;
   unsigned writeback_interval_ms;
   unsigned dirty_high_percent;
 };

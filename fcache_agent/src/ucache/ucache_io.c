@@ -138,9 +138,9 @@ uc_opened(void *handle, const char *where)
   struct fc_ucache *uc = handle;
 
   if (fc_ucache_claim(uc))
-    log_warning("volume at %s: a client opened its export: the write-back of "
+    log_warning("volume %s: a client opened its export: the write-back of "
                 "its %u unwritten blocks, held since the agent restarted, "
-                "resumes", where, fc_ucache_dirty(uc));
+                "resumes (export %s)", uc_volume(uc), fc_ucache_dirty(uc), where);
 }
 
 const struct fc_io_ops fc_ucache_io_ops = {

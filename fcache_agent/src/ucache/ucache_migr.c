@@ -113,10 +113,10 @@ uc_migr_read_gated(struct fc_ucache *uc, void *buf, uint32_t count, uint64_t off
   }
   pthread_mutex_unlock(&uc->lock);
   if (r == -ETIMEDOUT)
-    log_warning("a read of %u bytes at %llu before the migration source "
-                "connected: the volume is write_back, so only the source knows "
-                "the current data, and it did not connect within %d s",
-                count, (unsigned long long)off, PRECONNECT_READ_WAIT_MS / 1000);
+    log_warning("volume %s: a read of %u bytes at %llu before the migration "
+                "source connected: the volume is write_back, so only the source "
+                "knows the current data, and it did not connect within %d s",
+                uc_volume(uc), count, (unsigned long long)off, PRECONNECT_READ_WAIT_MS / 1000);
   return r;
 }
 
@@ -134,7 +134,8 @@ fc_ucache_migr_in_begin(struct fc_ucache *uc, enum fc_ucache_migr_mode mode,
     return r;
   r = fc_superseded_create(superseded_path);
   if (r < 0) {
-    log_error("cannot create %s: %s", superseded_path, strerror(-r));
+    log_error("volume %s: cannot create %s: %s", uc_volume(uc), superseded_path,
+              strerror(-r));
     return r;
   }
   uc->m.superseded_fd = r;
@@ -207,8 +208,9 @@ uc_migr_release_pinned(struct fc_ucache *uc, uint64_t b)
     return 0;
   r = fc_superseded_append(uc->m.superseded_fd, b);
   if (r) {
-    log_error("block %llu: cannot record in %s that the migration source's copy "
-              "is superseded (%s): the write is refused", (unsigned long long)b,
+    log_error("volume %s: block %llu: cannot record in %s that the migration "
+              "source's copy is superseded (%s): the write is refused",
+              uc_volume(uc), (unsigned long long)b,
               uc->m.superseded_path, strerror(-r));
     return -EIO;
   }

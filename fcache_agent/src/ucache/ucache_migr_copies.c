@@ -41,8 +41,9 @@ uc_migr_fetch_miss(struct fc_ucache *uc, oblock_t ob, void *data)
   ctx = uc->m.fetch_ctx;
   if (uc->m.failed && fc_invfilter_contains(&uc->m.remote_dirty, ob)) {
     pthread_mutex_unlock(&uc->lock);
-    log_error("block %llu is dirty on a migration source that was lost: refusing "
-              "to serve the stale origin copy", (unsigned long long)ob.n);
+    log_error("volume %s: block %llu is dirty on a migration source that was "
+              "lost: refusing to serve the stale origin copy", uc_volume(uc),
+              (unsigned long long)ob.n);
     return -EIO;
   }
   pthread_mutex_unlock(&uc->lock);
@@ -83,8 +84,8 @@ uc_migr_fetch_miss(struct fc_ucache *uc, oblock_t ob, void *data)
   pthread_mutex_lock(&uc->lock);
   fc_invfilter_add(&uc->m.remote_dirty, ob);
   pthread_mutex_unlock(&uc->lock);
-  log_error("cannot fetch dirty block %llu from the migration source: %s",
-            (unsigned long long)ob.n, strerror(-r));
+  log_error("volume %s: cannot fetch dirty block %llu from the migration source: %s",
+            uc_volume(uc), (unsigned long long)ob.n, strerror(-r));
   return -EIO;
 }
 

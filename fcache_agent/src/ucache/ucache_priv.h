@@ -339,4 +339,11 @@ uc_block_bytes(const struct fc_ucache *uc, uint64_t b)
   return left < uc->bs ? (uint32_t)left : uc->bs;
 }
 
+/* The volume this cache is for, as log lines name it. */
+static inline const char *
+uc_volume(const struct fc_ucache *uc)
+{
+  return uc->p.volume_id ? uc->p.volume_id : "-";
+}
+
 #endif

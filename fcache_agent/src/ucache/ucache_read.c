@@ -174,11 +174,13 @@ read_hit(struct fc_ucache *uc, char *buf, uint32_t count, uint64_t off,
   }
   STAT_ADD(&uc->stats, io_errors, 1);
   if (uc->dev->table[cb.n].flags & FC_ENTRY_DIRTY) {
-    log_error("cache device read error %d on dirty block %u: the only copy", r, cb.n);
+    log_error("volume %s: cache device read error %d on dirty block %u: the only copy",
+              uc_volume(uc), r, cb.n);
     return r;
   }
   /* A clean block has a good copy at the origin: drop ours and use that. */
-  log_warning("cache device read error %d on block %u, reading origin", r, cb.n);
+  log_warning("volume %s: cache device read error %d on block %u, reading origin",
+              uc_volume(uc), r, cb.n);
   uc_invalidate(uc, cbp, 1);
   return uc_origin_read(uc, buf + s.in_buf, s.len, s.start);
 }

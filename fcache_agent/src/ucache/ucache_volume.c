@@ -48,6 +48,7 @@ uc_volume_build(struct fc_host *host, struct fc_volume *v, char *err, size_t err
     .rws_mode = strcmp(host->cfg.rws_tracker, "exact") ? FC_RWS_SAMPLED : FC_RWS_EXACT,
     .pool = UCE(host)->pool,
     .volume_tag = v->p.tag,
+    .volume_id = v->p.id,
     .writeback_interval_ms = host->cfg.writeback_interval_ms,
     .dirty_high_percent = host->cfg.dirty_high_percent,
   };

@@ -180,7 +180,8 @@ uc_writeback_pass(struct fc_ucache *uc, uint32_t max_blocks, uint32_t *done)
   if (sent) {
     int fr = fc_origin_flush(uc->origin);
     if (fr) {
-      log_error("writeback: origin flush failed (%d): blocks stay dirty", fr);
+      log_error("volume %s: writeback: origin flush failed (%d): blocks stay dirty",
+                uc_volume(uc), fr);
       return fr;
     }
   }
@@ -285,7 +286,8 @@ writeback_thread(void *arg)
     while (!held) {
       int r = uc_writeback_pass(uc, WB_BATCH, &done);
       if (r) {
-        log_warning("writeback: pass failed (%d), retrying next interval", r);
+        log_warning("volume %s: writeback: pass failed (%d), retrying next interval",
+                    uc_volume(uc), r);
         break;
       }
       if (!done || !above_high_watermark(uc))
@@ -294,8 +296,8 @@ writeback_thread(void *arg)
     /* Blocks dropped since the last tick (a migration source forgetting
      * what it sent) go back to the device after one sync. */
     if (uc_settle_dropped(uc))
-      log_warning("writeback: cannot sync the cache metadata; dropped blocks "
-                  "stay out of use until it can");
+      log_warning("volume %s: writeback: cannot sync the cache metadata; dropped "
+                  "blocks stay out of use until it can", uc_volume(uc));
   }
   return NULL;
 }
