@@ -129,7 +129,7 @@ release_space(struct fc_host *host, const char *id)
   fc_dmv_owner(id, "clmeta", owner, sizeof owner);
   fc_flash_pool_free(&DME(host)->pool, owner);
   if (fc_flash_pool_save(&DME(host)->pool, DME(host)->pool_path, e2, sizeof e2))
-    log_error("%s", e2);
+    log_error("volume %s: freeing its flash: %s", id, e2);
 }
 
 static int

@@ -66,7 +66,7 @@ fc_dm_migr_detach(struct fc_host *host, struct fc_volume *v)
   fc_dmv_owner(v->p.id, "emeta", owner, sizeof owner);
   if (fc_flash_pool_free(&e->pool, owner) &&
       fc_flash_pool_save(&e->pool, e->pool_path, err, sizeof err))
-    log_error("%s", err);
+    log_error("volume %s: freeing its dm-era metadata flash: %s", v->p.id, err);
   if (DV(v)->migr) {
     dm_migr_close_fds(DV(v)->migr);
     DV(v)->migr->emeta[0] = '\0';

@@ -239,7 +239,7 @@ free_metadata_flash(struct fc_host *host, const char *id)
   fc_dmv_owner(id, "clmeta", owner, sizeof owner);
   fc_flash_pool_free(&DME(host)->pool, owner);
   if (fc_flash_pool_save(&DME(host)->pool, DME(host)->pool_path, e2, sizeof e2))
-    log_error("%s", e2);
+    log_error("volume %s: freeing its dm-clone metadata flash: %s", id, e2);
 }
 
 /* "<md block> <used>/<total> <region> <hydrated>/<total> <hydrating> ..."
