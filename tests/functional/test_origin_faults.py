@@ -184,6 +184,13 @@ def test_origin_restart_loses_no_acknowledged_write(make_agent, make_origin,
     agent.assert_alive()
     check_origin_file(agent, origin, orc)
     assert 'wrote again' in agent.log()
+    # The origin's lines name the volume it serves (journalctl -g vol1).
+    origin_lines = [ln for ln in agent.log().splitlines()
+                    if 'wrote again' in ln or 're-established' in ln or
+                    ' lost (' in ln]
+    assert origin_lines
+    assert all('volume vol1: origin ' in ln for ln in origin_lines), \
+        origin_lines
 
 
 @pytest.mark.parametrize('how', ('attach', 'migration-incoming',

@@ -32,7 +32,8 @@ fc_agent_attach(struct fc_agent *agent, struct fc_attach_request *req,
      * again) or refuses (another one): opening it would only contend
      * with the volume that holds it. */
     if (is_new) {
-      r = host->ops->open_origin(host, req->origin, &opened, err, errlen);
+      r = host->ops->open_origin(host, req->volume_id, req->origin, &opened, err,
+                                 errlen);
       if (r)
         return r;
       req->opened = &opened;

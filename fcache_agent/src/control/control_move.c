@@ -61,6 +61,8 @@ fc_op_volume_move(void *opaque, json_t *args, json_t **result, char *err, size_t
 {
   struct fc_agent *agent = opaque;
   struct fc_move_request req = { 0 };
+  /* locked_volume() refuses a request without it. */
+  const char *id = json_string_value(json_object_get(args, "volume_id"));
   uint64_t rounds, conv, down, thr, delay, mbps;
   void *opened = NULL;
   struct fc_migration *m;
@@ -103,8 +105,7 @@ fc_op_volume_move(void *opaque, json_t *args, json_t **result, char *err, size_t
     return r;
   pthread_mutex_unlock(&agent->host.lock);
   if (agent->host.ops->open_origin) {
-    r = agent->host.ops->open_origin(&agent->host, req.to, &opened, err,
-                                     errlen);
+    r = agent->host.ops->open_origin(&agent->host, id, req.to, &opened, err, errlen);
     if (r)
       return r;
     req.opened = &opened;

@@ -349,8 +349,8 @@ struct fc_engine_ops {
    * never does, and every control request waits for host->lock.  What
    * attach does not take is given back to release_origin, also without
    * the lock. */
-  int (*open_origin)(struct fc_host *host, const char *origin, void **opened,
-                     char *err, size_t errlen);
+  int (*open_origin)(struct fc_host *host, const char *volume_id, const char *origin,
+                     void **opened, char *err, size_t errlen);
   void (*release_origin)(struct fc_host *host, void *opened);
   /* Under host->lock. */
   int (*attach)(struct fc_host *host, const struct fc_attach_request *req,

@@ -266,8 +266,8 @@ fc_migration_incoming(struct fc_agent *agent, json_t *args, json_t **result,
   exists = fc_agent_find_locked(agent, m->e.volume_id) != NULL;
   pthread_mutex_unlock(&agent->host.lock);
   if (!exists && agent->host.ops->open_origin) {
-    r = agent->host.ops->open_origin(&agent->host, req.origin, &opened, err,
-                                     errlen);
+    r = agent->host.ops->open_origin(&agent->host, m->e.volume_id, req.origin,
+                                     &opened, err, errlen);
     if (r)
       goto out;
     req.opened = &opened;

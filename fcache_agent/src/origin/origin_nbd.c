@@ -262,6 +262,7 @@ fc_origin_open_nbd(const char *uri, unsigned connections,
   if (!n)
     return -ENOMEM;
   n->uri = strdup(uri);
+  snprintf(n->volume, sizeof n->volume, "%s", pol && pol->volume_id ? pol->volume_id : "-");
   n->stall_ms = pol && pol->stall_ms ? pol->stall_ms : NBD_CONN_STALL_DEFAULT_MS;
   n->tls_dir = pol && pol->tls_dir ? strdup(pol->tls_dir) : NULL;
   n->tls_psk_file = pol && pol->tls_psk_file ? strdup(pol->tls_psk_file) : NULL;

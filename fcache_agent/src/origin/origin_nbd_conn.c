@@ -375,8 +375,8 @@ check_same_export(struct nbd_origin *n, struct nbd_handle *h)
   int64_t size = nbd_get_size(h);
 
   if (size < 0 || (uint64_t)size != n->base.size) {
-    log_error("origin %s: reconnected, but the export's size is %lld, not "
-              "%llu; not using it", n->uri, (long long)size,
+    log_error("volume %s: origin %s: reconnected, but the export's size is %lld, not "
+              "%llu; not using it", n->volume, n->uri, (long long)size,
               (unsigned long long)n->base.size);
     return -ESTALE;
   }
@@ -385,8 +385,8 @@ check_same_export(struct nbd_origin *n, struct nbd_handle *h)
       (nbd_can_trim(h) > 0) != n->base.can_trim ||
       (nbd_can_zero(h) > 0) != n->can_zero ||
       (n->nr_conns > 1 && nbd_can_multi_conn(h) <= 0)) {
-    log_error("origin %s: reconnected, but the server's flags changed; "
-              "not using it", n->uri);
+    log_error("volume %s: origin %s: reconnected, but the server's flags changed; "
+              "not using it", n->volume, n->uri);
     return -ESTALE;
   }
   return 0;
@@ -486,14 +486,14 @@ replay(struct nbd_conn *c, struct nbd_handle *h)
     return 0;
   r = nbd_redo_replay(&n->redo, replay_one, &rp, &done);
   if (r)
-    log_error("origin %s: connection %u: cannot write again the changes "
+    log_error("volume %s: origin %s: connection %u: cannot write again the changes "
               "no flush has covered (%u written, then: %s); not using the "
-              "connection, trying again", n->uri, c->index, done,
+              "connection, trying again", n->volume, n->uri, c->index, done,
               r == -ETIMEDOUT ? "timed out" : strerror(-r));
   else if (done)
-    log_warning("origin %s: connection %u: wrote again %u change(s) the "
+    log_warning("volume %s: origin %s: connection %u: wrote again %u change(s) the "
                 "server had acknowledged before the connection was lost "
-                "but no flush had covered", n->uri, c->index, done);
+                "but no flush had covered", n->volume, n->uri, c->index, done);
   return r;
 }
 
@@ -525,8 +525,8 @@ reconnect(struct nbd_conn *c)
   pthread_rwlock_unlock(&c->hlock);
 out:
   if (h) {
-    log_debug("origin %s: connection %u: reconnect failed: %s", n->uri,
-              c->index, r == -ETIMEDOUT ? "timed out" : nbd_get_error());
+    log_debug("volume %s: origin %s: connection %u: reconnect failed: %s",
+              n->volume, n->uri, c->index, r == -ETIMEDOUT ? "timed out" : nbd_get_error());
     nbd_close(h);
   }
   return r;
@@ -546,8 +546,9 @@ retire(struct nbd_conn *c, const char *why)
   c->h = NULL;
   pthread_rwlock_unlock(&c->hlock);
   if (!atomic_load(&c->stopping))
-    log_warning("origin %s: connection %u lost (%s); its requests in "
-                "flight failed, reconnecting", c->origin->uri, c->index, why);
+    log_warning("volume %s: origin %s: connection %u lost (%s); its requests in "
+                "flight failed, reconnecting", c->origin->volume, c->origin->uri,
+                c->index, why);
   nbd_close(h);
   wake_done(c);
   end_async(c);
@@ -613,8 +614,8 @@ drive(struct nbd_conn *c)
     if (r == -1)
       return nbd_get_error();
     if (stalled(c, &st)) {
-      log_warning("origin %s: connection %u: no reply for %d s with %u "
-                  "request(s) in flight", c->origin->uri, c->index,
+      log_warning("volume %s: origin %s: connection %u: no reply for %d s with %u "
+                  "request(s) in flight", c->origin->volume, c->origin->uri, c->index,
                   c->origin->stall_ms / 1000, atomic_load(&c->in_flight));
       /* retire() closes the handle, which fails every command on it.
        * (Not shutdown(2) on its socket: libnbd may have closed that fd
@@ -662,8 +663,8 @@ conn_loop(void *arg)
       if (backoff && !sleep_unless_stopped(c, backoff))
         break;
       if (reconnect(c) == 0) {
-        log_info("origin %s: connection %u re-established", c->origin->uri,
-                 c->index);
+        log_info("volume %s: origin %s: connection %u re-established",
+                 c->origin->volume, c->origin->uri, c->index);
         backoff = 0;
       } else {
         backoff = backoff ? backoff * 2 : NBD_CONN_BACKOFF_MIN_MS;

@@ -143,9 +143,13 @@ struct nbd_conn {
   _Atomic(struct nbd_cmd *) done_async;
 };
 
+/* Longest volume id an origin's log lines show; longer ones are cut. */
+#define NBD_ORIGIN_VOLUME_MAX 80
+
 struct nbd_origin {
   struct fc_origin base;
   char *uri;
+  char volume[NBD_ORIGIN_VOLUME_MAX + 1];    /* for log lines; "-": none */
   /* TLS credentials for nbds:// (NULL: libnbd's default, no PSK). */
   char *tls_dir, *tls_psk_file;
   bool can_fua;

@@ -34,6 +34,7 @@ void fc_origin_policy_init(struct fc_origin_policy *pol,
   pol->n_rbd_dirs = cfg->n_origin_rbd_dirs;
   pol->rbd_ms_mode = cfg->origin_rbd_ms_mode;
   pol->stall_ms = cfg->origin_stall_timeout_s * 1000;
+  pol->volume_id = NULL;
 }
 
 static bool under_dev(const char *prefix)

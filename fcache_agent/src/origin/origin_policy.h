@@ -29,6 +29,9 @@ struct fc_origin_policy {
   const char *rbd_ms_mode;
   /* NBD origins: origin_stall_timeout_s, in ms. */
   unsigned stall_ms;
+  /* The volume the origin is opened for, named by the origin's log lines
+   * (copied at open); NULL: none. */
+  const char *volume_id;
 };
 
 void fc_origin_policy_init(struct fc_origin_policy *pol,

@@ -61,6 +61,7 @@ struct rbd_origin {
   struct rbd_req *waiting;
   bool cancelled;
   char name[3 * FC_RBD_NAME_MAX];
+  char volume[80];              /* for log lines; "-": none */
 };
 
 static struct rbd_origin *
@@ -77,7 +78,8 @@ io_error(struct rbd_origin *r, const char *op, long rc)
 {
   if (rc == -ENOMEM || rc == -ENOSPC || rc == -EINVAL || rc == -EDQUOT)
     return (int)rc;
-  log_warning("rbd origin %s: %s failed: %s", r->name, op, strerror((int)-rc));
+  log_warning("volume %s: rbd origin %s: %s failed: %s", r->volume, r->name, op,
+              strerror((int)-rc));
   return -EIO;
 }
 
@@ -115,9 +117,9 @@ own(struct rbd_origin *r)
   }
   pthread_mutex_unlock(&r->lock_mu);
   if (rc < 0)
-    log_warning("rbd origin %s: cannot take the image's exclusive lock "
-                "(%s): another client holds it; the write fails", r->name,
-                strerror(-rc));
+    log_warning("volume %s: rbd origin %s: cannot take the image's exclusive "
+                "lock (%s): another client holds it; the write fails", r->volume,
+                r->name, strerror(-rc));
   return rc < 0 ? -EIO : 0;
 }
 
@@ -624,6 +626,7 @@ fc_origin_open_rbd(const char *uri, const struct fc_origin_policy *pol,
   pthread_mutex_init(&r->req_mu, NULL);
   snprintf(r->name, sizeof r->name, "%s/%s%s%s", spec.pool, spec.ns,
            spec.ns[0] ? "/" : "", spec.image);
+  snprintf(r->volume, sizeof r->volume, "%s", pol && pol->volume_id ? pol->volume_id : "-");
   if (spec.conf[0]) {
     rc = fc_origin_policy_open_rbd_file(pol, "conf", spec.conf, &conf_fd,
                                         err, errlen);

@@ -197,6 +197,7 @@ try_one(struct fc_host *host, const struct candidate *c)
   char err[512];
 
   fc_origin_policy_init(&pol, &host->cfg);
+  pol.volume_id = c->id;
   if (fc_origin_open(c->origin, host->cfg.origin_connections, &pol, &o, err, sizeof err))
     return;     /* still down: said once, at start */
   /* A stop waits for this thread: never block on host->lock. */

@@ -204,14 +204,15 @@ out:
 }
 
 static int
-uc_open_origin(struct fc_host *host, const char *origin, void **opened,
-               char *err, size_t errlen)
+uc_open_origin(struct fc_host *host, const char *volume_id, const char *origin,
+               void **opened, char *err, size_t errlen)
 {
   struct fc_origin_policy pol;
   struct fc_origin *o;
   int r;
 
   fc_origin_policy_init(&pol, &host->cfg);
+  pol.volume_id = volume_id;
   r = fc_origin_open(origin, host->cfg.origin_connections, &pol, &o, err,
                      errlen);
   if (r == 0)

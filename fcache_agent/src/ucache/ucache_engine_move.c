@@ -186,6 +186,7 @@ move_start(struct fc_host *host, struct fc_volume *v, const struct fc_move_reque
     *req->opened = NULL;
   } else {
     fc_origin_policy_init(&pol, &host->cfg);
+    pol.volume_id = v->p.id;
     r = fc_origin_open(req->to, host->cfg.origin_connections, &pol, &b, err,
                        errlen);
     if (r)

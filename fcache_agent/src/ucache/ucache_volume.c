@@ -28,6 +28,7 @@ uc_volume_prepare(struct fc_host *host, struct fc_volume *v, char *err, size_t e
   int r;
 
   fc_origin_policy_init(&pol, &host->cfg);
+  pol.volume_id = v->p.id;
   r = fc_origin_open(v->p.origin, host->cfg.origin_connections, &pol,
                      &UV(v)->origin, err, errlen);
   return r ? r : uc_volume_build(host, v, err, errlen);
