@@ -142,6 +142,13 @@ static int handle_request(struct fc_conn *conn, const char *line, size_t len)
   err[0] = '\0';
   r = fc_control_peer_allowed(ctl, &conn->peer, op, err, sizeof err);
   if (r < 0) {
+    /* A warning: someone without the right asked; the volume, if any, is
+     * named so that the refusal shows up in its history too. */
+    const char *vol = json_string_value(json_object_get(json_object_get(req, "args"),
+                                                        "volume_id"));
+    log_warning("control: refused '%s'%s%s to pid %ld uid %ld", op->name,
+                vol ? " of volume " : "", vol ? vol : "", (long)conn->peer.pid,
+                (long)conn->peer.uid);
     r = fc_control_send_error(fd, -r, "%s", err);
     if (r == 0)
       r = 1;

@@ -149,7 +149,5 @@ int fc_control_peer_allowed(const struct fc_control *ctl,
              op->access == FC_CONTROL_READ ? "reads agent state" :
              "changes agent state", op->access == FC_CONTROL_READ ?
              "control_group" : "control_admin_group", (long)peer->uid);
-  log_info("control: refused '%s' to pid %ld uid %ld", op->name,
-           (long)peer->pid, (long)peer->uid);
   return -EPERM;
 }
