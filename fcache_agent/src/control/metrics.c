@@ -21,6 +21,7 @@
 #include "common/log.h"
 #include "common/prom_text.h"
 #include "common/stat_ring.h"
+#include "common/version.h"
 #include "control_move.h"
 #include "metrics.h"
 #include "migration/migration.h"
@@ -523,7 +524,7 @@ render_host_locked(struct fc_metrics *mt, struct fc_prom *p, uint64_t now_s)
 
   fc_prom_family(p, "fcache_agent_info", "gauge",
                  "The agent (always 1), its version and engine.");
-  fc_prom_u64(p, "fcache_agent_info", L2("version", FC_VERSION, "engine", cfg->engine), 1);
+  fc_prom_u64(p, "fcache_agent_info", L2("version", fc_version(), "engine", cfg->engine), 1);
   fc_prom_family(p, "fcache_agent_metrics_timestamp_seconds", "gauge",
                  "When these figures were sampled, Unix time: a file that stops "
                  "moving is an agent that stopped.");
