@@ -2,9 +2,14 @@
 
 Each case boots an fcache-guest server from a write_back volume on box-a,
 waits until the guest has written its data and read them back, asks Nova
-to live-migrate it to box-b, and checks what the API answers and what is
-left: the server ACTIVE on box-a, its volume still cached there by the
-agent, the guest still reading the data it wrote.
+to live-migrate it to box-b, and checks what the API answers, what the
+operator is told, and what is left: the server ACTIVE on box-a, its volume
+still cached there by the agent, the guest still reading the data it
+wrote.
+
+Nova answers a migration to a named host that fails its pre-checks with
+400 "No valid host was found"; the reason (fcache's refusal) is in the
+source host's nova-compute log, which is where the test reads it.
 """
 
 import errno
@@ -110,6 +115,16 @@ def refused_migration(conn, srv, host):
     return err.value
 
 
+def refusal_logged(box, volume_id, reason):
+    """The source's nova-compute logged fcache's refusal of the volume."""
+    with open(box.log('nova-compute-%s' % box.hosts[0].name),
+              errors='replace') as f:
+        lines = [line for line in f if 'Live migration refused:' in
+                 line and volume_id in line]
+    assert lines, 'no refusal of %s in the log of nova-compute' % volume_id
+    assert reason in lines[-1], lines[-1]
+
+
 def still_on_source(conn, box, srv, written, volume_id):
     srv = conn.compute.get_server(srv)
     assert srv.status == 'ACTIVE', srv.status
@@ -129,7 +144,8 @@ def test_destination_too_small_is_refused(conn, box, server):
 
     exc = refused_migration(conn, srv, box.hosts[1].name)
     assert exc.status_code == 400, exc
-    assert 'bytes of cache in all' in str(exc), str(exc)
+    assert 'No valid host' in str(exc), str(exc)
+    refusal_logged(box, volume_id, 'has 167772160 bytes of cache in all')
     still_on_source(conn, box, srv, written, volume_id)
 
 
@@ -148,5 +164,6 @@ def test_agent_down_on_destination_is_refused(conn, box, server):
     finally:
         computes.start_agent(box, dest)
     assert exc.status_code == 400, exc
-    assert 'its fcache agent did not answer' in str(exc), str(exc)
+    assert 'No valid host' in str(exc), str(exc)
+    refusal_logged(box, volume_id, 'its fcache agent did not answer')
     still_on_source(conn, box, srv, written, volume_id)
