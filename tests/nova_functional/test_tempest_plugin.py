@@ -27,15 +27,16 @@ SCENARIO = ('fcache_tempest_plugin.tests.scenario.test_live_migration.'
             'TestLiveMigrationWithHostCache.test_live_migrate_%s'
             '[compute,id-%s,image,slow,volume]')
 CONSOLE = ('fcache_tempest_plugin.tests.scenario.'
-           'test_console_live_migration.TestConsoleLiveMigration.'
+           'test_console_live_migration.TestConsoleLiveMigration%s.'
            'test_console_live_migrate_%s'
            '[compute,id-0d6f1c56-8b0e-4c43-9b53-2f3b8d0f7a0%d,image,slow,'
            'volume]')
 TEST_IDS = {
-    CONSOLE % ('none', 1), CONSOLE % ('cachemior', 2),
-    CONSOLE % ('firepan', 3), CONSOLE % ('firepan_if', 4),
-    CONSOLE % ('cloudcache', 5), CONSOLE % ('hybrid', 6),
-    CONSOLE % ('auto', 7),
+    CONSOLE % ('None', 'none', 1), CONSOLE % ('Cachemior', 'cachemior', 2),
+    CONSOLE % ('Firepan', 'firepan', 3),
+    CONSOLE % ('FirepanIf', 'firepan_if', 4),
+    CONSOLE % ('Cloudcache', 'cloudcache', 5),
+    CONSOLE % ('Hybrid', 'hybrid', 6), CONSOLE % ('Auto', 'auto', 7),
     SCENARIO % ('hybrid', 'b1dafad9-bcaf-46fe-9fdb-c5c899ff1105'),
     SCENARIO % ('none', '6368e904-ca6d-4870-96cb-04810797b5d4'),
     SCENARIO % ('cachemior', 'eb5d59aa-72ed-4ad3-b6f9-4e0b96b55f1f'),

@@ -96,6 +96,8 @@ def down(box, args):
     infra.stop_ceph(box)
     network.down(box)
     catalog.remove_clouds_yaml_entry()
+    from cloudbox import tempest_run
+    tempest_run.forget_workspace(box)
     # The next "up" makes a new cloud: a database that named volumes of a
     # Ceph cluster gone, or domains of a libvirtd gone, would only mislead.
     # The logs stay for a look afterwards, the guest's build for the next.

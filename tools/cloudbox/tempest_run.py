@@ -16,15 +16,31 @@ from cloudbox import procs
 from cloudbox import services
 
 
+WORKSPACE = 'fcache-box'
+
+
 def workspace(box):
     return os.path.join(box.dir, 'tempest')
+
+
+def _tempest(*args):
+    return [os.path.join(layout.VENV_BIN, 'tempest')] + list(args)
+
+
+def forget_workspace(box):
+    """Unregister the workspace (~/.tempest/workspace.yaml) if it is."""
+    subprocess.run(_tempest('workspace', 'remove', '--name', WORKSPACE),
+                   capture_output=True, env=dict(os.environ,
+                                                 **services.env(box)))
 
 
 def configure(box):
     ws = workspace(box)
     if not os.path.exists(os.path.join(ws, 'etc')):
-        procs.run([os.path.join(layout.VENV_BIN, 'tempest'), 'init', ws],
-                  'tempest init', env=services.env(box))
+        # A workspace of an earlier box, gone with it, is still registered.
+        forget_workspace(box)
+        procs.run(_tempest('init', '--name', WORKSPACE, ws), 'tempest init',
+                  env=services.env(box))
     conn = catalog.connect(box)
     image = conn.image.find_image(catalog.IMAGE)
     flavor = conn.compute.find_flavor(catalog.FLAVOR)
@@ -75,7 +91,7 @@ def run(box, regex, concurrency=1):
     configure(box)
     env = services.env(box)
     proc = subprocess.run(
-        [os.path.join(layout.VENV_BIN, 'tempest'), 'run', '--regex', regex,
-         '--concurrency', str(concurrency)],
+        _tempest('run', '--regex', regex, '--concurrency',
+                 str(concurrency)),
         cwd=workspace(box), env=dict(os.environ, **env))
     return proc.returncode
