@@ -27,6 +27,7 @@ class GuestReportError(Exception):
 class Report(object):
     def __init__(self, output):
         self.written = None
+        self.written_mib = None
         self.reads = []
         for line in (output or '').splitlines():
             line = line.strip('\r')
@@ -36,6 +37,7 @@ class Report(object):
                                        % failed.group(1))
             m = _WROTE.match(line)
             if m:
+                self.written_mib = int(m.group(1))
                 self.written = m.group(2)
                 continue
             m = _READ.match(line)
