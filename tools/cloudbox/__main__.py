@@ -159,6 +159,10 @@ def main(argv=None):
         parser.error('the box needs root (namespaces, libvirtd, MariaDB)')
     box = layout.Box(args.dir)
     try:
+        layout.virt_type()
+    except ValueError as exc:
+        parser.error(str(exc))
+    try:
         if args.command == 'up':
             up(box, args)
         elif args.command == 'down':

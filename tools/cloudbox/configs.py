@@ -179,7 +179,7 @@ def nova(box, rbd_secret_uuid):
         ('workarounds', [('disable_deep_image_inspection', True)]),
         ('vnc', [('enabled', False)]),
         ('serial_console', [('enabled', False)]),
-        ('libvirt', [('virt_type', 'qemu'),
+        ('libvirt', [('virt_type', layout.virt_type()),
                      ('cpu_mode', 'none'),
                      ('live_migration_uri', 'qemu+tcp://%s/system'),
                      ('rbd_user', 'cinder'),

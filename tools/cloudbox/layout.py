@@ -111,5 +111,22 @@ class Box(object):
             os.makedirs(h.keyring_dir, mode=0o700, exist_ok=True)
 
 
+VIRT_TYPES = ('qemu', 'kvm')
+
+
+def virt_type():
+    """Nova's [libvirt] virt_type: $FCACHE_BOX_VIRT_TYPE, default qemu.
+
+    TCG (qemu) runs anywhere; kvm only where /dev/kvm boots standard
+    kernels, which a nested or paravirtualised /dev/kvm may not: the box
+    does not guess.
+    """
+    value = os.environ.get('FCACHE_BOX_VIRT_TYPE', 'qemu')
+    if value not in VIRT_TYPES:
+        raise ValueError('FCACHE_BOX_VIRT_TYPE=%s: use %s'
+                         % (value, ' or '.join(VIRT_TYPES)))
+    return value
+
+
 def default_dir():
     return os.environ.get('FCACHE_BOX_DIR', '/var/tmp/fcache-box')
