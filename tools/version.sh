@@ -10,7 +10,9 @@ if [ -n "${PBR_VERSION:-}" ]; then
   exit 0
 fi
 cd "$(dirname "$0")/.." || exit 1
-for py in .venv/bin/python3 python3; do
+# Debian's python3 first: tools/setup.sh installs python3-pbr for it, and
+# a python3 earlier in PATH (pyenv, a virtualenv) may have no pbr.
+for py in .venv/bin/python3 /usr/bin/python3 python3; do
   command -v "$py" >/dev/null 2>&1 || continue
   if v=$("$py" -c 'import pbr.packaging; print(pbr.packaging.get_version("fcache"))' \
       2>/dev/null) && [ -n "$v" ]; then
