@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* What the libFuzzer harnesses share: a scratch directory for the inputs
  * that the agent reads from files, a way to hand an input to code that
  * reads a socket, and quiet logging.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A real agent for the harnesses whose input reaches it through its
  * control operations or a migration stream: the ucache engine on a cache
  * of 64 blocks of 4 KiB in the scratch directory, one 1 MiB file that

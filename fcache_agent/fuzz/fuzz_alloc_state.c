@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A volume's allocation state (ucache/allocator.c, alloc/predict.c): the
  * input is <state_dir>/volumes/vol-1.alloc, the predictor history and
  * share that uc_allocator_volume_init() reads when the volume is attached

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The agent's INI configuration file (common/config.c): the input is the
  * file, read by fc_config_load() over the defaults as `fcache-agent
  * --config` does.  A file that loads must leave a configuration the agent

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The control socket: what a client of the control socket sends.
  *
  * The input is the client's whole side of one connection (newline-

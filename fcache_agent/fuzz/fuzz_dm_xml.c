@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* thin-provisioning-tools' XML (dmcache/dm_xml.c): cache_dump's metadata,
  * which the dmcache engine reads back to rebuild its map and to migrate a
  * cache, and era_invalidate's block list.  The first input byte chooses

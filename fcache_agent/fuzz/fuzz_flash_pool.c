@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The dmcache engine's flash pool table (dmcache/flash_pool.c): the input
  * is <state_dir>/flash_pool, the "owner start length" lines that
  * fc_flash_pool_load() reads over a pool initialised from cache_size when

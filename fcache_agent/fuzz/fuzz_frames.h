@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The migration-stream harnesses' input format: records that the harness
  * seals into frames, since random bytes would almost never carry a right
  * CRC-32C.  A record is u8 type, u16 flags (LE), u16 length (LE), then the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The migration listener: what anyone who can reach migration_listen
  * sends first.  With migration_tls = none (what TLS carries otherwise),
  * the listener's own thread reads the HELLO frame within its deadline,

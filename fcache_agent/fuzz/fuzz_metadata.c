@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The ucache engine's persisted metadata (ucache/metadata.c) as the agent
  * reads it at start: the input becomes <state_dir>/cache.meta and a real
  * agent is opened over it (fc_agent_open with the ucache engine:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A storage move's recovery log (origin/move_log.c): the input is the
  * <state_dir>/volumes/<id>.movelog that a restarted agent finds after a
  * crash mid-move (lr, slr, aio) and replays onto the volume's origin A

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* NBD: what a client sends, from the first byte of the handshake to the
  * last request.
  *

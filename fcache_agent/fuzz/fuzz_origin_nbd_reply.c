@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* NBD origin: what a server sends back in transmission, as the agent
  * handles it (origin/origin_nbd*.c over libnbd).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The origin strings a control-socket client sends: QEMU's rbd: syntax
  * (common/rbd_spec.c) and NBD URIs (common/nbd_uri.c), the only parsing
  * the agent does of an origin before it decides what to open.  The input

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The destination's record of superseded blocks (common/superseded.c):
  * the input is <state_dir>/volumes/<id>.superseded, which
  * fc_superseded_load() reads when a failed migration is settled.  A torn

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The migration listener's TLS path, up to the first record: what anyone
  * who can reach migration_listen sends first, read by fc_xfer_tls_server()
  * (migration/xfer_tls.c) with the agent's real TLS setup, fc_xfer_tls_new()

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* fcache-replay's trace readers (replay/trace*.c) and the replay they
  * drive (replay/sim.c): the input is a trace file, which the tool opens
  * with fc_trace_open() and replays with fc_replay_run(), as

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A volume's persisted parameters (engine/volume.c): the input is
  * <state_dir>/volumes/<id>.json, which fc_volume_params_load() reads for
  * every volume when the agent starts.  What loads must be a volume the

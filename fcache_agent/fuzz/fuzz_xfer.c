@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The migration stream, as a destination agent receives it from a source
  * that has been authenticated: frames (migration/xfer_frame.c: magic,
  * version, type, length bound, CRC-32C) and what the destination does

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The migration stream, as a source agent receives it from the
  * destination: WELCOME, then FETCH, READ, CREDIT, ACK, COMPLETE and ERROR
  * frames (migration/migr_source.c's receiver and sender, the ucache

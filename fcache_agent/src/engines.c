@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The engines this build has (engine/engine.h): adding one is its folder
  * and one line here. */
 #include <string.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* fcache-agent: the per-host data-plane daemon.  Runs in the foreground;
  * SIGTERM or SIGINT shut it down cleanly (exports stopped, cache map
  * saved). */

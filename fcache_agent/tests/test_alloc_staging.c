@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Admission staging of alloc/ (CloudCache §4.3): admission after reuse_n
  * reuses, the byte bound with 24 B per address, data staging hits, the
  * hybrid's 1:7 split and its demotions, invalidation, resize, bad

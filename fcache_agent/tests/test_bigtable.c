@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Tables that grow with the cache: a small one comes zeroed from the heap;
  * one of FC_BIGTABLE_MIN or more is zeroed, writable to its last byte, 2 MiB-aligned
  * and marked for transparent huge pages (VmFlags "hg" in smaps) where the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* oblock -> cblock hash map chained through the block table: insert,
  * lookup, remove (including of absent blocks), long collision chains in a
  * tiny bucket array, and long runs of sequential and random oblocks

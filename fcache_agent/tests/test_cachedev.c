@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Cache device: creating and allocating the cache file, quota
  * reservations, the free list (alloc, free, claim + rebuild), data I/O at
  * offsets inside a block, and the error messages of the ways opening it

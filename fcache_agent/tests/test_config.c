@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Configuration file parser: defaults, a file using every key and every
  * syntax feature, and one test per kind of mistake checking both the
  * returned errno and that the message names the file, line and key. */

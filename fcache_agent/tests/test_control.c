@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Control socket server, exercised through a real unix socket: good
  * requests, pipelining, every kind of malformed request, the size limit,
  * socket permissions, stale sockets, the connection cap and shutdown. */

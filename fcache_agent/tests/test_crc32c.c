@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* CRC-32C: published check values, chaining, and agreement with a
  * bit-at-a-time reference over every length and alignment the slicing-by-8
  * loop treats differently. */

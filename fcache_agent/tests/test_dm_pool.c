@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests of the dmcache engine's pure parts: the flash pool's
  * extent accounting and persistence, the cache table line and the status
  * parsing (libdevmapper's dm_get_status_cache, no kernel needed). */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests of the dmcache engine's metadata XML (dm_xml.h): what
  * cache_dump 0.9.0 wrote inside UML is read back exactly, what the agent
  * writes for cache_restore reads back the same, era_invalidate's block

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Inputs the fuzzers (fuzz/) found to crash the agent or trip a sanitizer,
  * each fed to the function that owns the bug, exactly as the fuzzer found
  * it (less the harness's own selector byte).  Every test here failed (a

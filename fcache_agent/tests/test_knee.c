@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The knee of a hit-ratio-against-window curve: a curve that flattens has
  * one where Kneedle puts it; a line, a flat curve and a curve whose bend
  * is below min_gain get the smallest window; bad input is refused. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* LRU list threaded through the block table: push/remove/touch order and
  * head/tail/count with 0, 1, 2 and many entries, checked against the
  * links in both directions. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Persistent cache metadata: creating the file, records and their CRCs,
  * the clean/running shutdown state, geometry changes, and every way a file
  * can be unusable (bad magic, bad header checksum, truncation). */

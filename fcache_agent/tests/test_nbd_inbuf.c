@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The connection's buffered request stream (nbd/nbd_inbuf.c) over a real
  * socket pair: requests split across and packed into segments, payloads
  * larger than the buffer, skipping, and the two ends of a stream (between

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* NBD_OPT_LIST_META_CONTEXT / NBD_OPT_SET_META_CONTEXT payload parsing:
  * what matches base:allocation for LIST and for SET, and every way a
  * payload's lengths can fail to add up. */

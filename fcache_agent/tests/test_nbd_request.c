@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* NBD request decoding, validation and errno mapping: every rule of the
  * policy in nbd_request.h has a test, including the overflow-prone range
  * check and the FUA rule. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* NBD URIs as the agent judges them: transport, export, socket or host
  * and port, decoded; what it cannot read is refused, never guessed. */
 #include <errno.h>

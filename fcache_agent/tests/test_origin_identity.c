@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* One volume per disk: fc_volume_same_origin sees through the spellings of
  * one origin (links, doubled slashes, device nodes of one device number,
  * percent-encoding, host case and the default NBD port) and keeps apart

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The pieces of a live storage migration: the grain bitmap, the recovery
  * log (records come back in order, a torn tail and another source's log
  * are not replayed), and the composite origin over two memory origins:

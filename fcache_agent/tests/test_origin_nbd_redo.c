@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The NBD origin's redo log: changes come back oldest first, trims and
  * writes of zeroes among them, each as what it was; a flush drops only
  * what was recorded before its mark; the bound asks for a flush, half of

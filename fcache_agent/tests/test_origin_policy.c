@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* origin_prefixes (origin/origin_policy.c): one test per rule, each
  * checking the errno, that the message names what to change, and that a
  * refused origin was not opened.  Block-device rules (O_EXCL on a mounted

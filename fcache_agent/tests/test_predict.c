@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* RWSS prediction and the outlier filter, against series worked out by
  * hand (the arithmetic is in the comments; a few longer ones were checked
  * with a Python transcription of the same rules). */

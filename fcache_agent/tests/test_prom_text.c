@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The Prometheus text writer (common/prom_text.c): HELP/TYPE lines, label
  * values and help text escaped as the exposition format says, values
  * exact for counters and spelled NaN/+Inf for ratios of nothing. */

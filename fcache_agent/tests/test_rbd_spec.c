@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* rbd: origins as QEMU writes them: pool, namespace, image and the four
  * options the agent takes; everything else is refused with a reason. */
 #include <errno.h>

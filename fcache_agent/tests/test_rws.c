@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Reuse working set trackers: the exact tracker's sizes against counts
  * worked out by hand, its memory coming back after a burst, and the
  * sampled tracker against the exact one on generated traces (zipf reuse,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Cache shares from predicted RWSS: the cases worked out by hand, then
  * random hosts checked against the rules of share.h (never above the
  * capacity or a limit, cut in proportion when over, all spare handed out

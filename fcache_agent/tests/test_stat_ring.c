@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The per-minute ring behind the hit-ratio windows (common/stat_ring.c):
  * which snapshot starts a window, the step between snapshots, a day's
  * wrap-around, and counters or a clock that go back. */

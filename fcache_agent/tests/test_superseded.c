@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The destination's record of superseded pinned blocks: what was appended
  * comes back in order, a fresh record is empty (not absent), a torn last
  * record is ignored, and a missing file reads as nothing recorded. */

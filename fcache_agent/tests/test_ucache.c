@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The ucache engine end to end: a real cache file, metadata file and a
  * file origin, driven through fc_ucache_io_ops and checked against an
  * in-memory oracle of what the volume must contain, against the origin

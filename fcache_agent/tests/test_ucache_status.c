@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ucache's block status (ucache_status.c) over a sparse file origin: the
  * origin's holes come through, a dirty block over a hole is data, an
  * answer never claims a hole it cannot be sure of (a failing origin, a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* migration_tls = pinned over a socketpair: per-migration certificates,
  * each end accepting only the one it pinned, the migration id carried in
  * the server name (any id the agent accepts, '_' and 64 characters

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Small helpers shared by the cache-engine unit tests: scratch directories,
  * deterministic pseudo-random data, and a runner that gives each test its
  * own process and a time limit, so that a deadlock in the code under test

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The least a cache copy between two hosts can do, the peer that shows
  * how much of the migration benchmark's gap to a plain TCP stream
  * (tcp_blast) is the copy's own work and how much is the agent's: read

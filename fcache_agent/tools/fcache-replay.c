@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* fcache-replay: replay a block trace through CloudCache's on-demand
  * allocation (src/replay) far faster than real time, and report hit
  * ratio, cache usage, flash writes and RWSS prediction per volume.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* nbd_memserver: serve an in-memory disk through nbd_server, to test and
  * benchmark the NBD layer alone.  Runs until SIGTERM or SIGINT.
  *

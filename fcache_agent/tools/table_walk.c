@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* What huge pages buy the tables that grow with the cache
  * (common/bigtable.h): the same block table, LRU and hash map laid out in
  * 4 KiB pages (the peer: anonymous mappings marked MADV_NOHUGEPAGE) and as

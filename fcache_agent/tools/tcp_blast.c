@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A plain TCP stream, the peer the migration benchmark compares the
  * transfer protocol against: the same bytes over the same loopback with
  * nothing but send/recv.

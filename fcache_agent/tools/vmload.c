@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* vmload: the "VM" of the benchmarks.
  *
  * fio's job of the FirepanIF paper (Figure 5: 4 jobs, rw=randrw,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Opening and closing the agent: its directories and its engine. */
 #include <errno.h>
 #include <stdio.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The agent core: one host's engine, the registry of its volumes (shared
  * with the engine, engine.h's struct fc_host) and the rules of attach and
  * detach that every engine shares.  Every control operation on a volume

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* volume-attach and volume-detach: the rules every engine shares, then
  * the engine's own work (engine.h). */
 #include <errno.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The knee of a rising curve that flattens: hit ratio against RWSS window
  * size (CloudCache §4.1, Figure 3), where a larger window stops paying for
  * the cache it takes.  Kneedle's rule: normalise both axes to [0, 1] and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* RWSS prediction for the next window (CloudCache §4.2): last value,
  * exponential smoothing and double exponential smoothing, each with fixed
  * parameters (alpha = beta = 0.3 in the paper) or self-tuning, and the

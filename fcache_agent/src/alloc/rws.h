@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Reuse working set tracking (CloudCache §4.1).  RWS_N(t, T) is the set of
  * distinct blocks a volume reused at least N times in the real-time window
  * [t - T, t], i.e. accessed at least N + 1 times; RWS_0 is the working set.

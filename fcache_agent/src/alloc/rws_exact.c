@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 #include "rws_priv.h"
 
 /* Three quarters full: linear probing's runs stay a few slots long, and

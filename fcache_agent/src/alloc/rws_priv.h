@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Inside the RWS tracker (rws.h).  Both trackers are one structure: a
  * linear-probing table of (key, access count) for the blocks whose key is
  * at most `limit`.  The key is a bijective 64-bit mix of the block number,

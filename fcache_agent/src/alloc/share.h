@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Cache shares across the volumes of one host (CloudCache §4.3), computed
  * at every window from the volumes' predicted RWSS.  A volume's cache_size
  * is its upper bound, not a reservation, so the volumes may together ask

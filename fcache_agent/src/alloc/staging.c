@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Admission staging (staging.h): one hash table over every staged block,
  * and one or two intrusive LRU lists threaded through the same entries by
  * index.  Entries live in a pool that grows by doubling as the stage

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Admission staging (CloudCache §4.3): a missed block enters the cache
  * only once it has been accessed reuse_n + 1 times while staged, so scans
  * and one-off reads do not flush the reuse working set.  Three kinds:

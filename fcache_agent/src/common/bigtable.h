@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Memory for the tables that grow with the cache: the block table (24
  * bytes per cache block), a volume's hash buckets and the free stack.  At
  * 1 TiB of 4 KiB blocks the block table alone is 6 GiB, and a hit's

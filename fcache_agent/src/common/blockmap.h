@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* One volume's map from origin block to cache block: a chained hash table
  * whose chains run through the block table (fc_entry.hash_next), so the
  * only memory it adds per cached block is its share of the bucket array.

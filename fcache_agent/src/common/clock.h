@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The monotonic clock in the units the agent's timers and status use. */
 #ifndef FCACHE_CLOCK_H
 #define FCACHE_CLOCK_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Agent configuration file: a small INI dialect, parsed strictly.
  *
  * Strict because the agent manages other people's data: a misspelt key or

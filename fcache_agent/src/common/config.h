@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Agent configuration: one INI file, one struct.
  *
  * Format: "[section]" headers, "key = value" lines, '#' or ';' comments,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The values of configuration keys that need more than a string copy:
  * byte sizes with units, unsigned integers, lists of path prefixes.  The
  * INI file itself is read by config.c. */

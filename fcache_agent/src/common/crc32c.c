@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* CRC-32C, table-driven "slicing-by-8": eight 256-entry tables let the
  * loop fold eight input bytes per step with independent lookups, several
  * times faster than the byte-at-a-time table.  The tables are constants

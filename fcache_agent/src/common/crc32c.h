@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* CRC-32C (Castagnoli, reflected polynomial 0x82F63B78), the checksum of
  * iSCSI, ext4 and btrfs metadata.  Chosen over CRC-32 (zlib) because it
  * detects more error patterns in the block sizes we checksum and because

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* CRC-32C with SSE4.2's crc32 instruction (x86-64; crc32c() calls it when
  * the CPU has it).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* An absolute CLOCK_REALTIME deadline `ms` from now, the form
  * pthread_cond_timedwait takes. */
 #ifndef FCACHE_DEADLINE_H

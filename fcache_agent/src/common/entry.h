@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* One slot of the cache's block table: what cache block n holds.
  *
  * The table is an array indexed by cblock, owned by the cache device; each

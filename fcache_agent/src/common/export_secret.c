@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Export secrets; see export_secret.h. */
 #include "export_secret.h"
 

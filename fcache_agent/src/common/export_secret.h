@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* An export's capability: the fresh random name (128 bits, lowercase hex)
  * that a ucache export answers to, and no other.  The socket is open to
  * every member of export_group (every VM's QEMU under libvirt), so its

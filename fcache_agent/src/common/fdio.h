@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* pread/pwrite that finish the whole transfer or fail with -errno. */
 #ifndef FCACHE_FDIO_H
 #define FCACHE_FDIO_H

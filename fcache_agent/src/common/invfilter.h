@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The invalidation filter's table (FirepanIF, Algorithm 1): the set of
  * origin blocks the VM wrote while cache blocks were still arriving from
  * the source.  A copy that arrives for such a block is stale and must be

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Logging to stderr or syslog.
  *
  * When stderr is the journal (systemd's StandardError=journal, the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Logging.  The destination and threshold are process-wide by nature (one
  * stderr, one syslog connection): they are set once by main() before any
  * thread starts and only read afterwards. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Least-recently-used order of one volume's cache blocks: an intrusive
  * doubly linked list threaded through the block table by cblock index.
  * head is the most recently used block, tail the eviction candidate.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* NBD URIs, read for policy and identity (nbd_uri.h). */
 #include <ctype.h>
 #include <errno.h>

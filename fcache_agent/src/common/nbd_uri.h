@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The parts of an NBD URI (the NBD project's URI specification) the agent
  * judges an origin by: its transport, the export name, and the server's
  * address (host and port) or unix socket.  libnbd parses the URI again to

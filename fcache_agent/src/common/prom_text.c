@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The Prometheus text exposition format (prom_text.h). */
 #include <errno.h>
 #include <math.h>

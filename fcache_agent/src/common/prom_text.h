@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Writing the Prometheus text exposition format (version 0.0.4, what
  * node-exporter's textfile collector reads): HELP and TYPE lines, samples
  * with labels, label values and help text escaped as the format says.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Migration rate limit (CloudCache §5.2): a byte budget per period
  * (100 ms) shared by background and on-demand transfers.  When the budget
  * is spent the sender sleeps until the next period; on-demand blocks are

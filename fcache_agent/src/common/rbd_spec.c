@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* QEMU's rbd: filename syntax, read strictly; see rbd_spec.h. */
 #include <errno.h>
 #include <stdbool.h>

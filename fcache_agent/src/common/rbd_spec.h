@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* An RBD origin in QEMU's own filename syntax, the one Nova and operators
  * already write:
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The per-minute ring of hit and miss snapshots (stat_ring.h). */
 #include <errno.h>
 #include <stdlib.h>

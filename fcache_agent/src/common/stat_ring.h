@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A ring of per-minute snapshots of a volume's cumulative read hits and
  * misses, from which the metrics (control/metrics.c) derive the hit
  * ratio over the last 5 minutes, hour and day, as bcache's

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The destination's record of pinned blocks that reached the origin anyway.
  *
  * A block dirty on the migration source at the switchover stays in the

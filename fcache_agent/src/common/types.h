@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* fcache — shared vocabulary of the data plane.
  *
  * Glossary

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Control socket server: see control.h for the protocol.
  *
  * One accept thread plus one thread per connection: control traffic is

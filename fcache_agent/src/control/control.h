@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Control socket: newline-delimited JSON requests and responses on a unix
  * stream socket.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* One control connection: reading newline-delimited JSON requests,
  * finding each one's handler in the op table, and sending its reply.
  * Separate from control.c, which only owns the socket, accepts and keeps

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* What the control server (control.c) and its connections
  * (control_conn.c) share: the server's and a connection's state, the
  * connection thread's entry point, and the error reply.  Not a public

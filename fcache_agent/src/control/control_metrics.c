@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The control operations of the metrics (metrics.h): `metrics` returns
  * the Prometheus text the textfile holds, `volume-stats-reset` zeroes a
  * volume's counters (or every volume's and the host's). */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Control operations for live cache migration (see migration.h). */
 #include <errno.h>
 #include <jansson.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* volume-move, volume-move-status, volume-move-abort: the contract of
  * doc/storage-migration.rst, "Control operations"; the engine does the
  * work (engine.h, struct fc_engine_move_ops). */

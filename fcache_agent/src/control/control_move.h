@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Control operations of live storage migration (control_move.c); private
  * to control/. */
 #ifndef FCACHE_CONTROL_MOVE_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The control operations the `fcache` CLI and nova_ext call, as JSON
  * handlers over struct fc_agent (ARCHITECTURE.md §3). */
 #ifndef FCACHE_CONTROL_OPS_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Who is on the other end of a control connection, and what it may do.
  *
  * Why two groups: whoever may attach a volume chooses what the agent (root)

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The agent's metrics: the sampler, the reset, the text file (metrics.h).
  *
  * Locks.  sample_lock serialises whole samples and resets (two samplers

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The agent's metrics (doc/admin/monitoring.rst): per-volume and per-host
  * counters and gauges in the Prometheus text format, written atomically
  * to metrics_path every metrics_interval seconds for node-exporter's

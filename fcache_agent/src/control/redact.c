@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* What a read-only control client may not see: the export names in
  * export_uri (common/export_secret.h).  The name is what lets a process
  * that can reach the export's socket open it; control_group is for

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* dm-cache table and status; see dm_cache.h. */
 #include <errno.h>
 #include <libdevmapper.h>

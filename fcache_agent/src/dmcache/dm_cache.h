@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The kernel's dm-cache target: its table line, its modes and its status.
  *
  * Vocabulary (Documentation/admin-guide/device-mapper/cache.rst): the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* libdevmapper wrappers; see dm_dev.h. */
 #include <errno.h>
 #include <libdevmapper.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Device-mapper devices through libdevmapper: create, reload, suspend,
  * resume, remove, query, message.  Generic; the cache target's own table
  * and status live in dm_cache.h.

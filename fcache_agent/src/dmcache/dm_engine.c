@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The dmcache engine; see dm_engine.h. */
 #include <dirent.h>
 #include <errno.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The dmcache engine: each attached volume is a kernel dm-cache device
  * over its origin, with metadata and data carved from the host's flash
  * device (cache_path) as dm-linear segments (flash_pool.h).

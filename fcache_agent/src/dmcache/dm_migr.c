@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* dmcache's side of live migration (engine.h).  The kernel serves the
  * VM; the agent moves cache blocks between the hosts' cache data devices
  * (cache block n at sector n * block_size) and writes the destination's

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* dmcache's live migration, the destination side: gate the export,
  * write the arriving blocks at their cache block offsets, cache_restore
  * them and attach the cache, through dm-era for firepan_if and cachemior.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Inside the dmcache engine's live migration: shared by dm_migr.c (the
  * state and the ops table), dm_migr_source.c and dm_migr_dest.c.  Not for
  * other modules. */

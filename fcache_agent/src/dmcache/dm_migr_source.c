@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* dmcache's live migration, the source side: freeze the export behind an
  * error table, dump the cache metadata (drained first if the destination
  * reads the origin) and serve the cached blocks from the data device.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* volume-move for the dmcache engine: the kernel's dm-clone target moves
  * the origin under the cache.  dm-clone is LR in the kernel: a write goes
  * to the destination B, a read of a region not yet hydrated goes to the

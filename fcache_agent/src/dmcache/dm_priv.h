@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Inside the dmcache engine: shared by dm_engine.c (devices, attach,
  * adoption) and dm_migr*.c (live migration).  Not for other modules. */
 #ifndef FCACHE_DM_PRIV_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Running thin-provisioning-tools; see dm_tools.h. */
 #include <errno.h>
 #include <fcntl.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* thin-provisioning-tools, run by the agent on metadata no live table
  * holds (the tools refuse live metadata: they open the device O_EXCL,
  * and a loaded dm-cache or dm-era table claims it).  Found on PATH.

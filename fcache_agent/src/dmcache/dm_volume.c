@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A dmcache volume's device-mapper devices: their names and UUIDs, the
  * dm-linear devices over its flash segments, its dm-cache table, and the
  * table swaps a mode change or a migration needs.  dm_engine.c attaches,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Cache and era metadata XML; see dm_xml.h. */
 #include <errno.h>
 #include <inttypes.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* thin-provisioning-tools' XML for dm-cache and dm-era metadata: what
  * cache_dump writes and cache_restore reads, and era_invalidate's block
  * list.  Pure text handling; running the tools is dm_tools.h.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Extent allocator over the flash device; see flash_pool.h. */
 #include <errno.h>
 #include <fcntl.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The host's flash device, carved into dm-linear segments for the dmcache
  * engine.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A cache engine: what the agent calls to run the host's cache and its
  * volumes, and what a live migration asks of either end.
  *

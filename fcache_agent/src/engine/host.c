@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The registry of attached volumes that the agent and its engine share
  * (engine.h, struct fc_host).  The agent adds nothing here itself: its
  * engine attaches, adopts and forgets volumes through these calls, and

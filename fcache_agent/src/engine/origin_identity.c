@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Which disk an origin names, whatever its spelling: two volumes over one
  * disk would be two caches, each serving (and, write_back, writing back)
  * its own idea of the same blocks.

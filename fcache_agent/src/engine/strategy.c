@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The strategies' names, as the control socket and the logs spell them. */
 #include <errno.h>
 #include <string.h>

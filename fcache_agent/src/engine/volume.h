@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* An attached volume: its policy, its origin, what the VM opens, and its
  * engine's state.  The parameters are persisted as JSON in
  * <state_dir>/volumes/<id>.json so a restarted agent re-attaches them. */

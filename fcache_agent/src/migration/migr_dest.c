@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The destination side of a cache migration: the receiver thread reads
  * frames (lists, switch, blocks, data, done) and queues background blocks
  * for the installers (migr_dest_install.c), which install them, return

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The destination's installers: background BLOCK frames go from the
  * receiver to a queue as they arrived, and INSTALLERS threads each take a
  * whole frame and hand it to the engine as one batch (in_install_many),

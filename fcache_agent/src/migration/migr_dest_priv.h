@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Inside the destination side of a migration: shared by migr_dest.c (the
  * receiver and worker threads) and migr_dest_remote.c (the VM threads'
  * fetches and reads from the source).  Not for other modules. */

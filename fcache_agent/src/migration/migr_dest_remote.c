@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The destination's requests to the source, made from the VM's threads:
  * fetching a block the source's cache holds (on-demand strategies) and
  * reading the source's volume before the switchover; and their answers,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The source's keys made before its migration is registered
  * (migration_tls = pinned, xfer_key.h).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The listener on migration_listen: accepts a transfer stream, reads its
  * HELLO and hands it to the migration it authenticates for.  A stream
  * without a valid token, with a token already used, or for another volume

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The registry of an agent's migrations: finding one (with a reference),
  * giving it back, making room, the volume-detach rule that consults it,
  * and starting and stopping the listener with it.  Separate from

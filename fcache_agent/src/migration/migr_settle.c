@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Settling a live migration that failed after its switchover.
  *
  * From the switch on, the newest copy of a block may be on either host, so

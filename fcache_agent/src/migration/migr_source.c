@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The source side of a cache migration: one thread receives (FETCH, READ,
  * CREDIT, ACK, COMPLETE), one sends.  The sender serves on-demand fetches
  * first, then the destination's reads before the switchover, then

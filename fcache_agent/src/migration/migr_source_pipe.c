@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The source's background copy as a two-stage pipeline: the sender thread
  * (migr_source.c) reads the next batch of blocks into a frame while a
  * second thread, fc-migr-src-out, sends the previous one.  Reading a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Inside the source side of a migration: migr_source.c (the receiver and
  * sender threads) and migr_source_pipe.c (the background copy's pipeline).
  * Not for other modules. */

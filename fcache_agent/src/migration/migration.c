@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Migration registry, the listener that authenticates incoming streams,
  * and the phase operations the control socket calls. */
 #include <errno.h>

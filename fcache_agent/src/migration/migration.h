@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Live cache migration of one volume between two agents.
  *
  * The orchestrator (nova_ext.migration) gives both agents the same

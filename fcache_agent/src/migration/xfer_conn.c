@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A framed transfer stream: frames over TCP, through TLS when the stream
  * has a session (xfer_tls.c). */
 #include <errno.h>

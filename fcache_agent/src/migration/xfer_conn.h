@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A framed transfer stream over a connected TCP socket.  Sends are
  * serialised by a lock (several threads send on the destination side);
  * receives are done by one thread. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Frames of the agent-to-agent cache transfer protocol (version 1).
  *
  *   offset size

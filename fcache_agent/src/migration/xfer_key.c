@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A migration's own key pair and certificate; see xfer_key.h for why. */
 #include <errno.h>
 #include <gnutls/abstract.h>

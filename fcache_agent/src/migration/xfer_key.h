@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A migration's own key pair and self-signed certificate (migration_tls =
  * pinned, xfer_tls.h).
  *

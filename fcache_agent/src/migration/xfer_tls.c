@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* TLS 1.3 on the transfer stream; see xfer_tls.h for the modes and why. */
 #include <errno.h>
 #include <gnutls/crypto.h>

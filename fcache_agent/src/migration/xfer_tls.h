@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* TLS 1.3 on the agent-to-agent transfer stream (doc/security.rst).
  *
  * Cache blocks are tenant data and a forged COMPLETE or ACK makes a source

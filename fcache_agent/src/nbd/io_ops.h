@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The block I/O interface between the NBD server and whatever serves an
  * export (the ucache engine, later dmcache).  Every callback returns 0 or a
  * negative errno; the NBD layer turns that errno into a wire error in one

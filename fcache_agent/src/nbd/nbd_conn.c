@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* One NBD connection: the handshake, then its workers reading requests,
  * running the export's callbacks and sending replies.  Separate from
  * nbd_server.c, which only listens, accepts and keeps the list of

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* What the NBD server (nbd_server.c) and its connections (nbd_conn.c)
  * share: the server's and a connection's state, and the connection
  * thread's entry point.  Not a public header. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* NBD fixed-newstyle handshake; see nbd_handshake.h. */
 #include "nbd_handshake.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* NBD fixed-newstyle negotiation on a connected socket, plus the small
  * blocking socket helpers that the transmission phase shares with it.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A connection's request stream read through a buffer (nbd_inbuf.h). */
 #include <errno.h>
 #include <stdlib.h>

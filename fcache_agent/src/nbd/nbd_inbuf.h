@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The request stream of one connection, read through a buffer: one recv()
  * brings in every request the client has queued (a 28-byte header each),
  * where reading them one by one costs a system call per header.  Used by

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Metadata-context option payloads; see nbd_meta.h. */
 #include "nbd_meta.h"
 

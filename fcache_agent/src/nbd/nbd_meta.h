@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* NBD_OPT_LIST_META_CONTEXT and NBD_OPT_SET_META_CONTEXT payloads: pure
  * parsing, so the rules are unit tested.  The only context served is
  * "base:allocation" (extents that are holes or read as zeroes).

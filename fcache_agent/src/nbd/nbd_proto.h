@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* NBD wire protocol constants, transcribed from the protocol description
  * (NetworkBlockDevice/nbd doc/proto.md).  Everything on the wire is
  * big-endian.  Only what fcache speaks or must recognise to refuse is

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Pure NBD request handling; see nbd_request.h for the validation policy. */
 #include "nbd_request.h"
 

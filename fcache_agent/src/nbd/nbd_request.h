@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Pure NBD transmission-phase helpers: decoding requests, validating them
  * against an export, encoding simple replies and translating errnos.  No
  * I/O and no state, so all protocol decisions can be unit tested.

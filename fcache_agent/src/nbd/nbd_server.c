@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* NBD server: one listening unix socket, an accept thread, and per
  * connection a thread that negotiates and then serves requests together
  * with threads_per_conn - 1 sibling workers.

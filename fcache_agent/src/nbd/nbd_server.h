@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* NBD server for one export on one unix socket.
  *
  * Fixed newstyle handshake; NBD_OPT_GO / NBD_OPT_INFO (with

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* What one connection negotiated during the handshake, which decides the
  * shape of its replies and the commands it may send.  Not a public
  * header. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* AIO (asynchronous IO mirroring): a write to the copied region is sent
  * to both sides, the faster one (by recent write latency) by the request
  * itself and the other by a worker thread, and acknowledged when the

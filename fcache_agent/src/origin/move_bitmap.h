@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A bitmap of grains (move_priv.h): DBT's dirty blocks, LR's and SLR's
  * "B holds the newest data".  Private to origin/; callers lock. */
 #ifndef FCACHE_MOVE_BITMAP_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The copier of a move: the first pass over the volume, DBT's merge
  * rounds, the switch to B with requests held, and the fallback to A
  * (B failed, the move was aborted, DBT did not converge).  One thread

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The recovery log of an lr or slr move (move_log.h).
  *
  * Layout: a header (magic, version, the source's URI), then records

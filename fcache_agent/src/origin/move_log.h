@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The recovery log of a move (lr, slr, aio): every write that may reach
  * B and not A, appended with its data before it is sent, so that A can be
  * made whole again without B (which may be what failed).  Private to

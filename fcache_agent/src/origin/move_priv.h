@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Inside the composite origin of a move (origin_move.h): shared by
  * origin_move.c (the requests and their routing), move_copy.c (the
  * copier, the switch, the fallback to A) and move_aio.c (AIO's

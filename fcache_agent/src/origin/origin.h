@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The origin: the remote volume behind a cache.  Either a local path (a
  * block device or file, which is what os-brick hands over after attaching
  * a Cinder volume) or an NBD URI served by shared storage, reached with

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Live storage migration of an origin: a composite origin that serves
  * as one origin ("cur") and, while a move runs, routes every request
  * between the source A and the destination B by the move's scheme and

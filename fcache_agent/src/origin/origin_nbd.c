@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Origin on an NBD server (shared storage), through libnbd's asynchronous
  * API.
  *

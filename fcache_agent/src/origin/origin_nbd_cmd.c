@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* One caller's request to the NBD origin: split into commands of at most
  * max_request bytes, each started on a live connection, and a wait for
  * all of them on the caller's own semaphore.  The caller never waits for

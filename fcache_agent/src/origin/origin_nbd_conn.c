@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* One connection to the NBD origin and the thread that drives it.
  *
  * Callers start commands themselves (nbd_aio_pread & co. send the request

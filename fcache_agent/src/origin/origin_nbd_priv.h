@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The NBD origin's insides, shared by its three files:
  *
  *   origin_nbd.c       the fc_origin operations, open and close;

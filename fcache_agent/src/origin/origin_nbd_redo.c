@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The NBD origin's redo log: every change the server acknowledged that no
  * successful flush has covered yet.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Origin on a local block device or file. */
 #include <errno.h>
 #include <fcntl.h>

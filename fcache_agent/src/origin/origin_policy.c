@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Which local paths the agent may open as an origin; see origin_policy.h.
  *
  * Why: the agent runs as root and whoever may attach a volume (a member of

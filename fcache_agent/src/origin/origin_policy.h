@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Where a path origin may come from (origin_policy.c), and the block
  * device relations it needs (origin_stack.c).  Part of origin.h's
  * interface; a separate header so that the engines which only check an

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Origin on a Ceph RBD image, through librbd.
  *
  * librbd's own cache is off (rbd_cache = false): the agent is the cache,

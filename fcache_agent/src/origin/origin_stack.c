@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Block devices built on other block devices, from sysfs.
  *
  * Why: refusing the cache device by number is not enough.  Its whole disk,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The simulated flash: the agent's block table (common/entry.h), one
  * blockmap and one LRU list per volume (common/blockmap, common/lru),
  * and the replacement rule that enforces shares (CloudCache §4.3): a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The replayer's settings: defaults (the paper's), validation, names. */
 #include <errno.h>
 #include <math.h>

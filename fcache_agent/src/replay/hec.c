@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* HEC's admission (Yang et al., cited as [33] by CloudCache), as the
  * paper reimplemented it for comparison (§4.4.2):
  *  - Touch Count: every 4 MiB region ever touched is remembered (a bitmap

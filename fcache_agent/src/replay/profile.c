@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Window profiling (CloudCache §4.1, Figure 3): replay the trace with the
  * rws policy (spare left idle) once per candidate window, and propose the
  * window at the knee of hit ratio against window size, where a longer

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The trace replayer: a metadata-only simulation of one host's flash
  * cache shared by several volumes, driven through the same admission
  * (alloc/staging), demand tracking (alloc/rws), prediction

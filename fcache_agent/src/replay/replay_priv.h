@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Inside the replayer (replay.h): the simulated host.  One file per
  * concept: cache.c (blocks, replacement, enforcement), volumes.c (the
  * volume table), hec.c and u64set.c (HEC's admission), window.c (windows,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A volume's per-window series (observed and predicted demand). */
 #include <errno.h>
 #include <stdlib.h>

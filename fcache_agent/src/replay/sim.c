@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The request loop: each request is split into blocks, each block looked
  * up in its volume's share of the simulated flash; a miss goes through
  * the policy's admission, and an admitted block takes a cache block by

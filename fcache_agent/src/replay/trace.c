@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Opening a trace and dispatching to its format's reader (trace_csv.c,
  * trace_oracle.c). */
 #include <errno.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Block trace readers for the replayer: one request at a time from a file
  * that is streamed, never loaded whole (traces run to billions of
  * requests).  Two formats:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The csv reader: `time,volume,op,offset,length` a line.  Hand-parsed
  * rather than with sscanf: the replay is bound by parsing, and a bad
  * number must be refused, not read as 0 or a prefix. */

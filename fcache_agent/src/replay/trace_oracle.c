@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The oracleGeneral reader: fixed 24-byte little-endian records, read a
  * batch at a time.  Decoded byte by byte: the records are packed (no
  * alignment) and the host may not be little-endian. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Inside the trace readers (trace.h): the state both formats share, and
  * each format's reader. */
 #ifndef FCACHE_REPLAY_TRACE_PRIV_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A set of 64-bit keys by linear probing, grown at half full.  Keys are
  * stored plus one so that 0 can mark an empty slot; a key of UINT64_MAX
  * is folded onto UINT64_MAX - 1 (regions of 4 MiB never get there). */

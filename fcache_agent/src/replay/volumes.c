@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The host's volumes, created as the trace names them: an open-addressing
  * table from id to index, with the last volume remembered (requests of
  * one volume come in runs). */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The end of a window (CloudCache §4.2, §4.3): each volume's demand of
  * the window is observed, filtered for outliers and fed to its
  * predictor; the prediction sets the shares of the next window, the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The host's on-demand allocator: windows, prediction, shares (see
  * allocator.h).  One thread wakes every second, closes the windows that
  * are due and, if any closed, recomputes every share.  It only ever tries

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The host's on-demand allocator (CloudCache §4): at the end of each
  * volume's window it measures the volume's reuse working set, filters and
  * predicts the next window's, and shares the cache device among the

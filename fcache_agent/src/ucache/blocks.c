@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* One cached block's life: looked up, allocated (evicting a clean idle
  * block when the quota is used), installed and placed in the LRU, marked
  * dirty, dropped.  Separate from ucache.c so the map, LRU and quota rules

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The host's cache device: one file (or block device) of local flash
  * shared by every attached volume, cut into cache blocks.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Power-cut ordering of dirty records: what a flush vouches for.
  *
  * A dirty record is written as soon as its data is in the cache file's

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Persistent cache metadata: what each cache block holds, so that a
  * restarted agent serves its cache warm and never loses a dirty block.
  *

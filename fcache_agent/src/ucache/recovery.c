@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Start-up recovery: re-attach the persisted volumes and give each one
  * back the cache blocks its records name.
  *

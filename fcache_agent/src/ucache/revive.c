@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Volumes whose origin could not be opened when the agent started.
  *
  * Recovery keeps such a volume listed, unavailable, with its cache blocks

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Per-volume counters, updated without locks from the I/O threads.
  * reads/writes count NBD requests; read_hits/read_misses count cache
  * blocks touched by reads, so hit_ratio is a block hit ratio. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The stripe locks: what serialises requests on the same blocks, and the
  * per-stripe sequence a read miss checks before installing what it read.
  * Separate from ucache.c because every path takes them (requests,

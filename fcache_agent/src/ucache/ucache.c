@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The user-space cache as a whole: create and destroy it, adopt the blocks
  * recovery found and release them all, and report its counts.  The stripe
  * locks are in stripes.c, a block's install and eviction in blocks.c, the

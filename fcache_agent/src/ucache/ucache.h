@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ucache: the user-space cache engine for one volume.
  *
  * Blocks of the origin are cached in blocks of the host's cache device,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The ucache engine: the host's cache file and its metadata, one ucache
  * per volume behind an NBD export.  Its migration side is in
  * ucache_engine_migr.c. */

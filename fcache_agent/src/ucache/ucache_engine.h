@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The ucache engine (engine.h): the host's cache file and its metadata,
  * one ucache (ucache.h) per volume behind an NBD export.  The only thing
  * other folders may take from ucache/. */

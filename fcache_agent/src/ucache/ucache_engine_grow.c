@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Online extend: Cinder grows a volume in use, os-brick rescans the device
  * (or librbd refreshes the image), and Nova's driver asks the agent to
  * serve the new size.  The cache learns it before the export does, so

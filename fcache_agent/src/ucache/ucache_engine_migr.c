@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ucache's side of live migration (engine.h), over ucache.h's migration
  * calls: every strategy runs here, on-demand fetch included. */
 #include <errno.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The ucache engine's live storage migration (doc/storage-migration.rst):
  * a volume's origin is always the composite of origin/origin_move.h, so a
  * move changes what the cache's origin routes to and never the cache's

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* volume-set --write-policy on the ucache engine: the cache changes its
  * policy online (ucache_policy.c), and the volume's state file records
  * the new one, so that an agent restart (warm or after a crash) serves

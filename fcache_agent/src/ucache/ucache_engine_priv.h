@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Inside the ucache engine: shared by ucache_engine.c (open, close,
  * attach, detach, status), ucache_volume.c (a volume's origin, cache and
  * export), ucache_engine_migr.c (live migration and settling) and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ucache request paths: the fc_io_ops the NBD server calls.  This file
  * holds their table and the helpers both sides use (pinning, invalidating,
  * the origin's counted I/O); the read and prefetch paths are in

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* What the request paths share: the helpers in ucache_io.c, and the
  * fc_io_ops callbacks of ucache_read.c and ucache_write.c that its table
  * names.  Not a public header. */

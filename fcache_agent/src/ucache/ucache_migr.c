@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ucache side of live cache migration: what the engine does differently
  * while a volume is migrating in (destination) or out (source).
  *

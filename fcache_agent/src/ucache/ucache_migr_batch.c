@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ucache, both ends of a migration copy, a batch of blocks at a time.
  *
  * Per block, a copy costs two locks, a stripe and a 4 KiB system call on

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ucache, destination of a live migration: the blocks that arrive, and
  * the VM's writes that make a late one stale.  A miss on a block the
  * source holds is fetched from it, copies the source pushes are installed

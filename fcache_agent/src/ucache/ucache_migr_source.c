@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ucache, source of a live migration: freeze the VM's writes at the
  * switch, list and read the cached blocks for the destination, forget
  * what it now holds, and write back what settling needs.  Separate from

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Changing a serving cache's write policy (volume-set), with its VM's I/O
  * going on and nothing lost.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Internals shared by ucache.c (structure), stripes.c (the stripe locks),
  * blocks.c (install, evict), the request paths (ucache_io.c, whose
  * ucache_io.h the read and write paths share) and writeback.c.  Not a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The read path: hits served under the stripes, misses read from the
  * origin with no stripe held and installed only if nothing overtook them,
  * the prefetch (NBD_CMD_CACHE) built on it, and the source's

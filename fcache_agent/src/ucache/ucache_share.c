@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* On-demand allocation inside one host's cache (CloudCache §4.3): each
  * volume's demand window, its share, the staging area that goes with it,
  * and the replacement-time enforcement that lets a volume under its share

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Block status (NBD's base:allocation) of a cached volume: which parts of
  * it are holes, so that a mirror, a backup or qemu-img convert can skip
  * them.

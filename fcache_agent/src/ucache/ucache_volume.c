@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* One ucache volume's engine state: its origin, its cache (ucache.h) and
  * the NBD export its VM opens. */
 #include <errno.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The paths that change data or make it durable: write (through, back
  * or around the cache), trim, write zeroes (zeroed at the origin, sparse
  * where the client allows) and flush.  Separate from the

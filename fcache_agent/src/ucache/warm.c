@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The warm-restart marker: see warm.h. */
 #include <errno.h>
 #include <fcntl.h>

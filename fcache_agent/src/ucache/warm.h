@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Warm restart after a process crash.  The cache's clean metadata
  * records are kept current while the agent runs (metadata.h), but not
  * synced: after a power cut a clean record may name a block whose data

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Background writeback of dirty blocks (write_back volumes).
  *
  * A pass copies up to N dirty blocks, oldest in LRU order first, from the
