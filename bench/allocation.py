@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """On-demand cache allocation evaluation (CloudCache section 4.4).
 
 Generates traces with backup scans (bench.traces), replays each through

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Two VMs on one host, one of them running a backup scan.
 
 The live check of on-demand allocation (doc/allocation-eval.rst, "Live

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """fcache benchmarks: every figure next to a peer measured in the same run.
 
   hit      fully cached 4 KiB random reads at queue depth 32 through the

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """A Ceph cluster for a benchmark: tools/ceph-box.sh, driven through a Lab.
 
 One mon and one bluestore OSD on loopback, msgr2 only, cephx, the pool

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """dmcache benchmark: boots user-mode-linux and runs bench/dmcache_guest.py.
 
 Prints the guest's ``BENCH`` lines (medians of ``--runs`` runs, ratios

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The dmcache benchmark's guest side: runs inside UML (bench/dmcache.py).
 
 Two measurements, each ``--runs`` times, medians printed:

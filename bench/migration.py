@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Migration benchmark: the transfer protocol against its peers, same run.
 
   rate      a rate-limited background copy (firepan_if): achieved rate as a

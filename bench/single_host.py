@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """fcache demo: a host-side cache in front of slow shared storage.
 
 Runs the FIO workload of Figure 5 of the FirepanIF paper (randrw 80:20,

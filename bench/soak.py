@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Load and soak: many volumes, concurrent I/O and migrations, under LSan.
 
 Two agents built with AddressSanitizer and LeakSanitizer

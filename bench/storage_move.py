@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Live storage migration between media: five schemes against QEMU (issue 18).
 
 A volume's origin moves from A to B while a workload runs on it, in four

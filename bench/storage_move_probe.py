@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """One direction of the storage-move benchmark, looked at request by request.
 
 bench/storage_move.py gives medians per cell; this runs a few systems in

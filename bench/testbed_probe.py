@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Why is a background copy slow?  Copy time with the VM paused vs running.
 
 For each strategy that copies after the switch (firepan_if, cloudcache,

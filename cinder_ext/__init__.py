@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """fcache: host-side flash cache for Cinder volumes, Cinder side.
 
 * :mod:`cinder_ext.extra_specs` -- the ``fcache:*`` volume-type extra-spec

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """cinder-api extension: validate ``fcache:`` specs, publish the policy.
 
 Cinder 29 has no plug-in point for extra-spec validation (no stevedore

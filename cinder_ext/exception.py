@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Exceptions of cinder_ext, with messages an operator can act on."""
 
 from nova_ext import exception as base

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The ``fcache:`` volume-type extra-spec namespace.
 
 One :class:`Validator` per key, declared in :data:`VALIDATORS`, in the shape

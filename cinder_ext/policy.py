@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The bridge: a volume type's ``fcache:`` specs as a per-volume policy.
 
 Cinder itself carries exactly one cache-related fact to nova-compute: the

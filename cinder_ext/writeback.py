@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Which write policy a compute host caches an attached volume with.
 
 With ``write_back`` the compute host's cache holds the only copy of what

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Sphinx configuration of fcache's documentation (tox -e docs).
 import importlib.util
 import os

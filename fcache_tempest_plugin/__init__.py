@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Tempest plugin of fcache: a cached volume through a live migration.
 
 Entry point ``tempest.test_plugins``: ``fcache =

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """tempest.conf options of the fcache plugin.
 
 ``[service_available] fcache`` turns the tests on; ``[fcache]`` says which

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The Tempest plugin class (Tempest's ``TempestPlugin`` interface)."""
 
 import os

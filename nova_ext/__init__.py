@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """fcache: host-side flash cache for Cinder volumes, Nova side.
 
 This package runs inside nova-compute and in the ``fcache`` command line

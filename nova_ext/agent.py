@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Client of the fcache agent's control socket.
 
 The wire protocol is the agent's (fcache_agent/src/control/control.h): one JSON

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Choosing a cache migration strategy (``auto``).
 
 The choice weighs what each strategy costs the migrating VM, with the

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Exceptions raised by nova_ext.
 
 Every failure is an :class:`FcacheException` whose message comes from the

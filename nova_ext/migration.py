@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Live cache migration: the one orchestration function.
 
 Nova's driver hooks and the ``fcache migrate`` command both drive a

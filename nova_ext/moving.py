@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Driving a live storage move through an agent.
 
 Used by ``fcache volume-move`` and by the Nova driver's ``swap_volume``:

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Versioned-style notifications of fcache's events (oslo.messaging).
 
 Cache migrations: ``fcache.migration.start``, ``.end``, ``.error``.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Configuration options of fcache, group ``[fcache]`` of nova.conf.
 
 Nothing is registered at import time: services call :func:`register_opts`

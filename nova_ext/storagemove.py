@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The cost of moving a volume between media, and choosing how (``auto``).
 
 A live storage move copies the volume from origin A (the source) to origin

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Byte sizes as operators write them.
 
 The agent's configuration uses the same syntax (``fc_parse_size`` in

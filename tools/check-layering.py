@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Check that the agent's #include lines follow its layers.
 
 fcache_agent/src has one folder per subsystem (doc/design.rst, "Layers").

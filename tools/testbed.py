@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """fcache testbed: the FirepanIF evaluation (section 4), time-scaled.
 
 Starts shared storage (nbdkit, rate- and delay-limited), two hosts (an

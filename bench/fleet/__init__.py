@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Fleet simulation: the balancer and the evacuation planner at scale.
 
 ``python3 -m bench.fleet`` runs the decision code of

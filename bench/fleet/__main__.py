@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Fleet simulation: the balancer's week and one host's evacuation.
 
 Examples::

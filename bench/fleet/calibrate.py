@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Check the fleet's RWSS_1 formula against the trace generator's streams.
 
 Runs the generator's ``mix`` shape (:func:`bench.traces.shapes.stream`,

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Every figure the fleet simulation uses, with where it comes from.
 
 Three kinds, each marked:

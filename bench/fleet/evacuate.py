@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Evacuating one host: the planner's plan, replayed per strategy mix.
 
 The plan comes from ``nova_ext.balancer.evacuation.plan_evacuation``

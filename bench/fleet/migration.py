@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """One VM's live migration per strategy: downtime, reads, warm-up curve.
 
 The VM's cache holds the top ``cached`` ranks of its hot set (the blocks

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """A week of the fleet, window by window, with and without the balancer.
 
 Every window each VM's predicted demand is its RWSS_1 over the trailing

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Per-VM cache demand (RWSS) series for the fleet, from the trace shapes.
 
 The VMs are the four volumes of the trace generator's ``mix`` shape

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Synthetic block traces for the on-demand cache allocation evaluation.
 
 The shapes follow the workloads CloudCache (FAST'16) discusses in its

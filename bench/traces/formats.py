@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Trace files: the replayer's CSV and libCacheSim's oracleGeneral.
 
 CSV (``fcache-replay --format csv``): one request a line,

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Generate a synthetic block trace (CloudCache section 4 workload shapes).
 
 Examples::

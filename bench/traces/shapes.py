@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Request streams of the synthetic traces.
 
 A trace is one or more volumes; each volume is a :class:`Profile`: a

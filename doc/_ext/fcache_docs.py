@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Sphinx directives that generate fcache's reference pages from the code.
 
 ``.. fcache-agent-keys::``

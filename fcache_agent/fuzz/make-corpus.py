@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Write the fuzzers' seed corpora into fuzz/corpus/<harness>/.
 
 Each seed is a small input in the format its harness reads (see the

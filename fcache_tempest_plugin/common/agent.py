@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Ask a compute host's fcache agent about a volume, from Tempest."""
 
 import errno

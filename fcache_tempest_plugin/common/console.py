@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """What fcache-guest reports on its serial console.
 
 fcache-guest (tools/cloudbox/guest_init.sh) writes random data onto the

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """What every fcache test checks before it runs."""
 
 from tempest import config

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Known data on a guest's disk, through SSH.
 
 Works with any ``exec_command(cmd) -> str`` client (Tempest's

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Cache-aware balancing and host evacuation (CloudCache section 6).
 
 The decisions live in I/O-free modules (:mod:`.model`, :mod:`.decision`,

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Where ``fcache evacuate`` and ``fcache-balancer`` find Nova's credentials.
 
 The OpenStack client's ways first, then the configuration file:

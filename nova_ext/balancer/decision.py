@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """When to move a VM, which one, and where to (CloudCache section 6).
 
 *When*: a host whose cache demand (the sum of its VMs' predicted RWSS)

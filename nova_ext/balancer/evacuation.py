@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Planning the evacuation of a host: order, destinations, strategies.
 
 Emptying a host for maintenance moves every VM at once; restarting them

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Carrying out an evacuation plan through Nova.
 
 Steps start in the plan's order as slots free up: at most

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """From what the agents and Nova say to the balancer's model."""
 
 from nova_ext.balancer import model

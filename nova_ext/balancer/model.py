@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The balancer's view of a cloud: hosts, VMs and their cached volumes.
 
 Plain classes, no I/O: whoever builds them (the ``fcache-balancer``

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The balancer's window on Nova: servers, computes, live migrations.
 
 Everything goes through python-novaclient against the compute API (the

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Options of ``fcache-balancer`` and ``fcache evacuate``.
 
 They live in their own configuration file (``/etc/fcache/

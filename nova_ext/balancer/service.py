@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """``fcache-balancer``: live-migrate VMs to balance the hosts' caches.
 
 Each observation (by default once per agent allocation window) reads the

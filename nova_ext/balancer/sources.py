@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Where the balancer reads each host's cache capacity and demand.
 
 Sources are stevedore plugins in the namespace :data:`NAMESPACE`, chosen

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Subcommands of the ``fcache`` command line tool.
 
 Each module of this package adds one group of subcommands.  A module

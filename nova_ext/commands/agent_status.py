@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """``fcache agent-status``: what the agent is and holds."""
 
 from nova_ext.commands import output

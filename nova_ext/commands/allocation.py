@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """``fcache allocation``: the on-demand cache allocation of the agent.
 
 CloudCache's allocation (doc/operations.rst): each window the agent

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """``fcache evacuate HOST``: empty a host with its caches kept warm.
 
 Like ``nova host-evacuate-live HOST``, but planned for the caches

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """``fcache metrics`` and ``fcache volume-stats-reset``.
 
 ``metrics`` prints the agent's figures in the Prometheus text format, the

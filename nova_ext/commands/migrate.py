@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """``fcache migrate``: move a volume's cache to another host's agent.
 
 Without ``--phase`` every phase runs in order (with ``--wait`` until the

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Output of the ``fcache`` command line, the OpenStack client's way.
 
 Every command that shows something takes the options of

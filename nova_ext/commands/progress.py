@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The one progress display of ``migrate --wait``, ``volume-move --wait``
 and ``evacuate``.
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """``fcache volume-move*``: move a volume's origin to other storage, live.
 
 ::

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """``fcache volume-*``: attach, inspect and detach volume caches."""
 
 import argparse

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """``fcache volume-set``: change an attached volume's policy in use.
 
 What ``casadm --set-cache-mode`` and ``lvchange --cachemode`` do for their

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Cache migration strategies as stevedore plugins.
 
 Namespace ``fcache.strategies``.  A volume type's ``fcache:strategy`` (or

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The interface of a cache migration strategy plugin."""
 
 import abc

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The built-in strategies: each runs the agent strategy of its name."""
 
 from nova_ext.strategies import base

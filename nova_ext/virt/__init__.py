@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """nova_ext.virt: the libvirt driver of nova-compute with fcache.
 
 Load it with ``[DEFAULT] compute_driver = fcache.FcacheLibvirtDriver``

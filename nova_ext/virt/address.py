@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The migration address a destination hands to the source host.
 
 The source agent connects to the destination agent's migration listener.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Can the destination of a live migration take a volume's cache?
 
 A fleet may mix hosts that run fcache's driver with hosts that run Nova's

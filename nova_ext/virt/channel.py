@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """What the two hosts of a live migration tell each other, and how.
 
 Each nova-compute drives only its own fcache agent; what one side of a

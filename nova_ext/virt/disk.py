@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Guest disk configuration pointing at the agent's export.
 
 ucache exports each volume over NBD on a unix socket

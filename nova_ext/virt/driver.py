@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """LibvirtDriver with host-side flash cache of Cinder volumes.
 
 Where it hooks Nova's flow (nova/virt/libvirt/driver.py, Nova 34):

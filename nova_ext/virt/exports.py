@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The agent's export URIs, without Nova's libvirt config classes.
 
 ucache exports each volume over NBD on a unix socket

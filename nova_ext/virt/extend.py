@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Online extend of a cached volume: the guest's disk grows too.
 
 Cinder extends the volume and tells Nova (``volume-extended``); Nova's

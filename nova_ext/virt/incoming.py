@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The destination side of a live migration with cached volumes.
 
 Runs in the destination's nova-compute and talks only to its own agent:

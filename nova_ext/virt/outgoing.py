@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The source side of a live migration with cached volumes.
 
 Runs in the source's nova-compute and talks to its own agent only, except

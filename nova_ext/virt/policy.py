@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """A volume's cache policy as nova-compute sees it.
 
 Cinder puts ``cacheable`` (its own flag) and, with cinder_ext, the

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Ceph RBD volumes as fcache-agent origins.
 
 Cinder's RBD driver gives Nova a network disk, not a device: its

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Guests that ride out a restart of the fcache agent.
 
 A ucache volume reaches its guest over NBD on a unix socket the agent

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """What one nova-compute knows about cache migrations in flight.
 
 nova-compute runs each live migration in its own thread (native threads by

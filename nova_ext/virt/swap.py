@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Cinder moving an in-use cached volume: ``swap_volume`` through the agent.
 
 When Cinder migrates or retypes a volume that a VM uses, it creates the

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Sphinx configuration of fcache's release notes (tox -e releasenotes).
 # reno reads the notes from git history: only committed notes appear.
 import os

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The cloud in a box (tools/cloud.sh), as the tests here see it.
 
 These tests run only against a box that is up (tools/run-tests.sh brings

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """What a user sees when fcache stops a live migration, on a real cloud.
 
 Each case boots an fcache-guest server from a write_back volume on box-a,

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """A real single-node Ceph cluster for the functional tests.
 
 :class:`CephBox` drives ``tools/ceph-box.sh``: one mon and one bluestore

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Fixtures of the functional tests: the real agent (ASan build), nbdkit.
 
 * ``workdir``: a short private directory (unix socket paths are limited to

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Processes the functional tests drive: the fcache agent and nbdkit origins.
 
 Everything here is bounded in time: every wait has a deadline and a

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Helpers of the live cache migration tests.
 
 * :class:`Vm`: the VM stand-in.  An oracle workload (libnbd aio, many

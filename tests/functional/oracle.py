@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """An oracle-checked NBD workload, driven through libnbd's asynchronous API.
 
 The oracle is a bytearray model of the whole disk plus one "known" flag per

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """On-demand cache allocation in the real agent (doc/allocation.rst).
 
 * Admission ``rws``: a block is cached only once reused; a scan read once

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The allocation evaluation, CI-sized (bench/allocation.py --quick).
 
 The same traces go through fcache-replay and, for plain LRU, through

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Malformed NBD traffic: a clear error (or a dropped connection), and nothing
 else changes.
 

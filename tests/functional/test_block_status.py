@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Block status (base:allocation) and NBD_CMD_CACHE on the agent's export.
 
 QEMU's block layer copies efficiently only over an export that reports its

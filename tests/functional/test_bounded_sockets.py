@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Bounded resources on the sockets a local client controls.
 
 NBD exports: a client that stops reading its replies pins at most the

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The Ceph box (tools/ceph-box.sh) is a real cluster with cephx.
 
 The RBD origin tests rely on it: client.cinder writes and reads images in

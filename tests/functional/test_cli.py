@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The ``fcache`` command line against the real agent, as a subprocess."""
 
 import json

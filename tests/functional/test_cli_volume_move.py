@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """``fcache volume-move*`` against the real agent, as a subprocess.
 
 The commands' parsing and rendering are unit-tested against JSON fixtures

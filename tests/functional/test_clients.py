@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Real NBD clients against the export: fio (verify) and qemu-io/qemu-img."""
 
 import json

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The control socket: bad requests get a clear error and change nothing.
 
 Each test ends by checking that the agent still answers, that a volume

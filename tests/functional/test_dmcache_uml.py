@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The dmcache engine against the real kernel dm-cache, inside UML.
 
 Each test boots Debian's user-mode-linux kernel (hostfs root, ubd disks

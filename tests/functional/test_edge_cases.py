@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Edge cases: tiny origins, long paths, racing clients, bad configs."""
 
 import errno

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """An export opens only for the client that was told its name.
 
 Every VM's QEMU runs as the same user in ``export_group``, so the socket's

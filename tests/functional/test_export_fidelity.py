@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The export tells QEMU what the origin knows, as nbdkit does.
 
 The reference is nbdkit serving the very file the agent caches (as

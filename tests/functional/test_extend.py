@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Online extend: the origin grows under a cached volume in use.
 
 Cinder extends the volume, os-brick rescans the device (here: a loop

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Fairness: what other local users hold cannot keep the agent's masters out.
 
 Control socket: other users (here eight throwaway uids in

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """After a restart, recovered dirty blocks wait for the volume to be claimed.
 
 The host failed with dirty write_back blocks in its cache, its VM was

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Two volumes on one agent: a cache block of one is never served to the other.
 
 Both volumes share the agent's cache device, at the same offsets, with

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Least privilege: what a client allowed on the control socket can make
 the agent (root) open, and which operations each group may call.
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Stop, detach and restart while clients are busy, and restarts that must
 refuse (or wait) rather than lose unwritten data.
 """

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The agent's metrics (doc/admin/monitoring.rst) from the real agent.
 
 Real I/O through nbdkit and libnbd, every read checked against the

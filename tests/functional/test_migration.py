@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Live cache migration between two real agents, checked by an oracle.
 
 Every strategy x write policy: a volume whose cache (8 MiB) is smaller

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Batched installs racing the VM's writes to the same blocks.
 
 The destination installs the background copy a frame at a time (up to 255

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Live cache migration under attack and under failure.
 
 * The destination's listener accepts a transfer stream only with the

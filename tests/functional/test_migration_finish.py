@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Finishing a migration on the source: the control plane, and retries.
 
 ``migration-finish`` makes the source forget every block it held for the

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Reads before the switchover, at the edges of the protocol.
 
 A destination read before the switchover is forwarded to the source

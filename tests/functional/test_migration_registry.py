@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The migration registry over many migrations.
 
 The registry keeps at most 64 migrations.  A finished one stays listed for

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The migration stream on the wire: TLS 1.3, both ends authenticated.
 
 Real agents, with the link between them through a proxy that records (and,

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The connection's reader (fcache_agent/src/nbd/nbd_conn.c).
 
 The thread reading a connection's requests serves small reads itself when

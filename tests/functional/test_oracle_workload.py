@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Oracle-checked random workloads through the cache, for each write policy.
 
 The cache of the volume (2 MiB) is much smaller than the data the workload

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The asynchronous NBD origin client under faults.
 
 The agent keeps many requests in flight on each origin connection (see

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Origins on an NBD server that requires TLS (``nbds://``).
 
 nbdkit with ``--tls=require`` serves the origin; the agent reaches it with

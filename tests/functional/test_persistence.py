@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Restarts: clean (SIGTERM) keeps the cache warm, kill -9 loses nothing.
 
 * Clean restart: the whole cache map is saved, so the same blocks are

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """End to end: a real QEMU live-migrates while its volume's cache moves.
 
 Two ``qemu-system-x86_64`` (TCG), each with a virtio-blk disk on its

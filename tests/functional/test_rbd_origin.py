@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Ceph RBD origins, against a real cluster (tests/functional/ceph.py).
 
 The agent opens ``rbd:POOL/IMAGE:id=...:keyring=...:mon_host=...`` with

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """fcache-replay on tiny hand-made traces whose answers are worked out by
 hand in each test: LRU, RWS_1 admission through address staging and its
 bound, HEC's touch count and sequential rejection, strict against

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """A LUN that two hosts see through block devices of their own.
 
 Two iSCSI sessions to one LUN are two block devices, each with its own

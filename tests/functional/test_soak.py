@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """A short soak: 16 volumes, I/O on each, 4 migrations at a time, LSan.
 
 The CI-sized run of ``bench/soak.py`` (the full one is 64 volumes and 8

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Smoke run of the testbed (tools/testbed.py --smoke), real parts only.
 
 Shared storage in nbdkit (rate and delay filters), two fcache-agents, a

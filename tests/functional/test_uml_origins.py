@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The ucache agent's default origin policy on real multipath and md devices.
 
 os-brick hands Nova a multipath volume as /dev/dm-N and a replicated one

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """vmload, the benchmarks' "VM": fio's Figure-5 job over NBD (libnbd async).
 
 Runs the real tool (``fcache_agent/build/vmload``) against nbdkit memory

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Live storage migration between media (doc/storage-migration.rst).
 
 An attached ucache volume's origin moves from A to B (two nbdkit servers)

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """volume-set: an attached volume's write policy changes while its VM runs.
 
 Leaving write_back, the agent writes every dirty block back before it

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """A shared volume as each compute's iSCSI session shows it: a real disk.
 
 os-brick's iSCSI connector logs in to the target and hands Nova the SCSI

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """A TCP forwarder whose link the test can cut: the migration network.
 
 The source agent connects to the destination agent's migration listener

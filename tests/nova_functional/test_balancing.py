@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Cache-aware balancing and host evacuation through Nova, in process.
 
 Nova 34 runs with its own functional-test fixtures (API, conductor,

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Cinder reading an attached volume, through Cinder 29's own API stack.
 
 A snapshot, backup, clone or image upload reads the volume itself.  While

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """cinder_ext.api through Cinder 29's own API stack.
 
 Cinder's real v3 ``APIRouter``, extension manager, ``wsgi.Resource``

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """A volume type with ``cacheable`` on Cinder's RBD back-end (Cinder 29).
 
 Cinder's volume manager gives the ``cacheable`` capability only to pools

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Live migration of a VM with a cached volume through Nova, in process.
 
 Nova 34 runs here with its own functional-test fixtures (the API, conductor,

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """A mixed fleet: live migrations to a host that cannot take the cache.
 
 The harness of :mod:`tests.nova_functional.test_live_migration` (Nova 34

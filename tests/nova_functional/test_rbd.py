@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Ceph RBD volumes cached through Nova, against a real Ceph cluster.
 
 Nova 34 in process as in test_live_migration.py (its API, conductor,

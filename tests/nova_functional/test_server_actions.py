@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Nova's server actions on a server with a cached volume: nothing is lost.
 
 The rows of doc/operations.rst's table "Every server and volume action,

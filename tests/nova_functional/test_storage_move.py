@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Cinder moving an in-use cached volume, through Nova, in process.
 
 Nova 34's functional fixtures (as in test_live_migration) with our driver

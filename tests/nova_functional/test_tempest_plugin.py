@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The Tempest plugin, through Tempest's own plugin manager.
 
 No cloud runs here, so the scenario cannot: this loads the plugin the way

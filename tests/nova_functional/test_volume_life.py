@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """A cached volume's life through Nova's API where fcache must say no.
 
 Detaching it when the agent cannot:

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """FcacheLibvirtDriver's hooks, LibvirtDriver's own part mocked.
 
 The driver runs here with Nova's fake libvirt (``LibvirtFixture``), and

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Nova's own libvirt driver unit tests, run against fcache's driver.
 
 Nova 34 ships ``nova.tests.unit.virt.libvirt.test_driver`` in its wheel.

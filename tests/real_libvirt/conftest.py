@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Fixtures: the functional tests' agents and origins, two libvirt hosts."""
 
 import os

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Print a domain's XML as Nova would give it to libvirt (run in .venv-nova).
 
 The guest is Nova's own config classes; its data disk is what Nova's

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """A domain on one of the libvirt hosts, and the guest disk's I/O.
 
 I/O through the guest disk is qemu-io, run by QEMU itself over QMP's

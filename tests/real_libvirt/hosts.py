@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Two libvirt 9.0 daemons as two compute hosts on one machine.
 
 Each host is a network namespace (``ip netns``; a veth pair joins them,

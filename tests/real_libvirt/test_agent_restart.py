@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The agent restarts under a running guest: no I/O error, nothing lost.
 
 A QEMU guest under a real libvirt daemon, its disk the XML Nova's code

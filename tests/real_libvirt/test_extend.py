@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Online extend under a running guest: QEMU sees the new size.
 
 A QEMU guest under a real libvirt daemon, its disk the XML Nova's code

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Live migration between two real libvirt daemons, in the Nova driver's order.
 
 The fcache phases run as ``nova_ext.virt`` runs them (outgoing.py,

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Boot user-mode-linux with the host's / as root and run one command in it.
 
 The kernel is Debian's ``linux.uml`` (package ``user-mode-linux``); its

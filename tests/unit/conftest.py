@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Fixtures of the unit tests: a tiny in-process fake of the fcache agent.
 
 The fake speaks the agent's control protocol

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Unit tests of nova_ext.agent.AgentClient against the fake agent.
 
 These check the client side of the control protocol (framing, size

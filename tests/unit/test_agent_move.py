@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Unit tests of the storage-move calls of nova_ext.agent.AgentClient.
 
 The agent here is the fake of conftest.py answering with the JSON

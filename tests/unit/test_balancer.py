@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The balancer's decisions and the evacuation planner, on constructed loads.
 
 Pure functions of the model (nova_ext.balancer.model): nothing stands in

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """cinder_ext.extra_specs and cinder_ext.policy (no Cinder needed)."""
 
 import pytest

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """cinder_ext.writeback: which write policy a host caches a volume with."""
 
 import pytest

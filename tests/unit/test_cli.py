@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Unit tests of the ``fcache`` command line against the fake agent.
 
 They run nova_ext.cli.main() in-process (plus one real subprocess) and

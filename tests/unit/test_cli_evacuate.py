@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """``fcache evacuate``: credentials the OpenStack client's way, its output.
 
 Nova is a stand-in here (the real novaclient against Nova runs in

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """``fcache migrate``: its argument checks, help and --wait progress.
 
 Two fake agents of conftest.py stand for the source and the destination;

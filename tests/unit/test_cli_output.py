@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The ``fcache`` command line's output conventions (issue 33, item 4).
 
 Every listing and show takes the OpenStack client's -f, -c (and --long);

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Unit tests of ``fcache volume-move``, ``volume-move-status`` and
 ``volume-move-abort``: parsing, ``auto``, progress and rendering.
 

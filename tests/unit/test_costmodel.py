@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The ``auto`` strategy's cost model (nova_ext.costmodel)."""
 
 import pytest

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The fleet simulation (bench.fleet) on tiny fleets."""
 
 import json

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """nova_ext.migration.settle: the order of the relay between two agents.
 
 The agents' side is tested for real in

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """nova_ext.migration driven one host at a time (Nova's driver).
 
 Each nova-compute talks only to its own agent: the source makes its key

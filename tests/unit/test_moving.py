@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Unit tests of nova_ext.moving: ``auto`` and following a storage move.
 
 The agent is the fake of conftest.py answering with the JSON fixtures of

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """nova_ext.notifications through a real oslo.messaging Notifier."""
 
 from oslo_config import cfg

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """nova_ext.virt.address: where the source agent connects to."""
 
 import pytest

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """nova_ext.virt.capability: which destinations may take a volume's cache."""
 
 import pytest

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """nova_ext.virt.policy: what nova-compute makes of connection_info."""
 
 from oslo_config import cfg

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """nova_ext.virt.rbd: Cinder's RBD connection_info as an agent origin."""
 
 import base64

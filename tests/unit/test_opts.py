@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Unit tests of nova_ext.opts: the [fcache] options."""
 
 from oslo_config import cfg

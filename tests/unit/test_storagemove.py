@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Unit tests of nova_ext.storagemove: the storage-move metric and ``auto``.
 
 The figures are computed by hand in the comments; the paper's rankings

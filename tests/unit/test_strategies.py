@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """nova_ext.strategies: the stevedore plugins."""
 
 import pytest

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The Tempest scenario's guest data commands, run for real in a shell.
 
 No guest runs here: a local shell stands in for the guest's SSH session,

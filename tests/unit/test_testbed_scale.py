@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """tools/testbed.py --scale: the demo at 4x and 16x (doc/testbed.rst).
 
 Parsing only: what each scale sets, that explicit options win, and the

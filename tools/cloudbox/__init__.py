@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The cloud in a box: a small real OpenStack on one machine (tools/cloud.sh).
 
 Keystone, Placement, Glance, Neutron (ML2, no agents: the servers have no

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """tools/cloud.sh up|down|status|tempest: see doc/cloud-box.rst."""
 
 import argparse

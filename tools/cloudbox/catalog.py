@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """What the box holds once its services run: Keystone's catalog and
 service users, the guest image, a flavor, one volume type per strategy,
 and the ``fcache-box`` entry of clouds.yaml.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """A compute host of the box: libvirtd, fcache-agent and nova-compute in
 the host's network namespace.
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The services' configuration files, written from the box's layout.
 
 Each service reads $BOX/etc/<service>/; nova-compute reads nova.conf and

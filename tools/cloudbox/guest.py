@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """fcache-guest: the cloud box's guest, built from Debian's packages.
 
 Debian's cloud kernel (linux-image-cloud-amd64, fetched with ``apt-get

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """What the services stand on: MariaDB, RabbitMQ and a one-OSD Ceph.
 
 Each runs as the box's own instance (its own data directory, socket and

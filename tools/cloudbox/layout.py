@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Where everything of a box lives: directories, addresses, ports, names.
 
 One box per machine: its bridge, namespaces and ports are fixed, so that

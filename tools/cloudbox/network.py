@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The box's network: a bridge on the machine, a namespace per compute.
 
 The control plane listens on the bridge's address, which only the box's

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The box's daemons: started in sessions of their own, found again by
 pid file, stopped by process group.
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Serve one OpenStack WSGI application with gunicorn.
 
     python -m cloudbox.serve NAME ADDRESS:PORT MODULE:APP [ARG...]

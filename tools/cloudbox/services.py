@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The OpenStack services of the box, in the order they depend on.
 
 Database schemas are made (or brought up to date) by each project's own

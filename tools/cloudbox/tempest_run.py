@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Tempest, configured for the box, running fcache's plugin against it.
 
 A Tempest workspace in $BOX/tempest (``tempest init``), its tempest.conf

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Helpers shared by the fcache demo (tools/demo.py) and benchmarks (bench/).
 
 Not installed and not part of the product: this package only drives the

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """One run of the experiment of FirepanIF section 4.2, time-scaled.
 
 For one strategy and cache size, the target VM (vmload, --verify):

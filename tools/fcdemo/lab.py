@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Start, watch and always stop the real programs a demo or benchmark uses.
 
 Every child runs in its own session (process group) so that it can be

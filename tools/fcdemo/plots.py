@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """PNG plots of the testbed (matplotlib, Agg): Figures 6/7/10 and costs."""
 
 import os

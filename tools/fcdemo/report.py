@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Figures of the testbed runs: per-run metrics, medians, tables, files.
 
 Windows are measured from the moment the target VM was paused for the

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The testbed: shared storage, two hosts, neighbour VMs, on one machine.
 
 The shape of the FirepanIF evaluation (seed firepanif-cache-warmup, 4.1),

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """A "VM" of the testbed: a running ``vmload`` driven through its stdin.
 
 vmload (fcache_agent/tools/vmload.c, doc/vmload.rst) issues fio's Figure-5

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """cinder-api refuses a bad ``fcache:`` extra spec and stores nothing."""
 
 from tempest.api.volume import base

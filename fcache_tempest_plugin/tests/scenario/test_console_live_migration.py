@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """A volume-backed server's cache across a live migration, without network.
 
 For each strategy (``[fcache_feature_enabled]``), on a cloud whose image is

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Data written through a cached volume survives a live migration, warm.
 
 For each strategy (``[fcache_feature_enabled]``): a volume type with

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """``[DEFAULT] compute_driver = fcache.FcacheLibvirtDriver``.
 
 Nova loads its driver as ``nova.virt.<compute_driver>``; this module, the

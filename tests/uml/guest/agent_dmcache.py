@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Scenarios of the dmcache engine, run inside UML against the real agent.
 
 ``python3 agent_dmcache.py SCENARIO [ARG]`` with SCENARIO one of

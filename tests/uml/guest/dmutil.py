@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Helpers for scripts that run inside the UML guest (python3, as root).
 
 Block I/O uses O_DIRECT with page-aligned buffers so that what is checked

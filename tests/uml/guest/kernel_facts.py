@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Check, inside UML, the dm-cache facts the dmcache engine relies on.
 
 Run by tests/functional/test_dmcache_uml.py::test_kernel_facts; prints one

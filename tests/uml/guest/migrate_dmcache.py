@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Live cache migration between two dmcache agents, inside UML.
 
 ``python3 migrate_dmcache.py POLICY STRATEGY...``: two agents share the

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """volume-move on the dmcache engine (dm-clone), inside UML.
 
 ``python3 move_dmcache.py WRITE_POLICY``: a volume on $DEV_ORIGIN moves

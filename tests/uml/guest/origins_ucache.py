@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The ucache agent's default origin policy against real stacked devices.
 
 Run inside UML by tests/functional/test_uml_origins.py: the agent runs with
