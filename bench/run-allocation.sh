@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # On-demand cache allocation evaluation (see doc/allocation-eval.rst):
 # builds fcache-replay, generates traces with backup scans into a
 # temporary directory and replays them with every allocation policy,

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # Install what is needed, then run the migration benchmark.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # Install what is needed, then run the load and soak benchmark (64 volumes,
 # waves of 8 concurrent migrations, both agents under ASan/LSan).
 set -euo pipefail

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # Install what is needed, then run the storage-move benchmark (issue 18):
 # five fcache schemes and QEMU's blockdev-mirror (background,
 # write-blocking) between HDD-like and SSD-like nbdkit origins.

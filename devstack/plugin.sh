@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 #
 # plugin.sh - DevStack plugin entry point for fcache
 #

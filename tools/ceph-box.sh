@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # A throwaway single-node Ceph cluster for the tests and benchmarks: one
 # mon and one bluestore OSD (its block device a sparse file), on loopback
 # only, cephx on, everything (config, keyrings, stores, logs, sockets, pid

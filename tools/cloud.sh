@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # A small real OpenStack with fcache on this one machine (doc/cloud-box.rst):
 #
 #   tools/cloud.sh up       install what it needs, start it (idempotent)

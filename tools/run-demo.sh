@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # The fcache demo: the testbed's short run (tools/testbed.py --quick).
 # Shared storage in nbdkit (rate and delay filters), two hosts (an
 # fcache-agent each), a neighbour VM on each, and a VM running fio's

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # Install what is needed, then run every test: the agent's C unit tests
 # (cmocka, under ASan/UBSan), pep8, the oslo-config sample check, and the
 # Python unit and functional tests (the functional tests drive the real

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # The in-process Nova/Cinder tests get their own virtualenv, .venv-nova (see
 # nova-test-requirements.txt for why).  fcache is installed there as a
 # regular (non-editable) package: that is what puts the driver's re-export

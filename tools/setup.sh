@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # Install everything fcache needs on a fresh Debian 12 machine, build the
 # agent and create the Python virtualenv in .venv.  Idempotent: a second
 # run only checks.  Used by tools/run-demo.sh and tools/run-tests.sh.

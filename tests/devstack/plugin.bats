@@ -1,4 +1,5 @@
 #!/usr/bin/env bats
+# SPDX-License-Identifier: Apache-2.0
 # The DevStack plugin (devstack/), phase by phase.
 #
 # DevStack cannot run here (it clones from the internet): these tests

@@ -1,4 +1,5 @@
 # shellcheck shell=bash
+# SPDX-License-Identifier: Apache-2.0
 # Stand-ins for DevStack, sourced by the bats tests of devstack/.
 #
 # DevStack itself cannot run here: stack.sh clones every project from the

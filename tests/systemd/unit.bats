@@ -1,4 +1,5 @@
 #!/usr/bin/env bats
+# SPDX-License-Identifier: Apache-2.0
 # etc/systemd/fcache-agent.service and its dmcache drop-in.
 #
 # systemd is not PID 1 here, so the unit cannot be started: systemd-analyze

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # /init of fcache-guest, the cloud box's guest (tools/cloudbox/guest.py):
 # busybox and the virtio block driver in an initramfs, no root file
 # system.  It writes FCACHE_MIB MiB of random data at 1 MiB into its first
