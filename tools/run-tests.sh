@@ -145,7 +145,8 @@ if [ ${#failed[@]} -gt 0 ]; then
   exit 1
 fi
 
-echo "== Operations: shellcheck; docs and release notes (Sphinx, warnings are errors); the DevStack plugin and the systemd unit (bats)"
+echo "== Operations: every source file names its licence (SPDX); shellcheck; docs and release notes (Sphinx, warnings are errors); the DevStack plugin and the systemd unit (bats)"
+tools/check-spdx.py
 shellcheck -x devstack/plugin.sh devstack/lib/fcache devstack/settings \
   tests/devstack/standins.bash tests/devstack/plugin.bats tests/systemd/unit.bats \
   tests/packaging/debian.bats tests/packaging/wheel.bats tools/version.sh
