@@ -12,7 +12,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
 
 _spec = importlib.util.spec_from_file_location(
     'fcache_man_conf', os.path.join(os.path.dirname(os.path.abspath(__file__)),
-                                    'man', 'conf.py'))
+                                    'cli', 'conf.py'))
 _man_conf = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(_man_conf)
 
@@ -27,8 +27,8 @@ extensions = [
 ]
 
 root_doc = 'index'
-# man/index.rst is the root of the man-only build (doc/man/conf.py).
-exclude_patterns = ['_ext', 'build', 'man/index.rst']
+# cli/manpages.rst is the root of the man-only build (doc/cli/conf.py).
+exclude_patterns = ['_ext', 'build', 'cli/manpages.rst']
 # The docs live beside code and other trees: only our .rst pages.
 source_suffix = {'.rst': 'restructuredtext'}
 pygments_style = 'sphinx'
@@ -37,9 +37,9 @@ graphviz_output_format = 'svg'
 html_theme = 'alabaster'
 html_static_path = []
 
-# (source, name, description, authors, section): doc/man/conf.py's list,
+# (source, name, description, authors, section): doc/cli/conf.py's list,
 # which also builds the man pages alone for `make install` and packages.
-man_pages = [('man/' + source,) + tuple(rest)
+man_pages = [('cli/' + source,) + tuple(rest)
              for source, *rest in _man_conf.MAN_PAGES]
 man_show_urls = False
 # man8/fcache-agent.8: a tree man -M and MANPATH can use.

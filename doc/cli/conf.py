@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-# The man pages alone (sphinx-build -b man doc/man DIR): what
+# The man pages alone (sphinx-build -b man doc/cli DIR): what
 # `make -C fcache_agent install` and the Debian packages build, with no
 # more than Sphinx, the built agent and nova_ext's parser.  doc/conf.py
 # takes MAN_PAGES from here for the whole documentation's man builder.
@@ -17,11 +17,13 @@ copyright = 'fcache developers'
 author = 'fcache developers'
 
 extensions = ['fcache_docs']
-root_doc = 'index'
-exclude_patterns = []
+# index.rst is the CLI section of the whole documentation (doc/conf.py),
+# with links to pages this build does not have.
+root_doc = 'manpages'
+exclude_patterns = ['index.rst']
 source_suffix = {'.rst': 'restructuredtext'}
 
-# (source under doc/man, name, description, authors, section)
+# (source under doc/cli, name, description, authors, section)
 MAN_PAGES = [
     ('fcache-agent', 'fcache-agent',
      'per-host data-plane daemon of the fcache flash cache',
