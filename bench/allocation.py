@@ -17,7 +17,8 @@ Generates traces with backup scans (bench.traces), replays each through
   the same capacity in blocks through fcache-replay and through
   libCacheSim, hit ratios (must agree within 1 %) and replay speeds.
 
-See doc/allocation-eval.rst.  ``--quick`` is the CI-sized run (< 60 s).
+See doc/research/allocation-eval.rst.  ``--quick`` is the CI-sized run
+(< 60 s).
 """
 
 import argparse

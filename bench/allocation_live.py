@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """Two VMs on one host, one of them running a backup scan.
 
-The live check of on-demand allocation (doc/allocation-eval.rst, "Live
+The live check of on-demand allocation (doc/research/allocation-eval.rst, "Live
 check"): one fcache agent, one cache device, two volumes on rate-limited
 shared storage (nbdkit's rate filter).  The "app" volume runs a skewed
 random read workload (fio, uniform) over a hot set that fits the cache; after

@@ -29,7 +29,7 @@ Each measurement is repeated --runs times (the peers alternate who goes
 first) and medians are reported; ratios are computed per run, then their
 median is taken.  Results are printed and saved in
 results/bench-<timestamp>.json.  Started by bench/run.sh; see
-doc/benchmarks.rst.
+doc/research/benchmarks.rst.
 """
 
 import argparse

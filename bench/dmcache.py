@@ -3,7 +3,7 @@
 
 Prints the guest's ``BENCH`` lines (medians of ``--runs`` runs, ratios
 against the peer measured in the same run) and writes them to
-results/dmcache-<timestamp>.json.  See doc/dmcache.rst.
+results/dmcache-<timestamp>.json.  See doc/reference/dmcache.rst.
 """
 
 import argparse

@@ -1,6 +1,6 @@
 #!/bin/bash
 # SPDX-License-Identifier: Apache-2.0
-# On-demand cache allocation evaluation (see doc/allocation-eval.rst):
+# On-demand cache allocation evaluation (see doc/research/allocation-eval.rst):
 # builds fcache-replay, generates traces with backup scans into a
 # temporary directory and replays them with every allocation policy,
 # staging kind and predictor, against libCacheSim's LRU as a peer.

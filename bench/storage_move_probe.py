@@ -6,7 +6,8 @@ one direction, on the same emulated media and workload, and prints for
 each run what the medians hide: the move's lambdas and MC at gamma 0,
 the downtime, and every workload request that took longer than its slot
 (5 ms at the defaults) with when it started in the move.  That is how
-the stalls of AIO's switch were found (doc/storage-migration-bench.rst).
+the stalls of AIO's switch were found
+(doc/research/storage-migration-bench.rst).
 
     .venv/bin/python bench/storage_move_probe.py --direction ssd-hdd \\
         --systems aio,qemu-bg --runs 3

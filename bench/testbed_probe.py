@@ -11,7 +11,7 @@ experiment).  A copy that slows down many times over while the VM runs
 waits on the VM's I/O, not on the link.  With the VM running it also
 prints the rate achieved over the copy as a fraction of the link limit
 (target >= 0.9: the copy gets its share while the VM and the neighbours
-run at full speed).  doc/testbed.rst has the figures.
+run at full speed).  doc/research/testbed.rst has the figures.
 
   bench/testbed_probe.py [--cache-size 16M] [--runs 2] [--storage-rate 8G]
       [--link-mbps 40,80] [--job-size 32M] [--strategies hybrid]

@@ -35,7 +35,7 @@ It hooks:
   refused (400, naming the volume, its server and what to do) while a
   compute host may cache the volume with ``write_back``, since each reads
   the volume and would silently lack what the guest flushed into the
-  host's cache (``doc/operations.rst``, "Every server and volume action,
+  host's cache (``doc/admin/operations.rst``, "Every server and volume action,
   per write policy").  ``POST /backups`` is guarded the same way by the
   WSGI filter :class:`BackupGuard` (why there: its docstring).
 """

@@ -6,7 +6,7 @@ the guest wrote, flushes included, until the agent writes it back to the
 volume (on its own, or at the latest when the volume is detached).
 Whatever Cinder reads from the volume meanwhile -- a snapshot, a backup,
 a clone, an image upload -- lacks those writes.  cinder-api cannot have
-the host write them back first (``doc/operations.rst``, "Every server and
+the host write them back first (``doc/admin/operations.rst``, "Every server and
 volume action, per write policy", says why), so :mod:`cinder_ext.api`
 refuses those actions while this module says the volume may hold such
 writes on a host.

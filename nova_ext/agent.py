@@ -138,7 +138,7 @@ class AgentClient(object):
         :returns: ``{"volume_id", "export_uri"}``; ``export_uri`` is an NBD
             URI such as ``nbd+unix:///NAME?socket=/run/fcache/exports/ID.sock``
             whose NAME, a random secret, is the only name the export
-            answers to: pass the URI on whole (doc/security.rst).
+            answers to: pass the URI on whole (doc/admin/security.rst).
         """
         args = {'volume_id': _volume_id(volume_id),
                 'origin': _non_empty('origin', origin)}

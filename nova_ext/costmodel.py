@@ -29,8 +29,8 @@ VM's IOPS is ``H*F + (1-H)*S`` for hit ratio ``H``, flash ``F`` and storage
 * With nothing cached, ``none``.
 
 On the ``dmcache`` engine a kernel miss cannot be served from a peer, so
-the on-demand strategies are not available (doc/dmcache.rst): where the
-model picks ``hybrid`` it takes ``firepan_if`` (the copy while the VM runs,
+the on-demand strategies are not available (doc/reference/dmcache.rst): where
+the model picks ``hybrid`` it takes ``firepan_if`` (the copy while the VM runs,
 the kernel's passthrough mode as the invalidation filter), and where it
 picks ``cloudcache`` it takes ``cachemior`` (dirty blocks are cleaned to
 the storage first).

@@ -20,8 +20,8 @@ LOG = logging.getLogger(__name__)
 
 AUTO = 'auto'
 SCHEMES = agent.MOVE_SCHEMES + (AUTO,)
-# The schemes each engine runs (doc/storage-migration.rst, "Engines"):
-# dmcache moves with the kernel's dm-clone target, which is LR.
+# The schemes each engine runs (doc/reference/storage-migration.rst,
+# "Engines"): dmcache moves with the kernel's dm-clone target, which is LR.
 ENGINE_SCHEMES = {'dmcache': ('lr',)}
 DEFAULT_POLL_S = 1.0
 # What the model assumes of the VM's I/O when nobody says (the paper's

@@ -74,7 +74,8 @@ STORAGE_MIGRATION_CHOICES = (
     ('aio', 'Asynchronous mirroring: a write completes on the faster '
             'medium; the slower one follows within a bound.'),
     ('auto', 'The scheme of lowest expected migration cost for the media '
-             'and the wear weight (doc/storage-migration-nova.rst).'),
+             'and the wear weight '
+             '(doc/reference/storage-migration-nova.rst).'),
 )
 
 MEDIUM_CHOICES = (
@@ -105,7 +106,7 @@ FCACHE_OPTS = [
                     'failed host returns, its fcache-agent holds the old '
                     'blocks unwritten and its nova-compute drops them as '
                     'it destroys the evacuated instance '
-                    '(doc/operations.rst).'),
+                    '(doc/admin/operations.rst).'),
     cfg.IntOpt('nbd_reconnect_delay',
                default=30,
                min=0,
@@ -202,7 +203,7 @@ FCACHE_OPTS = [
                     'destination agent at once, so that no dirty block is '
                     'lost or held. Unset: the volume stays held by both '
                     'agents and the operator settles it with "fcache '
-                    'migrate --phase settle" (see doc/nova.rst).'),
+                    'migrate --phase settle" (see doc/reference/nova.rst).'),
     cfg.IntOpt('migration_timeout',
                default=600,
                min=1,

@@ -38,7 +38,7 @@ and :func:`plan_moves` does so for each volume of a batch, mixing schemes
 (§7.4).  Nothing here does I/O.
 
 The prediction is a small model, not a measurement; how it is built and
-what it reproduces of the paper is in doc/storage-migration-nova.rst.
+what it reproduces of the paper is in doc/reference/storage-migration-nova.rst.
 """
 
 import math
@@ -258,7 +258,7 @@ def _alpha_seen(scheme, src, dst, workload, perf, async_disk):
     cursor advances, so more of its writes come late, behind the cursor,
     and land on B.  Measured HDD to SSD with a paced workload the HDD
     cannot keep up with: LR 0.57, SLR and AIO 0.60, mirror 0.51
-    (doc/storage-migration-bench.rst).  Each moment of the copy is
+    (doc/research/storage-migration-bench.rst).  Each moment of the copy is
     weighted by the rate the VM's requests are served at then; the
     writes behind and ahead of the cursor keep ``alpha``'s odds, scaled
     by their rates.

@@ -2,17 +2,17 @@
 # SPDX-License-Identifier: Apache-2.0
 """Check that the agent's #include lines follow its layers.
 
-fcache_agent/src has one folder per subsystem (doc/design.rst, "Layers").
-A file may include a header of its own folder, or the public header of a
-folder its folder is allowed to use (ALLOWED below, the one place where
-the layering is written down).  Everything else fails: an include that
+fcache_agent/src has one folder per subsystem (doc/contributor/design.rst,
+"Layers").  A file may include a header of its own folder, or the public
+header of a folder its folder is allowed to use (ALLOWED below, the one place
+where the layering is written down).  Everything else fails: an include that
 climbs a layer, one that reaches into another folder's private header, a
 folder missing from the table.
 
     tools/check-layering.py fcache_agent/src          # check; 1: a violation
     tools/check-layering.py --graph fcache_agent/src  # the folder graph
 
-The graph printed by --graph is the one shown in doc/design.rst.
+The graph printed by --graph is the one shown in doc/contributor/design.rst.
 """
 import argparse
 import os
@@ -165,7 +165,8 @@ def main():
     for p in problems:
         print('layering: ' + p, file=sys.stderr)
     if problems:
-        print('layering: %d problem(s); the layers are in doc/design.rst'
+        print('layering: %d problem(s); the layers are in '
+              'doc/contributor/design.rst'
               % len(problems), file=sys.stderr)
         return 1
     print('layering: %d folders, every include follows the layers'

@@ -1,6 +1,6 @@
 #!/bin/bash
 # SPDX-License-Identifier: Apache-2.0
-# A small real OpenStack with fcache on this one machine (doc/cloud-box.rst):
+# A small real OpenStack with fcache on this one machine (doc/install/cloud-box.rst):
 #
 #   tools/cloud.sh up       install what it needs, start it (idempotent)
 #   tools/cloud.sh status   every service, and each compute host's agent

@@ -9,7 +9,7 @@ read checked) runs without cache, gets a cache and warms it, is live
 migrated from host A to host B with the strategy, and continues.  Prints a
 Table 1-3 style table (medians, [min..max] over runs), writes
 results.json, results.csv, table.txt and PNG plots (Figures 7/10 style)
-into --outdir.  doc/testbed.rst explains every figure.
+into --outdir.  doc/research/testbed.rst explains every figure.
 
   tools/testbed.py --quick      the demo (tools/run-demo.sh), < 5 minutes
   tools/testbed.py              the full experiment (3 sizes, 3 runs)
@@ -68,8 +68,8 @@ def parse_args(argv):
                    const='smoke', help='the CI smoke run')
     p.add_argument('--scale', type=int, choices=sorted(SCALES), default=1,
                    help="the demo's working set, cache, storage rate, link "
-                   "and windows scaled (doc/testbed.rst); the preset's runs "
-                   "and strategies stay")
+                   "and windows scaled (doc/research/testbed.rst); the "
+                   "preset's runs and strategies stay")
     p.add_argument('--sizes', help='cache sizes, comma-separated (e.g. '
                    '8M,16M,32M)')
     p.add_argument('--runs', type=int, help='repetitions (medians)')

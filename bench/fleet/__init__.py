@@ -5,5 +5,6 @@
 :mod:`nova_ext.balancer` (imported, not copied) against a simulated cloud
 whose VMs' cache demand comes from the trace generator's shapes
 (:mod:`bench.fleet.workload`) and whose migrations cost what the testbed
-measured (:mod:`bench.fleet.constants`).  doc/fleet.rst has the results.
+measured (:mod:`bench.fleet.constants`).  doc/research/fleet.rst has the
+results.
 """

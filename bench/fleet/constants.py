@@ -32,31 +32,33 @@ GIB = 1 << 30
 
 # MEASURED: a copy moves at its link's rate limit.  ``bench/testbed_probe.py
 # --cache-size 64M --job-size 32M --storage-rate 128M --link-mbps 40,80
-# --strategies hybrid,firepan_if --runs 2 --warm-s 20`` (doc/testbed.rst,
-# "The copy's rate under load"): achieved / limit 1.03 and 1.01 at 40 MB/s,
-# 1.07 and 0.87 at 80 MB/s with the VM running; ``bench/run-migration.sh
-# --runs 5 --only rate,stream,tls --rate-mbps 40,80`` (doc/benchmarks.rst):
-# 1.045 and 1.038.  Ratios above 1 are the limiter's first-period fencepost,
-# which vanishes for copies of minutes: taken as 1.0.
+# --strategies hybrid,firepan_if --runs 2 --warm-s 20``
+# (doc/research/testbed.rst, "The copy's rate under load"): achieved / limit
+# 1.03 and 1.01 at 40 MB/s, 1.07 and 0.87 at 80 MB/s with the VM running;
+# ``bench/run-migration.sh --runs 5 --only rate,stream,tls --rate-mbps 40,80``
+# (doc/research/benchmarks.rst): 1.045 and 1.038.  Ratios above 1 are the
+# limiter's first-period fencepost, which vanishes for copies of minutes: taken
+# as 1.0.
 COPY_RATE_OF_LINK = 1.0
 
 # MEASURED: firepan's downtime is its copy: 0.048 s per MiB + 0.15 s at a
-# 20 MB/s link, r^2 0.89 (``tools/testbed.py --runs 3``, doc/testbed.rst,
-# "What holds"; the sweep ``--strategies none,firepan,firepan_if --sizes
-# 4M,8M,12M,16M --runs 3`` gave 0.050 s/MiB + 0.09 s).  The slope is the
-# link (1 MiB / 0.048 s = 21.8 MB/s for 20 MB/s): the copy time is
-# cached / link; the intercept is the fixed part of the stop.
+# 20 MB/s link, r^2 0.89 (``tools/testbed.py --runs 3``,
+# doc/research/testbed.rst, "What holds"; the sweep ``--strategies
+# none,firepan,firepan_if --sizes 4M,8M,12M,16M --runs 3`` gave 0.050 s/MiB +
+# 0.09 s).  The slope is the link (1 MiB / 0.048 s = 21.8 MB/s for 20 MB/s):
+# the copy time is cached / link; the intercept is the fixed part of the stop.
 FIREPAN_FIXED_DOWNTIME_S = 0.15
 
 # MEASURED: what the guest saw paused (vmload's paused_ms, drain included)
 # per strategy, medians of 3 runs at 4x the demo's scale: none 38 ms,
 # firepan_if 145 ms, hybrid 64 ms (``tools/testbed.py --sizes 64M
 # --job-size 32M --storage-rate 128M --link-mbps 40 --warm-s 20 --first-s
-# 10 --total-s 20 --strategies none,firepan_if,hybrid``, doc/testbed.rst and
-# doc/results/testbed-4x-20261125/).  cachemior and cloudcache were not run
-# at that scale: the 16 MiB rows of ``tools/testbed.py --runs 3`` (the
-# full 1x run of doc/testbed.rst) give 89 and 149 ms (none 82 there).
-# firepan: FIREPAN_FIXED_DOWNTIME_S plus its copy.
+# 10 --total-s 20 --strategies none,firepan_if,hybrid``,
+# doc/research/testbed.rst and doc/results/testbed-4x-20261125/).  cachemior
+# and cloudcache were not run at that scale: the 16 MiB rows of
+# ``tools/testbed.py --runs 3`` (the full 1x run of doc/research/testbed.rst)
+# give 89 and 149 ms (none 82 there).  firepan: FIREPAN_FIXED_DOWNTIME_S
+# plus its copy.
 SWITCH_DOWNTIME_S = {
     'none': 0.038,
     'firepan_if': 0.145,
@@ -71,11 +73,11 @@ SWITCH_DOWNTIME_S = {
 MIGRATION_FIXED_S = 0.17
 
 # MEASURED: cachemior's hot list is 8 bytes per cached block (least squares
-# 8.00, r^2 1.000; ``tools/testbed.py --runs 3``, doc/testbed.rst).
+# 8.00, r^2 1.000; ``tools/testbed.py --runs 3``, doc/research/testbed.rst).
 HOT_LIST_BYTES_PER_BLOCK = 8
 
-# DESIGN (doc/migration.rst, "Strategies"): the background copy sends the
-# most recently used blocks first (modelled as hottest rank first);
+# DESIGN (doc/reference/migration.rst, "Strategies"): the background copy sends
+# the most recently used blocks first (modelled as hottest rank first);
 # firepan_if's VM runs against the origin until its copy is complete and
 # the cache attached; hybrid fetches any not-yet-copied block from the
 # source on a miss; cloudcache fetches only dirty ones from the source,
@@ -123,7 +125,8 @@ VM_MEMORY_BYTES = 4 * GIB
 # -- the fleet and its workload ----------------------------------------------
 
 # ASSUMPTION: the RWSS window is the agent's default allocation_window
-# (an hour, doc/allocation.rst); the balancer observes every --window-s.
+# (an hour, doc/reference/allocation.rst); the balancer observes every
+# --window-s.
 RWSS_WINDOW_S = 3600.0
 
 # ASSUMPTION: sizes.  The mix's ``web`` volume has a hot set of 2^15 blocks

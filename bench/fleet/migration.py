@@ -14,7 +14,7 @@ VM's bandwidth relative to before the migration is the mean cost before
 over the mean cost now, its request rate follows that bandwidth, and it is
 0 while the VM is paused.
 
-Per strategy (doc/migration.rst, "Strategies"):
+Per strategy (doc/reference/migration.rst, "Strategies"):
 
 ``none``        a cached block's first touch is a storage read.
 ``hybrid``      not-yet-copied blocks are fetched from the source on a

@@ -47,7 +47,7 @@ def cached_bytes(demand, host_of, capacity, hosts):
     """What each VM has cached.
 
     Its demand, cut in proportion when its host's demand exceeds the cache
-    (the agent's shares, doc/allocation.rst).
+    (the agent's shares, doc/reference/allocation.rst).
     """
     load = np.bincount(host_of, weights=demand, minlength=hosts)
     cut = np.minimum(1.0, capacity / np.maximum(load, 1.0))

@@ -526,7 +526,7 @@ sleep_ms(unsigned ms)
 }
 
 /* After a restart the dirty blocks may be older than the origin (the VM
- * was evacuated: doc/ucache.rst, "Held write-back"): while held, the
+ * was evacuated: doc/reference/ucache.rst, "Held write-back"): while held, the
  * thread writes none back, the volume is served as ever, and an explicit
  * write-back (a detach) still writes; a claim lets the thread go. */
 static void

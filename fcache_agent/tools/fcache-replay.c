@@ -2,7 +2,7 @@
 /* fcache-replay: replay a block trace through CloudCache's on-demand
  * allocation (src/replay) far faster than real time, and report hit
  * ratio, cache usage, flash writes and RWSS prediction per volume.
- * doc/replay.rst is its manual; --help lists the options.
+ * doc/research/replay.rst is its manual; --help lists the options.
  *
  * Exit status: 0 done; 2 bad arguments, a trace that cannot be opened or
  * a malformed one (one line on stderr naming the file and line); 1
@@ -59,7 +59,7 @@ usage(FILE *f)
 "  --enforce E                replacement|strict (default replacement)\n"
 "  --profile-windows LIST     e.g. 60,300,900,3600: one rws replay per window,\n"
 "                             and the knee as the proposed window\n"
-"  --json                     one JSON document (doc/replay.rst) instead of a table\n"
+"  --json                     one JSON document (doc/research/replay.rst) instead of a table\n"
 "  --version                  print the version and exit\n");
 }
 

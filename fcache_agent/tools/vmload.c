@@ -13,7 +13,7 @@
  * (seed, block, generation) and every read of a block whose last
  * acknowledged write is known is compared with that pattern.
  *
- * See doc/vmload.rst for the options, the command protocol, the output
+ * See doc/research/vmload.rst for the options, the command protocol, the output
  * format and the verification rule.
  */
 #include <errno.h>
@@ -696,7 +696,7 @@ static void usage(FILE *f)
     "  --trace-offsets F  (testing) log every request: JOB R|W OFFSET\n"
     "\n"
     "Exit status: 0 ok, 1 request errors or mismatches, 2 bad arguments,\n"
-    "3 NBD connection failure.  See doc/vmload.rst.\n");
+    "3 NBD connection failure.  See doc/research/vmload.rst.\n");
 }
 
 static unsigned parse_uint(const char *name, const char *s, unsigned lo,

@@ -64,7 +64,7 @@ BALANCER_OPTS = [
                help='Live migrations started per observation, at most one '
                     'per over-threshold host; 0: no other limit (at 1,000 '
                     'hosts a limit of 1 leaves the cloud almost as '
-                    'unbalanced as no balancer: doc/fleet.rst).'),
+                    'unbalanced as no balancer: doc/research/fleet.rst).'),
     cfg.BoolOpt('dry_run', default=False,
                 help='Only log and notify the decisions; migrate nothing.'),
     cfg.StrOpt('nova_api_version', default='2.60',

@@ -13,7 +13,7 @@ control socket, from ``[fcache_balancer] agent_sockets``
 only, so the sockets must be reachable from where the balancer runs: on
 one machine (tests, a single-node cloud) directly; across hosts through a
 forwarded socket per compute (``ssh -L /run/fcache-balancer/HOST.sock:
-/run/fcache/agent.sock HOST``, or socat) -- doc/balancing.rst.  A
+/run/fcache/agent.sock HOST``, or socat) -- doc/reference/balancing.rst.  A
 deployment with a telemetry pipeline can plug in its own source instead.
 """
 

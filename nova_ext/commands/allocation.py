@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """``fcache allocation``: the on-demand cache allocation of the agent.
 
-CloudCache's allocation (doc/operations.rst): each window the agent
+CloudCache's allocation (doc/admin/operations.rst): each window the agent
 measures every volume's reuse working set size (RWSS), predicts the next
 one, and gives each volume a share of the cache; a volume beyond its share
 gives blocks back at replacement time, up to its limit.  Blocks not yet

@@ -100,7 +100,7 @@ def load_conf(path, credentials=None):
                 reason='no such file: it must give [fcache_balancer] '
                        'agent_sockets (or another source) and, without '
                        '--os-cloud or OS_AUTH_URL, [nova] credentials '
-                       '(doc/balancing.rst)')
+                       '(doc/reference/balancing.rst)')
         files = []
     conf = cfg.ConfigOpts()
     opts.register_opts(conf)

@@ -50,7 +50,7 @@ phases (--phase; without it every phase runs in order):
               warm-up: firepan copies the whole cache now, the VM paused
               (--wait shows the bytes copied); the other strategies warm
               the destination in the background or on demand
-              (doc/migration.rst)
+              (doc/reference/migration.rst)
   switchover  the VM runs on the destination from now on: the source stops
               writing, and the destination fetches on demand what has not
               arrived

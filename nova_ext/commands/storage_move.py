@@ -10,7 +10,7 @@
     fcache volume-move-abort ID
 
 ``auto`` is resolved here, before the request, with the metric of
-:mod:`nova_ext.storagemove` (doc/storage-migration-nova.rst).  With
+:mod:`nova_ext.storagemove` (doc/reference/storage-migration-nova.rst).  With
 ``--wait`` the command follows the move: a bar on a terminal, one line per
 poll otherwise, one JSON object per line with ``--json`` (the last one is
 the final status).

@@ -35,7 +35,7 @@ NOTHING_DIRTY = ('read_only', 'write_through')
 FIGURES = ('version', 'engine', 'capacity_bytes', 'free_bytes')
 # The strategies that fetch a block from the source's cache when the VM
 # misses on it: the dmcache engine cannot hold the request meanwhile
-# (doc/dmcache.rst, "Which strategies run on dmcache").
+# (doc/reference/dmcache.rst, "Which strategies run on dmcache").
 ON_DEMAND = tuple(costmodel.DMCACHE_INSTEAD)
 
 
@@ -104,9 +104,9 @@ def refusal(volume_id, source, destination, room):
         return ('volume %s (%s) would migrate with strategy %s, which '
                 'fetches blocks from the source\'s cache on demand; the '
                 'fcache agent on %s runs engine dmcache, which cannot '
-                '(doc/dmcache.rst).  Use a volume type with fcache:strategy '
-                'none, cachemior, firepan, firepan_if or auto, or choose a '
-                'host whose agent runs ucache'
+                '(doc/reference/dmcache.rst).  Use a volume type with '
+                'fcache:strategy none, cachemior, firepan, firepan_if or '
+                'auto, or choose a host whose agent runs ucache'
                 % (volume_id, policy, strategy, host))
     size = source.get('cache_size') or 0
     capacity = destination.get('capacity_bytes')

@@ -377,7 +377,7 @@ class FcacheLibvirtDriver(incoming.IncomingMixin, outgoing.OutgoingMixin,
                       "and its storage lacks is lost; when that host "
                       "returns its fcache-agent holds those blocks unwritten "
                       "and its nova-compute drops them as it destroys this "
-                      "instance there (doc/operations.rst)", volume_id,
+                      "instance there (doc/admin/operations.rst)", volume_id,
                       source, instance=instance)
 
     def destroy(self, context, instance, network_info, block_device_info=None,
@@ -433,8 +433,8 @@ class FcacheLibvirtDriver(incoming.IncomingMixin, outgoing.OutgoingMixin,
         True when done (or nothing to do), False when the volume must be
         detached as any other.  Never fails the destroy: blocks the agent
         keeps stay unwritten (an agent restart holds their write-back
-        until the volume is claimed, doc/ucache.rst), and the log says how
-        to drop them.
+        until the volume is claimed, doc/reference/ucache.rst), and the log
+        says how to drop them.
         """
         if not self._fcache_kept_write_back(connection_info, volume_id):
             return False
@@ -589,7 +589,7 @@ class FcacheLibvirtDriver(incoming.IncomingMixin, outgoing.OutgoingMixin,
                                               reason=exc)
             # read_only, write_through: the origin holds every write; the
             # agent keeps its (clean) blocks until the operator settles
-            # what holds it (a migration, doc/migration.rst).
+            # what holds it (a migration, doc/reference/migration.rst).
             LOG.error("fcache agent kept volume %s: %s", volume_id, exc,
                       instance=instance)
 

@@ -68,7 +68,7 @@ def hold_guest_at_destination(outgoing):
     Yes when a volume arrives on the dmcache engine there (its export is
     a device path): the kernel serves the guest, and cannot hold its
     writes until the source has switched over while letting the
-    hypervisor's reads of the disk through (doc/dmcache.rst).  The
+    hypervisor's reads of the disk through (doc/reference/dmcache.rst).  The
     destination resumes it in ``post_live_migration_at_destination``.
     """
     return any((p.get('export_uri') or '').startswith('/') for p in outgoing)

@@ -225,9 +225,9 @@ def warmed_volume(make_agent, make_origin, policy='write_back',
         assert not errors and not check_range(orc, lo, data, 'fill')
     om.close(h)
     # A miss goes around the cache when the oldest blocks it may look at
-    # are all dirty or being written back (doc/ucache.rst): with write-back
-    # running, a few HOT blocks can miss their place in a pass.  Read
-    # again until HOT is cached, as a VM re-reading it would.
+    # are all dirty or being written back (doc/reference/ucache.rst): with
+    # write-back running, a few HOT blocks can miss their place in a pass.
+    # Read again until HOT is cached, as a VM re-reading it would.
     for _ in range(3):
         ratio = warm_sets(src, orc, uri)
         if ratio > 0.95:

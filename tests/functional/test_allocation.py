@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""On-demand cache allocation in the real agent (doc/allocation.rst).
+"""On-demand cache allocation in the real agent (doc/reference/allocation.rst).
 
 * Admission ``rws``: a block is cached only once reused; a scan read once
   leaves nothing in the cache; data staging serves a re-read from memory

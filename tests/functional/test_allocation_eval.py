@@ -6,7 +6,7 @@ libCacheSim (its PyPI build, a peer written by others): the hit ratios
 must agree within 1 %.  On the generated traces with backup scans, RWSS_1
 must use less cache and write less to flash than WSS: the direction of
 the paper's Figure 8 (its magnitudes are reported in
-doc/allocation-eval.rst, not asserted).
+doc/research/allocation-eval.rst, not asserted).
 """
 
 import pytest

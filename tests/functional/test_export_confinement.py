@@ -6,7 +6,7 @@ mode admits them all.  Each attachment's export is therefore named by a
 fresh random secret that only volume-attach's reply carries (the
 orchestrator puts it in the guest's domain XML): a process that finds the
 socket but not the name cannot open it, does not see it listed, and
-cannot lock the VM out by connecting first (doc/security.rst).
+cannot lock the VM out by connecting first (doc/admin/security.rst).
 """
 
 import json

@@ -6,7 +6,7 @@ evacuated (``[fcache] evacuate_write_back = discard``) and wrote the origin
 from another host; then the host came back and its agent restarted warm.
 Its dirty blocks are older than the origin now: writing them back would
 put old data over new.  So after a restart the agent writes none back
-until the volume is claimed (doc/ucache.rst, "Held write-back"):
+until the volume is claimed (doc/reference/ucache.rst, "Held write-back"):
 
 * unclaimed: several write-back periods pass, the origin keeps the
   evacuated VM's newer data, ``volume-show`` says ``writeback: held`` and

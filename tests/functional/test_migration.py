@@ -71,11 +71,12 @@ def migrate_with_vm(src, dst, orc, vm, src_uri, strategy, seen,
     dst_uri = prepared['export_uri']
 
     # The destination export exists before the switchover: writes wait
-    # there, reads are answered at once with current data (doc/migration.rst,
-    # "Reads before the switchover").  Until the source connects the origin
-    # answers if the policy keeps it current; a write_back volume's read
-    # waits for the source to connect, which answers it.  Nothing read so
-    # is cached.  HOT is outside the VM's working region: stable here.
+    # there, reads are answered at once with current data
+    # (doc/reference/migration.rst, "Reads before the switchover").  Until the
+    # source connects the origin answers if the policy keeps it current; a
+    # write_back volume's read waits for the source to connect, which answers
+    # it.  Nothing read so is cached.  HOT is outside the VM's working region:
+    # stable here.
     write_back = src.show('vol1')['write_policy'] == 'write_back'
     probe_dst = om.connect(dst_uri, name='probe-dst')
     cached_before = dst.show('vol1')['cached_blocks']

@@ -2,7 +2,7 @@
 """Batched installs racing the VM's writes to the same blocks.
 
 The destination installs the background copy a frame at a time (up to 255
-blocks of 4 KiB; doc/migration.rst, "Transfer protocol"): it writes a
+blocks of 4 KiB; doc/reference/migration.rst, "Transfer protocol"): it writes a
 frame's data to cache blocks nobody can see yet, and only then, under the
 blocks' stripes, discards the copies of blocks the VM wrote meanwhile (or
 already holds) and maps the rest.  Here the VM, moved to the destination,

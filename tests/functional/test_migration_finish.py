@@ -2,8 +2,8 @@
 """Finishing a migration on the source: the control plane, and retries.
 
 ``migration-finish`` makes the source forget every block it held for the
-volume (doc/migration.rst, "What bounds a migration's memory"): a write
-per run of adjacent blocks, about a minute for a 1 TiB cache.  It does
+volume (doc/reference/migration.rst, "What bounds a migration's memory"): a
+write per run of adjacent blocks, about a minute for a 1 TiB cache.  It does
 that without the agent's host lock, which every control request takes,
 and lets requests waiting for the volume's lock in between batches, so
 the agent keeps answering meanwhile.  A client that retries a finish (a
@@ -47,7 +47,7 @@ def migrated(make_agent, make_origin, cache, suffix=''):
     assert not errors and not mu.check_range(orc, 0, data, 'fill')
     # The last misses may be served without being cached: once the volume
     # is at its size, eviction looks at the 128 least recently used blocks
-    # only, and those may all be still installing (doc/ucache.rst).
+    # only, and those may all be still installing (doc/reference/ucache.rst).
     # Nearly all of it is enough.
     full = src.status()['used_bytes']
     assert full > 0.9 * cache, src.status()

@@ -2,7 +2,7 @@
 """Reads before the switchover, at the edges of the protocol.
 
 A destination read before the switchover is forwarded to the source
-(``READ``, answered by ``DATA``; doc/migration.rst, "Reads before the
+(``READ``, answered by ``DATA``; doc/reference/migration.rst, "Reads before the
 switchover").  Here one end is the real agent and the other a script
 speaking the transfer protocol, so that each answer -- good, late,
 malformed, refused -- can be given on purpose.  The script speaks the

@@ -2,9 +2,9 @@
 """The asynchronous NBD origin client under faults.
 
 The agent keeps many requests in flight on each origin connection (see
-"The origin client" in doc/design.rst).  Whatever the origin does -- fail
-requests (nbdkit's error filter), die with requests in flight, stop
-answering -- every request of the VM is answered, with data or an error,
+"The origin client" in doc/contributor/design.rst).  Whatever the origin
+does -- fail requests (nbdkit's error filter), die with requests in flight,
+stop answering -- every request of the VM is answered, with data or an error,
 within a bound; what it reads agrees with the oracle; and once the origin
 is back the agent reconnects by itself and the volume reads back exactly
 what the oracle says, through the agent and in the origin's file.
@@ -346,7 +346,7 @@ def test_reads_pending_when_the_export_goes(make_agent, make_origin, end):
 
     The volume is detached, or the agent stopped.  A miss does not hold
     an NBD worker: it is pending until the origin's thread ends it
-    (doc/design.rst, "A miss ends on the origin's thread").
+    (doc/contributor/design.rst, "A miss ends on the origin's thread").
     The export going away must wait for those ends, not free what they
     still use (the agent runs under ASan here), and must not hang; every
     read the client got an answer for carries the origin's data.

@@ -185,7 +185,8 @@ def test_kill9_loses_no_acknowledged_write(make_agent, make_origin, policy,
         if writeback == 'slow':
             assert after['dirty_blocks'] > 0, (st, after)
     # No reboot since the kill: the clean blocks are kept too, warm
-    # (doc/ucache.rst, "Warm restart"), and none is stale (verify_all).
+    # (doc/reference/ucache.rst, "Warm restart"), and none is stale
+    # (verify_all).
     assert after['cached_blocks'] >= 0.9 * st['cached_blocks'], (st, after)
     assert 'no reboot since' in agent.run_log()
     h = om.connect(uri)

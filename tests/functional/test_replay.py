@@ -3,7 +3,7 @@
 hand in each test: LRU, RWS_1 admission through address staging and its
 bound, HEC's touch count and sequential rejection, strict against
 replacement-time enforcement on two volumes, the oracleGeneral reader,
-window profiling, the JSON schema of doc/replay.rst and bad input.
+window profiling, the JSON schema of doc/research/replay.rst and bad input.
 
 The binary is built once (``make -C fcache_agent build/fcache-replay``)
 and run from a private copy, as test_vmload does, so that another

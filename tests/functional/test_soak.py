@@ -24,8 +24,8 @@ SECONDS = 40
 
 # The agent's own accounting (volume-show memory_bytes) of a volume with
 # a 4 MiB cache of 4 KiB blocks: about 21 KiB for its map, plus its demand
-# tracker (doc/allocation.rst), which grows with the window's working set
-# up to 1 MiB: 67 KiB in all measured with this workload; 128 KiB allowed.
+# tracker (doc/reference/allocation.rst), which grows with the window's working
+# set up to 1 MiB: 67 KiB in all measured with this workload; 128 KiB allowed.
 MAX_ACCOUNTED_PER_VOLUME = 128 * 1024
 # VmRSS of the ASan build, whose allocator keeps up to 256 MiB of freed
 # memory in quarantine: the peak measured with 16 volumes was 420-460
@@ -52,7 +52,7 @@ def test_short_soak_loses_nothing_and_leaks_nothing(agent_binary, workdir):
                          # registry evicts finished migrations once it holds
                          # 64 (after about 16 waves here), and an eviction
                          # during a concurrent migration-finish crashed an
-                         # agent (doc/benchmarks.rst, "Soak").
+                         # agent (doc/research/benchmarks.rst, "Soak").
                          prepare_together=True)
     try:
         r = soak.run()

@@ -8,7 +8,7 @@ Asserts what does not depend on the machine's speed:
 
 * no VM lost or corrupted data: every read vmload checked matched, no
   request failed, every vmload exited 0 (the oracle is vmload's own
-  verification, doc/vmload.rst);
+  verification, doc/research/vmload.rst);
 * every output exists and is complete: table, JSON, CSV, plots;
 * the strategies' effect, as counts: shared-storage reads per 10,000 VM
   reads after the switch are far lower when the cache moved (firepan_if,

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Live storage migration between media (doc/storage-migration.rst).
+"""Live storage migration between media (doc/reference/storage-migration.rst).
 
 An attached ucache volume's origin moves from A to B (two nbdkit servers)
 while an oracle-checked workload runs on the same export, with each

@@ -4,7 +4,7 @@
 A snapshot, backup, clone or image upload reads the volume itself.  While
 a compute host caches it with ``write_back``, the volume lacks what the
 guest flushed into the host's cache, so ``cinder_ext.api`` refuses them
-(``doc/operations.rst``, "Every server and volume action, per write
+(``doc/admin/operations.rst``, "Every server and volume action, per write
 policy").  As in test_cinder_api: Cinder's real v3 router, extension
 manager, ``wsgi.Resource`` dispatch, schema validation, volume API,
 quotas and database (sqlite); the extension loaded through

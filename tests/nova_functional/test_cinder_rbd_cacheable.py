@@ -6,9 +6,9 @@ whose ``storage_protocol`` is iSCSI, FC or NVMe-oF
 (``constants.CACHEABLE_PROTOCOLS``); RBD reports ``ceph``, so a type with
 ``cacheable='<is> True'`` found no RBD back-end in the scheduler's
 CapabilitiesFilter.  The fix is Cinder's own back-end option
-``extra_capabilities = {"cacheable": true}`` (doc/cinder.rst).  Checked
-here with Cinder's real code end to end: the RBD driver's stats (only its
-calls to the cluster faked), the volume manager's report of them, the
+``extra_capabilities = {"cacheable": true}`` (doc/reference/cinder.rst).
+Checked here with Cinder's real code end to end: the RBD driver's stats (only
+its calls to the cluster faked), the volume manager's report of them, the
 scheduler's BackendState and CapabilitiesFilter, and the manager's
 connection_info for the volume (``cacheable`` from the type).
 """

@@ -692,7 +692,7 @@ class FcacheFailureAfterSwitchoverTest(testscenarios.WithScenarios, _Base):
             self.assertIn('peer_agent_socket', payload['settle']['reason'])
             # Both agents hold the volume: the source never writes back
             # what may be stale, the destination refuses what only the
-            # source has.  The operator settles (doc/nova.rst).
+            # source has.  The operator settles (doc/reference/nova.rst).
             self.assertEqual('failed', migration_mod.status(
                 self._client('dest'), mid)['state'])
             self.assertEqual(1, len(

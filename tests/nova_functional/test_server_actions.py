@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """Nova's server actions on a server with a cached volume: nothing is lost.
 
-The rows of doc/operations.rst's table "Every server and volume action,
+The rows of doc/admin/operations.rst's table "Every server and volume action,
 per write policy" that move or change data, each through Nova's API: a
 reboot (soft, then hard), a stop and start, a shelve (offloaded at once:
 the server boots from its volume) and an unshelve onto the other host, a

@@ -19,7 +19,7 @@ the way out in the fault; with ``[fcache] evacuate_write_back = discard``
 the operator accepts the loss and the evacuation goes on, logged.  The
 guest writes on its new host, which writes it back; then the failed host
 returns: its agent restarts warm with the old dirty blocks, which it holds
-(writes none back: doc/ucache.rst), and its nova-compute destroys the
+(writes none back: doc/reference/ucache.rst), and its nova-compute destroys the
 evacuated server, whose volume the driver detaches with ``discard_dirty``.
 The storage keeps what the guest wrote on its new host, not the stale
 block (the oracle is the volume's file itself).

@@ -8,8 +8,8 @@ NBD ``reconnect-delay`` in the XML.  The agent is killed (``kill -9``, as
 a crash) or stopped (SIGTERM, as an upgrade) and started again, while the
 guest writes and reads: every request succeeds once the agent is back,
 every pattern reads back, the cache is warm, a write_back volume's
-write-back (held by the restart, doc/ucache.rst) goes on once QEMU has
-reconnected, and after the detach the origin holds every write.
+write-back (held by the restart, doc/reference/ucache.rst) goes on once QEMU
+has reconnected, and after the detach the origin holds every write.
 
 Without the delay the first write after the restart fails: the test
 shows it too (``test_without_the_delay_a_write_fails``), so that a QEMU

@@ -12,7 +12,7 @@ resumes a guest kept paused (``post_live_migration_at_destination``).
 
 Patterns written through the guest disk before, during and after the
 migration read back right on the destination; the destination agent holds
-the cache.  doc/nova.rst, "Real libvirt", says how to run this alone.
+the cache.  doc/reference/nova.rst, "Real libvirt", says how to run this alone.
 """
 
 import os
@@ -148,7 +148,7 @@ def setup(libvirt_hosts, make_agent, make_origin, policy,
     sock = res['export_uri'].split('socket=', 1)[1]
     assert reconnect.set_delay(g.dom, [sock], 30) == 1
     # What export_clients = session rests on: libvirt starts each QEMU in
-    # a kernel session of its own (doc/security.rst), not libvirtd's and
+    # a kernel session of its own (doc/admin/security.rst), not libvirtd's and
     # not ours.
     sid = os.getsid(qemu_pid(name))
     with open(os.path.join(src_host.run_dir, 'libvirtd.pid')) as f:

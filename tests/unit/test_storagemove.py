@@ -206,9 +206,10 @@ def test_unknown_scheme_and_medium():
         sm.expected_cost('lr', 'nvme', 'hdd', BUSY, 0.5)
 
 
-# The benchmark's media and workload (doc/storage-migration-bench.rst):
-# 64 MiB, an HDD-like origin of 50 MB/s, an SSD-like one of 200 MB/s, a
-# VM asking 800 requests/s of 4 KiB, half of them writes.
+# The benchmark's media and workload
+# (doc/research/storage-migration-bench.rst): 64 MiB, an HDD-like origin of
+# 50 MB/s, an SSD-like one of 200 MB/s, a VM asking 800 requests/s of 4 KiB,
+# half of them writes.
 BENCH = sm.Workload(64 << 20, write_bps=400 * 4096, read_bps=400 * 4096,
                     bandwidth_bps={'hdd': 50e6, 'ssd': 200e6})
 

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""tools/testbed.py --scale: the demo at 4x and 16x (doc/testbed.rst).
+"""tools/testbed.py --scale: the demo at 4x and 16x (doc/research/testbed.rst).
 
 Parsing only: what each scale sets, that explicit options win, and the
 refusals.  The runs themselves are the benchmark's (doc/results/).

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""tools/cloud.sh up|down|status|tempest: see doc/cloud-box.rst."""
+"""tools/cloud.sh up|down|status|tempest: see doc/install/cloud-box.rst."""
 
 import argparse
 import os

@@ -176,7 +176,8 @@ def nova(box, rbd_secret_uuid):
         # sector looks like an MBR whose partition entries are not, and the
         # deep inspection of images Nova fetches (the kernel again, on the
         # destination of a live migration) refuses it.  The box's images
-        # are its own, built from Debian's packages (doc/cloud-box.rst).
+        # are its own, built from Debian's packages
+        # (doc/install/cloud-box.rst).
         ('workarounds', [('disable_deep_image_inspection', True)]),
         ('vnc', [('enabled', False)]),
         ('serial_console', [('enabled', False)]),
@@ -238,7 +239,7 @@ def cinder(box, rbd_secret_uuid):
                   ('rbd_user', 'cinder'),
                   ('rbd_secret_uuid', rbd_secret_uuid),
                   # Cinder offers "cacheable" only to iSCSI, FC and
-                  # NVMe-oF pools unless told (doc/cinder.rst).
+                  # NVMe-oF pools unless told (doc/reference/cinder.rst).
                   ('extra_capabilities', '{"cacheable": true}')]),
     ])
     _rootwrap(d, 'cinder')

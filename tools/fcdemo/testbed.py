@@ -14,8 +14,8 @@ scaled to a 2-core machine:
 * neighbour VMs on both hosts: vmload on a warm cached volume of their
   host's agent, running during the whole experiment;
 * the migration link: the agents' per-migration ``rate_limit``, which
-  covers background and on-demand blocks together (doc/testbed.rst says
-  why this rather than a tc-shaped veth pair).
+  covers background and on-demand blocks together (doc/research/testbed.rst
+  says why this rather than a tc-shaped veth pair).
 
 Sizes follow the paper's proportions: a VM disk is 2.5x the working set
 (50 GB for 20 GB of data) and the paper's cache is half the working set

@@ -1,8 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """A "VM" of the testbed: a running ``vmload`` driven through its stdin.
 
-vmload (fcache_agent/tools/vmload.c, doc/vmload.rst) issues fio's Figure-5
-job over NBD, prints one JSON line per second and obeys ``pause``,
+vmload (fcache_agent/tools/vmload.c, doc/research/vmload.rst) issues fio's
+Figure-5 job over NBD, prints one JSON line per second and obeys ``pause``,
 ``switch URI``, ``resume``, ``stats`` and ``quit``: what a VM's disk sees
 during a live migration.  This class starts it under the Lab (so it is
 stopped with everything else), stamps every per-second line with the

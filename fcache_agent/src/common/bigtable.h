@@ -11,7 +11,7 @@
  * thousand entries, some MiB) covers most of it anyway, and a mapping of
  * its own would round it up to 2 MiB.  On the development VM the walk of
  * a 24 MiB to 1.5 GiB table ran 1.16-1.48x faster and a lookup 1.11-1.17x
- * (fcache_agent/tools/table_walk.c, doc/benchmarks.rst). */
+ * (fcache_agent/tools/table_walk.c, doc/research/benchmarks.rst). */
 #ifndef FCACHE_BIGTABLE_H
 #define FCACHE_BIGTABLE_H
 

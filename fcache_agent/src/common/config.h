@@ -66,7 +66,7 @@ struct fc_config {
    * ""), and a PSK file ("" = none); both the agent's, never the URI's. */
   char origin_tls_dir[FC_PATH_MAX];
   char origin_tls_psk_file[FC_PATH_MAX];
-  /* On-demand allocation (ucache; doc/allocation.rst).  The choices are
+  /* On-demand allocation (ucache; doc/reference/allocation.rst).  The choices are
    * kept as their names, checked here against their lists, and turned
    * into the allocator's enums by the engine, which owns them. */
   char allocation[16];                /* rwss (default) | fixed */

@@ -4,7 +4,7 @@
  * every member of export_group (every VM's QEMU under libvirt), so its
  * mode alone cannot tell one VM's QEMU from another's; the name, which
  * only the orchestrator learns (volume-attach's export_uri) and passes
- * on in the guest's domain XML, can (doc/security.rst). */
+ * on in the guest's domain XML, can (doc/admin/security.rst). */
 #ifndef FCACHE_EXPORT_SECRET_H
 #define FCACHE_EXPORT_SECRET_H
 

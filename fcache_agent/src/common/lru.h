@@ -31,7 +31,7 @@ void fc_lru_touch(struct fc_lru *lru, struct fc_entry *table, cblock_t cb);
  * walk is a chase of links through a table far larger than the CPU's
  * caches, and two chases at once keep two misses in flight instead of
  * one: less than half the time of a walk from the head on a 2-vCPU VM
- * (doc/migration.rst), under a lock every request of the volume waits
+ * (doc/reference/migration.rst), under a lock every request of the volume waits
  * for.  visit must not change the list. */
 typedef void (*fc_lru_visit_fn)(void *ctx, uint32_t cb, uint32_t rank);
 void fc_lru_walk_both_ends(const struct fc_lru *lru, const struct fc_entry *table,

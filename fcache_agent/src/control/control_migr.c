@@ -41,7 +41,7 @@ fc_op_migration_settle(void *opaque, json_t *args, json_t **result, char *err, s
 
   if (!agent->host.ops->migr->settle) {
     snprintf(err, errlen, "settling a failed migration is not implemented for engine "
-             "%s (see doc/dmcache.rst)", agent->host.ops->name);
+             "%s (see doc/reference/dmcache.rst)", agent->host.ops->name);
     return -ENOTSUP;
   }
   return fc_migration_settle(opaque, args, result, err, errlen);

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* volume-move, volume-move-status, volume-move-abort: the contract of
- * doc/storage-migration.rst, "Control operations"; the engine does the
+ * doc/reference/storage-migration.rst, "Control operations"; the engine does the
  * work (engine.h, struct fc_engine_move_ops). */
 #include <errno.h>
 #include <stdio.h>
@@ -24,7 +24,7 @@ locked_volume(struct fc_agent *agent, json_t *args, struct fc_volume **out,
   }
   if (!agent->host.ops->move) {
     snprintf(err, errlen, "engine %s cannot move a volume's origin live; see "
-             "doc/storage-migration.rst", agent->host.ops->name);
+             "doc/reference/storage-migration.rst", agent->host.ops->name);
     return -ENOTSUP;
   }
   pthread_mutex_lock(&agent->host.lock);

@@ -215,7 +215,7 @@ op_detach(void *opaque, json_t *args, json_t **result, char *err, size_t errlen)
 }
 
 /* Someone who knows the volume is in use here (its VM runs on this host)
- * lets go the write-back an agent restart held (doc/ucache.rst).  An
+ * lets go the write-back an agent restart held (doc/reference/ucache.rst).  An
  * engine without the hold has nothing to let go. */
 static int
 claim_locked(struct fc_agent *agent, struct fc_volume *v, const void *ctx,
@@ -424,7 +424,7 @@ op_allocation(void *opaque, json_t *args, json_t **result, char *err, size_t err
   alloc = json_object_get(status, "allocation");
   if (!alloc) {
     snprintf(err, errlen, "engine %s does not share its cache on demand; "
-             "see doc/allocation.rst", agent->host.cfg.engine);
+             "see doc/reference/allocation.rst", agent->host.cfg.engine);
     json_decref(status);
     return -EOPNOTSUPP;
   }

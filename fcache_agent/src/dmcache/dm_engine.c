@@ -497,7 +497,7 @@ adopt_dm(struct fc_host *host, struct fc_volume *v)
      * it (detach, migrate) while the other host may hold newer blocks. */
     snprintf(v->error, sizeof v->error, "live migration %s did not complete: the "
              "current copy of some blocks may be on the other host; the agent "
-             "leaves %s alone (see doc/dmcache.rst)", v->p.migration, DV(v)->name);
+             "leaves %s alone (see doc/reference/dmcache.rst)", v->p.migration, DV(v)->name);
   if (v->error[0])
     log_error("volume %s is unavailable: %s", v->p.id, v->error);
   return 0;

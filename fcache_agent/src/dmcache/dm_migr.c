@@ -2,7 +2,7 @@
 /* dmcache's side of live migration (engine.h).  The kernel serves the
  * VM; the agent moves cache blocks between the hosts' cache data devices
  * (cache block n at sector n * block_size) and writes the destination's
- * metadata with cache_restore.  doc/dmcache.rst has the why; in short:
+ * metadata with cache_restore.  doc/reference/dmcache.rst has the why; in short:
  *
  * Source.  Freezing swaps the export's table for an `error` table (the VM
  * has left: a stray request fails instead of diverging).  The cache
@@ -156,7 +156,7 @@ supports(enum fc_strategy s, char *err, size_t errlen)
     snprintf(err, errlen, "strategy %s needs engine ucache: it fetches a block from "
              "the source's cache when the VM misses on it, and the kernel's dm-cache "
              "cannot hold a request while a block comes over the network (see "
-             "doc/dmcache.rst); on dmcache use none, cachemior, firepan or firepan_if",
+             "doc/reference/dmcache.rst); on dmcache use none, cachemior, firepan or firepan_if",
              fc_strategy_name(s));
     return -ENOTSUP;
   }
@@ -164,7 +164,7 @@ supports(enum fc_strategy s, char *err, size_t errlen)
 
 const struct fc_engine_migr_ops fc_dm_migr_ops = {
   .supports = supports,
-  .settle = NULL,       /* see doc/dmcache.rst */
+  .settle = NULL,       /* see doc/reference/dmcache.rst */
   .out_freeze = dm_migr_out_freeze,
   .out_thaw = dm_migr_out_thaw,
   .out_list = dm_migr_out_list,

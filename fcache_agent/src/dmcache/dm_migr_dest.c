@@ -111,7 +111,7 @@ dm_migr_in_begin(struct fc_engine_migr *m)
     r = era_alloc(host, v, st, err, sizeof err);
   /* The fresh cache table goes (its metadata stays formatted and clean,
    * free for cache_restore).  Until the switchover only the hypervisor
-   * reads here (the guest stays paused: doc/dmcache.rst), and a read gets
+   * reads here (the guest stays paused: doc/reference/dmcache.rst), and a read gets
    * current data or fails, never waits: the kernel cannot hold writes and
    * let reads pass, nor ask the source.  The origin is current unless the
    * source may hold dirty blocks. */

@@ -391,7 +391,7 @@ poll_once(struct fc_dm_move *mv)
   if (r || failed) {
     snprintf(mv->error, sizeof mv->error, "dm-clone device %.128s %s; the VM's I/O to "
              "regions not yet on %.1024s fails until it is repaired (see "
-             "doc/storage-migration.rst)", mv->clone,
+             "doc/reference/storage-migration.rst)", mv->clone,
              r ? "cannot be queried" : "failed its metadata", mv->to);
     goto failed;
   }

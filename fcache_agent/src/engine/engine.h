@@ -12,7 +12,7 @@
  * An engine sees the agent only as the struct fc_host below (its
  * configuration, its lock, the registry of volumes) and a live migration
  * only as a struct fc_engine_migr: it includes neither agent/ nor
- * migration/ (doc/design.rst, "Layers").  Its own state hangs off
+ * migration/ (doc/contributor/design.rst, "Layers").  Its own state hangs off
  * host->engine and each volume's v->priv, opaque to everyone else.
  *
  * Every function returns 0 or a negative errno; those with err/errlen
@@ -168,7 +168,7 @@ struct fc_engine_migr {
 };
 
 /* Settling a migration that failed after its switchover, block by block
- * (migr_settle.c has the protocol and doc/migration.rst the rules).  Every
+ * (migr_settle.c has the protocol and doc/reference/migration.rst the rules).  Every
  * call is on a volume marked with the failed migration, whose threads have
  * ended. */
 struct fc_engine_settle_ops {
@@ -198,7 +198,7 @@ struct fc_engine_settle_ops {
 
 /* What a live migration asks of the engine.  m->vol is the volume, and
  * m->host its agent.  Each side's calls come in protocol order (see
- * doc/migration.rst): the source is frozen before it lists or reads, the
+ * doc/reference/migration.rst): the source is frozen before it lists or reads, the
  * destination begins before it installs.  Unless noted, a call is made
  * without host->lock and the engine takes what it needs. */
 struct fc_engine_migr_ops {
@@ -307,7 +307,7 @@ struct fc_engine_migr_ops {
   void (*stats_json)(struct fc_engine_migr *m, json_t *o);
 };
 
-/* What volume-move asks (doc/storage-migration.rst); checked by the
+/* What volume-move asks (doc/reference/storage-migration.rst); checked by the
  * engine. */
 struct fc_move_request {
   const char *to;                 /* the new origin, as attach takes it */
@@ -363,7 +363,7 @@ struct fc_engine_ops {
   int (*detach)(struct fc_host *host, const char *id, bool discard_dirty,
                 uint32_t *dropped, char *err, size_t errlen);
   /* Optional, under host->lock: someone (`by`, for the log) asked for the
-   * volume, so the write-back an agent restart held (doc/ucache.rst) may
+   * volume, so the write-back an agent restart held (doc/reference/ucache.rst) may
    * go on.  1 if it was held, 0 if not. */
   int (*claim)(struct fc_host *host, struct fc_volume *v, const char *by);
   /* Optional, under host->lock: the volume's origin grew (Cinder's

@@ -36,7 +36,7 @@ struct fc_volume_params {
    * for the attachment's life, so that a QEMU reconnecting after an agent
    * restart or a storage move opens it again with the URI it has; "" for
    * a volume attached by an agent older than names (served as before:
-   * doc/security.rst) and for dmcache's device path. */
+   * doc/admin/security.rst) and for dmcache's device path. */
   char export_secret[FC_EXPORT_SECRET_LEN + 1];
 };
 

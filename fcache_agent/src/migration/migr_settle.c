@@ -6,7 +6,7 @@
  * "migration" mark): the source neither serves nor writes it back, the
  * destination fails reads of blocks still only on the source.  Settling
  * decides block by block, with the orchestrator relaying the lists
- * (nova_ext.migration.settle, doc/migration.rst):
+ * (nova_ext.migration.settle, doc/reference/migration.rst):
  *
  *   "missing": the destination has run since the switch and knows exactly
  *     which blocks are still only on the source.  The source writes those

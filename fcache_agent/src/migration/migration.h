@@ -7,7 +7,7 @@
  * switchover (the VM has moved: freeze, flush or list dirty data, open the
  * destination's gate), finish (wait until the destination holds what it
  * needs, then release the source), or abort (before switchover only: the
- * source keeps the VM and its cache).  See doc/migration.rst.
+ * source keeps the VM and its cache).  See doc/reference/migration.rst.
  */
 #ifndef FCACHE_MIGRATION_H
 #define FCACHE_MIGRATION_H

@@ -12,7 +12,7 @@
  *
  * Integers are little-endian.  Every frame, and so every block, carries a
  * checksum; a frame that fails any check ends the stream (the migration
- * then fails cleanly: see doc/migration.rst).
+ * then fails cleanly: see doc/reference/migration.rst).
  */
 #ifndef FCACHE_XFER_FRAME_H
 #define FCACHE_XFER_FRAME_H

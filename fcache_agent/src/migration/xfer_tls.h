@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* TLS 1.3 on the agent-to-agent transfer stream (doc/security.rst).
+/* TLS 1.3 on the agent-to-agent transfer stream (doc/admin/security.rst).
  *
  * Cache blocks are tenant data and a forged COMPLETE or ACK makes a source
  * forget dirty blocks, so both ends of every stream authenticate each other

@@ -68,7 +68,7 @@ struct fc_io_ops {
   /* Optional: a client finished its handshake on the export served at
    * socket path `where` (not its name, which may be secret) and may send
    * requests from now on (the ucache engine counts that as the volume
-   * being claimed: doc/ucache.rst). */
+   * being claimed: doc/reference/ucache.rst). */
   void (*opened)(void *handle, const char *where);
 };
 

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The composite origin of a move: requests and their routing by scheme
- * (doc/storage-migration.rst has the rules of each).  The copier, the
+ * (doc/reference/storage-migration.rst has the rules of each).  The copier, the
  * switch and the fallback are in move_copy.c, AIO's duplicates in
  * move_aio.c.
  *

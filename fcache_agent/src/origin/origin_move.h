@@ -2,7 +2,7 @@
 /* Live storage migration of an origin: a composite origin that serves
  * as one origin ("cur") and, while a move runs, routes every request
  * between the source A and the destination B by the move's scheme and
- * copies A to B in a background thread (doc/storage-migration.rst).
+ * copies A to B in a background thread (doc/reference/storage-migration.rst).
  *
  * The cache above keeps this one origin for the rest of the volume's
  * life, so the swap of its origin pointer happens once, when the first

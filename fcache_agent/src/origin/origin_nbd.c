@@ -5,7 +5,7 @@
  * Each of `connections` connections carries many requests at once and has
  * one thread that reads its replies (origin_nbd_conn.c); a request is
  * started from the caller's thread and waits for its own completion
- * (origin_nbd_cmd.c).  See "The origin client" in doc/design.rst.
+ * (origin_nbd_cmd.c).  See "The origin client" in doc/contributor/design.rst.
  */
 #include <errno.h>
 #include <stdio.h>

@@ -5,7 +5,7 @@
  * (alloc/predict) and shares (alloc/share) as the agent, over the agent's
  * own replacement structures (common/lru, common/blockmap, common/entry).
  * Time is the trace's: windows close on trace time, so a month of trace
- * replays in seconds.  doc/replay.rst describes the policies, the
+ * replays in seconds.  doc/research/replay.rst describes the policies, the
  * metrics and the JSON schema. */
 #ifndef FCACHE_REPLAY_H
 #define FCACHE_REPLAY_H
@@ -58,7 +58,7 @@ void fc_replay_config_default(struct fc_replay_config *c);
 /* 0, or -EINVAL with a one-line reason in err. */
 int fc_replay_config_check(const struct fc_replay_config *c, char *err, size_t len);
 
-/* One volume's or the whole host's figures (doc/replay.rst). */
+/* One volume's or the whole host's figures (doc/research/replay.rst). */
 struct fc_replay_counts {
   uint64_t requests;
   uint64_t block_accesses;
@@ -97,7 +97,7 @@ int fc_replay_run(const struct fc_replay_config *c, struct fc_trace *t,
 void fc_replay_result_free(struct fc_replay_result *r);
 
 void fc_replay_print_table(FILE *f, const struct fc_replay_result *r);
-/* The JSON document of doc/replay.rst, one line.  0 or -ENOMEM. */
+/* The JSON document of doc/research/replay.rst, one line.  0 or -ENOMEM. */
 int fc_replay_print_json(FILE *f, const struct fc_replay_result *r);
 
 /* Window profiling (CloudCache §4.1): one rws replay per window size. */

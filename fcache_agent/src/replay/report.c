@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The replay's results for people (a table) and for scripts (JSON, the
- * schema of doc/replay.rst: keys are only ever added, never renamed). */
+ * schema of doc/research/replay.rst: keys are only ever added, never renamed). */
 #include <errno.h>
 #include <jansson.h>
 #include <math.h>

@@ -6,7 +6,7 @@
  *   [0, 4096)         header: magic, version, geometry, shutdown state, crc
  *   [4096 + 32*n, +32) record for cache block n
  *
- * Crash-consistency rules the engine follows (see doc/ucache.rst):
+ * Crash-consistency rules the engine follows (see doc/reference/ucache.rst):
  *   - a record becomes DIRTY (pwrite) after the block's data is written
  *     and before the write is acknowledged; a flush (or FUA) syncs the
  *     data, rewrites the new dirty records SYNCED, then syncs them;
@@ -43,7 +43,7 @@ enum { FC_MD_STATE_CLEAN = 1, FC_MD_STATE_RUNNING = 2 };
 /* SYNCED, on a dirty record: the data it names reached stable storage
  * before the record was written (a flush vouched for it).  After a power
  * cut only those dirty records are trusted; one without it may name a
- * block whose data never left the page cache (doc/ucache.rst). */
+ * block whose data never left the page cache (doc/reference/ucache.rst). */
 enum { FC_MD_VALID = 1u << 0, FC_MD_DIRTY = 1u << 1, FC_MD_SYNCED = 1u << 2 };
 
 struct fc_md_record {

@@ -14,7 +14,7 @@
 /* uc->lock is taken twice per request by every connection's reader, for a
  * lookup and a few list updates: a waiter that spins that long instead of
  * sleeping spares its holder the futex wake-up, the largest cost of the
- * contended lock on the hit path (perf, doc/benchmarks.rst). */
+ * contended lock on the hit path (perf, doc/research/benchmarks.rst). */
 static void
 init_adaptive_mutex(pthread_mutex_t *mutex)
 {

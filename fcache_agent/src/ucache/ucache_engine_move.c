@@ -1,11 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The ucache engine's live storage migration (doc/storage-migration.rst):
+/* The ucache engine's live storage migration (doc/reference/storage-migration.rst):
  * a volume's origin is always the composite of origin/origin_move.h, so a
  * move changes what the cache's origin routes to and never the cache's
  * own pointer: every request the cache sends, from whatever thread and
  * with or without its stripes, goes through the composite, which knows
  * exactly which are in flight.  The cache's consistency rules
- * (doc/ucache.rst) hold unchanged because the composite keeps "reading
+ * (doc/reference/ucache.rst) hold unchanged because the composite keeps "reading
  * the origin returns the last write to it" true at every moment of a
  * move, whatever the scheme. */
 #include <errno.h>

@@ -73,7 +73,7 @@ uc_set_policy(struct fc_host *host, struct fc_volume *v, enum fc_write_policy to
       (void)save_policy(host, v, from, err, errlen);
     if (r == -EBUSY)
       snprintf(err, errlen, "volume %s's write-back is held since the agent "
-               "restarted (doc/ucache.rst): claim the volume (volume-claim) "
+               "restarted (doc/reference/ucache.rst): claim the volume (volume-claim) "
                "if its VM runs here, then change its policy; it stays %s",
                v->p.id, fc_write_policy_name(from));
     else if (r == -EAGAIN)

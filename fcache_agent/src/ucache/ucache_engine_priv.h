@@ -82,7 +82,7 @@ int uc_volume_build(struct fc_host *host, struct fc_volume *v, char *err,
 int uc_volume_start(struct fc_host *host, struct fc_volume *v, char *err,
                     size_t errlen);
 /* A volume the agent found at start, before uc_volume_start: hold the
- * write-back of its dirty blocks until it is claimed (doc/ucache.rst). */
+ * write-back of its dirty blocks until it is claimed (doc/reference/ucache.rst). */
 void uc_volume_hold_recovered(struct fc_volume *v);
 /* volume-show's words for a held write-back. */
 #define UC_HELD_WHY "the agent restarted with unwritten blocks of this " \

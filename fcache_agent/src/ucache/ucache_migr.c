@@ -2,7 +2,7 @@
 /* ucache side of live cache migration: what the engine does differently
  * while a volume is migrating in (destination) or out (source).
  *
- * Destination, per strategy (see doc/migration.rst):
+ * Destination, per strategy (see doc/reference/migration.rst):
  *   - until the source has switched over (its VM stopped, dirty data
  *     flushed or listed) the gate is closed: writes, trims and flushes
  *     wait, and reads are answered at once with current data -- from the

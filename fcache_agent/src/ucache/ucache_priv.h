@@ -298,7 +298,7 @@ int uc_mark_dirty(struct fc_ucache *uc, cblock_t cb);
 /* Writes, trims and flushes wait here until the switchover. */
 int uc_migr_gate(struct fc_ucache *uc);
 /* A read before the switchover, answered with current data without
- * waiting for it (doc/migration.rst, "Reads before the switchover").
+ * waiting for it (doc/reference/migration.rst, "Reads before the switchover").
  * 1 if the gate is open (the caller reads as usual), 0 when buf holds the
  * data, or -errno. */
 int uc_migr_read_gated(struct fc_ucache *uc, void *buf, uint32_t count,

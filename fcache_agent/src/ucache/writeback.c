@@ -8,7 +8,7 @@
  * origin.  A block written again while its pass was in flight loses its
  * WB_PENDING mark and stays dirty.
  *
- * Held (after a restart, until the volume is claimed: doc/ucache.rst),
+ * Held (after a restart, until the volume is claimed: doc/reference/ucache.rst),
  * the thread still wakes up but writes nothing back.
  */
 #include <errno.h>

@@ -154,8 +154,8 @@ def lifecycle():
     check(show['mode'] == 'writethrough' and show['block_size'] == 65536,
           show)
     out['show'] = show
-    # volume-set: dmcache cannot change a policy in use (doc/dmcache.rst);
-    # refused, the table as it was.
+    # volume-set: dmcache cannot change a policy in use
+    # (doc/reference/dmcache.rst); refused, the table as it was.
     r = a.call('volume-set', volume_id='vol1', write_policy='write_back')
     check(not r['ok'] and r['errno'] == 95 and
           'dmcache engine cannot change the write policy' in r['error'], r)

@@ -196,7 +196,7 @@ with open('%s/crash2.meta' % os.environ['UML_RT'], 'rb') as f:
 create('writeback')
 st = cache_status('kf')
 # Recorded, not asserted: what this kernel does with a superblock whose
-# CLEAN_SHUTDOWN flag (bit 0) is clear; see doc/dmcache.rst.
+# CLEAN_SHUTDOWN flag (bit 0) is clear; see doc/reference/dmcache.rst.
 facts['after_crash'] = {'used': st['used'], 'dirty': st['dirty'],
                         'superblock_flags': sb_flags}
 check(st['used'] > 0, 'crash copy lost the mappings: %s' % st['raw'])
