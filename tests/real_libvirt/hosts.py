@@ -22,10 +22,15 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import time
 import uuid
 
 import libvirt
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(
+    os.path.dirname(os.path.abspath(__file__)))), 'tools'))
+from cloudbox import computes  # noqa: E402
 
 # libvirt's flags as nova/virt/libvirt/driver.py sets them by default
 # (_prepare_migration_flags: live, peer-to-peer, undefine the source,
@@ -35,25 +40,11 @@ NOVA_LIVE_MIGRATION_FLAGS = (libvirt.VIR_MIGRATE_LIVE |
                              libvirt.VIR_MIGRATE_UNDEFINE_SOURCE |
                              libvirt.VIR_MIGRATE_PERSIST_DEST)
 
-LIBVIRTD_CONF = """\
-listen_tls = 0
-listen_tcp = 1
-listen_addr = "{addr}"
-auth_tcp = "none"
-auth_unix_rw = "none"
-unix_sock_dir = "{run}"
-unix_sock_rw_perms = "0700"
-host_uuid = "{uuid}"
-log_outputs = "3:file:{log}/libvirtd.log"
-"""
-
-QEMU_CONF = """\
-stdio_handler = "file"
-cgroup_controllers = [ ]
-"""
-
-MOUNTS = ('/etc/libvirt', '/var/lib/libvirt', '/var/log/libvirt',
-          '/var/cache/libvirt')
+# The daemon's configuration is the cloud in a box's (tools/cloudbox): the
+# same two departures from Debian's, for the same reasons.
+LIBVIRTD_CONF = computes.LIBVIRTD_CONF
+QEMU_CONF = computes.QEMU_CONF
+MOUNTS = computes.MOUNTS
 
 
 def _run(*argv):

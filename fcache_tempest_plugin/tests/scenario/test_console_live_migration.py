@@ -25,48 +25,28 @@ from tempest import config
 from tempest.lib.common import api_microversion_fixture
 from tempest.lib.common.utils import data_utils
 from tempest.lib import decorators
-from tempest.scenario import manager
 
 from fcache_tempest_plugin.common import agent
 from fcache_tempest_plugin.common import console
 from fcache_tempest_plugin.common import deployed
-from nova_ext import units
+from fcache_tempest_plugin.common import scenario
 
 CONF = config.CONF
 LOG = logging.getLogger(__name__)
 
-# Strategies after which the destination holds cached blocks before the
-# guest reads anything there.
-WARMING = ('cachemior', 'firepan', 'firepan_if', 'cloudcache', 'hybrid')
 # 2.37: networks "none"; 2.67: a volume type in a block device mapping.
 MICROVERSION = '2.67'
 
 
-class _ConsoleLiveMigration(manager.ScenarioTest):
+class _ConsoleLiveMigration(scenario.LiveMigrationScenario):
     """The scenario; one class per strategy, so that they run in parallel."""
-
-    credentials = ['primary', 'admin']
 
     @classmethod
     def skip_checks(cls):
         super().skip_checks()
-        deployed.skip_unless_deployed(cls)
         if not CONF.fcache.guest_console:
             raise cls.skipException('the image is not fcache-guest '
                                     '([fcache] guest_console)')
-        if not CONF.service_available.cinder:
-            raise cls.skipException('Cinder is not available')
-        if not CONF.compute_feature_enabled.live_migration:
-            raise cls.skipException('Live migration is not enabled')
-        if CONF.compute.min_compute_nodes < 2:
-            raise cls.skipException('Live migration needs at least 2 '
-                                    'compute hosts')
-
-    @classmethod
-    def setup_clients(cls):
-        super().setup_clients()
-        cls.admin_servers_client = cls.os_admin.servers_client
-        cls.admin_migrations_client = cls.os_admin.migrations_client
 
     def setUp(self):
         super().setUp()
@@ -74,11 +54,7 @@ class _ConsoleLiveMigration(manager.ScenarioTest):
             compute_microversion=MICROVERSION))
 
     def _volume_type(self, strategy):
-        return self.create_volume_type(extra_specs={
-            'cacheable': '<is> True',
-            'fcache:strategy': strategy,
-            'fcache:cache_size': CONF.fcache.cache_size,
-            'fcache:write_policy': CONF.fcache.write_policy})
+        return self.create_volume_type(extra_specs=self._specs(strategy))
 
     def _boot(self, volume_type):
         bdm = [{'uuid': CONF.compute.image_ref, 'source_type': 'image',
@@ -101,19 +77,6 @@ class _ConsoleLiveMigration(manager.ScenarioTest):
         attached = server['os-extended-volumes:volumes_attached']
         self.assertEqual(1, len(attached), attached)
         return attached[0]['id']
-
-    def _last_migration(self, server_id):
-        migrations = [
-            m for m in self.admin_migrations_client.list_migrations(
-                instance_uuid=server_id)['migrations']
-            if m['instance_uuid'] == server_id]
-        self.assertNotEqual([], migrations, 'no migration of %s' % server_id)
-        return max(migrations, key=lambda m: m['id'])
-
-    def _check_policy(self, vol):
-        self.assertEqual(units.parse_size(CONF.fcache.cache_size),
-                         vol['cache_size'])
-        self.assertEqual(CONF.fcache.write_policy, vol['write_policy'])
 
     def _live_migrate(self, strategy):
         deployed.skip_unless_strategy(self, strategy)
@@ -141,15 +104,7 @@ class _ConsoleLiveMigration(manager.ScenarioTest):
                                        'ACTIVE')
         dest = self.get_host_for_server(server['id'])
         self.assertNotEqual(source, dest)
-        # The server is ACTIVE on the destination a moment before Nova
-        # marks the migration completed.
-        deadline = time.time() + CONF.compute.build_timeout
-        status = self._last_migration(server['id'])['status']
-        while status in ('queued', 'preparing', 'running', 'post-migrating') \
-                and time.time() < deadline:
-            time.sleep(CONF.compute.build_interval)
-            status = self._last_migration(server['id'])['status']
-        self.assertEqual('completed', status)
+        self._assert_migration_completed(server['id'])
         switched = guest.report().last_seq
         warm = agent.show_volume(dest, volume_id)
 
@@ -177,7 +132,7 @@ class _ConsoleLiveMigration(manager.ScenarioTest):
                      'missed; read-back %s ms', strategy, hits,
                      hits + misses, dest, 100.0 * hits / max(1, hits + misses),
                      misses, data_blocks, [ms for _, _, ms in after])
-            if strategy in WARMING:
+            if strategy in scenario.WARMING:
                 self.assertGreater(warm['cached_blocks'], 0,
                                    '%s moved nothing to %s'
                                    % (strategy, dest))

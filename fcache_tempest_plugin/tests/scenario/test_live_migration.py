@@ -21,63 +21,23 @@ from tempest.common import waiters
 from tempest import config
 from tempest.lib import decorators
 from tempest.lib import exceptions as lib_exc
-from tempest.scenario import manager
 
 from fcache_tempest_plugin.common import agent
 from fcache_tempest_plugin.common import deployed
 from fcache_tempest_plugin.common import guest
-from nova_ext import units
+from fcache_tempest_plugin.common import scenario
 
 CONF = config.CONF
 
-# Strategies after which the destination holds cached blocks before the
-# guest reads anything there.
-WARMING = ('cachemior', 'firepan', 'firepan_if', 'cloudcache', 'hybrid')
 
-
-class TestLiveMigrationWithHostCache(manager.ScenarioTest):
-
-    credentials = ['primary', 'admin']
+class TestLiveMigrationWithHostCache(scenario.LiveMigrationScenario):
 
     @classmethod
     def skip_checks(cls):
         super().skip_checks()
-        deployed.skip_unless_deployed(cls)
-        if not CONF.service_available.cinder:
-            raise cls.skipException('Cinder is not available')
-        if not CONF.compute_feature_enabled.live_migration:
-            raise cls.skipException('Live migration is not enabled')
-        if CONF.compute.min_compute_nodes < 2:
-            raise cls.skipException('Live migration needs at least 2 '
-                                    'compute hosts')
         if not CONF.validation.run_validation:
             raise cls.skipException('The data checks need SSH to the '
                                     'guest ([validation] run_validation)')
-
-    @classmethod
-    def setup_clients(cls):
-        super().setup_clients()
-        cls.admin_servers_client = cls.os_admin.servers_client
-        cls.admin_migrations_client = cls.os_admin.migrations_client
-
-    def _specs(self, strategy):
-        return {'cacheable': '<is> True',
-                'fcache:strategy': strategy,
-                'fcache:cache_size': CONF.fcache.cache_size,
-                'fcache:write_policy': CONF.fcache.write_policy}
-
-    def _check_policy(self, vol):
-        self.assertEqual(units.parse_size(CONF.fcache.cache_size),
-                         vol['cache_size'])
-        self.assertEqual(CONF.fcache.write_policy, vol['write_policy'])
-
-    def _last_migration(self, server_id):
-        migrations = [
-            m for m in self.admin_migrations_client.list_migrations(
-                instance_uuid=server_id)['migrations']
-            if m['instance_uuid'] == server_id]
-        self.assertNotEqual([], migrations, 'no migration of %s' % server_id)
-        return max(migrations, key=lambda m: m['id'])
 
     def _new_disk(self, ssh, before):
         deadline = time.time() + CONF.compute.build_timeout
@@ -129,14 +89,13 @@ class TestLiveMigrationWithHostCache(manager.ScenarioTest):
                                        'ACTIVE')
         dest = self.get_host_for_server(server['id'])
         self.assertNotEqual(source, dest)
-        self.assertEqual('completed',
-                         self._last_migration(server['id'])['status'])
+        self._assert_migration_completed(server['id'])
 
         warm = agent.show_volume(dest, volume['id'])
         if warm is not None:
             self.assertNotEqual({}, warm, 'volume not cached on %s' % dest)
             self._check_policy(warm)
-            if before and strategy in WARMING:
+            if before and strategy in scenario.WARMING:
                 self.assertGreater(warm['cached_blocks'], 0,
                                    '%s moved nothing to %s' % (strategy,
                                                                dest))
@@ -151,7 +110,7 @@ class TestLiveMigrationWithHostCache(manager.ScenarioTest):
             self.assertGreater(read['reads'], warm['reads'],
                                'the guest did not read through the cache '
                                'on %s' % dest)
-            if before and strategy in WARMING:
+            if before and strategy in scenario.WARMING:
                 self.assertGreater(read['read_hits'], warm['read_hits'],
                                    'no read hit the warmed cache on %s'
                                    % dest)
