@@ -25,7 +25,8 @@ APT_PACKAGES+=(shellcheck bats graphviz systemd man-db)
 # The Debian packages (debian/control's Build-Depends beyond the above),
 # built and unpacked by tests/packaging.
 APT_PACKAGES+=(debhelper dh-python python3-all python3-setuptools python3-pbr
-  python3-sphinx python3-oslo.config python3-keystoneauth1)
+  python3-sphinx python3-oslo.config python3-keystoneauth1 python3-cliff
+  python3-rich)
 # Installed without their recommendations, which they need not here and
 # which would bring a mail server (mdadm) and Ceph's manager and its Python
 # stack (ceph-mon):
