@@ -98,8 +98,12 @@ def server(conn, box):
             try:
                 conn.block_storage.delete_type(vt)
                 break
-            except openstack.exceptions.ConflictException:
-                time.sleep(2)      # its volume is still being deleted
+            except (openstack.exceptions.ConflictException,
+                    openstack.exceptions.BadRequestException):
+                # Its volume is still being deleted: Cinder answers 400
+                # "Target volume type is still in use" (409 in some
+                # releases) until it is gone.
+                time.sleep(2)
 
 
 def volume_of(conn, srv):
