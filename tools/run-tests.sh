@@ -65,7 +65,7 @@ nova_pid=$!
     tests.nova_functional.test_balancing
 ) >"$nova_log2" 2>&1 &
 nova_pid2=$!
-trap 'pkill -TERM -P "$nova_pid" 2>/dev/null; pkill -TERM -P "$nova_pid2" 2>/dev/null; kill "$nova_pid" "$nova_pid2" "$box_pid" 2>/dev/null || true; wait "$box_pid" 2>/dev/null || true; box_down' EXIT
+trap 'pkill -TERM -P "$nova_pid" 2>/dev/null || true; pkill -TERM -P "$nova_pid2" 2>/dev/null || true; kill "$nova_pid" "$nova_pid2" "$box_pid" 2>/dev/null || true; wait "$box_pid" 2>/dev/null || true; box_down' EXIT
 
 echo "== C unit tests (ASan/UBSan)"
 make -s -C fcache_agent check
