@@ -9,6 +9,7 @@ reports on its console (test_console_live_migration).
 
 import time
 
+from tempest.common import waiters
 from tempest import config
 from tempest.scenario import manager
 
@@ -64,6 +65,26 @@ class LiveMigrationScenario(manager.ScenarioTest):
             if m['instance_uuid'] == server_id]
         self.assertNotEqual([], migrations, 'no migration of %s' % server_id)
         return max(migrations, key=lambda m: m['id'])
+
+    def _check_cached_before(self, before, volume_id, source):
+        """The source's agent caches the volume and served reads of it."""
+        if before is None:
+            return
+        self.assertNotEqual({}, before, 'volume %s not cached on %s'
+                            % (volume_id, source))
+        self._check_policy(before)
+        self.assertGreater(before['reads'], 0)
+
+    def _live_migrate_away(self, server_id, source):
+        """``openstack server migrate --live-migration``; the new host."""
+        self.admin_servers_client.live_migrate_server(
+            server_id, host=None, block_migration='auto')
+        waiters.wait_for_server_status(self.servers_client, server_id,
+                                       'ACTIVE')
+        dest = self.get_host_for_server(server_id)
+        self.assertNotEqual(source, dest)
+        self._assert_migration_completed(server_id)
+        return dest
 
     def _assert_migration_completed(self, server_id):
         """Nova marks it completed a moment after the server is ACTIVE."""

@@ -23,6 +23,7 @@ import pytest
 from cloudbox import catalog
 from cloudbox import computes
 from cloudbox import procs
+from fcache_tempest_plugin.common import console
 from nova_ext import agent
 from nova_ext import exception
 
@@ -41,15 +42,10 @@ def cached_here(host, volume_id):
 
 
 def console_report(conn, server):
-    out = conn.compute.get_server_console_output(server)['output']
-    written, reads = None, []
-    for line in out.splitlines():
-        parts = line.strip().split()
-        if parts[:2] == ['fcache-guest:', 'wrote']:
-            written = parts[4]
-        elif parts[:2] == ['fcache-guest:', 'read']:
-            reads.append((int(parts[2]), parts[4]))
-    return written, reads
+    """The md5 fcache-guest wrote and its reads (seq, md5, ms) so far."""
+    report = console.Report(
+        conn.compute.get_server_console_output(server)['output'])
+    return report.written, report.reads
 
 
 def wait_reads(conn, server, after=0):
@@ -137,7 +133,7 @@ def still_on_source(conn, box, srv, written, volume_id):
     assert cached_here(box.hosts[0], volume_id)
     _, reads = console_report(conn, srv)
     _, newer = wait_reads(conn, srv, after=reads[-1][0])
-    assert all(got == written for _, got in newer), newer
+    assert all(got == written for _, got, _ in newer), newer
 
 
 def test_destination_too_small_is_refused(conn, box, server):
@@ -145,7 +141,7 @@ def test_destination_too_small_is_refused(conn, box, server):
     srv = server('200M')
     volume_id = volume_of(conn, srv)
     written, reads = wait_reads(conn, srv)
-    assert all(got == written for _, got in reads)
+    assert all(got == written for _, got, _ in reads)
 
     exc = refused_migration(conn, srv, box.hosts[1].name)
     assert exc.status_code == 400, exc

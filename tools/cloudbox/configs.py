@@ -49,6 +49,14 @@ def _venv_etc(*parts):
     return os.path.join(layout.VENV, 'etc', *parts)
 
 
+def _service_dir(box, project, paste='api-paste.ini'):
+    """$BOX/etc/PROJECT, with the paste file the package installed."""
+    d = os.path.join(box.etc, project)
+    os.makedirs(d, exist_ok=True)
+    shutil.copyfile(_venv_etc(project, paste), os.path.join(d, paste))
+    return d
+
+
 def _common(box, name):
     return [('transport_url', box.transport_url),
             ('debug', False),
@@ -82,15 +90,13 @@ def placement(box):
 
 
 def glance(box):
-    d = os.path.join(box.etc, 'glance')
+    d = _service_dir(box, 'glance', 'glance-api-paste.ini')
     images = os.path.join(box.data, 'glance', 'images')
     staging = os.path.join(box.data, 'glance', 'staging')
     tasks = os.path.join(box.data, 'glance', 'tasks')
     for p in (images, staging, tasks):
         os.makedirs(p, exist_ok=True)
     paste = os.path.join(d, 'glance-api-paste.ini')
-    os.makedirs(d, exist_ok=True)
-    shutil.copyfile(_venv_etc('glance', 'glance-api-paste.ini'), paste)
     write_ini(os.path.join(d, 'glance-api.conf'), [
         ('DEFAULT', [('use_stderr', True),
                      ('enabled_backends', 'fs:file'),
@@ -111,10 +117,7 @@ def glance(box):
 
 
 def neutron(box):
-    d = os.path.join(box.etc, 'neutron')
-    os.makedirs(d, exist_ok=True)
-    shutil.copyfile(_venv_etc('neutron', 'api-paste.ini'),
-                    os.path.join(d, 'api-paste.ini'))
+    d = _service_dir(box, 'neutron')
     write_ini(os.path.join(d, 'neutron.conf'), [
         ('DEFAULT', [('use_stderr', True),
                      ('core_plugin', 'ml2'),
@@ -143,10 +146,7 @@ def neutron(box):
 
 
 def nova(box, rbd_secret_uuid):
-    d = os.path.join(box.etc, 'nova')
-    os.makedirs(d, exist_ok=True)
-    shutil.copyfile(_venv_etc('nova', 'api-paste.ini'),
-                    os.path.join(d, 'api-paste.ini'))
+    d = _service_dir(box, 'nova')
     write_ini(os.path.join(d, 'nova.conf'), [
         ('DEFAULT', _common(box, 'nova') + [
             ('my_ip', layout.CONTROLLER_IP),
@@ -206,10 +206,7 @@ def nova(box, rbd_secret_uuid):
 
 
 def cinder(box, rbd_secret_uuid):
-    d = os.path.join(box.etc, 'cinder')
-    os.makedirs(d, exist_ok=True)
-    shutil.copyfile(_venv_etc('cinder', 'api-paste.ini'),
-                    os.path.join(d, 'api-paste.ini'))
+    d = _service_dir(box, 'cinder')
     write_ini(os.path.join(d, 'cinder.conf'), [
         ('DEFAULT', _common(box, 'cinder') + [
             ('my_ip', layout.CONTROLLER_IP),

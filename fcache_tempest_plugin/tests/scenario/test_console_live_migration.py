@@ -92,19 +92,9 @@ class _ConsoleLiveMigration(scenario.LiveMigrationScenario):
             self.assertEqual(written, got, 'read %d on %s returned other '
                              'data than the guest wrote' % (seq, source))
         before = agent.show_volume(source, volume_id)
-        if before is not None:
-            self.assertNotEqual({}, before, 'volume %s not cached on %s'
-                                % (volume_id, source))
-            self._check_policy(before)
-            self.assertGreater(before['reads'], 0)
+        self._check_cached_before(before, volume_id, source)
 
-        self.admin_servers_client.live_migrate_server(
-            server['id'], host=None, block_migration='auto')
-        waiters.wait_for_server_status(self.servers_client, server['id'],
-                                       'ACTIVE')
-        dest = self.get_host_for_server(server['id'])
-        self.assertNotEqual(source, dest)
-        self._assert_migration_completed(server['id'])
+        dest = self._live_migrate_away(server['id'], source)
         switched = guest.report().last_seq
         warm = agent.show_volume(dest, volume_id)
 

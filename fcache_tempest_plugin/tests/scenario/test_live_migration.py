@@ -17,7 +17,6 @@ run for the hosts ``[fcache] agent_sockets`` can reach from here.
 import time
 
 from tempest.common import utils
-from tempest.common import waiters
 from tempest import config
 from tempest.lib import decorators
 from tempest.lib import exceptions as lib_exc
@@ -77,19 +76,9 @@ class TestLiveMigrationWithHostCache(scenario.LiveMigrationScenario):
         self.assertEqual(known, disk.read_checksum(),
                          'the data read back on %s differs' % source)
         before = agent.show_volume(source, volume['id'])
-        if before is not None:
-            self.assertNotEqual({}, before,
-                                'volume not cached on %s' % source)
-            self._check_policy(before)
-            self.assertGreater(before['reads'], 0)
+        self._check_cached_before(before, volume['id'], source)
 
-        self.admin_servers_client.live_migrate_server(
-            server['id'], host=None, block_migration='auto')
-        waiters.wait_for_server_status(self.servers_client, server['id'],
-                                       'ACTIVE')
-        dest = self.get_host_for_server(server['id'])
-        self.assertNotEqual(source, dest)
-        self._assert_migration_completed(server['id'])
+        dest = self._live_migrate_away(server['id'], source)
 
         warm = agent.show_volume(dest, volume['id'])
         if warm is not None:
