@@ -15,7 +15,8 @@ Migration listener: 8 migrations at once between the same two agents,
 back and forth for 6 rounds, all complete (concurrent ``migration-key``
 calls used to drop each other's keys); idle connections held from eight
 other local addresses, reconnected as soon as they are cut, do not make
-any of them fail.
+any of them fail: a source whose stream the full listener shuts before
+its TLS handshake tries again.
 
 NBD export: a connection that leaves two 32 MiB replies unread, or reads
 its replies slowly, does not delay the reads of the VM's connection (the
@@ -259,6 +260,84 @@ def test_idle_connections_cannot_keep_sources_out(make_agent, make_origin):
             errors = migrate_all(dst, src, volumes)
             assert not errors, (rnd, errors)
     assert 'named no prepared migration' in dst.log()
+
+
+class RefusingForwarder(object):
+    """A TCP forwarder to a migration listener that closes its first
+    ``refuse`` connections as soon as it accepts them, as the listener does
+    when connections naming no prepared migration hold every slot."""
+
+    def __init__(self, hostport, refuse):
+        host, port = hostport.rsplit(':', 1)
+        self.target = (host, int(port))
+        self.refuse = refuse
+        self.refused = 0
+        self.sock = socket.create_server(('127.0.0.1', 0))
+        self.address = '127.0.0.1:%d' % self.sock.getsockname()[1]
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    @staticmethod
+    def _pump(a, b):
+        try:
+            while True:
+                data = a.recv(65536)
+                if not data:
+                    break
+                b.sendall(data)
+        except OSError:
+            pass
+        for s in (a, b):
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def _run(self):
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            if self.refused < self.refuse:
+                self.refused += 1
+                conn.close()
+                continue
+            up = socket.create_connection(self.target)
+            for a, b in ((conn, up), (up, conn)):
+                threading.Thread(target=self._pump, args=(a, b),
+                                 daemon=True).start()
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.sock.close()
+        self.thread.join(10)
+
+
+@pytest.mark.timeout(120)
+def test_a_source_tries_again_while_the_listener_is_full(make_agent,
+                                                         make_origin):
+    src, dst = mu.agent_pair(make_agent, cache_size='16M')
+    origin = make_origin(2 * MiB)
+    src.attach('v0', origin.uri, cache_size=MiB)
+    s, d = src.client(timeout=60), dst.client(timeout=60)
+    vol = s.show_volume('v0')
+    key = migration.prepare_key(s, 'v0')
+    prepared = migration.prepare_destination(
+        d, 'v0', 'hybrid', vol['origin'], vol['cache_size'],
+        vol['write_policy'], migration.admission_params(vol)['admission'],
+        key['migration_id'], source_fingerprint=key['fingerprint'])
+    with RefusingForwarder(prepared['destination'], refuse=3) as fwd:
+        prepared['destination'] = fwd.address
+        migration.prepare_source(s, prepared)
+        migration.start(s, d, key['migration_id'])
+        migration.switchover(s, d, key['migration_id'])
+        res = migration.finish(s, d, key['migration_id'], timeout_s=60)
+    assert res.get('state') == 'completed', (res, mu.log_excerpt(src))
+    assert fwd.refused == 3
+    assert src.log().count('(its listener is busy); trying again') == 3
 
 
 # ---------------------------------------------------------------------------

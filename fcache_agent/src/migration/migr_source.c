@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/time.h>
+#include <time.h>
 
 #include "agent/agent.h"
 #include "common/invfilter.h"
@@ -21,6 +22,9 @@
 #include "engine/engine.h"
 
 #define HANDSHAKE_TIMEOUT_S 10
+/* Waits between tries of a stream the destination's busy listener shut. */
+#define DIAL_RETRY_FIRST_MS 20
+#define DIAL_RETRY_MAX_MS 640
 
 /* A destination read before the switchover, waiting for the sender. */
 struct peek_req {
@@ -388,29 +392,59 @@ start_tls(struct fc_migration *m, char *err, size_t errlen)
   return r;
 }
 
+/* Connects m->conn to the destination and authenticates it.  A
+ * destination whose listener is full (connections naming no prepared
+ * migration hold its handshake slots: migr_listen.c) closes the stream
+ * before the TLS handshake, which then fails with -ECONNRESET: that is
+ * tried again, the wait doubling, until the handshake's own time is up.
+ * Nothing of the migration was sent on a stream refused so: a refusal of
+ * this source's credentials comes later, after the handshake. */
+static int
+dial(struct fc_migration *m, char *err, size_t errlen)
+{
+  struct timeval tv = { HANDSHAKE_TIMEOUT_S, 0 };
+  uint64_t deadline = fc_monotonic_ns() + HANDSHAKE_TIMEOUT_S * 1000000000ull;
+  unsigned wait_ms = DIAL_RETRY_FIRST_MS;
+  int fd, r;
+
+  for (;;) {
+    r = fc_xfer_connect(m->peer, HANDSHAKE_TIMEOUT_S * 1000, &fd, err, errlen);
+    if (r)
+      return r;
+    fc_xfer_conn_init(&m->conn, fd);
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    r = start_tls(m, err, errlen);
+    if (r != -ECONNRESET || m->stopping ||
+        fc_monotonic_ns() + wait_ms * 1000000ull >= deadline)
+      break;
+    log_info("migration %s of volume %s: %s closed the stream before its TLS "
+             "handshake (its listener is busy); trying again in %u ms",
+             m->e.id, m->e.volume_id, m->peer, wait_ms);
+    fc_xfer_conn_destroy(&m->conn);
+    nanosleep(&(struct timespec){ wait_ms / 1000, (wait_ms % 1000) * 1000000L },
+              NULL);
+    wait_ms = wait_ms * 2 > DIAL_RETRY_MAX_MS ? DIAL_RETRY_MAX_MS : wait_ms * 2;
+  }
+  if (!r && (r = fc_xfer_conn_read_ahead(&m->conn)))
+    snprintf(err, errlen, "cannot set up the stream to %s: %s", m->peer, strerror(-r));
+  if (r)
+    fc_xfer_conn_destroy(&m->conn);
+  return r;
+}
+
 int
 fc_migr_source_connect(struct fc_migration *m, char *err, size_t errlen)
 {
-  struct timeval tv = { HANDSHAKE_TIMEOUT_S, 0 };
+  struct timeval tv = { 0, 0 };
   struct fc_xfer_header h;
   uint8_t buf[FC_XFER_MAX_JSON + 1];
   json_t *hello, *welcome;
   char *text;
-  int fd, r;
+  int r;
 
-  r = fc_xfer_connect(m->peer, HANDSHAKE_TIMEOUT_S * 1000, &fd, err, errlen);
+  r = dial(m, err, errlen);
   if (r) {
     fc_migr_fail(m, "%s", err);
-    return r;
-  }
-  fc_xfer_conn_init(&m->conn, fd);
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  r = start_tls(m, err, errlen);
-  if (!r && (r = fc_xfer_conn_read_ahead(&m->conn)))
-    snprintf(err, errlen, "cannot set up the stream to %s: %s", m->peer, strerror(-r));
-  if (r) {
-    fc_migr_fail(m, "%s", err);
-    fc_xfer_conn_destroy(&m->conn);
     return r;
   }
   hello = json_pack("{s:s, s:s, s:s, s:i, s:s, s:b}", "migration_id", m->e.id,
@@ -447,8 +481,7 @@ fc_migr_source_connect(struct fc_migration *m, char *err, size_t errlen)
   }
   buf[h.length] = 0;
   welcome = json_loads((const char *)buf, 0, NULL);
-  tv.tv_sec = 0;
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  setsockopt(m->conn.fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
   pthread_mutex_lock(&m->lock);
   m->credits = (uint32_t)json_integer_value(json_object_get(welcome, "credits"));
   /* Taken only for a copy nobody uses before it ends (migr_dest.c). */
