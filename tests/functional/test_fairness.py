@@ -263,9 +263,12 @@ def test_idle_connections_cannot_keep_sources_out(make_agent, make_origin):
 
 
 class RefusingForwarder(object):
-    """A TCP forwarder to a migration listener that closes its first
-    ``refuse`` connections as soon as it accepts them, as the listener does
-    when connections naming no prepared migration hold every slot."""
+    """A TCP forwarder to a migration listener, shutting some out.
+
+    It closes its first ``refuse`` connections as soon as it accepts them,
+    as the listener does when connections naming no prepared migration
+    hold every slot.
+    """
 
     def __init__(self, hostport, refuse):
         host, port = hostport.rsplit(':', 1)
