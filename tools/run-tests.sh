@@ -121,14 +121,22 @@ nova_unit_log=$(mktemp)
   --repo-url "$nova_unit_repo" run --abbreviate >"$nova_unit_log" 2>&1 &
 nova_unit_pid=$!
 box_failed=()
-tools/cloud.sh tempest --concurrency 2 || box_failed+=(tempest)
-python -m pytest -p no:cacheprovider --timeout=900 -q tests/cloud ||
-  box_failed+=(tests/cloud)
+tempest_out=$(mktemp)
+tools/cloud.sh tempest --concurrency 2 2>&1 | tee "$tempest_out" ||
+  box_failed+=(tempest)
+cloud_out=$(mktemp)
+python -m pytest -p no:cacheprovider --timeout=900 -q tests/cloud 2>&1 |
+  tee "$cloud_out" || box_failed+=(tests/cloud)
 if [ ${#box_failed[@]} -gt 0 ]; then
   tools/cloud.sh status || true
   echo "The services' last errors:"
   grep -h ' ERROR ' "${FCACHE_BOX_DIR:-/var/tmp/fcache-box}"/logs/*.log |
-    tail -n 60 || true
+    grep -v 'loopingcall' | tail -n 30 || true
+  # What failed, last: a CI summary shows the end of the output.
+  echo "Tempest's failures:"
+  sed -n '/tests - output below/,/^Totals/p' "$tempest_out" | tail -n 80
+  echo "tests/cloud's failures:"
+  sed -n '/= FAILURES =/,$p' "$cloud_out" | tail -n 60
   echo "FAILED: the cloud in a box: ${box_failed[*]} (its logs: ${FCACHE_BOX_DIR:-/var/tmp/fcache-box}/logs)" >&2
   exit 1
 fi

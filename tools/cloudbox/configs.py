@@ -220,6 +220,11 @@ def cinder(box, rbd_secret_uuid):
             ('osapi_volume_extension', 'cinder_ext.api.Fcache_volume_policy'),
             ('image_conversion_dir', os.path.join(box.data, 'cinder',
                                                   'conversion')),
+            # The filters a listing may use, as Cinder's wheel installs
+            # them (its default path is /etc/cinder's).
+            ('resource_query_filters_file',
+             os.path.join(layout.VENV, 'etc', 'cinder',
+                          'resource_filters.json')),
             ('rootwrap_config', os.path.join(d, 'rootwrap.conf'))]),
         ('database', [('connection', box.db_url('cinder'))]),
         ('keystone_authtoken', _authtoken(box, 'cinder')),

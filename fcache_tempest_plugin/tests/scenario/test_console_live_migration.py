@@ -66,12 +66,26 @@ class _ConsoleLiveMigration(scenario.LiveMigrationScenario):
             name=data_utils.rand_name(self.__class__.__name__),
             flavorRef=CONF.compute.flavor_ref, imageRef='',
             block_device_mapping_v2=bdm, networks='none')['server']
+        # Cleanups run last first: the server goes, then Nova's deletion of
+        # its volume is waited out, then the type goes.  The server is gone
+        # from the API while Nova still deletes the volume; the type's
+        # cleanup would then delete it too, and Cinder refuses a volume
+        # already deleting (400).
+        boot_volume = []
+        self.addCleanup(self._wait_for_volume_deletion, boot_volume)
         self.addCleanup(waiters.wait_for_server_termination,
                         self.servers_client, body['id'])
         self.addCleanup(self.servers_client.delete_server, body['id'])
         waiters.wait_for_server_status(self.servers_client, body['id'],
                                        'ACTIVE')
-        return self.servers_client.show_server(body['id'])['server']
+        server = self.servers_client.show_server(body['id'])['server']
+        boot_volume.append(self._volume_id(server))
+        return server
+
+    def _wait_for_volume_deletion(self, volume_ids):
+        for volume_id in volume_ids:
+            self.os_admin.volumes_client_latest.wait_for_resource_deletion(
+                volume_id)
 
     def _volume_id(self, server):
         attached = server['os-extended-volumes:volumes_attached']
