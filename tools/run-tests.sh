@@ -70,9 +70,9 @@ trap 'pkill -TERM -P "$nova_pid" 2>/dev/null || true; pkill -TERM -P "$nova_pid2
 echo "== C unit tests (ASan/UBSan)"
 make -s -C fcache_agent check
 
-echo "== fuzzing: each libFuzzer harness for 10 s (ASan/UBSan)"
+echo "== fuzzing: each libFuzzer harness for 5 s (ASan/UBSan)"
 make -s -C fcache_agent -j2 fuzz
-make -s -C fcache_agent -j2 fuzz-run FUZZ_SECONDS=10
+make -s -C fcache_agent -j2 fuzz-run FUZZ_SECONDS=5
 
 echo "== pep8"
 flake8
