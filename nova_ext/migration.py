@@ -407,7 +407,7 @@ def _quiet_abort(client, migration_id):
 
 
 def summary(src_status, dst_status, dst_volume):
-    """The ``--wait`` result of ARCHITECTURE.md section 3."""
+    """What ``fcache migrate --wait`` prints (doc/cli/fcache.rst)."""
     return {
         'migration_id': dst_status['migration_id'],
         'volume_id': dst_status['volume_id'],

@@ -3,7 +3,7 @@
 
 They run nova_ext.cli.main() in-process (plus one real subprocess) and
 check output, exit status and the one-line error contract of
-ARCHITECTURE.md section 3.  The agent here is the fake of conftest.py;
+doc/cli/fcache.rst ("Exit status").  The agent here is the fake of conftest.py;
 the real agent is covered by tests/functional.
 """
 

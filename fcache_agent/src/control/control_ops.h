@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The control operations the `fcache` CLI and nova_ext call, as JSON
- * handlers over struct fc_agent (ARCHITECTURE.md §3). */
+ * handlers over struct fc_agent; doc/cli/fcache.rst is their reference
+ * from the command line's side. */
 #ifndef FCACHE_CONTROL_OPS_H
 #define FCACHE_CONTROL_OPS_H
 

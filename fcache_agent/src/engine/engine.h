@@ -2,7 +2,7 @@
 /* A cache engine: what the agent calls to run the host's cache and its
  * volumes, and what a live migration asks of either end.
  *
- * Two engines implement it (ARCHITECTURE.md §2):
+ * Two engines implement it (doc/contributor/design.rst, "Layers"):
  *   ucache   (ucache/) the cache in user space, exported over NBD;
  *   dmcache  (dmcache/) kernel dm-cache devices.
  * src/engines.c registers them; the agent picks one by cfg.engine when it
