@@ -420,12 +420,17 @@ fc_migration_switchover(struct fc_migration *m, char *err, size_t errlen)
     snprintf(err, errlen, "switchover is called on the source agent");
     return -EINVAL;
   }
+  /* The receiver thread may fail the migration meanwhile; the switch
+   * itself checks the state again under the lock. */
+  pthread_mutex_lock(&m->lock);
   if (m->state != FC_MS_CONNECTED) {
     snprintf(err, errlen, "migration %s is %s%s%s; switchover needs a started "
              "migration", m->e.id, fc_migr_state_name(m->state), m->error[0] ? ": " : "",
              m->error);
+    pthread_mutex_unlock(&m->lock);
     return -EINVAL;
   }
+  pthread_mutex_unlock(&m->lock);
   return fc_migr_source_switch(m, err, errlen);
 }
 
@@ -434,6 +439,7 @@ fc_migration_finish(struct fc_migration *m, int timeout_ms, char *err, size_t er
 {
   struct fc_agent *agent = m->agent;
   struct timespec until;
+  enum fc_migr_state state;
   bool mine;
   int r = 0;
 
@@ -442,12 +448,13 @@ fc_migration_finish(struct fc_migration *m, int timeout_ms, char *err, size_t er
   pthread_mutex_lock(&m->lock);
   while (m->state == FC_MS_SWITCHED && r == 0)
     r = pthread_cond_timedwait(&m->cond, &m->lock, &until);
-  pthread_mutex_unlock(&m->lock);
-  if (m->state != FC_MS_COMPLETED) {
-    snprintf(err, errlen, "migration %s is %s%s%s", m->e.id, fc_migr_state_name(m->state),
+  state = m->state;
+  if (state != FC_MS_COMPLETED)
+    snprintf(err, errlen, "migration %s is %s%s%s", m->e.id, fc_migr_state_name(state),
              m->error[0] ? ": " : "", m->error);
-    return m->state == FC_MS_SWITCHED ? -ETIMEDOUT : -EIO;
-  }
+  pthread_mutex_unlock(&m->lock);
+  if (state != FC_MS_COMPLETED)
+    return state == FC_MS_SWITCHED ? -ETIMEDOUT : -EIO;
   if (m->e.role == FC_MIGR_DEST)
     return 0;
   /* One finish releases the source's volume; a second one (a retry after
@@ -507,12 +514,15 @@ fc_migration_abort(struct fc_migration *m, char *err, size_t errlen)
   struct fc_agent *agent = m->agent;
   int r = 0;
 
+  /* Checked and set at once: a switchover between the two would leave
+   * a VM running on the destination of an aborted migration. */
+  pthread_mutex_lock(&m->lock);
   if (m->state == FC_MS_SWITCHED || m->state == FC_MS_COMPLETED) {
     snprintf(err, errlen, "migration %s is %s: the VM runs on the destination, "
              "there is nothing to roll back to", m->e.id, fc_migr_state_name(m->state));
+    pthread_mutex_unlock(&m->lock);
     return -EINVAL;
   }
-  pthread_mutex_lock(&m->lock);
   m->state = FC_MS_ABORTED;
   fc_migr_account_locked(m);
   snprintf(m->error, sizeof m->error, "aborted");
