@@ -653,11 +653,15 @@ class TcpProxy(object):
 
     ``captured`` keeps every byte forwarded either way (what someone on the
     path would see); ``tamper_at``: flip one bit of the client-to-target
-    direction at that byte offset, as a forger on the path would.
+    direction at that byte offset, as a forger on the path would;
+    ``refuse_first``: close that many connections as soon as they are
+    accepted, as a migration listener with no slot free does.
     """
 
-    def __init__(self, target, tamper_at=None):
+    def __init__(self, target, tamper_at=None, refuse_first=0):
         self.tamper_at = tamper_at
+        self.refuse_first = refuse_first
+        self.refused = 0
         self.captured = bytearray()
         self.forwarded = 0
         host, port = target.rsplit(':', 1)
@@ -682,6 +686,10 @@ class TcpProxy(object):
                 c, _ = self.lsock.accept()
             except OSError:
                 return
+            if self.refused < self.refuse_first:
+                self.refused += 1
+                c.close()
+                continue
             try:
                 u = socket.create_connection(self.target, timeout=10)
             except OSError:

@@ -262,63 +262,6 @@ def test_idle_connections_cannot_keep_sources_out(make_agent, make_origin):
     assert 'named no prepared migration' in dst.log()
 
 
-class RefusingForwarder(object):
-    """A TCP forwarder to a migration listener, shutting some out.
-
-    It closes its first ``refuse`` connections as soon as it accepts them,
-    as the listener does when connections naming no prepared migration
-    hold every slot.
-    """
-
-    def __init__(self, hostport, refuse):
-        host, port = hostport.rsplit(':', 1)
-        self.target = (host, int(port))
-        self.refuse = refuse
-        self.refused = 0
-        self.sock = socket.create_server(('127.0.0.1', 0))
-        self.address = '127.0.0.1:%d' % self.sock.getsockname()[1]
-        self.thread = threading.Thread(target=self._run, daemon=True)
-
-    @staticmethod
-    def _pump(a, b):
-        try:
-            while True:
-                data = a.recv(65536)
-                if not data:
-                    break
-                b.sendall(data)
-        except OSError:
-            pass
-        for s in (a, b):
-            try:
-                s.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-
-    def _run(self):
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            if self.refused < self.refuse:
-                self.refused += 1
-                conn.close()
-                continue
-            up = socket.create_connection(self.target)
-            for a, b in ((conn, up), (up, conn)):
-                threading.Thread(target=self._pump, args=(a, b),
-                                 daemon=True).start()
-
-    def __enter__(self):
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.sock.close()
-        self.thread.join(10)
-
-
 @pytest.mark.timeout(120)
 def test_a_source_tries_again_while_the_listener_is_full(make_agent,
                                                          make_origin):
@@ -332,14 +275,18 @@ def test_a_source_tries_again_while_the_listener_is_full(make_agent,
         d, 'v0', 'hybrid', vol['origin'], vol['cache_size'],
         vol['write_policy'], migration.admission_params(vol)['admission'],
         key['migration_id'], source_fingerprint=key['fingerprint'])
-    with RefusingForwarder(prepared['destination'], refuse=3) as fwd:
-        prepared['destination'] = fwd.address
+    # The listener's refusal as the source sees it: a stream closed at once.
+    proxy = mu.TcpProxy(prepared['destination'], refuse_first=3)
+    try:
+        prepared['destination'] = proxy.address
         migration.prepare_source(s, prepared)
         migration.start(s, d, key['migration_id'])
         migration.switchover(s, d, key['migration_id'])
         res = migration.finish(s, d, key['migration_id'], timeout_s=60)
+    finally:
+        proxy.close()
     assert res.get('state') == 'completed', (res, mu.log_excerpt(src))
-    assert fwd.refused == 3
+    assert proxy.refused == 3
     assert src.log().count('(its listener is busy); trying again') == 3
 
 
