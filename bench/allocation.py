@@ -41,11 +41,12 @@ sys.path.insert(0, ROOT)
 
 from bench.traces import formats  # noqa: E402
 from bench.traces import shapes  # noqa: E402
+from nova_ext import vocabulary  # noqa: E402
 
 BS = 4096
 DAY = shapes.DAY
 PREDICTORS = ('last', 'exp', 'exp_self', 'dexp', 'dexp_self')
-STAGINGS = ('address', 'data', 'hybrid')
+STAGINGS = vocabulary.STAGING_KINDS
 # The paper's Figure 8 claim, RWSS_1 against WSS.
 CLAIM_USAGE_CUT = 76.0
 CLAIM_WRITE_CUT = 37.0

@@ -12,6 +12,7 @@ ours and are left alone).  Each returns the typed value(s)::
 """
 
 from nova_ext import units
+from nova_ext import vocabulary
 
 from cinder_ext import exception
 
@@ -21,18 +22,17 @@ PREFIX = 'fcache:'
 # plugins (namespace ``fcache.strategies``); :func:`strategy_names` lists
 # both, so a plugin's name is a valid fcache:strategy once it is installed
 # on the host that validates.
-BUILTIN_STRATEGIES = ('none', 'cachemior', 'firepan', 'firepan_if',
-                      'cloudcache', 'hybrid', 'auto')
+BUILTIN_STRATEGIES = vocabulary.STRATEGIES + ('auto',)
 STRATEGY_NAMESPACE = 'fcache.strategies'
-WRITE_POLICIES = ('read_only', 'write_through', 'write_back')
-ADMISSIONS = ('all', 'rws')
-STAGINGS = ('address', 'data', 'hybrid')
-STORAGE_MIGRATIONS = ('dbt', 'mirror', 'lr', 'slr', 'aio', 'auto')
+WRITE_POLICIES = vocabulary.WRITE_POLICIES
+ADMISSIONS = vocabulary.ADMISSIONS
+STAGINGS = vocabulary.STAGING_KINDS
+STORAGE_MIGRATIONS = vocabulary.MOVE_SCHEMES + ('auto',)
 MEDIA = ('ssd', 'hdd')
 
-# The agent counts reuses up to RWS_7; CloudCache finds 1 or 2 the best
-# trade-off between hit ratio, cache use and flash wear.
-RWS_N_MAX = 7
+# CloudCache finds 1 or 2 the best trade-off between hit ratio, cache use
+# and flash wear; the agent takes up to this.
+RWS_N_MAX = vocabulary.RWS_N_MAX
 # 1 TB/s: anything above is a typo, not a rate limit.
 RATE_LIMIT_MAX_MBPS = 1000 * 1000
 

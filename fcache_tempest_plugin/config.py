@@ -9,9 +9,10 @@ strategy on or off.
 
 from oslo_config import cfg
 
+from nova_ext import vocabulary
+
 # The strategies nova_ext ships (setup.cfg, fcache.strategies).
-STRATEGIES = ('none', 'cachemior', 'firepan', 'firepan_if', 'cloudcache',
-              'hybrid', 'auto')
+STRATEGIES = vocabulary.STRATEGIES + ('auto',)
 
 service_option = cfg.BoolOpt(
     'fcache',

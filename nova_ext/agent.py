@@ -25,6 +25,7 @@ import time
 
 from nova_ext import exception
 from nova_ext import units
+from nova_ext import vocabulary
 
 LOG = logging.getLogger(__name__)
 
@@ -36,18 +37,16 @@ MAX_REQUEST_BYTES = 64 * units.Ki
 # A response larger than this is not something the agent sends.
 MAX_RESPONSE_BYTES = 16 * units.Mi
 
-WRITE_POLICIES = ('read_only', 'write_through', 'write_back')
-ADMISSION_POLICIES = ('all', 'rws')
+WRITE_POLICIES = vocabulary.WRITE_POLICIES
+ADMISSION_POLICIES = vocabulary.ADMISSIONS
 # The strategies the agents run, which a hint may name (not ``auto``).
-HINT_STRATEGIES = ('none', 'cachemior', 'firepan', 'firepan_if',
-                   'cloudcache', 'hybrid')
-# The longest demand window the agent accepts (engine/host.c).
-RWS_WINDOW_MAX_S = 30 * 24 * 3600
+HINT_STRATEGIES = vocabulary.STRATEGIES
+RWS_WINDOW_MAX_S = vocabulary.RWS_WINDOW_MAX_S
 # What the staging area of admission rws keeps of a block not yet admitted.
-STAGING_KINDS = ('address', 'data', 'hybrid')
+STAGING_KINDS = vocabulary.STAGING_KINDS
 # Live storage move schemes the agent runs (``auto`` is resolved by the
 # caller with nova_ext.storagemove) and the states a move goes through.
-MOVE_SCHEMES = ('dbt', 'mirror', 'lr', 'slr', 'aio')
+MOVE_SCHEMES = vocabulary.MOVE_SCHEMES
 MOVE_STATES = ('copying', 'switching', 'done', 'failed', 'aborted')
 MOVE_FINAL_STATES = ('done', 'failed', 'aborted')
 # The bounds the agent puts on a move's tuning (control_move.c): 1 TB/s
@@ -92,6 +91,17 @@ class AgentClient(object):
                                        self.socket_path, self.timeout)
 
     # -- operations ---------------------------------------------------------
+
+    def capabilities(self):
+        """Return what the agent runs and the bounds it enforces.
+
+        ``{"engine", "strategies": [{"name", "summary", "supported",
+        "why_not"}], "write_policies", "admissions", "staging_kinds",
+        "move_schemes", "bounds": {"rws_n_max", "rws_window_max_s"}}``:
+        the lists :mod:`nova_ext.vocabulary` states, and which strategies
+        and move schemes this agent's engine can run.
+        """
+        return self.call('capabilities')
 
     def status(self):
         """Return what the agent is and holds.

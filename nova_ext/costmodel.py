@@ -36,8 +36,9 @@ picks ``cloudcache`` it takes ``cachemior`` (dirty blocks are cleaned to
 the storage first).
 """
 
-STRATEGIES = ('none', 'cachemior', 'firepan', 'firepan_if', 'cloudcache',
-              'hybrid')
+from nova_ext import vocabulary
+
+STRATEGIES = vocabulary.STRATEGIES
 
 DEFAULT_LINK_BPS = 1000 * 1000 * 1000      # 1 GB/s: 10 GbE, roughly
 DEFAULT_ORIGIN_BPS = 200 * 1000 * 1000     # a share of a storage server

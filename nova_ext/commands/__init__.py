@@ -21,6 +21,7 @@ add a group (``migrate``), write its module and list it in
 
 from nova_ext.commands import agent_status
 from nova_ext.commands import allocation
+from nova_ext.commands import capabilities
 from nova_ext.commands import evacuate
 from nova_ext.commands import metrics
 from nova_ext.commands import migrate
@@ -31,6 +32,7 @@ from nova_ext.commands import volume_set
 COMMAND_MODULES = (
     agent_status,
     allocation,
+    capabilities,
     volume,
     volume_set,
     storage_move,

@@ -435,6 +435,7 @@ op_allocation(void *opaque, json_t *args, json_t **result, char *err, size_t err
 
 const struct fc_control_op fc_agent_control_ops[] = {
   { "agent-status", op_status, FC_CONTROL_READ, fc_redact_export_names },
+  { "capabilities", fc_op_capabilities, FC_CONTROL_READ, NULL },
   { "allocation", op_allocation, FC_CONTROL_READ, fc_redact_export_names },
   { "volume-attach", op_attach, FC_CONTROL_ADMIN, NULL },
   { "volume-show", op_show, FC_CONTROL_READ, fc_redact_export_names },

@@ -26,6 +26,9 @@ int fc_op_migration_abort(void *, json_t *, json_t **, char *, size_t);
 int fc_op_migration_status(void *, json_t *, json_t **, char *, size_t);
 int fc_op_migration_settle(void *, json_t *, json_t **, char *, size_t);
 
+/* What this agent runs and the bounds it enforces (control_caps.c). */
+int fc_op_capabilities(void *, json_t *, json_t **, char *, size_t);
+
 /* Metrics (control_metrics.c). */
 int fc_op_metrics(void *, json_t *, json_t **, char *, size_t);
 int fc_op_volume_stats_reset(void *, json_t *, json_t **, char *, size_t);

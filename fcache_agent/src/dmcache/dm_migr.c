@@ -143,23 +143,32 @@ dm_migr_close_fds(struct fc_dm_migr *st)
   pthread_mutex_unlock(&st->lock);
 }
 
+/* The kernel serves the VM's misses itself: a strategy that fetches a
+ * missed block from the source's cache cannot run here. */
 static int
 supports(enum fc_strategy s, char *err, size_t errlen)
 {
-  switch (s) {
-  case FC_STRAT_NONE:
-  case FC_STRAT_CACHEMIOR:
-  case FC_STRAT_FIREPAN:
-  case FC_STRAT_FIREPAN_IF:
+  char usable[128] = "";
+  size_t len = 0;
+  unsigned n = 0, left = 0;
+
+  if (!fc_strategy(s)->on_demand)
     return 0;
-  default:
-    snprintf(err, errlen, "strategy %s needs engine ucache: it fetches a block from "
-             "the source's cache when the VM misses on it, and the kernel's dm-cache "
-             "cannot hold a request while a block comes over the network (see "
-             "doc/reference/dmcache.rst); on dmcache use none, cachemior, firepan or firepan_if",
-             fc_strategy_name(s));
-    return -ENOTSUP;
+  for (unsigned i = 0; i < FC_STRAT_COUNT; i++)
+    left += !fc_strategy((enum fc_strategy)i)->on_demand;
+  for (unsigned i = 0; i < FC_STRAT_COUNT && len < sizeof usable; i++) {
+    if (fc_strategy((enum fc_strategy)i)->on_demand)
+      continue;
+    n++;
+    len += (size_t)snprintf(usable + len, sizeof usable - len, "%s%s",
+                            n == 1 ? "" : n == left ? " or " : ", ",
+                            fc_strategy_name((enum fc_strategy)i));
   }
+  snprintf(err, errlen, "strategy %s needs engine ucache: it fetches a block from "
+           "the source's cache when the VM misses on it, and the kernel's dm-cache "
+           "cannot hold a request while a block comes over the network (see "
+           "doc/reference/dmcache.rst); on dmcache use %s", fc_strategy_name(s), usable);
+  return -ENOTSUP;
 }
 
 const struct fc_engine_migr_ops fc_dm_migr_ops = {

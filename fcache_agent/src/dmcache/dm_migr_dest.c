@@ -99,13 +99,16 @@ dm_migr_in_begin(struct fc_engine_migr *m)
   fc_dmv_owner(v->p.id, "cdata", owner, sizeof owner);
   st->nr_cblocks = (uint32_t)(fc_flash_pool_owned(&DME(host)->pool, owner) *
                               FC_FLASH_EXTENT / st->bs);
-  st->era = m->strategy == FC_STRAT_FIREPAN_IF || m->strategy == FC_STRAT_CACHEMIOR;
+  /* dm-era records the VM's writes while a copy or a preload runs beside
+   * it, so that what arrives for a block written meanwhile is dropped. */
+  st->era = fc_strategy(m->strategy)->invalidation_filter ||
+            fc_strategy(m->strategy)->preload;
   st->inst = calloc((size_t)st->nr_cblocks + 1, sizeof *st->inst);
   if (!st->inst || (r = fc_invfilter_init(&st->have, 1024)))
     goto out;
   dm_migr_dev_path(DV(v)->data, path, sizeof path);
   r = dm_migr_open_dev(path, O_RDWR, &st->data_fd, err, sizeof err);
-  if (!r && m->strategy == FC_STRAT_CACHEMIOR)
+  if (!r && fc_strategy(m->strategy)->preload)
     r = dm_migr_open_dev(v->p.origin, O_RDONLY, &st->origin_fd, err, sizeof err);
   if (!r && st->era)
     r = era_alloc(host, v, st, err, sizeof err);
@@ -257,7 +260,7 @@ dm_migr_in_switch(struct fc_engine_migr *m)
                       err, sizeof err);
     }
   } else {
-    if (m->strategy == FC_STRAT_FIREPAN && st->uncommitted)
+    if (fc_strategy(m->strategy)->copy_before_switch && st->uncommitted)
       r = commit(m, err, sizeof err);
     if (!r)
       r = fc_dmv_load_cache(host, v, fc_dmc_mode_for(v->p.write_policy), "smq", err,
@@ -461,7 +464,7 @@ fail:
 uint32_t
 dm_migr_in_end(struct fc_engine_migr *m)
 {
-  return m->strategy == FC_STRAT_FIREPAN_IF ? finish_era(m) : 0;
+  return fc_strategy(m->strategy)->invalidation_filter ? finish_era(m) : 0;
 }
 
 uint32_t
@@ -482,7 +485,7 @@ dm_migr_in_durable(struct fc_engine_migr *m, bool final)
     return -errno;
   /* firepan: COMPLETE lets the source forget its copies, so the
    * metadata naming them must be on the destination's flash first. */
-  if (!final || m->strategy != FC_STRAT_FIREPAN || !st->uncommitted)
+  if (!final || !fc_strategy(m->strategy)->copy_before_switch || !st->uncommitted)
     return 0;
   pthread_mutex_lock(&m->host->lock);
   r = st->switched ? 0 : commit(m, err, sizeof err);

@@ -773,9 +773,17 @@ fc_dm_move_adopt(struct fc_host *host, struct fc_volume *v, char *err, size_t er
   return 0;
 }
 
+/* dm-clone is lazy replication: the kernel runs lr alone. */
+static json_t *
+dm_move_schemes_json(void)
+{
+  return json_pack("[s]", "lr");
+}
+
 const struct fc_engine_move_ops fc_dm_move_ops = {
   .start = dm_move_start,
   .abort = dm_move_abort,
   .status_json = dm_move_status_json,
   .running = dm_move_running,
+  .schemes_json = dm_move_schemes_json,
 };

@@ -31,6 +31,7 @@
 #include "common/config.h"
 #include "alloc/staging.h"
 #include "common/types.h"
+#include "strategy.h"
 #include "volume.h"
 
 #define FC_MAX_VOLUMES 256
@@ -130,19 +131,6 @@ enum fc_list_order {
    * a random walk over the device; this order reads it sequentially. */
   FC_LIST_DEVICE,
 };
-
-enum fc_strategy {
-  FC_STRAT_NONE = 0,
-  FC_STRAT_CACHEMIOR,
-  FC_STRAT_FIREPAN,
-  FC_STRAT_FIREPAN_IF,
-  FC_STRAT_CLOUDCACHE,
-  FC_STRAT_HYBRID,
-  FC_STRAT_COUNT,
-};
-
-const char *fc_strategy_name(enum fc_strategy s);
-int fc_strategy_parse(const char *s, enum fc_strategy *out);
 
 enum fc_migr_role { FC_MIGR_SOURCE, FC_MIGR_DEST };
 
@@ -335,6 +323,8 @@ struct fc_engine_move_ops {
   /* The running or last move's status, or NULL when none ran. */
   json_t *(*status_json)(struct fc_host *host, struct fc_volume *v);
   bool (*running)(const struct fc_volume *v);
+  /* The schemes start takes, as a JSON array of names (capabilities). */
+  json_t *(*schemes_json)(void);
 };
 
 struct fc_engine_ops {

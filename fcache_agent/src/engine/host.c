@@ -60,10 +60,6 @@ fc_volume_from_request(const struct fc_attach_request *req, uint64_t cache_size)
   return v;
 }
 
-/* A window longer than this is a unit mistake, not a workload: the paper's
- * longest is 48 hours. */
-#define RWS_WINDOW_MAX_S (30u * 24 * 3600)
-
 static int
 json_opt_string(json_t *args, const char *key, const char **out, char *err,
                 size_t errlen)
@@ -110,7 +106,7 @@ fc_attach_request_policy_from_json(json_t *args, struct fc_attach_request *req,
       (r = json_opt_string(args, "admission", &admission, err, errlen)) ||
       (r = json_opt_string(args, "staging", &staging, err, errlen)) ||
       (r = json_opt_uint(args, "rws_n", 1, FC_RWS_MAX_N, &req->rws_n, err, errlen)) ||
-      (r = json_opt_uint(args, "rws_window_s", 1, RWS_WINDOW_MAX_S,
+      (r = json_opt_uint(args, "rws_window_s", 1, FC_RWS_WINDOW_MAX_S,
                          &req->rws_window_s, err, errlen)))
     return r;
   if (policy && fc_write_policy_parse(policy, &req->write_policy)) {

@@ -1,25 +1,37 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The strategies' names, as the control socket and the logs spell them. */
+/* The strategies' table, by enum fc_strategy, and their names as the
+ * control socket and the logs spell them. */
 #include <errno.h>
 #include <string.h>
 
-#include "engine.h"
+#include "strategy.h"
 
-static const char *const strategy_names[] = {
-  "none", "cachemior", "firepan", "firepan_if", "cloudcache", "hybrid",
+static const struct fc_strategy_desc *const strategies[FC_STRAT_COUNT] = {
+  [FC_STRAT_NONE] = &fc_strategy_none,
+  [FC_STRAT_CACHEMIOR] = &fc_strategy_cachemior,
+  [FC_STRAT_FIREPAN] = &fc_strategy_firepan,
+  [FC_STRAT_FIREPAN_IF] = &fc_strategy_firepan_if,
+  [FC_STRAT_CLOUDCACHE] = &fc_strategy_cloudcache,
+  [FC_STRAT_HYBRID] = &fc_strategy_hybrid,
 };
+
+const struct fc_strategy_desc *
+fc_strategy(enum fc_strategy s)
+{
+  return (unsigned)s < FC_STRAT_COUNT ? strategies[s] : &fc_strategy_none;
+}
 
 const char *
 fc_strategy_name(enum fc_strategy s)
 {
-  return (unsigned)s < FC_STRAT_COUNT ? strategy_names[s] : "?";
+  return (unsigned)s < FC_STRAT_COUNT ? strategies[s]->name : "?";
 }
 
 int
 fc_strategy_parse(const char *s, enum fc_strategy *out)
 {
   for (unsigned i = 0; i < FC_STRAT_COUNT; i++)
-    if (!strcmp(s, strategy_names[i])) {
+    if (!strcmp(s, strategies[i]->name)) {
       *out = (enum fc_strategy)i;
       return 0;
     }

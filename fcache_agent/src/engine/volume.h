@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <sys/un.h>
 
+#include "alloc/rws.h"
 #include "alloc/staging.h"
 #include "common/export_secret.h"
 #include "common/types.h"
@@ -62,6 +63,10 @@ struct fc_volume {
 /* Letters, digits, '-', '_', '.', not starting with '.': the id names a
  * socket and a state file, so nothing else may reach the filesystem. */
 bool fc_volume_id_valid(const char *id);
+
+/* A demand window longer than this is a unit mistake, not a workload:
+ * CloudCache's longest is 48 hours. */
+#define FC_RWS_WINDOW_MAX_S (30u * 24 * 3600)
 
 const char *fc_write_policy_name(enum fc_write_policy p);
 int fc_write_policy_parse(const char *s, enum fc_write_policy *out);

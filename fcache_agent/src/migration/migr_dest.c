@@ -48,7 +48,7 @@ on_list(struct fc_migration *m, const uint8_t *p, uint32_t len)
   for (uint32_t i = 0; i + 8 <= len && !r; i += 8) {
     uint64_t id = fc_get_le64(p + i);
 
-    if (m->e.strategy == FC_STRAT_CACHEMIOR) {
+    if (fc_strategy(m->e.strategy)->preload) {
       pthread_mutex_lock(&m->lock);
       if (m->hot_n == m->hot_cap) {
         uint32_t cap = m->hot_cap ? m->hot_cap * 2 : 4096;
@@ -229,7 +229,7 @@ dest_rx(void *arg)
     /* in_end stops recording the VM's writes: no batch may be installed
      * after it, judged against a filter that no longer records them. */
     fc_migr_dest_installers_stop(m);
-    if (m->e.strategy == FC_STRAT_FIREPAN_IF && m->switch_received)
+    if (fc_strategy(m->e.strategy)->invalidation_filter && m->switch_received)
       m->invalidated += OPS(m)->in_end(&m->e);
     fc_migr_dest_source_lost(m, "", r == -ECONNABORTED ? "source aborted" : strerror(-r));
     /* A stream that broke its rules (a bad frame, a record that failed its
@@ -299,14 +299,14 @@ static bool
 done_at_switch_locked(const struct fc_migration *m)
 {
   return m->switch_received && m->state == FC_MS_SWITCHED &&
-         (m->e.strategy == FC_STRAT_NONE || m->e.strategy == FC_STRAT_CACHEMIOR ||
-          m->e.strategy == FC_STRAT_FIREPAN);
+         !fc_strategy(m->e.strategy)->background_copy;
 }
 
 static void *
 dest_worker(void *arg)
 {
   struct fc_migration *m = arg;
+  const struct fc_strategy_desc *how = fc_strategy(m->e.strategy);
   int r = fc_migr_dest_installers_start(m);
 
   if (r) {
@@ -332,34 +332,28 @@ dest_worker(void *arg)
     pthread_mutex_unlock(&m->lock);
     if (!finish)
       break;
-    switch (m->e.strategy) {
-    case FC_STRAT_FIREPAN:
+    if (how->copy_before_switch) {
       if (!m->switch_received) {
         send_complete(m);         /* the source's start() returns */
         continue;
       }
       OPS(m)->in_end(&m->e);
-      complete(m);
-      break;
-    case FC_STRAT_CACHEMIOR:
+    } else if (how->preload) {
       OPS(m)->in_end(&m->e);
       send_complete(m);           /* the source holds nothing we need */
       preload(m);
       if (OPS(m)->in_preloaded)
         m->invalidated += OPS(m)->in_preloaded(&m->e);
-      complete(m);
-      break;
-    case FC_STRAT_NONE:
-      OPS(m)->in_end(&m->e);
+    } else {
+      /* Only a copy that ran beside the VM can have lost blocks to its
+       * writes. */
+      uint32_t invalidated = OPS(m)->in_end(&m->e);
+
+      if (how->background_copy)
+        m->invalidated += invalidated;
       send_complete(m);
-      complete(m);
-      break;
-    default:
-      m->invalidated += OPS(m)->in_end(&m->e);
-      send_complete(m);
-      complete(m);
-      break;
     }
+    complete(m);
     break;
   }
   fc_migr_dest_installers_join(m);
@@ -391,7 +385,7 @@ fc_migr_dest_accept(struct fc_migration *m, struct fc_xfer_conn *c)
    * order if this engine can put the LRU back in the hot list's order
    * afterwards (on_order); a source that does not know "order" ignores
    * it and copies hottest first. */
-  m->order_after = OPS(m)->in_order && fc_migr_copy_may_reorder(m->e.strategy);
+  m->order_after = OPS(m)->in_order && fc_strategy(m->e.strategy)->copy_may_reorder;
   snprintf(welcome, sizeof welcome, "{\"credits\": %u%s}", m->inq->credits,
            m->order_after ? ", \"order\": true" : "");
   r = fc_xfer_send_json(&m->conn, FC_XFER_WELCOME, welcome);

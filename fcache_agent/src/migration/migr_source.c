@@ -486,7 +486,7 @@ fc_migr_source_connect(struct fc_migration *m, char *err, size_t errlen)
   m->credits = (uint32_t)json_integer_value(json_object_get(welcome, "credits"));
   /* Taken only for a copy nobody uses before it ends (migr_dest.c). */
   m->order_after = json_is_true(json_object_get(welcome, "order")) &&
-                   fc_migr_copy_may_reorder(m->e.strategy);
+                   fc_strategy(m->e.strategy)->copy_may_reorder;
   m->connected = true;
   m->state = FC_MS_CONNECTED;
   pthread_mutex_unlock(&m->lock);
@@ -535,7 +535,7 @@ queue_background(struct fc_migration *m)
 }
 
 int
-fc_migr_source_firepan_copy(struct fc_migration *m, char *err, size_t errlen)
+fc_migr_source_copy_before_switch(struct fc_migration *m, char *err, size_t errlen)
 {
   uint64_t t0 = fc_monotonic_ns();
   int r;
@@ -591,11 +591,10 @@ int
 fc_migr_source_switch(struct fc_migration *m, char *err, size_t errlen)
 {
   const struct fc_engine_migr_ops *ops = m->agent->host.ops->migr;
+  const struct fc_strategy_desc *how = fc_strategy(m->e.strategy);
   uint64_t t0 = fc_monotonic_ns();
   uint64_t *list = NULL;
   uint32_t n = 0;
-  bool flush = m->e.strategy == FC_STRAT_NONE || m->e.strategy == FC_STRAT_CACHEMIOR ||
-               m->e.strategy == FC_STRAT_FIREPAN_IF;
   int r = 0;
 
   /* From here on the destination answers for the volume: after SWITCH it
@@ -605,25 +604,18 @@ fc_migr_source_switch(struct fc_migration *m, char *err, size_t errlen)
   m->switch_begun = true;
   pthread_mutex_unlock(&m->lock);
 
-  /* These strategies let the VM read the origin on the destination:
-   * every dirty block must be there first.  This is downtime. */
-  r = ops->out_freeze(&m->e, flush && m->e.vol->p.write_policy == FC_WRITE_BACK, err, errlen);
+  /* A VM that reads the origin on the destination needs every dirty
+   * block there first.  This is downtime. */
+  r = ops->out_freeze(&m->e, how->flush_at_switch &&
+                      m->e.vol->p.write_policy == FC_WRITE_BACK, err, errlen);
   if (r)
     goto out;
-  switch (m->e.strategy) {
-  case FC_STRAT_CACHEMIOR:
-  case FC_STRAT_HYBRID:
-    r = ops->out_list(&m->e, &list, &n, false, FC_LIST_HOTTEST);
-    break;
-  case FC_STRAT_CLOUDCACHE:
-    r = ops->out_list(&m->e, &list, &n, true, FC_LIST_HOTTEST);
-    break;
-  default:
-    break;
-  }
+  if (how->list != FC_SWITCH_LIST_NONE)
+    r = ops->out_list(&m->e, &list, &n, how->list == FC_SWITCH_LIST_DIRTY,
+                      FC_LIST_HOTTEST);
   if (!r && list)
     r = send_list(m, list, n);
-  if (!r && m->e.strategy == FC_STRAT_CACHEMIOR) {
+  if (!r && how->preload) {
     pthread_mutex_lock(&m->lock);
     m->blocks_total = n;
     m->bytes_done = (uint64_t)n * 8;
@@ -655,8 +647,7 @@ fc_migr_source_switch(struct fc_migration *m, char *err, size_t errlen)
     fc_migr_account_locked(m);
   }
   pthread_mutex_unlock(&m->lock);
-  if (m->e.strategy == FC_STRAT_FIREPAN_IF || m->e.strategy == FC_STRAT_CLOUDCACHE ||
-      m->e.strategy == FC_STRAT_HYBRID)
+  if (how->background_copy)
     r = queue_background(m);
   log_info("migration %s of volume %s: switched over in %.3f s", m->e.id, m->e.volume_id,
            (double)(m->switched_ns - t0) / 1e9);

@@ -43,12 +43,6 @@ fc_migr_thread_setup(const char *name)
     log_debug("migration thread %s keeps its priority: %m", name);
 }
 
-bool
-fc_migr_copy_may_reorder(enum fc_strategy s)
-{
-  return s == FC_STRAT_FIREPAN || s == FC_STRAT_FIREPAN_IF;
-}
-
 void
 fc_migr_account_locked(struct fc_migration *m)
 {
@@ -408,8 +402,8 @@ fc_migration_start(struct fc_migration *m, char *err, size_t errlen)
     return r;
   }
   r = fc_migr_source_connect(m, err, errlen);
-  if (!r && m->e.strategy == FC_STRAT_FIREPAN)
-    r = fc_migr_source_firepan_copy(m, err, errlen);
+  if (!r && fc_strategy(m->e.strategy)->copy_before_switch)
+    r = fc_migr_source_copy_before_switch(m, err, errlen);
   return r;
 }
 

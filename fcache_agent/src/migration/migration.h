@@ -192,10 +192,6 @@ void fc_migr_free(struct fc_migration *m);
 /* Name the calling transfer thread (seen in perf and top) and give it
  * FC_MIGR_NICE. */
 void fc_migr_thread_setup(const char *name);
-/* Whether nobody uses a strategy's copy before it ends (firepan,
- * firepan_if), so that it may come in the cache device's order with the
- * hot list after it (WELCOME's "order"): both ends ask the same. */
-bool fc_migr_copy_may_reorder(enum fc_strategy s);
 /* m just reached COMPLETED, FAILED or ABORTED: count it in the agent's
  * totals, once.  Under m->lock. */
 void fc_migr_account_locked(struct fc_migration *m);
@@ -203,7 +199,7 @@ void fc_migr_fail(struct fc_migration *m, const char *fmt, ...)
   __attribute__((format(printf, 2, 3)));
 int fc_migr_source_connect(struct fc_migration *m, char *err, size_t errlen);
 int fc_migr_source_switch(struct fc_migration *m, char *err, size_t errlen);
-int fc_migr_source_firepan_copy(struct fc_migration *m, char *err, size_t errlen);
+int fc_migr_source_copy_before_switch(struct fc_migration *m, char *err, size_t errlen);
 /* The listener authenticated a stream for m: m takes it over (c is left
  * empty). */
 int fc_migr_dest_accept(struct fc_migration *m, struct fc_xfer_conn *c);

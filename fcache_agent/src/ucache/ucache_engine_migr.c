@@ -93,12 +93,11 @@ out_forget_all(struct fc_engine_migr *m)
 static enum fc_ucache_migr_mode
 mode_of(enum fc_strategy s)
 {
-  switch (s) {
-  case FC_STRAT_FIREPAN_IF: return FC_MIGR_BYPASS;
-  case FC_STRAT_CLOUDCACHE:
-  case FC_STRAT_HYBRID: return FC_MIGR_ONDEMAND;
-  default: return FC_MIGR_PLAIN;
-  }
+  const struct fc_strategy_desc *how = fc_strategy(s);
+
+  if (how->invalidation_filter)
+    return FC_MIGR_BYPASS;
+  return how->on_demand ? FC_MIGR_ONDEMAND : FC_MIGR_PLAIN;
 }
 
 static int

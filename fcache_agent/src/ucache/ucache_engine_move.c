@@ -293,9 +293,28 @@ move_running(const struct fc_volume *v)
          fc_origin_move_running(uv->origin);
 }
 
+/* Every scheme origin_move runs. */
+static json_t *
+move_schemes_json(void)
+{
+  json_t *a = json_array();
+
+  for (unsigned i = 0; a && i < 64; i++) {
+    const char *name = fc_move_scheme_name((enum fc_move_scheme)i);
+    if (!strcmp(name, "?"))
+      break;
+    if (json_array_append_new(a, json_string(name))) {
+      json_decref(a);
+      return NULL;
+    }
+  }
+  return a;
+}
+
 const struct fc_engine_move_ops fc_ucache_move_ops = {
   .start = move_start,
   .abort = move_abort,
   .status_json = move_status_json,
   .running = move_running,
+  .schemes_json = move_schemes_json,
 };

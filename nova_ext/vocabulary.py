@@ -1,0 +1,28 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The agent's vocabulary, stated once for Python.
+
+The names fcache-agent parses and the bounds it enforces, for the code
+that checks a request before any agent sees it: cinder_ext on the Cinder
+API (which has no agent to ask), the ``fcache`` command line, Nova's
+driver, the Tempest plugin.  The agent publishes the same lists through
+its ``capabilities`` operation, from the tables it parses with;
+tests/functional/test_capabilities.py fails when the two differ.  The
+strategies each have a descriptor in the agent
+(fcache_agent/src/engine/strategy_<name>.c).
+"""
+
+# In the agent's order (its enum fc_strategy).  ``auto`` is not one of
+# them: nova_ext.costmodel resolves it before an agent is asked.
+STRATEGIES = ('none', 'cachemior', 'firepan', 'firepan_if', 'cloudcache',
+              'hybrid')
+WRITE_POLICIES = ('read_only', 'write_through', 'write_back')
+ADMISSIONS = ('all', 'rws')
+STAGING_KINDS = ('address', 'data', 'hybrid')
+# Storage move schemes; an engine runs those its capabilities list
+# (the kernel engine: lr).  ``auto`` is resolved by nova_ext.storagemove.
+MOVE_SCHEMES = ('dbt', 'mirror', 'lr', 'slr', 'aio')
+
+# RWS_N's N for admission rws: the agent counts reuses up to RWS_7.
+RWS_N_MAX = 7
+# The longest demand window the agent accepts: longer is a unit mistake.
+RWS_WINDOW_MAX_S = 30 * 24 * 3600
