@@ -42,8 +42,7 @@ def test_the_agent_publishes_the_python_vocabulary(make_agent):
         assert s['summary'], s
 
 
-def test_the_bounds_it_publishes_are_the_ones_it_enforces(make_agent,
-                                                         make_origin):
+def test_the_bounds_it_publishes_are_enforced(make_agent, make_origin):
     agent = make_agent(cache_size='8M').start()
     c = agent.client()
     bounds = c.capabilities()['bounds']
