@@ -14,6 +14,12 @@
  *  - hybrid: the data list after a read, the address list after a write
  *    or after the data list pushed it out (it keeps its count there).
  *
+ * Below the lists, the reuse history (reuse_history.h, when set): an
+ * entry the bound pushes out of the area is remembered there by address
+ * and count, and a later access takes it back into the area with its
+ * count, or admits it.  A block is in the area or the history, never in
+ * both.
+ *
  * put_data(NULL): account a staged block without keeping its bytes.  The
  * replayer (src/replay) simulates data staging on metadata only and has
  * no bytes to give; read_data then reports the hit and zero-fills buf. */
@@ -21,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "reuse_history.h"
 #include "rws.h"
 #include "staging.h"
 
@@ -55,6 +62,8 @@ struct fc_staging {
   uint32_t nr_buckets;   /* a power of two, or 0 before the first entry */
   uint64_t nr_entries, nr_data;
   uint64_t accesses, admitted, data_hits, evicted;
+  uint64_t recalled;       /* accesses that found their count in hist */
+  struct fc_rhist *hist;   /* NULL: the area alone */
 };
 
 static size_t
@@ -200,6 +209,8 @@ shrink(struct fc_staging *st, int li)
       strip_data(st, &st->ents[i]);
       link_head(st, L_ADDR, i);
     } else {
+      if (st->hist)
+        fc_rhist_put(st->hist, st->ents[i].block, st->ents[i].count);
       drop(st, i);
       st->evicted++;
     }
@@ -313,6 +324,7 @@ fc_staging_free(struct fc_staging *st)
       free(st->ents[i].data);
   free(st->ents);
   free(st->buckets);
+  fc_rhist_free(st->hist);
   free(st);
 }
 
@@ -337,12 +349,21 @@ fc_staging_access(struct fc_staging *st, uint64_t block, bool is_write)
     if (is_write)
       strip_data(st, e);
   } else {
+    /* Pushed out of the area before: its count comes back. */
+    unsigned count = st->hist ? fc_rhist_take(st->hist, block) : 0;
+
+    if (count)
+      st->recalled++;
+    if (++count > st->reuse_n) {
+      st->admitted++;
+      return true;
+    }
     i = alloc_ent(st);
     if (i == NONE)
       return false;   /* out of memory: not staged, so not admitted */
     e = &st->ents[i];
     e->block = block;
-    e->count = 1;
+    e->count = (uint8_t)count;
     hash_insert(st, i);
     st->nr_entries++;
   }
@@ -450,6 +471,28 @@ fc_staging_resize(struct fc_staging *st, size_t area_bytes)
   shrink(st, L_ADDR);
 }
 
+int
+fc_staging_set_history(struct fc_staging *st, uint32_t gen_blocks)
+{
+  if (!gen_blocks) {
+    fc_rhist_free(st->hist);
+    st->hist = NULL;
+    return 0;
+  }
+  if (st->hist) {
+    fc_rhist_resize(st->hist, gen_blocks);
+    return 0;
+  }
+  return fc_rhist_new(gen_blocks, &st->hist);
+}
+
+void
+fc_staging_end_window(struct fc_staging *st)
+{
+  if (st->hist)
+    fc_rhist_age(st->hist);
+}
+
 void
 fc_staging_get_stats(const struct fc_staging *st, struct fc_staging_stats *out)
 {
@@ -461,6 +504,9 @@ fc_staging_get_stats(const struct fc_staging *st, struct fc_staging_stats *out)
   out->data_blocks = st->nr_data;
   out->area_bytes = st->area;
   out->used_bytes = st->l[L_ADDR].used + st->l[L_DATA].used;
+  out->recalled = st->recalled;
+  out->history_blocks = st->hist ? fc_rhist_entries(st->hist) : 0;
+  out->history_bytes = st->hist ? fc_rhist_memory(st->hist) : 0;
 }
 
 const char *

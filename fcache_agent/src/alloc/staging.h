@@ -11,8 +11,18 @@
  *    (and count) in the address LRU; write misses enter the address LRU.
  * Accounting follows the paper: 24 bytes per tracked address, plus the
  * block for staged data.  Memory is allocated as entries come and freed
- * as they go, never above the area's size.  Not thread-safe: the owning
- * volume's lock protects it. */
+ * as they go, never above the area's size.
+ *
+ * The area alone forgets a block once area / 24 B later misses have come
+ * (1,363 addresses for a hybrid area of 250 KiB), so a reused set larger
+ * than that, read in a loop, would never be admitted.  The agent
+ * therefore sets a reuse history (fc_staging_set_history) sized from the
+ * volume's share: what the area pushes out is remembered there as an
+ * address and a count for at least one share's worth of later misses,
+ * at 21.3 bytes per block of share at most (reuse_history.h).  Scans stay
+ * out all the same: a block read once is never admitted, however long it
+ * is remembered.  Not thread-safe: the owning volume's lock protects
+ * it. */
 #ifndef FCACHE_ALLOC_STAGING_H
 #define FCACHE_ALLOC_STAGING_H
 
@@ -37,6 +47,9 @@ struct fc_staging_stats {
   uint64_t data_blocks;   /* of which hold data now */
   size_t area_bytes;      /* the bound */
   size_t used_bytes;      /* accounted use now (24 B + data) */
+  uint64_t recalled;      /* accesses whose count came from the history */
+  uint64_t history_blocks;  /* addresses the history remembers now */
+  size_t history_bytes;   /* the history's memory now (not in used_bytes) */
 };
 
 struct fc_staging;
@@ -69,6 +82,15 @@ void fc_staging_invalidate(struct fc_staging *st, uint64_t first, uint64_t n);
 
 /* A new bound (the share changed at a window); shrinking evicts LRU-first. */
 void fc_staging_resize(struct fc_staging *st, size_t area_bytes);
+
+/* Remember what the area pushes out for at least gen_blocks later
+ * push-outs (the agent passes the volume's share); 0 removes the history.
+ * Called again, it resizes.  -ENOMEM (the stage works on without). */
+int fc_staging_set_history(struct fc_staging *st, uint32_t gen_blocks);
+
+/* The RWS window ended: the history forgets its older half, so nothing
+ * pushed out more than two windows ago is admitted by that count. */
+void fc_staging_end_window(struct fc_staging *st);
 
 void fc_staging_get_stats(const struct fc_staging *st, struct fc_staging_stats *out);
 

@@ -374,7 +374,7 @@ uc_allocator_volume_json(struct uc_allocator *a, struct fc_volume *v)
                                               "sample_rate", info.rws_sample_rate));
   if (info.staging)
     json_object_set_new(o, "staging", json_pack(
-        "{s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I}",
+        "{s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}",
         "kind", fc_staging_kind_name(v->p.staging),
         "area_bytes", (json_int_t)info.st.area_bytes,
         "used_bytes", (json_int_t)info.st.used_bytes,
@@ -382,7 +382,10 @@ uc_allocator_volume_json(struct uc_allocator *a, struct fc_volume *v)
         "data_blocks", (json_int_t)info.st.data_blocks,
         "admitted", (json_int_t)info.st.admitted,
         "data_hits", (json_int_t)info.staging_hits,
-        "evicted", (json_int_t)info.st.evicted));
+        "evicted", (json_int_t)info.st.evicted,
+        "recalled", (json_int_t)info.st.recalled,
+        "history_blocks", (json_int_t)info.st.history_blocks,
+        "history_bytes", (json_int_t)info.st.history_bytes));
   else
     json_object_set_new(o, "staging", json_null());
   return o;

@@ -58,6 +58,9 @@ fc_ucache_create(struct fc_cachedev *dev, struct fc_metadata *md,
                        params->rws_n ? params->rws_n : 1, &uc->stage);
     if (r)
       goto out;
+    r = fc_staging_set_history(uc->stage, uc_history_blocks(uc, uc->share));
+    if (r)
+      goto out;
   }
   init_adaptive_mutex(&uc->lock);
   pthread_cond_init(&uc->wb_cond, NULL);
@@ -256,7 +259,7 @@ fc_ucache_info(struct fc_ucache *uc, struct fc_ucache_info *info)
     struct fc_staging_stats st;
 
     fc_staging_get_stats(uc->stage, &st);
-    info->memory_bytes += st.area_bytes;
+    info->memory_bytes += st.area_bytes + st.history_bytes;
   }
   pthread_mutex_unlock(&uc->lock);
 }

@@ -206,6 +206,9 @@ int uc_take_from_pool_locked(struct fc_ucache *uc, cblock_t *out);
 
 /* The staging area for a share of share_blocks (ucache_share.c). */
 size_t uc_staging_area(const struct fc_ucache *uc, uint32_t share_blocks);
+/* The staging's reuse history for a share of share_blocks: one share's
+ * worth of addresses, no more than the volume has blocks. */
+uint32_t uc_history_blocks(const struct fc_ucache *uc, uint32_t share_blocks);
 /* Under uc->lock: the VM touched [first, first+n) (demand tracking). */
 void uc_track_access_locked(struct fc_ucache *uc, uint64_t first, uint32_t n);
 /* Under uc->lock: the data of [first, first+n) changes; staged copies of

@@ -104,6 +104,14 @@ uc_staging_area(const struct fc_ucache *uc, uint32_t share_blocks)
   return area < STAGING_AREA_MIN ? STAGING_AREA_MIN : (size_t)area;
 }
 
+uint32_t
+uc_history_blocks(const struct fc_ucache *uc, uint32_t share_blocks)
+{
+  /* A reused set as large as the share must still be seen reused; a
+   * volume smaller than its share has no more blocks to remember. */
+  return uc->nr_oblocks < share_blocks ? (uint32_t)uc->nr_oblocks : share_blocks;
+}
+
 void
 uc_track_access_locked(struct fc_ucache *uc, uint64_t first, uint32_t n)
 {
@@ -146,6 +154,8 @@ fc_ucache_close_window(struct fc_ucache *uc, struct fc_rws_sizes *out)
 {
   pthread_mutex_lock(&uc->lock);
   fc_rws_close_window(uc->rws, out);
+  if (uc->stage)
+    fc_staging_end_window(uc->stage);
   pthread_mutex_unlock(&uc->lock);
 }
 
@@ -156,8 +166,11 @@ fc_ucache_set_share(struct fc_ucache *uc, uint32_t share_blocks)
     share_blocks = uc->p.quota_blocks;
   pthread_mutex_lock(&uc->lock);
   uc->share = share_blocks;
-  if (uc->stage)
+  if (uc->stage) {
     fc_staging_resize(uc->stage, uc_staging_area(uc, share_blocks));
+    /* Out of memory, the history keeps its old size (or none). */
+    (void)fc_staging_set_history(uc->stage, uc_history_blocks(uc, share_blocks));
+  }
   pthread_mutex_unlock(&uc->lock);
 }
 
