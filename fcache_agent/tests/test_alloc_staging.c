@@ -2,7 +2,8 @@
 /* Admission staging of alloc/ (CloudCache §4.3): admission after reuse_n
  * reuses, the byte bound with 24 B per address, data staging hits, the
  * hybrid's 1:7 split and its demotions, invalidation, resize, bad
- * arguments. */
+ * arguments; with the reuse history beneath, reused sets far larger than
+ * the area admitted and a scan still kept out. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -330,6 +331,120 @@ test_resize_hybrid_demotes(void **state)
   assert_true(fc_staging_access(st, 1, false));  /* demoted, still counted */
 }
 
+
+/* A set 8 times the area, read twice: the area alone forgets every block
+ * before its reuse; with a history of one share it admits them all. */
+static void
+test_history_sees_reuse_beyond_the_area(void **state)
+{
+  static const enum fc_staging_kind kinds[] = {
+    FC_STAGING_ADDRESS, FC_STAGING_DATA, FC_STAGING_HYBRID,
+  };
+
+  for (size_t k = 0; k < 3; k++) {
+    size_t area = 16 * (A + BS);
+    struct fc_staging *st = mk(kinds[k], area, 1);
+    uint64_t set = 8 * (area / A), admitted = 0;
+
+    for (int pass = 0; pass < 2; pass++)
+      for (uint64_t b = 0; b < set; b++)
+        admitted += fc_staging_access(st, b, false);
+    assert_int_equal(admitted, 0);                /* the area alone */
+    fc_staging_free(stage);
+    stage = NULL;
+
+    st = mk(kinds[k], area, 1);
+    assert_int_equal(fc_staging_set_history(st, (uint32_t)set), 0);
+    for (uint64_t b = 0; b < set; b++) {
+      assert_false(fc_staging_access(st, b, false));
+      fc_staging_put_data(st, b, NULL);
+    }
+    for (uint64_t b = 0; b < set; b++)
+      admitted += fc_staging_access(st, b, false);
+    assert_int_equal(admitted, set);
+    assert_int_equal(stats().admitted, set);
+    assert_true(stats().recalled > set / 2);
+    assert_int_equal(stats().addresses + stats().history_blocks, 0);
+    fc_staging_free(stage);
+    stage = NULL;
+  }
+}
+
+/* A scan as long as ten shares beside a reused set: the set is admitted,
+ * no block of the scan is. */
+static void
+test_history_keeps_a_scan_out(void **state)
+{
+  const uint64_t set = 3000, scan = 10 * 4096;
+  struct fc_staging *st = mk(FC_STAGING_HYBRID, 16 * (A + BS), 1);
+  uint64_t s = 1u << 30, admitted = 0;
+
+  assert_int_equal(fc_staging_set_history(st, 4096), 0);
+  /* As the agent does: a read miss not admitted leaves its data. */
+#define READ(b) do { \
+    if (fc_staging_access(st, (b), false)) \
+      admitted++; \
+    else \
+      fc_staging_put_data(st, (b), NULL); \
+  } while (0)
+  for (uint64_t b = 0; b < scan; b++)
+    READ(s + b);
+  assert_int_equal(admitted, 0);
+  for (int pass = 0; pass < 2; pass++)
+    for (uint64_t b = 0; b < set; b++) {
+      READ(b);
+      /* Interleaved: one scan block per set block, read once. */
+      READ(s + scan + pass * set + b);
+    }
+#undef READ
+  /* The area holds some 2,760 entries: most of the set came back from
+   * the history, and only the set got in. */
+  assert_int_equal(admitted, set);
+  assert_int_equal(stats().admitted, set);
+  assert_true(stats().recalled > set / 2);
+  assert_true(stats().history_bytes <= 22 * 4096 + 1024);
+}
+
+/* Counts carry through the history: with N = 2 the third access admits,
+ * wherever the first two were remembered. */
+static void
+test_history_keeps_counts(void **state)
+{
+  struct fc_staging *st = mk(FC_STAGING_ADDRESS, 2 * A, 2);
+
+  assert_int_equal(fc_staging_set_history(st, 100), 0);
+  assert_false(fc_staging_access(st, 1, false));
+  assert_false(fc_staging_access(st, 2, false));
+  assert_false(fc_staging_access(st, 3, true));    /* 1 pushed out */
+  assert_int_equal(stats().history_blocks, 1);
+  assert_false(fc_staging_access(st, 1, false));   /* count 2, back in */
+  assert_int_equal(stats().recalled, 1);
+  assert_false(fc_staging_access(st, 4, false));
+  assert_false(fc_staging_access(st, 5, false));   /* 1 out again */
+  assert_true(fc_staging_access(st, 1, false));    /* third access */
+  /* Removing the history: the area alone again. */
+  assert_int_equal(fc_staging_set_history(st, 0), 0);
+  assert_int_equal(stats().history_bytes, 0);
+  assert_false(fc_staging_access(st, 2, false));
+}
+
+/* Nothing pushed out two windows ago admits a block. */
+static void
+test_history_ages_with_windows(void **state)
+{
+  struct fc_staging *st = mk(FC_STAGING_ADDRESS, A, 1);
+
+  assert_int_equal(fc_staging_set_history(st, 100), 0);
+  assert_false(fc_staging_access(st, 1, false));
+  assert_false(fc_staging_access(st, 2, false));   /* 1 to the history */
+  fc_staging_end_window(st);
+  assert_true(fc_staging_access(st, 1, false));    /* last window: seen */
+  assert_false(fc_staging_access(st, 3, false));   /* 2 to the history */
+  fc_staging_end_window(st);
+  fc_staging_end_window(st);
+  assert_false(fc_staging_access(st, 2, false));   /* too long ago */
+}
+
 static void
 test_bad_args(void **state)
 {
@@ -380,6 +495,10 @@ main(void)
     cmocka_unit_test_teardown(test_hybrid_read_after_write_moves_to_data, teardown),
     cmocka_unit_test_teardown(test_resize, teardown),
     cmocka_unit_test_teardown(test_resize_hybrid_demotes, teardown),
+    cmocka_unit_test_teardown(test_history_sees_reuse_beyond_the_area, teardown),
+    cmocka_unit_test_teardown(test_history_keeps_a_scan_out, teardown),
+    cmocka_unit_test_teardown(test_history_keeps_counts, teardown),
+    cmocka_unit_test_teardown(test_history_ages_with_windows, teardown),
     cmocka_unit_test_teardown(test_bad_args, teardown),
   };
 
