@@ -52,6 +52,13 @@ rp_shares_update(struct rp_sim *s)
     double part = sum > 0 ? (double)s->shares[i] / sum : 1.0 / (double)s->nr_vols;
 
     fc_staging_resize(s->vols[i]->stage, (size_t)(stage_total * part));
+    /* The reuse history beneath it, one share long, as the agent keeps
+     * it (ucache_share.c). */
+    r = fc_staging_set_history(s->vols[i]->stage, s->shares[i]);
+    if (r) {
+      snprintf(s->err, s->err_len, "staging history: out of memory");
+      return r;
+    }
   }
   return 0;
 }
@@ -64,6 +71,8 @@ observe(struct rp_sim *s, struct rp_vol *v)
   int r;
 
   fc_rws_close_window(v->rws, &sz);
+  if (v->stage)
+    fc_staging_end_window(v->stage);
   obs = (double)sz.blocks[s->cfg.policy == FC_REPLAY_RWS ? s->cfg.rws_n : 0];
   r = rp_dvec_push(&v->obs, obs);
   if (!r)
