@@ -14,14 +14,16 @@ from nova_ext.commands import output
 # (a volume id is 36).
 COLUMNS = ('id', 'share_bytes', 'used_bytes', 'limit_bytes',
            'rwss_predicted_bytes')
-# With --long, in this order: the observed demand, the staging area and
-# the demand tracker too.
+# With --long, in this order: the observed demand, the staging area (and
+# the reuse history beneath it) and the demand tracker too.
 LONG_COLUMNS = ('rwss_observed_bytes', 'prediction_error', 'window_s',
                 'rws_n', 'windows', 'taken_blocks',
                 'given_blocks', 'staging.kind', 'staging.used_bytes',
                 'staging.area_bytes', 'staging.data_hits',
                 'staging.admitted', 'staging.evicted', 'staging.addresses',
-                'staging.data_blocks', 'tracker.memory_bytes',
+                'staging.data_blocks', 'staging.recalled',
+                'staging.history_blocks', 'staging.history_bytes',
+                'tracker.memory_bytes',
                 'tracker.sample_rate', 'rwss_by_n_bytes')
 
 

@@ -168,7 +168,8 @@ def test_cli_allocation(make_agent, make_origin):
     assert alloc['rws_n'] == 2 and alloc['window_s'] == 600
     assert alloc['staging']['kind'] == 'address'
     for k in ('area_bytes', 'used_bytes', 'addresses', 'data_blocks',
-              'admitted', 'data_hits', 'evicted'):
+              'admitted', 'data_hits', 'evicted', 'recalled',
+              'history_blocks', 'history_bytes'):
         assert k in alloc['staging'], (k, alloc)
     rc, out, err = run(['--socket', sock, 'volume-show', 'alloc-vol'])
     assert rc == 0 and err == ''

@@ -143,7 +143,9 @@ class FakeAgent(object):
                 'staging': {'kind': params.get('staging', 'hybrid'),
                             'area_bytes': 1 << 20, 'used_bytes': 0,
                             'addresses': 0, 'data_blocks': 0,
-                            'admitted': 0, 'data_hits': 0, 'evicted': 0}}
+                            'admitted': 0, 'data_hits': 0, 'evicted': 0,
+                            'recalled': 0, 'history_blocks': 0,
+                            'history_bytes': 0}}
 
     def _allocation(self, args):
         return {'mode': 'rwss', 'spare': 'proportional', 'window_s': 3600,

@@ -416,7 +416,9 @@ ALLOCATION = {
          'staging': {'kind': 'hybrid', 'area_bytes': 64 * units.Mi,
                      'used_bytes': 40 * units.Mi, 'addresses': 81920,
                      'data_blocks': 8960, 'admitted': 12000,
-                     'data_hits': 4321, 'evicted': 700}},
+                     'data_hits': 4321, 'evicted': 700, 'recalled': 650,
+                     'history_blocks': 52000,
+                     'history_bytes': 1024 * units.Ki}},
         {'id': 'vol-new', 'share_bytes': 512 * units.Mi, 'used_bytes': 0,
          'limit_bytes': 512 * units.Mi, 'rwss_observed_bytes': None,
          'rwss_predicted_bytes': None, 'prediction_error': None,
@@ -459,6 +461,10 @@ def test_allocation_long(capsys, sock, fake_agent):
     assert web['staging.used_bytes'] == '40.0 MiB'
     assert web['staging.area_bytes'] == '64.0 MiB'
     assert web['staging.data_hits'] == '4321'
+    assert web['staging.recalled'] == '650'
+    assert web['staging.history_bytes'] == '1.0 MiB'
+    # An agent without the reuse history: '-'.
+    assert new['staging.history_bytes'] == '-'
     assert (new['rwss_observed_bytes'], new['prediction_error']) == ('-', '-')
     # A volume without staging figures: '-' in every staging column.
     assert every['staging.kind'] == '-'
