@@ -422,6 +422,14 @@ test_history_keeps_counts(void **state)
   assert_false(fc_staging_access(st, 4, false));
   assert_false(fc_staging_access(st, 5, false));   /* 1 out again */
   assert_true(fc_staging_access(st, 1, false));    /* third access */
+  /* A share past 2^32 blocks is clamped, not truncated to a few blocks;
+   * a share of 1 still remembers FC_RHIST_MIN_GEN. */
+  assert_int_equal(fc_staging_set_history(st, (UINT64_C(1) << 32) + 5), 0);
+  assert_int_equal(fc_staging_set_history(st, 1), 0);
+  for (uint64_t b = 100; b < 100 + 1000; b++)
+    assert_false(fc_staging_access(st, b, false));
+  assert_false(fc_staging_access(st, 100, false)); /* N = 2: count 2 */
+  assert_true(fc_staging_access(st, 100, false));
   /* Removing the history: the area alone again. */
   assert_int_equal(fc_staging_set_history(st, 0), 0);
   assert_int_equal(stats().history_bytes, 0);

@@ -472,18 +472,20 @@ fc_staging_resize(struct fc_staging *st, size_t area_bytes)
 }
 
 int
-fc_staging_set_history(struct fc_staging *st, uint32_t gen_blocks)
+fc_staging_set_history(struct fc_staging *st, uint64_t gen_blocks)
 {
+  uint32_t gen = gen_blocks > FC_RHIST_MAX_GEN ? FC_RHIST_MAX_GEN : (uint32_t)gen_blocks;
+
   if (!gen_blocks) {
     fc_rhist_free(st->hist);
     st->hist = NULL;
     return 0;
   }
   if (st->hist) {
-    fc_rhist_resize(st->hist, gen_blocks);
+    fc_rhist_resize(st->hist, gen);
     return 0;
   }
-  return fc_rhist_new(gen_blocks, &st->hist);
+  return fc_rhist_new(gen, &st->hist);
 }
 
 void

@@ -84,9 +84,10 @@ void fc_staging_invalidate(struct fc_staging *st, uint64_t first, uint64_t n);
 void fc_staging_resize(struct fc_staging *st, size_t area_bytes);
 
 /* Remember what the area pushes out for at least gen_blocks later
- * push-outs (the agent passes the volume's share); 0 removes the history.
- * Called again, it resizes.  -ENOMEM (the stage works on without). */
-int fc_staging_set_history(struct fc_staging *st, uint32_t gen_blocks);
+ * push-outs (the agent passes the volume's share; clamped to
+ * FC_RHIST_MIN_GEN..FC_RHIST_MAX_GEN); 0 removes the history.  Called
+ * again, it resizes.  -ENOMEM (the stage works on without). */
+int fc_staging_set_history(struct fc_staging *st, uint64_t gen_blocks);
 
 /* The RWS window ended: the history forgets its older half, so nothing
  * pushed out more than two windows ago is admitted by that count. */

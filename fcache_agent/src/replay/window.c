@@ -53,8 +53,9 @@ rp_shares_update(struct rp_sim *s)
 
     fc_staging_resize(s->vols[i]->stage, (size_t)(stage_total * part));
     /* The reuse history beneath it, one share long, as the agent keeps
-     * it (ucache_share.c). */
-    r = fc_staging_set_history(s->vols[i]->stage, s->shares[i]);
+     * it (ucache_share.c; a share of 0 keeps the smallest, not none). */
+    r = fc_staging_set_history(s->vols[i]->stage,
+                               s->shares[i] ? s->shares[i] : 1);
     if (r) {
       snprintf(s->err, s->err_len, "staging history: out of memory");
       return r;

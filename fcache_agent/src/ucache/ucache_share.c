@@ -108,8 +108,12 @@ uint32_t
 uc_history_blocks(const struct fc_ucache *uc, uint32_t share_blocks)
 {
   /* A reused set as large as the share must still be seen reused; a
-   * volume smaller than its share has no more blocks to remember. */
-  return uc->nr_oblocks < share_blocks ? (uint32_t)uc->nr_oblocks : share_blocks;
+   * volume smaller than its share has no more blocks to remember.  Never
+   * 0, which would drop the history: a share of 0 (no reuse predicted)
+   * keeps the smallest one, so reuse that comes back is still seen. */
+  uint64_t n = uc->nr_oblocks < share_blocks ? uc->nr_oblocks : share_blocks;
+
+  return n ? (uint32_t)n : 1;
 }
 
 void
