@@ -18,7 +18,7 @@
  * than that, read in a loop, would never be admitted.  The agent
  * therefore sets a reuse history (fc_staging_set_history) sized from the
  * volume's share: what the area pushes out is remembered there as an
- * address and a count for at least one share's worth of later misses,
+ * address and a count for at least one share's worth of later push-outs,
  * at 21.3 bytes per block of share at most (reuse_history.h).  Scans stay
  * out all the same: a block read once is never admitted, however long it
  * is remembered.  Not thread-safe: the owning volume's lock protects
