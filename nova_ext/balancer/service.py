@@ -22,18 +22,13 @@ cool-down, so a VM that cannot move is not retried at once).
 
 import logging
 import os
+import signal
 import sys
 import threading
 import time
 
 from oslo_config import cfg
 from oslo_log import log as oslo_log
-# The backend-neutral base class: importing oslo_service.service (or
-# oslo_messaging, which imports it) loads oslo.service's eventlet backend,
-# whose import warns that eventlet is deprecated.  Both are imported when
-# the service starts (make_notifier, main), so that "fcache-balancer
-# --help" and a bad option print only what the operator asked for.
-from oslo_service.backend.base import ServiceBase
 
 from nova_ext.balancer import credentials
 from nova_ext.balancer import decision as decision_mod
@@ -44,6 +39,7 @@ from nova_ext.balancer import sources
 from nova_ext import exception
 from nova_ext import notifications
 from nova_ext import version
+from nova_ext import warnings_filter
 
 LOG = logging.getLogger(__name__)
 
@@ -224,7 +220,7 @@ class BalancerLoop(object):
         return self.window_s or DEFAULT_INTERVAL_S
 
 
-class BalancerService(ServiceBase):
+class BalancerService(object):
     """Runs :class:`BalancerLoop` in a thread until stopped."""
 
     def __init__(self, loop):
@@ -256,8 +252,36 @@ class BalancerService(ServiceBase):
         if self._thread is not None:
             self._thread.join()
 
-    def reset(self):
-        pass
+
+SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+
+
+def serve(conf, service):
+    """Run ``service`` until SIGTERM or SIGINT; SIGHUP reloads the options.
+
+    The balancer is one thread, so it needs no service framework: the
+    main thread blocks the three signals (the service's thread inherits
+    the mask) and takes them with sigwait, so a SIGTERM stops the service
+    at once if it is waiting for its next observation, else after the
+    observation under way.  (oslo.service's eventlet launcher, used
+    before, did not see a SIGTERM until the waiting thread woke, up to an
+    interval later, and imports eventlet.)
+    """
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, SIGNALS)
+    try:
+        service.start()
+        while True:
+            signum = signal.sigwait(SIGNALS)
+            if signum != signal.SIGHUP:
+                break
+            LOG.info('SIGHUP: reloading the mutable options')
+            conf.mutate_config_files()
+        LOG.info('%s: stopping after the observation under way',
+                 signal.Signals(signum).name)
+        service.stop()
+        service.wait()
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
 def make_notifier(conf):
@@ -270,6 +294,8 @@ def make_notifier(conf):
 
 def main(argv=None):
     """The ``fcache-balancer`` console script."""
+    # Before make_notifier imports oslo.messaging, which imports eventlet.
+    warnings_filter.ignore_eventlet_deprecation()
     conf = cfg.ConfigOpts()
     oslo_log.register_options(conf)
     opts.register_opts(conf)
@@ -293,8 +319,5 @@ def main(argv=None):
         LOG.error('fcache-balancer cannot start: %s', exc)
         return 1
     loop = BalancerLoop(conf, source, nova, make_notifier(conf))
-    from oslo_service import service as oslo_service
-    launcher = oslo_service.launch(conf, BalancerService(loop),
-                                   restart_method='mutate')
-    launcher.wait()
+    serve(conf, BalancerService(loop))
     return 0

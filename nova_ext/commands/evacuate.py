@@ -36,6 +36,7 @@ from nova_ext.commands import output
 from nova_ext.commands import progress
 from nova_ext import exception
 from nova_ext import notifications
+from nova_ext import warnings_filter
 
 # The steps' columns without --long: a row in 120 characters (a VM id is
 # 36).  With --long the volumes, the host it is on and the message follow.
@@ -145,8 +146,10 @@ def make_notifier(conf):
     A notifier with no driver configured sends nothing (and opens no
     connection).
     """
-    # Imported here: oslo.messaging pulls in eventlet, whose deprecation
-    # warning every other fcache command would print on stderr.
+    # Imported here, and after the filter: oslo.messaging pulls in
+    # eventlet, whose deprecation warning fcache would otherwise print on
+    # stderr (nova_ext.warnings_filter says why it is filtered).
+    warnings_filter.ignore_eventlet_deprecation()
     import oslo_messaging
 
     transport = oslo_messaging.get_notification_transport(conf)
