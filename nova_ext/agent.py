@@ -330,11 +330,16 @@ class AgentClient(object):
             the last pass); if the origin fails, the volume keeps its old
             policy and the error says so.  Refused while the volume
             migrates or moves, and by the dmcache engine.
-        :param cache_size: bytes, or with a unit (``2G``); the engines
-            refuse a change for now, so that a script can ask and read
-            why.
+        :param cache_size: bytes, a multiple of the agent's block size.
+            Shrinking, the agent gives the cache's least recently used
+            blocks back to the host, writing dirty ones back to the origin
+            first; growing takes the host's free cache.  Refused, the size
+            unchanged and nothing lost, by the dmcache engine, while the
+            volume migrates or moves, beyond the host's free cache, and
+            if the origin fails a write-back.
         :returns: ``{"volume_id", "write_policy", "previous_write_policy",
-            "dirty_blocks_written", "cache_size"}``.
+            "dirty_blocks_written", "cache_size", "previous_cache_size",
+            "blocks_evicted"}``.
         """
         args = {'volume_id': _volume_id(volume_id)}
         if write_policy is None and cache_size is None:

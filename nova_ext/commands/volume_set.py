@@ -1,10 +1,11 @@
 # SPDX-License-Identifier: Apache-2.0
-"""``fcache volume-set``: change an attached volume's policy in use.
+"""``fcache volume-set``: change an attached volume's policy or cache size.
 
 What ``casadm --set-cache-mode`` and ``lvchange --cachemode`` do for their
-caches: no detach, nothing lost.  Leaving ``write_back`` the agent writes
-every dirty block back to the origin before it answers, so the command
-waits as long as that takes (``--timeout``).
+caches: no detach, nothing lost.  Leaving ``write_back``, or shrinking a
+cache that holds dirty blocks, the agent writes them back to the origin
+before it answers, so the command waits as long as that takes
+(``--timeout``).
 """
 
 import argparse
@@ -31,23 +32,29 @@ def _timeout(text):
 def register(subparsers, parents):
     parser = subparsers.add_parser(
         'volume-set', parents=parents,
-        help="change an attached volume's write policy while its VM runs",
-        description="Change an attached volume's write policy with no "
-                    "detach.  Leaving write_back, every dirty block is "
-                    "written back to the origin first (the VM's writes "
-                    "wait only for the last pass); if the origin fails, "
-                    "the volume keeps its old policy and loses nothing.  "
-                    "The new policy is kept across agent restarts.  "
-                    "Refused while the volume migrates or moves, and by "
-                    "the dmcache engine.")
+        help="change an attached volume's write policy or cache size "
+             "while its VM runs",
+        description="Change an attached volume's write policy or cache "
+                    "size with no detach.  Leaving write_back, every dirty "
+                    "block is written back to the origin first (the VM's "
+                    "writes wait only for the last pass).  A smaller cache "
+                    "gives its least recently used blocks back to the "
+                    "host, writing dirty ones back to the origin first; a "
+                    "larger one takes the host's free cache (with "
+                    "allocation = fixed, what the other volumes' cache "
+                    "sizes leave).  If the origin fails, the volume keeps "
+                    "its old policy and size and loses nothing.  The new "
+                    "settings are kept across agent restarts.  Refused "
+                    "while the volume migrates or moves, and by the "
+                    "dmcache engine.")
     parser.add_argument('volume_id', metavar='ID', help='volume id')
     parser.add_argument('--write-policy', choices=agent.WRITE_POLICIES,
                         help='the new write policy')
     parser.add_argument('--cache-size', type=volume.size_arg, metavar='N',
-                        help="the volume's cache size (4K, 10M, 2G): the "
-                             'engines cannot resize a cache in use yet and '
-                             'refuse a new size with the reason; the size '
-                             'the volume has is accepted')
+                        help="the volume's new cache size (4K, 10M, 2G), a "
+                             'multiple of the agent\'s block_size; the '
+                             'answer gives the blocks written back and '
+                             'given back to the host')
     parser.add_argument('--timeout', type=_timeout,
                         default=DEFAULT_TIMEOUT_S, metavar='S',
                         help='how long to wait for the write-back '

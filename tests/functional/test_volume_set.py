@@ -15,6 +15,7 @@ import json
 import os
 import threading
 
+from prometheus_client import parser
 import pytest
 
 from nova_ext import exception
@@ -43,10 +44,14 @@ def set_error(agent, volume_id='vol1', **kw):
     return info.value
 
 
-def state_file_policy(agent, volume_id='vol1'):
+def state_file(agent, volume_id='vol1'):
     path = os.path.join(agent.state_dir, 'volumes', volume_id + '.json')
     with open(path) as f:
-        return json.load(f)['write_policy']
+        return json.load(f)
+
+
+def state_file_policy(agent, volume_id='vol1'):
+    return state_file(agent, volume_id)['write_policy']
 
 
 def write_blocks(h, orc, first, n, byte):
@@ -143,7 +148,8 @@ def test_entering_write_back(make_agent, make_origin, start):
     res = set_policy(agent, 'write_back')
     assert res == {'volume_id': 'vol1', 'write_policy': 'write_back',
                    'previous_write_policy': start, 'dirty_blocks_written': 0,
-                   'cache_size': VOLUME_CACHE}
+                   'cache_size': VOLUME_CACHE,
+                   'previous_cache_size': VOLUME_CACHE, 'blocks_evicted': 0}
     done = writer.ops()
     harness.wait_for(lambda: writer.ops() > done + 300, 60,
                      'the guest to write under write_back')
@@ -277,7 +283,15 @@ def test_refused_while_migrating(make_agent, make_origin):
         exc = set_error(agent, write_policy='write_through')
         assert exc.errno == errno.EBUSY, exc
         assert 'is migrating' in str(exc), exc
-        assert agent.show('vol1')['write_policy'] == 'write_back'
+        for size in (VOLUME_CACHE // 2, VOLUME_CACHE + MiB):
+            exc = set_error(agent, cache_size=size)
+            assert exc.errno == errno.EBUSY, exc
+            assert 'change its policy or cache size once the migration has ' \
+                'finished' in str(exc), exc
+        show = agent.show('vol1')
+        assert show['write_policy'] == 'write_back'
+        assert show['cache_size'] == VOLUME_CACHE
+        assert state_file(agent)['cache_size'] == VOLUME_CACHE
         assert state_file_policy(agent) == 'write_back'
     src.client().call('migration-abort',
                       migration_id=prep['migration_id'])
@@ -299,8 +313,12 @@ def test_refused_while_the_origin_moves(make_agent, make_origin):
     exc = set_error(agent, write_policy='write_through')
     assert exc.errno == errno.EBUSY, exc
     assert 'a storage move of volume vol1 is running' in str(exc), exc
+    exc = set_error(agent, cache_size=VOLUME_CACHE // 2)
+    assert exc.errno == errno.EBUSY, exc
+    assert 'a storage move of volume vol1 is running' in str(exc), exc
     show = agent.show('vol1')
     assert show['write_policy'] == 'write_back'
+    assert show['cache_size'] == VOLUME_CACHE
     assert show['dirty_blocks'] == 8
     assert show['move']['state'] == 'copying', show['move']
     client.call('volume-move-abort', volume_id='vol1')
@@ -338,10 +356,11 @@ def test_bad_values_change_nothing(make_agent, make_origin):
             write_policy='write_through')
     refused(errno.ENOENT, 'not attached', volume_id='nope',
             write_policy='write_through')
-    # A new cache size is refused, and the policy given with it not set.
-    refused(errno.EOPNOTSUPP, 'cannot resize the cache of a volume in use',
-            volume_id='vol1', write_policy='write_through',
-            cache_size='4M')
+    # A cache size that is not whole cache blocks is refused, and the
+    # policy given with it not set.
+    refused(errno.EINVAL, 'is not a multiple of the cache block (4096 '
+            'bytes', volume_id='vol1', write_policy='write_through',
+            cache_size=4 * MiB + 512)
     with pytest.raises(exception.InvalidArgument):
         client.set_volume('vol1', write_policy='write_around')
     show = agent.show('vol1')
@@ -352,7 +371,9 @@ def test_bad_values_change_nothing(make_agent, make_origin):
     assert set_policy(agent, 'write_back', cache_size=VOLUME_CACHE) == {
         'volume_id': 'vol1', 'write_policy': 'write_back',
         'previous_write_policy': 'write_back', 'dirty_blocks_written': 0,
-        'cache_size': VOLUME_CACHE}
+        'cache_size': VOLUME_CACHE, 'previous_cache_size': VOLUME_CACHE,
+        'blocks_evicted': 0}
+    assert state_file(agent)['cache_size'] == VOLUME_CACHE
     assert agent.show('vol1')['dirty_blocks'] == 4
     om.close(h)
 
@@ -370,12 +391,232 @@ def test_cli(make_agent, make_origin):
                           'write_through'] + sock)
     assert res['dirty_blocks_written'] == 12
     assert not origin_mismatch(orc, origin, 'origin after fcache volume-set')
-    rc, out, err = mu.fcache(['volume-set', 'vol1', '--cache-size', '1M'] +
+    res = mu.fcache_json(['volume-set', 'vol1', '--cache-size', '1M'] + sock)
+    assert (res['previous_cache_size'], res['cache_size']) == (
+        VOLUME_CACHE, MiB)
+    assert agent.show('vol1')['cache_size'] == MiB
+    rc, out, err = mu.fcache(['volume-set', 'vol1', '--cache-size', '6000'] +
                              sock)
     assert (rc, out) == (1, ''), err
-    assert err.startswith('fcache: error: the ucache engine cannot resize')
+    assert err.startswith('fcache: error: cache_size 6000 bytes is not a '
+                          'multiple of the cache block (4096 bytes'), err
+    assert 'give for instance 8192' in err, err
     rc, out, err = mu.fcache(['volume-set', 'vol1'] + sock)
     assert (rc, out) == (2, ''), err
     assert 'give a write policy or a cache size' in err
     assert agent.show('vol1')['write_policy'] == 'write_through'
     om.close(h)
+
+
+# -- cache size -----------------------------------------------------------
+
+# allocation = fixed: each volume reserves its cache_size of the host's
+# 16 MiB, so the host's free cache is what the others leave.
+FIXED = dict(HOLD_DIRTY, allocation='fixed')
+
+
+def metric(agent, name, **labels):
+    for fam in parser.text_string_to_metric_families(
+            agent.client().metrics()):
+        for sample in fam.samples:
+            if sample.name == name and all(
+                    sample.labels.get(k) == v for k, v in labels.items()):
+                return sample.value
+    raise AssertionError('no sample %s %r' % (name, labels))
+
+
+def check_accounting(agent, size, reserved, volume_id='vol1'):
+    """Every figure an operator reads agrees on the volume's cache size."""
+    show = agent.show(volume_id)
+    assert show['cache_size'] == size
+    assert show['quota_blocks'] == size // BS
+    assert show['cached_blocks'] <= size // BS, show
+    assert state_file(agent, volume_id)['cache_size'] == size
+    status = agent.status()
+    assert status['reserved_bytes'] == reserved
+    assert {v['volume_id']: v['cache_size'] for v in status['volumes']}[
+        volume_id] == size
+    assert metric(agent, 'fcache_volume_cache_size_bytes',
+                  volume=volume_id) == size
+    assert metric(agent, 'fcache_host_cache_reserved_bytes') == reserved
+    return show
+
+
+def resize(agent, size, volume_id='vol1'):
+    return agent.client(timeout=120).set_volume(volume_id, cache_size=size)
+
+
+def test_grow_under_writes(make_agent, make_origin):
+    origin = make_origin(VOLUME_SIZE)
+    agent = make_agent(**FIXED).start()
+    _, h = attach_and_connect(agent, 'vol1', origin, cache_size=4 * MiB,
+                              write_policy='write_back')
+    orc = om.Oracle(origin.content)
+    # The guest writes the whole volume, four times the cache.
+    write_blocks(h, orc, 0, VOLUME_SIZE // BS, 0x21)
+    assert agent.show('vol1')['cached_blocks'] == 4 * MiB // BS
+    check_accounting(agent, 4 * MiB, 4 * MiB)
+    writer = Writer(h, orc, seed=11)
+    harness.wait_for(lambda: writer.ops() > 300, 60,
+                     'the guest to write under write_back')
+
+    res = resize(agent, 12 * MiB)
+    assert (res['previous_cache_size'], res['cache_size']) == (4 * MiB,
+                                                               12 * MiB)
+    assert res['blocks_evicted'] == 0
+    assert res['write_policy'] == 'write_back'
+    done = writer.ops()
+    harness.wait_for(lambda: writer.ops() > done + 300, 60,
+                     'the guest to write with the larger cache')
+    writer.stop()
+    # The guest fills what it was given.
+    write_blocks(h, orc, 0, VOLUME_SIZE // BS, 0x22)
+    show = check_accounting(agent, 12 * MiB, 12 * MiB)
+    assert show['cached_blocks'] > 4 * MiB // BS, show
+    assert show['dirty_blocks'] > 4 * MiB // BS, show
+    assert not om.verify_all(h, orc, 'read back after the grow')
+    om.close(h)
+    assert 'volume vol1: cache size 4194304 -> 12582912 bytes' in agent.log()
+    # Its dirty blocks, more than the old size held, survive a crash.
+    agent.kill()
+    agent.start()
+    check_accounting(agent, 12 * MiB, 12 * MiB)
+    agent.client().claim_volume('vol1')
+    agent.detach('vol1')
+    assert not origin_mismatch(orc, origin, 'origin after the detach')
+
+
+@pytest.mark.parametrize('policy', ['write_back', 'write_through'])
+def test_shrink_under_writes(make_agent, make_origin, policy):
+    origin = make_origin(VOLUME_SIZE)
+    agent = make_agent(**FIXED).start()
+    attached, h = attach_and_connect(agent, 'vol1', origin,
+                                     cache_size=12 * MiB,
+                                     write_policy=policy)
+    orc = om.Oracle(origin.content)
+    # 3000 of the cache's 3072 blocks, dirty under write_back (nothing
+    # writes them back until the shrink: HOLD_DIRTY).
+    write_blocks(h, orc, 0, 3000, 0x31)
+    before = check_accounting(agent, 12 * MiB, 12 * MiB)
+    assert before['cached_blocks'] == 3000
+    assert before['dirty_blocks'] == (3000 if policy == 'write_back' else 0)
+    used_before = agent.status()['used_bytes']
+    writer = Writer(h, orc, seed=13)
+    harness.wait_for(lambda: writer.ops() > 300, 60,
+                     'the guest to write under ' + policy)
+
+    res = resize(agent, 2 * MiB)
+    assert (res['previous_cache_size'], res['cache_size']) == (12 * MiB,
+                                                               2 * MiB)
+    # (The guest's trims and zeroes drop some blocks themselves, and its
+    # misses replace the volume's own.)
+    assert res['blocks_evicted'] > 1000, res
+    if policy == 'write_back':
+        # Dirty blocks had to reach the origin to leave.
+        assert res['dirty_blocks_written'] > 0, res
+    else:
+        assert res['dirty_blocks_written'] == 0, res
+    check_accounting(agent, 2 * MiB, 2 * MiB)
+    assert agent.status()['used_bytes'] <= used_before - 2000 * BS
+    done = writer.ops()
+    harness.wait_for(lambda: writer.ops() > done + 300, 60,
+                     'the guest to write with the smaller cache')
+    writer.stop()
+    show = check_accounting(agent, 2 * MiB, 2 * MiB)
+    assert show['write_policy'] == policy
+    assert not om.verify_all(h, orc, 'read back after the shrink')
+    om.close(h)
+    # The space given back is the host's again: another volume takes it.
+    other = make_origin(VOLUME_SIZE, name='other')
+    agent.attach('vol2', other.uri, cache_size=14 * MiB,
+                 write_policy='write_through')
+    assert agent.status()['reserved_bytes'] == 16 * MiB
+    agent.detach('vol2')
+    # A crash after the shrink: the state file's size takes every block
+    # the volume kept, dirty ones included.
+    agent.kill()
+    agent.start()
+    check_accounting(agent, 2 * MiB, 2 * MiB)
+    h = om.connect(attached['export_uri'])
+    assert not om.verify_all(h, orc, 'read back after the crash')
+    om.close(h)
+    agent.client().claim_volume('vol1')
+    agent.detach('vol1')
+    assert not origin_mismatch(orc, origin, 'origin after the detach')
+
+
+def test_failed_shrink_keeps_the_size(make_agent, make_origin, workdir):
+    flag = os.path.join(workdir, 'fail-writes')
+    origin = make_origin(VOLUME_SIZE, filters=['error'],
+                         filter_args=['error-pwrite-rate=100%',
+                                      'error-pwrite-file=' + flag])
+    agent = make_agent(**FIXED).start()
+    _, h = attach_and_connect(agent, 'vol1', origin, cache_size=VOLUME_CACHE,
+                              write_policy='write_back')
+    orc = om.Oracle(origin.content)
+    write_blocks(h, orc, 0, 1500, 0x41)
+    assert agent.show('vol1')['dirty_blocks'] == 1500
+
+    open(flag, 'w').close()
+    exc = set_error(agent, cache_size=MiB)
+    assert exc.errno == errno.EIO, exc
+    assert 'it keeps 8388608 bytes and loses nothing' in str(exc), exc
+    show = check_accounting(agent, VOLUME_CACHE, VOLUME_CACHE)
+    assert show['dirty_blocks'] == 1500
+    assert not om.verify_all(h, orc, 'read back after the failure')
+
+    os.unlink(flag)
+    res = resize(agent, MiB)
+    assert res['dirty_blocks_written'] >= 1500 - 256, res
+    check_accounting(agent, MiB, MiB)
+    assert not om.verify_all(h, orc, 'read back after the shrink')
+    om.close(h)
+    agent.detach('vol1')
+    assert not origin_mismatch(orc, origin, 'origin once it healed')
+
+
+def test_cache_size_refusals(make_agent, make_origin):
+    origin = make_origin(VOLUME_SIZE)
+    agent = make_agent(**FIXED).start()
+    _, h = attach_and_connect(agent, 'vol1', origin, cache_size=VOLUME_CACHE,
+                              write_policy='write_back')
+    orc = om.Oracle(origin.content)
+    write_blocks(h, orc, 0, 64, 0x51)
+    other = make_origin(VOLUME_SIZE, name='other')
+    agent.attach('vol2', other.uri, cache_size=6 * MiB,
+                 write_policy='write_through')
+
+    # 2 MiB of the host's 16 are free: 10 MiB is the most vol1 may have.
+    exc = set_error(agent, cache_size=12 * MiB)
+    assert exc.errno == errno.ENOSPC, exc
+    assert str(exc).startswith(
+        'cache device full: volume vol1 would need 4194304 more bytes, '
+        '2097152 of 16777216 bytes are not reserved by any volume'), exc
+    assert 'give at most 10485760' in str(exc), exc
+    exc = set_error(agent, cache_size=32 * MiB)
+    assert exc.errno == errno.ENOSPC, exc
+    assert 'larger than the whole cache device (16777216 bytes)' in \
+        str(exc), exc
+    exc = set_error(agent, cache_size=VOLUME_CACHE + 100)
+    assert exc.errno == errno.EINVAL, exc
+    assert 'not a multiple of the cache block' in str(exc), exc
+    check_accounting(agent, VOLUME_CACHE, 14 * MiB)
+    assert agent.show('vol1')['dirty_blocks'] == 64
+    # What the message offers is taken.
+    assert resize(agent, 10 * MiB)['cache_size'] == 10 * MiB
+    check_accounting(agent, 10 * MiB, 16 * MiB)
+
+    # Dirty blocks recovered after a crash are not the shrink's to send.
+    om.close(h)
+    agent.kill()
+    agent.start()
+    assert agent.show('vol1')['writeback'] == 'held'
+    exc = set_error(agent, cache_size=BS * 16)
+    assert exc.errno == errno.EBUSY, exc
+    assert 'volume-claim' in str(exc), exc
+    check_accounting(agent, 10 * MiB, 16 * MiB)
+    agent.client().claim_volume('vol1')
+    assert resize(agent, BS * 16)['cache_size'] == BS * 16
+    check_accounting(agent, BS * 16, BS * 16 + 6 * MiB)
+    agent.detach('vol1')
+    assert not origin_mismatch(orc, origin, 'origin after the detach')

@@ -328,7 +328,9 @@ def _set_handler(fake_agent, seen):
         return {'volume_id': args['volume_id'],
                 'write_policy': args.get('write_policy', 'write_back'),
                 'previous_write_policy': 'write_back',
-                'dirty_blocks_written': 0, 'cache_size': 1 << 20}
+                'dirty_blocks_written': 0,
+                'cache_size': args.get('cache_size', 1 << 20),
+                'previous_cache_size': 1 << 20, 'blocks_evicted': 0}
     fake_agent.handlers['volume-set'] = handler
 
 

@@ -276,11 +276,12 @@ op_extend(void *opaque, json_t *args, json_t **result, char *err, size_t errlen)
   return on_volume(opaque, args, extend_locked, NULL, result, err, errlen);
 }
 
-/* volume-set: change an attached volume's policy while its VM runs (a
- * detach and attach did it before).  Arguments are checked before the
- * volume is looked at, and the change is refused, changing nothing,
- * while the volume migrates or moves: both ends of a migration run one
- * policy, and a move's copy writes the origin under the old one. */
+/* volume-set: change an attached volume's write policy or cache size
+ * while its VM runs (a detach and attach did it before).  Arguments are
+ * checked before the volume is looked at, and the change is refused,
+ * changing nothing, while the volume migrates or moves: both ends of a
+ * migration run one policy and hold each other's block lists, and a
+ * move's copy writes the origin under the old policy. */
 struct set_request {
   const char *policy_name;
   enum fc_write_policy policy;
@@ -295,26 +296,31 @@ set_locked(struct fc_agent *agent, struct fc_volume *v, const void *ctx,
   struct fc_host *host = &agent->host;
   struct fc_migration *m = fc_migration_for_volume(agent, v);
   enum fc_write_policy was = v->p.write_policy;
-  uint32_t written = 0;
+  uint64_t old_size = v->p.cache_size;
+  uint32_t written = 0, resized_written = 0, evicted = 0;
   int r;
 
   if (m) {
     fc_migration_put(m);
-    snprintf(err, errlen, "volume %s is migrating; change its policy once the "
-             "migration has finished", v->p.id);
+    snprintf(err, errlen, "volume %s is migrating; change its policy or cache "
+             "size once the migration has finished", v->p.id);
     return -EBUSY;
   }
   if (host->ops->move && host->ops->move->running(v)) {
     snprintf(err, errlen, "a storage move of volume %s is running; change its "
-             "policy once the move has finished", v->p.id);
+             "policy or cache size once the move has finished", v->p.id);
     return -EBUSY;
   }
-  if (req->cache_size && req->cache_size != v->p.cache_size) {
-    snprintf(err, errlen, "the %s engine cannot resize the cache of a volume in "
-             "use (volume %s has %llu bytes); detach it and attach it again "
-             "with the new cache_size", host->ops->name, v->p.id,
-             (unsigned long long)v->p.cache_size);
-    return -EOPNOTSUPP;
+  if (req->cache_size && req->cache_size != old_size &&
+      !host->ops->set_cache_size)
+    goto no_resize;
+  if (req->cache_size && req->cache_size % host->cfg.block_size) {
+    snprintf(err, errlen, "cache_size %llu bytes is not a multiple of the "
+             "cache block (%u bytes, [agent] block_size); give for instance "
+             "%llu", (unsigned long long)req->cache_size, host->cfg.block_size,
+             (unsigned long long)((req->cache_size / host->cfg.block_size + 1) *
+                                  host->cfg.block_size));
+    return -EINVAL;
   }
   if (req->policy_name && req->policy != was) {
     if (!host->ops->set_policy) {
@@ -326,12 +332,39 @@ set_locked(struct fc_agent *agent, struct fc_volume *v, const void *ctx,
     if ((r = host->ops->set_policy(host, v, req->policy, &written, err, errlen)))
       return r;
   }
-  *result = json_pack("{s:s, s:s, s:s, s:I, s:I}", "volume_id", v->p.id,
+  /* After the policy: leaving write_back first, a shrink has nothing
+   * dirty left to write back. */
+  if (req->cache_size && req->cache_size != old_size) {
+    r = host->ops->set_cache_size(host, v, req->cache_size, &resized_written,
+                                  &evicted, err, errlen);
+    if (r) {
+      if (req->policy_name && req->policy != was) {
+        size_t len = strlen(err);
+
+        snprintf(err + len, errlen - len, " (its write policy did change: "
+                 "%s -> %s)", fc_write_policy_name(was),
+                 fc_write_policy_name(v->p.write_policy));
+      }
+      return r;
+    }
+  }
+  *result = json_pack("{s:s, s:s, s:s, s:I, s:I, s:I, s:I}", "volume_id",
+                      v->p.id,
                       "write_policy", fc_write_policy_name(v->p.write_policy),
                       "previous_write_policy", fc_write_policy_name(was),
-                      "dirty_blocks_written", (json_int_t)written,
-                      "cache_size", (json_int_t)v->p.cache_size);
+                      "dirty_blocks_written",
+                      (json_int_t)written + resized_written,
+                      "cache_size", (json_int_t)v->p.cache_size,
+                      "previous_cache_size", (json_int_t)old_size,
+                      "blocks_evicted", (json_int_t)evicted);
   return *result ? 0 : -ENOMEM;
+
+no_resize:
+  snprintf(err, errlen, "the %s engine cannot resize the cache of a volume in "
+           "use (volume %s has %llu bytes); detach it and attach it again "
+           "with the new cache_size", host->ops->name, v->p.id,
+           (unsigned long long)v->p.cache_size);
+  return -EOPNOTSUPP;
 }
 
 static int

@@ -129,7 +129,7 @@ struct fc_metrics {
   } migr_base;
   uint64_t moves[NMV];
   uint64_t move_bytes;                /* copied by the moves counted */
-  uint64_t capacity_bytes, used_bytes;
+  uint64_t capacity_bytes, used_bytes, reserved_bytes;
   bool has_host;
   uint64_t samples;
   unsigned write_failures;            /* in a row, to log once */
@@ -327,6 +327,7 @@ sample_locked(struct fc_metrics *mt)
     mt->has_host = true;
     mt->capacity_bytes = get_u64(status, "capacity_bytes", NULL);
     mt->used_bytes = get_u64(status, "used_bytes", NULL);
+    mt->reserved_bytes = get_u64(status, "reserved_bytes", NULL);
   }
   for (unsigned i = 0; i < n; i++) {
     struct mvol *mv = NULL;
@@ -548,6 +549,13 @@ render_host_locked(struct fc_metrics *mt, struct fc_prom *p, uint64_t now_s)
                    "Bytes of the host's flash cache in use (ucache) or allocated "
                    "(dmcache).");
     fc_prom_u64(p, "fcache_host_cache_used_bytes", NULL, 0, mt->used_bytes);
+    fc_prom_family(p, "fcache_host_cache_reserved_bytes", "gauge",
+                   "Bytes of the host's flash cache set aside for the volumes' "
+                   "cache sizes (allocation = fixed; dmcache: allocated); "
+                   "capacity minus this is what a new or grown cache may "
+                   "take.");
+    fc_prom_u64(p, "fcache_host_cache_reserved_bytes", NULL, 0,
+                mt->reserved_bytes);
   }
   for (int k = 0; k < NC; k++) {
     snprintf(name, sizeof name, "fcache_host_%s_total", counters[k].name);

@@ -372,6 +372,17 @@ struct fc_engine_ops {
   int (*set_policy)(struct fc_host *host, struct fc_volume *v,
                     enum fc_write_policy to, uint32_t *written, char *err,
                     size_t errlen);
+  /* Optional, under host->lock: change a serving volume's cache size
+   * while its VM runs (volume-set), and persist it.  Shrinking writes
+   * dirty blocks back as needed before it gives blocks up; the host's
+   * accounting (reserved cache) follows.  On any failure the old size
+   * stays, in the engine and on disk, and nothing is lost.  *written:
+   * blocks written back, *evicted: blocks given back to the device.  The
+   * caller refused during a live migration or storage move.  NULL: the
+   * engine cannot (detach, attach again). */
+  int (*set_cache_size)(struct fc_host *host, struct fc_volume *v,
+                        uint64_t size, uint32_t *written, uint32_t *evicted,
+                        char *err, size_t errlen);
   /* The volume serves its export (not unavailable). */
   bool (*serving)(const struct fc_volume *v);
   /* Free v->priv (the volume is leaving the registry). */

@@ -137,6 +137,18 @@ int fc_ucache_grow(struct fc_ucache *uc, uint64_t size);
 int fc_ucache_set_write_policy(struct fc_ucache *uc, enum fc_write_policy to,
                                uint32_t *written);
 
+/* Change a serving cache's quota, its VM's I/O going on (volume-set
+ * --cache-size; ucache_resize.c has the order).  Shrinking gives clean
+ * blocks back to the device from the cold end until the volume holds at
+ * most quota_blocks, writing dirty blocks back to the origin first as
+ * needed; *written: blocks written back, *evicted: blocks given back.
+ * -EBUSY: a shrink would write back dirty blocks held since a restart
+ * (claim the volume first).  -EAGAIN: the cold end stayed in requests'
+ * hands.  Any -errno: the old quota stays, the blocks evicted were clean,
+ * nothing lost.  Not during a live migration or storage move. */
+int fc_ucache_resize(struct fc_ucache *uc, uint32_t quota_blocks,
+                     uint32_t *written, uint32_t *evicted);
+
 void fc_ucache_info(struct fc_ucache *uc, struct fc_ucache_info *info);
 uint32_t fc_ucache_dirty(struct fc_ucache *uc);
 struct fc_stats *fc_ucache_stats(struct fc_ucache *uc);

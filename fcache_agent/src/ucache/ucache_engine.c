@@ -574,6 +574,7 @@ const struct fc_engine_ops fc_ucache_engine = {
   .claim = uc_claim,
   .grow = uc_grow,
   .set_policy = uc_set_policy,
+  .set_cache_size = uc_set_cache_size,
   .serving = uc_serving,
   .volume_free = uc_volume_free,
   .volume_json = uc_volume_json,

@@ -56,6 +56,10 @@ int uc_grow(struct fc_host *host, struct fc_volume *v, uint64_t *size,
 int uc_set_policy(struct fc_host *host, struct fc_volume *v,
                   enum fc_write_policy to, uint32_t *written, char *err,
                   size_t errlen);
+/* engine.h's set_cache_size (ucache_engine_resize.c). */
+int uc_set_cache_size(struct fc_host *host, struct fc_volume *v, uint64_t size,
+                      uint32_t *written, uint32_t *evicted, char *err,
+                      size_t errlen);
 extern const struct fc_engine_move_ops fc_ucache_move_ops;
 
 /* Live storage migration (ucache_engine_move.c).  After opening the

@@ -160,6 +160,12 @@ def lifecycle():
     check(not r['ok'] and r['errno'] == 95 and
           'dmcache engine cannot change the write policy' in r['error'], r)
     out['volume_set'] = r['error']
+    # Nor its cache size: the table's cache device is fixed at attach.
+    r = a.call('volume-set', volume_id='vol1', cache_size=2 * (1 << 20))
+    check(not r['ok'] and r['errno'] == 95 and
+          'dmcache engine cannot resize the cache of a volume in use' in
+          r['error'] and 'detach it and attach it again' in r['error'], r)
+    out['volume_set_size'] = r['error']
     show = a.ok('volume-show', volume_id='vol1')
     check(show['write_policy'] == 'write_through' and
           show['mode'] == 'writethrough', show)
