@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* oblock -> cblock hash map chained through the block table: insert,
  * lookup, remove (including of absent blocks), long collision chains in a
- * tiny bucket array, and long runs of sequential and random oblocks
- * compared with a plain reference array. */
+ * tiny bucket array, long runs of sequential and random oblocks
+ * compared with a plain reference array, and a resize of a full map. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -260,6 +260,32 @@ test_random_against_reference(void **state)
   fx_free(f);
 }
 
+/* A map filled past its size, resized up (a grown quota) and down: every
+ * mapping stays, and removes and inserts go on as before. */
+static void
+test_resize_keeps_every_mapping(void **state)
+{
+  const uint32_t n = 4096;
+  struct fx *f = fx_new(n, 64);
+
+  for (uint32_t cb = 0; cb < n; cb++)
+    put(f, cb, mix(cb) >> 2);
+  check_all(f);
+  assert_int_equal(fc_blockmap_resize(&f->map, f->table, n), 0);
+  assert_true(fc_blockmap_memory(&f->map) >= n * sizeof(uint32_t));
+  assert_int_equal(f->map.count, n);
+  check_all(f);
+  for (uint32_t cb = 0; cb < n; cb += 3)
+    del(f, cb);
+  check_all(f);
+  assert_int_equal(fc_blockmap_resize(&f->map, f->table, 16), 0);
+  check_all(f);
+  for (uint32_t cb = 0; cb < n; cb += 3)
+    put(f, cb, (1ull << 62) + cb);
+  check_all(f);
+  fx_free(f);
+}
+
 int
 main(void)
 {
@@ -272,6 +298,7 @@ main(void)
     cmocka_unit_test(test_memory_scales_with_capacity),
     cmocka_unit_test(test_sequential),
     cmocka_unit_test(test_random_against_reference),
+    cmocka_unit_test(test_resize_keeps_every_mapping),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

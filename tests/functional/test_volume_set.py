@@ -455,7 +455,7 @@ def test_grow_under_writes(make_agent, make_origin):
     # The guest writes the whole volume, four times the cache.
     write_blocks(h, orc, 0, VOLUME_SIZE // BS, 0x21)
     assert agent.show('vol1')['cached_blocks'] == 4 * MiB // BS
-    check_accounting(agent, 4 * MiB, 4 * MiB)
+    small = check_accounting(agent, 4 * MiB, 4 * MiB)
     writer = Writer(h, orc, seed=11)
     harness.wait_for(lambda: writer.ops() > 300, 60,
                      'the guest to write under write_back')
@@ -465,6 +465,9 @@ def test_grow_under_writes(make_agent, make_origin):
                                                                12 * MiB)
     assert res['blocks_evicted'] == 0
     assert res['write_policy'] == 'write_back'
+    # The block map's buckets grew with the quota (three times as many).
+    assert agent.show('vol1')['memory_bytes'] >= \
+        small['memory_bytes'] + 2 * (4 * MiB // BS) * 4
     done = writer.ops()
     harness.wait_for(lambda: writer.ops() > done + 300, 60,
                      'the guest to write with the larger cache')

@@ -40,6 +40,29 @@ fc_blockmap_destroy(struct fc_blockmap *map)
   map->count = 0;
 }
 
+int
+fc_blockmap_resize(struct fc_blockmap *map, struct fc_entry *table,
+                   uint32_t capacity)
+{
+  struct fc_blockmap old = *map;
+  int r;
+
+  if ((r = fc_blockmap_init(map, capacity))) {
+    *map = old;
+    return r;
+  }
+  /* Every chain of the old array into the new one; the order within a
+   * chain does not matter (oblocks are unique). */
+  for (uint32_t b = 0; b <= old.mask; b++) {
+    for (uint32_t i = old.buckets[b], next; i != CBLOCK_NONE; i = next) {
+      next = table[i].hash_next;
+      fc_blockmap_insert(map, table, to_cblock(i));
+    }
+  }
+  fc_blockmap_destroy(&old);
+  return 0;
+}
+
 cblock_t
 fc_blockmap_lookup(const struct fc_blockmap *map, const struct fc_entry *table,
                    oblock_t ob)

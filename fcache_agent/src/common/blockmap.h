@@ -20,6 +20,11 @@ struct fc_blockmap {
 /* Size the table for about `capacity` entries. 0 or -ENOMEM. */
 int fc_blockmap_init(struct fc_blockmap *map, uint32_t capacity);
 void fc_blockmap_destroy(struct fc_blockmap *map);
+/* Re-size the bucket array for about `capacity` entries, keeping every
+ * mapping (a cache whose quota grew: its chains would lengthen).  0, or
+ * -ENOMEM with the map as it was. */
+int fc_blockmap_resize(struct fc_blockmap *map, struct fc_entry *table,
+                       uint32_t capacity);
 
 /* CBLOCK_NONE in .n when absent. */
 cblock_t fc_blockmap_lookup(const struct fc_blockmap *map,

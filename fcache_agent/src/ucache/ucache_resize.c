@@ -43,10 +43,17 @@
 #define RESIZE_IDLE_TRIES 2000u
 
 /* Under uc->lock: the share follows the quota (a share that was the
- * whole quota stays so: allocation = fixed), and never exceeds it. */
+ * whole quota stays so: allocation = fixed), and never exceeds it.  The
+ * map's buckets were sized for the quota at attach: a larger one gets
+ * buckets to match, so that its chains stay short (without memory it
+ * keeps the old ones, longer chains but correct). */
 static void
 set_quota_locked(struct fc_ucache *uc, uint32_t old, uint32_t quota)
 {
+  if (quota > uc->map.mask + 1 &&
+      fc_blockmap_resize(&uc->map, uc->dev->table, quota))
+    log_warning("volume %s: no memory for a larger block map; lookups in "
+                "the grown cache walk longer chains", uc_volume(uc));
   uc->p.quota_blocks = quota;
   if (uc->share == old || uc->share > quota)
     uc->share = quota;
