@@ -623,3 +623,34 @@ def test_cache_size_refusals(make_agent, make_origin):
     check_accounting(agent, BS * 16, BS * 16 + 6 * MiB)
     agent.detach('vol1')
     assert not origin_mismatch(orc, origin, 'origin after the detach')
+
+
+def test_resize_with_rwss_allocation(make_agent, make_origin):
+    """allocation = rwss: the size bounds the share, nothing is reserved."""
+    origin = make_origin(VOLUME_SIZE)
+    agent = make_agent(**HOLD_DIRTY).start()
+    _, h = attach_and_connect(agent, 'vol1', origin, cache_size=12 * MiB,
+                              write_policy='write_back')
+    orc = om.Oracle(origin.content)
+    write_blocks(h, orc, 0, 2500, 0x61)
+    writer = Writer(h, orc, seed=17)
+    harness.wait_for(lambda: writer.ops() > 300, 60,
+                     'the guest to write under write_back')
+    res = resize(agent, 2 * MiB)
+    assert res['blocks_evicted'] > 1000, res
+    alloc = check_accounting(agent, 2 * MiB, 0)['allocation']
+    assert alloc['limit_bytes'] == 2 * MiB
+    assert alloc['share_bytes'] <= 2 * MiB
+    assert alloc['used_bytes'] <= 2 * MiB
+    res = resize(agent, 8 * MiB)
+    assert res['previous_cache_size'] == 2 * MiB
+    alloc = check_accounting(agent, 8 * MiB, 0)['allocation']
+    assert alloc['limit_bytes'] == 8 * MiB
+    done = writer.ops()
+    harness.wait_for(lambda: writer.ops() > done + 300, 60,
+                     'the guest to write after the resizes')
+    writer.stop()
+    assert not om.verify_all(h, orc, 'read back after the resizes')
+    om.close(h)
+    agent.detach('vol1')
+    assert not origin_mismatch(orc, origin, 'origin after the detach')
