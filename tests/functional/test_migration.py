@@ -31,6 +31,7 @@ import pytest
 
 from nova_ext import costmodel
 from nova_ext import migration
+from nova_ext import vocabulary
 
 from . import migration_util as mu
 from . import oracle as om
@@ -45,8 +46,7 @@ setup_source = mu.setup_source
 warm_sets = mu.warm_sets
 RATE_MBPS = 4
 POLICIES = ('read_only', 'write_through', 'write_back')
-STRATEGIES = ('none', 'cachemior', 'firepan', 'firepan_if', 'cloudcache',
-              'hybrid', 'auto')
+STRATEGIES = vocabulary.STRATEGIES + ('auto',)
 
 
 def migrate_with_vm(src, dst, orc, vm, src_uri, strategy, seen,

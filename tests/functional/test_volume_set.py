@@ -60,6 +60,14 @@ def write_blocks(h, orc, first, n, byte):
     orc.write(first * BS, data)
 
 
+def failing_origin(make_origin, workdir):
+    """An origin whose writes fail while the returned flag file exists."""
+    flag = os.path.join(workdir, 'fail-writes')
+    return make_origin(VOLUME_SIZE, filters=['error'],
+                       filter_args=['error-pwrite-rate=100%',
+                                    'error-pwrite-file=' + flag]), flag
+
+
 def origin_mismatch(orc, origin, what):
     return om.compare(orc, origin.read_file(), what)
 
@@ -171,10 +179,7 @@ def test_entering_write_back(make_agent, make_origin, start):
 
 def test_failed_write_back_keeps_the_old_policy(make_agent, make_origin,
                                                 workdir):
-    flag = os.path.join(workdir, 'fail-writes')
-    origin = make_origin(VOLUME_SIZE, filters=['error'],
-                         filter_args=['error-pwrite-rate=100%',
-                                      'error-pwrite-file=' + flag])
+    origin, flag = failing_origin(make_origin, workdir)
     agent = make_agent(**HOLD_DIRTY).start()
     _, h = attach_and_connect(agent, 'vol1', origin, cache_size=VOLUME_CACHE,
                               write_policy='write_back')
@@ -549,10 +554,7 @@ def test_shrink_under_writes(make_agent, make_origin, policy):
 
 
 def test_failed_shrink_keeps_the_size(make_agent, make_origin, workdir):
-    flag = os.path.join(workdir, 'fail-writes')
-    origin = make_origin(VOLUME_SIZE, filters=['error'],
-                         filter_args=['error-pwrite-rate=100%',
-                                      'error-pwrite-file=' + flag])
+    origin, flag = failing_origin(make_origin, workdir)
     agent = make_agent(**FIXED).start()
     _, h = attach_and_connect(agent, 'vol1', origin, cache_size=VOLUME_CACHE,
                               write_policy='write_back')
