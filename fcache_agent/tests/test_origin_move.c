@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include <cmocka.h>
 
@@ -54,7 +55,7 @@ static int
 mem_pwrite(struct fc_origin *o, const void *buf, uint32_t count, uint64_t off, bool fua)
 {
   struct mem_origin *m = (struct mem_origin *)o;
-  unsigned per_mib;
+  unsigned per_mib, write_us;
 
   if (m->fail_writes >= 0 && __atomic_add_fetch(&m->writes, 1, __ATOMIC_SEQ_CST) >
       m->fail_writes)
@@ -77,8 +78,9 @@ mem_pwrite(struct fc_origin *o, const void *buf, uint32_t count, uint64_t off, b
   if (m->one_at_a_time)
     pthread_mutex_lock(&m->serial);
   per_mib = __atomic_load_n(&m->write_us_per_mib, __ATOMIC_RELAXED);
-  if (m->write_us || per_mib)
-    usleep(m->write_us + (unsigned)((uint64_t)count * per_mib >> 20));
+  write_us = __atomic_load_n(&m->write_us, __ATOMIC_RELAXED);
+  if (write_us || per_mib)
+    usleep(write_us + (unsigned)((uint64_t)count * per_mib >> 20));
   memcpy(m->data + off, buf, count);
   if (m->one_at_a_time)
     pthread_mutex_unlock(&m->serial);
@@ -110,6 +112,8 @@ static const struct fc_origin_ops mem_ops = {
 static void
 mem_init(struct mem_origin *m, unsigned char fill)
 {
+  /* Each test's own origins: no read of another's counters. */
+  memset(m, 0, sizeof *m);
   m->base = (struct fc_origin){ .ops = &mem_ops, .size = SIZE, .can_trim = true };
   m->data = malloc(SIZE);
   assert_non_null(m->data);
@@ -207,8 +211,8 @@ test_log_replay(void **state)
 static void
 test_unknown_scheme_log_is_refused_and_kept(void **state)
 {
-  static const uint32_t schemes[] = { FC_MOVE_DBT, FC_MOVE_MIRROR, FC_MOVE_AIO + 1, 99,
-                                      UINT32_MAX };
+  static const uint32_t schemes[] = { FC_MOVE_DBT, FC_MOVE_MIRROR, FC_MOVE_DBT_CAPPED,
+                                      FC_MOVE_NR_SCHEMES, 99, UINT32_MAX };
   struct fc_move_recovered rec;
   struct mem_origin a;
   struct move_log l;
@@ -239,6 +243,15 @@ test_unknown_scheme_log_is_refused_and_kept(void **state)
 }
 
 static int commits;
+
+static uint64_t
+mv_test_now_ns(void)
+{
+  struct timespec ts;
+
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
 
 static int
 commit(void *ctx)
@@ -327,6 +340,7 @@ move_with(enum fc_move_scheme scheme, int b_fail_after, enum fc_move_state want)
 static void test_lr_done(void **state) { move_with(FC_MOVE_LR, -1, FC_MOVE_DONE); }
 static void test_slr_done(void **state) { move_with(FC_MOVE_SLR, -1, FC_MOVE_DONE); }
 static void test_dbt_done(void **state) { move_with(FC_MOVE_DBT, -1, FC_MOVE_DONE); }
+static void test_dbt_capped_done(void **state) { move_with(FC_MOVE_DBT_CAPPED, -1, FC_MOVE_DONE); }
 static void test_mirror_done(void **state) { move_with(FC_MOVE_MIRROR, -1, FC_MOVE_DONE); }
 static void test_aio_done(void **state) { move_with(FC_MOVE_AIO, -1, FC_MOVE_DONE); }
 /* B fails before the copier's own four chunk writes are done, so the move
@@ -425,10 +439,10 @@ move_under_writes(struct fc_move_params *p, unsigned write_us, unsigned write_us
  * well under converge_bytes.  The held round stops at downtime_ms, the
  * VM goes on, and the rounds go on until the rest is expected to fit. */
 static void
-test_dbt_pause_within_downtime(void **state)
+test_dbt_capped_pause_within_downtime(void **state)
 {
   struct fc_move_params p = {
-    .scheme = FC_MOVE_DBT, .max_rounds = 30, .converge_bytes = 4 << 20,
+    .scheme = FC_MOVE_DBT_CAPPED, .max_rounds = 30, .converge_bytes = 4 << 20,
     .downtime_ms = 20,
   };
   struct fc_move_status st;
@@ -442,14 +456,15 @@ test_dbt_pause_within_downtime(void **state)
 
 /* A write every 1 ms against 4 ms per copied grain: each round leaves
  * more than it found, even when a busy machine wakes the writer late
- * (with 2 ms a grain, a loaded test run once saw DBT converge).  DBT
- * says so after three rounds that did not shrink the dirty set, long
- * before max_rounds, and the volume stays on A with every write. */
+ * (with 2 ms a grain, a loaded test run once saw DBT converge).
+ * dbt_capped says so after three rounds that did not shrink the dirty
+ * set, long before max_rounds, and the volume stays on A with every
+ * write. */
 static void
-test_dbt_gives_up_when_rounds_stall(void **state)
+test_dbt_capped_gives_up_when_rounds_stall(void **state)
 {
   struct fc_move_params p = {
-    .scheme = FC_MOVE_DBT, .max_rounds = 1000, .converge_bytes = 4 << 20,
+    .scheme = FC_MOVE_DBT_CAPPED, .max_rounds = 1000, .converge_bytes = 4 << 20,
     .downtime_ms = 5,
   };
   struct fc_move_status st;
@@ -459,6 +474,28 @@ test_dbt_gives_up_when_rounds_stall(void **state)
   assert_true(st.rounds < 20);
   assert_non_null(strstr(st.error, "did not converge"));
   assert_non_null(strstr(st.error, "less than a tenth"));
+}
+
+/* The same VM and B under the paper's DBT: after three rounds that did
+ * not shrink the dirty set it holds every request and copies the rest,
+ * a few hundred scattered grains at 4 ms each -- the paper's DBT downtime
+ * towards a slower disk, here well past dbt_capped's 200 ms default --
+ * and the volume ends on B with every write. */
+static void
+test_dbt_pauses_however_long_once_stable(void **state)
+{
+  struct fc_move_params p = {
+    .scheme = FC_MOVE_DBT, .max_rounds = 1000,
+    /* not dbt's: a capped pause would have ended here */
+    .downtime_ms = 5,
+  };
+  struct fc_move_status st;
+
+  move_under_writes(&p, 4000, 0, false, 1000, 0, &st, NULL);
+  assert_int_equal(st.state, FC_MOVE_DONE);
+  assert_true(st.rounds >= 3 && st.rounds < 20);
+  assert_int_equal(st.held_rounds_cut, 0);
+  assert_true(st.downtime_us > 200 * 1000);
 }
 
 /* A writer as fast as A takes it, in the first MiB (copied first, and
@@ -608,6 +645,12 @@ reads_pass_the_claim(enum fc_move_scheme scheme)
     assert_false(__atomic_load_n(&w.done, __ATOMIC_SEQ_CST));
     open_gate(&b);
     pthread_join(t, NULL);
+    if (scheme == FC_MOVE_MIRROR)
+      /* Held until the copy of its chunk, then written to both. */
+      for (size_t k = 0; k < 4096; k++) {
+        assert_int_equal(a.data[k], 'w');
+        assert_int_equal(b.data[k], 'w');
+      }
   }
   assert_int_equal(fc_origin_flush(o), 0);
   wait_end(o, &st);
@@ -619,6 +662,153 @@ reads_pass_the_claim(enum fc_move_scheme scheme)
     assert_int_equal(b.data[k], k < 4096 ? 'w' : 'a');
   end_gated_move(o, &a, &b, path);
 }
+
+/* A move from A to B (all 'a' and 'b') whose copy B takes at us_per_mib,
+ * its log at path. */
+static struct fc_origin *
+start_slow_move(struct mem_origin *a, struct mem_origin *b, enum fc_move_scheme scheme,
+                unsigned us_per_mib, char *path)
+{
+  struct fc_move_params p = {
+    .scheme = scheme, .max_rounds = 5, .aio_threshold = 4, .aio_delay_us = 100,
+    .a_uri = "A", .commit = commit,
+  };
+  struct fc_origin *o;
+  char err[256];
+
+  mem_init(a, 'a');
+  mem_init(b, 'b');
+  b->write_us_per_mib = us_per_mib;
+  log_path(path, 64);
+  p.log_path = path;
+  assert_int_equal(fc_origin_move_wrap(&a->base, &o), 0);
+  assert_int_equal(fc_origin_move_start(o, &b->base, &p, err, sizeof err), 0);
+  return o;
+}
+
+static void
+wait_copied(struct fc_origin *o, uint64_t bytes)
+{
+  struct fc_move_status st;
+
+  do {
+    usleep(1000);
+    fc_origin_move_status(o, &st);
+  } while (st.bytes_copied < bytes);
+}
+
+static void
+set_write_us(struct mem_origin *m, unsigned us)
+{
+  __atomic_store_n(&m->write_us, us, __ATOMIC_RELAXED);
+}
+
+static void
+set_us_per_mib(struct mem_origin *m, unsigned us)
+{
+  __atomic_store_n(&m->write_us_per_mib, us, __ATOMIC_RELAXED);
+}
+
+/* Mirroring's write to the copied region goes to A and B at once and
+ * returns when both have it: at 100 ms a write on each side it takes one
+ * 100 ms, not two (A, then B, as it did). */
+static void
+test_mirror_writes_both_sides_at_once(void **state)
+{
+  struct mem_origin a, b;
+  struct fc_origin *o;
+  struct fc_move_status st;
+  unsigned char buf[4096];
+  char path[64];
+  uint64_t t;
+
+  alarm(20);
+  o = start_slow_move(&a, &b, FC_MOVE_MIRROR, 1000000, path);   /* 1 s a MiB */
+  wait_copied(o, 1u << 20);
+  set_write_us(&a, 100000);
+  set_write_us(&b, 100000);
+  memset(buf, 'w', sizeof buf);
+  t = mv_test_now_ns();
+  assert_int_equal(fc_origin_pwrite(o, buf, sizeof buf, 8192, false), 0);
+  t = mv_test_now_ns() - t;
+  assert_true(t >= 100 * 1000000ull);
+  assert_true(t < 180 * 1000000ull);
+  /* Acknowledged: both sides have it. */
+  assert_memory_equal(a.data + 8192, buf, sizeof buf);
+  assert_memory_equal(b.data + 8192, buf, sizeof buf);
+  fc_origin_move_status(o, &st);
+  assert_int_equal(st.state, FC_MOVE_COPYING);
+  set_write_us(&a, 0);
+  set_write_us(&b, 0);
+  set_us_per_mib(&b, 0);
+  wait_end(o, &st);
+  assert_int_equal(st.state, FC_MOVE_DONE);
+  for (size_t k = 0; k < SIZE; k++)
+    assert_int_equal(b.data[k], k >= 8192 && k < 8192 + 4096 ? 'w' : 'a');
+  end_gated_move(o, &a, &b, path);
+}
+
+/* AIO serves I/O to the copied region from the faster side (§5.2.2), as
+ * nova_ext/storagemove.py's model routes it: once a few duplicates have
+ * shown which side writes faster, reads of the copied region go to B when
+ * B is the faster, to A when A is; reads of the region not yet copied
+ * come from A either way.  The counters are the composite's own. */
+static void
+aio_reads_from_the_faster_side(bool b_faster)
+{
+  struct mem_origin a, b;
+  struct fc_origin *o;
+  struct fc_move_status st0, st1;
+  unsigned char buf[4096], got[65536];
+  char path[64];
+  uint64_t a_vm;
+
+  alarm(30);
+  o = start_slow_move(&a, &b, FC_MOVE_AIO, 2000000, path);   /* 2 s a MiB */
+  wait_copied(o, 1u << 20);
+  /* B's 4 KiB writes cost 8 ms of its copy's pace already. */
+  set_write_us(b_faster ? &a : &b, b_faster ? 20000 : 3000);
+  /* Duplicates: each side's write latency measured. */
+  for (unsigned g = 0; g < 16; g++) {
+    memset(buf, 'A' + (int)g, sizeof buf);
+    assert_int_equal(fc_origin_pwrite(o, buf, sizeof buf, g * 4096ull, false), 0);
+  }
+  assert_int_equal(fc_origin_flush(o), 0);
+  fc_origin_move_status(o, &st0);
+  assert_int_equal(st0.state, FC_MOVE_COPYING);
+  assert_true(st0.bytes_copied < (2u << 20));
+  for (unsigned i = 0; i < 10; i++) {
+    assert_int_equal(fc_origin_pread(o, got, sizeof got, 0), 0);
+    for (unsigned g = 0; g < 16; g++)
+      assert_int_equal(got[g * 4096 + 100], 'A' + (int)g);
+  }
+  /* Not copied yet: from A. */
+  assert_int_equal(fc_origin_pread(o, got, 4096, SIZE - 8192), 0);
+  assert_int_equal(got[0], 'a');
+  fc_origin_move_status(o, &st1);
+  assert_int_equal(st1.state, FC_MOVE_COPYING);
+  /* The copier reads A whole MiBs at a time: the VM's reads of A are
+   * what is left over. */
+  a_vm = (st1.a_read - st0.a_read) % (1u << 20);
+  if (b_faster) {
+    assert_int_equal(st1.b_read - st0.b_read, 10 * sizeof got);
+    assert_int_equal(a_vm, 4096);
+  } else {
+    assert_int_equal(st1.b_read - st0.b_read, 0);
+    assert_int_equal(a_vm, 10 * sizeof got + 4096);
+  }
+  set_write_us(&a, 0);
+  set_write_us(&b, 0);
+  set_us_per_mib(&b, 0);
+  wait_end(o, &st1);
+  assert_int_equal(st1.state, FC_MOVE_DONE);
+  for (unsigned g = 0; g < 16; g++)
+    assert_int_equal(b.data[g * 4096 + 4095], 'A' + (int)g);
+  end_gated_move(o, &a, &b, path);
+}
+
+static void test_aio_reads_from_b_when_faster(void **state) { aio_reads_from_the_faster_side(true); }
+static void test_aio_reads_from_a_when_faster(void **state) { aio_reads_from_the_faster_side(false); }
 
 static void test_dbt_reads_pass_the_claim(void **state) { reads_pass_the_claim(FC_MOVE_DBT); }
 static void test_mirror_reads_pass_the_claim(void **state) { reads_pass_the_claim(FC_MOVE_MIRROR); }
@@ -765,13 +955,18 @@ int main(void)
     cmocka_unit_test(test_lr_done),
     cmocka_unit_test(test_slr_done),
     cmocka_unit_test(test_dbt_done),
+    cmocka_unit_test(test_dbt_capped_done),
     cmocka_unit_test(test_mirror_done),
     cmocka_unit_test(test_aio_done),
     cmocka_unit_test(test_lr_b_fails),
     cmocka_unit_test(test_slr_b_fails),
     cmocka_unit_test(test_mirror_b_fails),
-    cmocka_unit_test(test_dbt_pause_within_downtime),
-    cmocka_unit_test(test_dbt_gives_up_when_rounds_stall),
+    cmocka_unit_test(test_dbt_capped_pause_within_downtime),
+    cmocka_unit_test(test_dbt_capped_gives_up_when_rounds_stall),
+    cmocka_unit_test(test_dbt_pauses_however_long_once_stable),
+    cmocka_unit_test(test_mirror_writes_both_sides_at_once),
+    cmocka_unit_test(test_aio_reads_from_b_when_faster),
+    cmocka_unit_test(test_aio_reads_from_a_when_faster),
     cmocka_unit_test(test_aio_switch_after_drain),
     cmocka_unit_test(test_aio_copier_yields_to_the_vm),
     cmocka_unit_test(test_dbt_reads_pass_the_claim),

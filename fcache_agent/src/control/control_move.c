@@ -83,7 +83,8 @@ fc_op_volume_move(void *opaque, json_t *args, json_t **result, char *err, size_t
   if (!sv || json_is_null(sv)) {
     req.scheme = "mirror";
   } else if (!json_is_string(sv)) {
-    snprintf(err, errlen, "argument 'scheme' must be one of dbt, mirror, lr, slr, aio");
+    snprintf(err, errlen, "argument 'scheme' must be one of dbt, mirror, lr, slr, aio, "
+             "dbt_capped");
     return -EINVAL;
   }
   if ((r = arg_uint(args, "max_rounds", 1000, &rounds, err, errlen)) ||

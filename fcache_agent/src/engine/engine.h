@@ -299,7 +299,7 @@ struct fc_engine_migr_ops {
  * engine. */
 struct fc_move_request {
   const char *to;                 /* the new origin, as attach takes it */
-  const char *scheme;             /* dbt, mirror, lr, slr, aio */
+  const char *scheme;             /* dbt, mirror, lr, slr, aio, dbt_capped */
   unsigned max_rounds;            /* 0: the default */
   uint64_t converge_bytes;        /* 0: the default */
   unsigned downtime_ms;           /* 0: the default */

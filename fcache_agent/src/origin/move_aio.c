@@ -31,12 +31,12 @@ mv_aio_b_faster_locked(const struct move_origin *m)
   return m->lat_a_ns && m->lat_b_ns && m->lat_b_ns < m->lat_a_ns;
 }
 
-/* Under mu: one half ended, on A or not, written or not. */
+/* Under mu: one half ended, on B or on A, written or not. */
 static void
-half_done_locked(struct move_origin *m, struct aio_job *job, bool a_written)
+half_done_locked(struct move_origin *m, struct aio_job *job, bool on_b, bool written)
 {
-  if (a_written) {
-    job->range.a_settled = true;
+  if (written) {
+    *(on_b ? &job->range.b_settled : &job->range.a_settled) = true;
     pthread_cond_broadcast(&m->cond);
   }
   if (--job->halves)
@@ -84,7 +84,7 @@ aio_worker(void *arg)
       m->a_error = r;     /* the next flush reports it */
     else if (!r)
       *(job->dst_is_b ? &m->st.b_write : &m->st.a_write) += job->count;
-    half_done_locked(m, job, !r && !job->dst_is_b);
+    half_done_locked(m, job, job->dst_is_b, !r);
   }
   pthread_mutex_unlock(&m->mu);
   return NULL;
@@ -136,7 +136,8 @@ mv_aio_write(struct move_origin *m, const void *buf, uint32_t count, uint64_t of
   job->next = NULL;
   job->range.lo = off / MOVE_GRAIN;
   job->range.hi = (off + count - 1) / MOVE_GRAIN;
-  job->range.reader = job->range.a_settled = false;
+  job->range.reader = job->range.a_settled = job->range.b_settled = false;
+  job->range.reads_b = false;
   /* A FUA write is written to both sides before it is acknowledged, so
    * it waits for the claim like any request. */
   job->range.passes_claim = !fua;
@@ -232,7 +233,7 @@ mv_aio_write(struct move_origin *m, const void *buf, uint32_t count, uint64_t of
     mv_b_failed_locked(m, r);
     r = 1;
   }
-  half_done_locked(m, job, !r && !fast_is_b);
+  half_done_locked(m, job, fast_is_b, !r);
 out:
   if (r == 1)
     /* B failed: retried on A once the copier has fallen back. */

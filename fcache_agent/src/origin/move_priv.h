@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Inside the composite origin of a move (origin_move.h): shared by
  * origin_move.c (the requests and their routing), move_copy.c (the
- * copier, the switch, the fallback to A) and move_aio.c (AIO's
- * background duplicates).  Private to origin/. */
+ * copier, the switch, the fallback to A), move_mirror.c (mirroring's
+ * duplicates, written in parallel) and move_aio.c (AIO's background
+ * duplicates).  Private to origin/. */
 #ifndef FCACHE_MOVE_PRIV_H
 #define FCACHE_MOVE_PRIV_H
 
@@ -27,6 +28,9 @@
 #define AIO_DRAIN_FREE_NS (2000ull * 1000000ull)
 /* ... else new duplicates are held to this many until it has. */
 #define AIO_DRAIN_PENDING 4u
+/* Mirroring: B's halves written at once, as many as the VM's writes in
+ * flight usually are (the cache's origin connections, a guest's queue). */
+#define MIRROR_WORKERS 8u
 
 /* A request's (or an AIO duplicate's) hold on grains [lo, hi].  A reader
  * changes no grain: it waits for no other reader and for no claim of the
@@ -35,9 +39,12 @@
 struct mv_range {
   uint64_t lo, hi;
   bool reader;
-  /* An AIO duplicate whose half on A is written: a reader (AIO reads A)
-   * need not wait for its half on B. */
-  bool a_settled;
+  /* An AIO duplicate whose half on A (on B) is written: a reader of A
+   * (of B) need not wait for its other half. */
+  bool a_settled, b_settled;
+  /* An AIO reader of the copied region on B, the faster side: it waits
+   * for the B halves of duplicates in its grains, not for their A's. */
+  bool reads_b;
   /* An AIO write that does not wait for the copier's claim: its half on
    * B waits instead (move_aio.c) ... */
   bool passes_claim;
@@ -46,6 +53,8 @@ struct mv_range {
   uint64_t passed_claim;
   struct mv_range *next;
 };
+
+struct mirror_job;
 
 struct aio_job {
   struct mv_range range;        /* held until both halves are written */
@@ -93,6 +102,11 @@ struct move_origin {
   pthread_t aio_thread;
   bool aio_running;
   uint64_t lat_a_ns, lat_b_ns;  /* write latency, moving average */
+  /* mirror */
+  struct mirror_job *mq_head, *mq_tail;
+  bool mirror_stop;
+  pthread_t mirror_threads[MIRROR_WORKERS];
+  unsigned mirror_running;
   /* status, under mu */
   struct fc_move_status st;
   uint64_t start_ns;
@@ -102,6 +116,22 @@ struct move_origin {
   uint64_t held_bytes, held_ns, last_dirty;
   unsigned stalled_rounds;
 };
+
+/* dbt and dbt_capped: the writes on A, the grains written behind the
+ * cursor copied again in merge rounds. */
+static inline bool
+mv_scheme_is_dbt(enum fc_move_scheme s)
+{
+  return s == FC_MOVE_DBT || s == FC_MOVE_DBT_CAPPED;
+}
+
+/* lr, slr, aio: an acknowledged write may be on B alone for a while, so
+ * it is logged for a crash. */
+static inline bool
+mv_scheme_logs(enum fc_move_scheme s)
+{
+  return s == FC_MOVE_LR || s == FC_MOVE_SLR || s == FC_MOVE_AIO;
+}
 
 uint64_t mv_now_ns(void);
 /* Under mu: wait until nothing routed or passing is in flight. */
@@ -114,7 +144,8 @@ void mv_unclaim_locked(struct move_origin *m);
  * waiting (the caller serves the request unrouted). */
 bool mv_range_acquire_locked(struct move_origin *m, struct mv_range *r);
 /* Under mu, AIO: has B written faster than A lately (both measured)?
- * Then a duplicate's request writes B and the worker A. */
+ * Then a duplicate's request writes B and the worker A, and reads of the
+ * copied region go to B. */
 bool mv_aio_b_faster_locked(const struct move_origin *m);
 /* Under mu: does the copier's claim cover any of r's grains? */
 bool mv_claimed_locked(const struct move_origin *m, const struct mv_range *r);
@@ -124,6 +155,13 @@ void mv_b_failed_locked(struct move_origin *m, int r);
 
 /* The copier thread (move_copy.c). */
 void *mv_copier(void *arg);
+
+/* Mirroring (move_mirror.c): write A and B at once, both waited for.
+ * Returns A's result, *rb B's. */
+int mv_mirror_start(struct move_origin *m);
+void mv_mirror_stop(struct move_origin *m);
+int mv_mirror_write(struct move_origin *m, const void *buf, uint32_t count,
+                    uint64_t off, bool fua, int *rb);
 
 /* AIO (move_aio.c). */
 int mv_aio_start(struct move_origin *m);

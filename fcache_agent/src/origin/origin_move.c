@@ -58,7 +58,7 @@ range_busy_locked(struct move_origin *m, const struct mv_range *r)
   if (!r->reader && !r->passes_claim && mv_claimed_locked(m, r))
     return true;
   for (struct mv_range *x = m->ranges; x; x = x->next)
-    if (!(r->reader && (x->reader || x->a_settled)) &&
+    if (!(r->reader && (x->reader || (r->reads_b ? x->b_settled : x->a_settled))) &&
         overlaps(r->lo, r->hi, x->lo, x->hi))
       return true;
   return false;
@@ -130,6 +130,17 @@ mv_b_failed_locked(struct move_origin *m, int r)
   pthread_cond_broadcast(&m->cond);
 }
 
+static void
+count_io(struct move_origin *m, bool on_b, bool write, uint64_t n)
+{
+  pthread_mutex_lock(&m->mu);
+  if (on_b)
+    *(write ? &m->st.b_write : &m->st.b_read) += n;
+  else
+    *(write ? &m->st.a_write : &m->st.a_read) += n;
+  pthread_mutex_unlock(&m->mu);
+}
+
 /* Under mu, with the grains held: where the newest data of grain g is. */
 static bool
 newest_on_b_locked(struct move_origin *m, uint64_t g)
@@ -140,20 +151,40 @@ newest_on_b_locked(struct move_origin *m, uint64_t g)
   case FC_MOVE_SLR:
     return g < m->cursor && move_bitmap_test(&m->bm, g);
   default:
-    /* dbt writes A; mirror and aio write A whenever they write B. */
+    /* dbt writes A; mirror and aio write A whenever they write B (aio's
+     * reads of B, request(), do not come here). */
     return false;
   }
 }
 
-static void
-count_io(struct move_origin *m, bool on_b, bool write, uint64_t n)
+/* AIO, under mu: does a read of grains [lo, hi] go to B?  The paper's
+ * AIO (§5.2.2) serves I/O from the faster disk: a read wholly in the
+ * copied region, where B holds A's data and every duplicate since, goes
+ * to B when B has been writing faster (mv_aio_b_faster_locked, the same
+ * judgement that picks the half a duplicate is acknowledged by).  The
+ * cursor only grows, so the region stays copied for the whole read. */
+static bool
+aio_reads_b_locked(const struct move_origin *m, uint64_t hi)
 {
-  pthread_mutex_lock(&m->mu);
-  if (on_b)
-    *(write ? &m->st.b_write : &m->st.b_read) += n;
-  else
-    *(write ? &m->st.a_write : &m->st.a_read) += n;
-  pthread_mutex_unlock(&m->mu);
+  return m->p.scheme == FC_MOVE_AIO && hi < m->cursor && mv_aio_b_faster_locked(m);
+}
+
+/* An AIO read of B, its grains held (every duplicate's half on B in
+ * them written).  1 when B failed (the caller waits for the fallback
+ * and retries). */
+static int
+read_b(struct move_origin *m, char *buf, uint32_t count, uint64_t off)
+{
+  int r = fc_origin_pread(m->b, buf, count, off);
+
+  if (r) {
+    pthread_mutex_lock(&m->mu);
+    mv_b_failed_locked(m, r);
+    pthread_mutex_unlock(&m->mu);
+    return 1;
+  }
+  count_io(m, true, false, count);
+  return 0;
 }
 
 /* A routed read, its grains held: runs of grains with their newest data
@@ -312,22 +343,34 @@ write_routed(struct move_origin *m, const void *buf, uint32_t count, uint64_t of
     if (!r)
       count_io(m, false, true, count);
     return r;
-  case FC_MOVE_MIRROR:
-    r = fc_origin_pwrite(m->cur, buf, count, off, fua);
-    if (r || !copied)
+  case FC_MOVE_MIRROR: {
+    int rb;
+
+    if (!copied) {
+      r = fc_origin_pwrite(m->cur, buf, count, off, fua);
       goto a_only;
-    count_io(m, false, true, count);
-    /* The whole request, even a part above the cursor: the copier
-     * writes the same data there later. */
-    r = fc_origin_pwrite(m->b, buf, count, off, fua);
-    if (r) {
+    }
+    /* To A and B at once, the whole request, even a part above the
+     * cursor: the copier writes the same data there later.  (A write to
+     * the chunk being copied waited for the copy, its claim: it is in
+     * the copied region now, as the paper holds it.) */
+    r = mv_mirror_write(m, buf, count, off, fua, &rb);
+    if (!r)
+      count_io(m, false, true, count);
+    if (!rb)
+      count_io(m, true, true, count);
+    if (rb || r) {
+      /* B failed; or A did and B did not, which would leave B with a
+       * write A lacks, in a region the copier does not copy again.
+       * Either way the move falls back to a consistent A, and the write
+       * is tried again there. */
       pthread_mutex_lock(&m->mu);
-      mv_b_failed_locked(m, r);
+      mv_b_failed_locked(m, rb ? rb : -EIO);
       pthread_mutex_unlock(&m->mu);
       return 1;
     }
-    count_io(m, true, true, count);
     return 0;
+  }
   default:                      /* dbt */
     r = fc_origin_pwrite(m->cur, buf, count, off, fua);
     if (r)
@@ -385,15 +428,19 @@ request(struct move_origin *m, enum req_kind kind, void *buf, uint32_t count,
     range.lo = off / MOVE_GRAIN;
     range.hi = (off + count - 1) / MOVE_GRAIN;
     range.reader = kind == REQ_READ;
-    range.a_settled = range.passes_claim = false;
+    range.a_settled = range.b_settled = range.passes_claim = false;
+    range.reads_b = range.reader && aio_reads_b_locked(m, range.hi);
     range.passed_claim = 0;
     if (!mv_range_acquire_locked(m, &range)) {
       pthread_mutex_unlock(&m->mu);
       continue;
     }
     pthread_mutex_unlock(&m->mu);
-    r = kind == REQ_READ ? read_routed(m, buf, count, off) :
-                           write_routed(m, buf, count, off, fua);
+    if (range.reads_b)
+      r = read_b(m, buf, count, off);
+    else
+      r = kind == REQ_READ ? read_routed(m, buf, count, off) :
+                             write_routed(m, buf, count, off, fua);
     pthread_mutex_lock(&m->mu);
     mv_range_release_locked(m, &range);
     if (r != 1) {
@@ -734,11 +781,11 @@ fc_origin_is_move(const struct fc_origin *o)
 static int
 check_params(const struct fc_move_params *p, char *err, size_t errlen)
 {
-  if (p->scheme > FC_MOVE_AIO) {
+  if ((unsigned)p->scheme >= FC_MOVE_NR_SCHEMES) {
     snprintf(err, errlen, "unknown scheme");
     return -EINVAL;
   }
-  if (p->scheme == FC_MOVE_DBT && p->max_rounds < 1) {
+  if (mv_scheme_is_dbt(p->scheme) && p->max_rounds < 1) {
     snprintf(err, errlen, "max_rounds must be at least 1");
     return -EINVAL;
   }
@@ -746,7 +793,7 @@ check_params(const struct fc_move_params *p, char *err, size_t errlen)
     snprintf(err, errlen, "aio_threshold must be at least 1");
     return -EINVAL;
   }
-  if (p->scheme >= FC_MOVE_LR && (!p->log_path || !p->log_path[0])) {
+  if (mv_scheme_logs(p->scheme) && (!p->log_path || !p->log_path[0])) {
     snprintf(err, errlen, "scheme %s needs a recovery log",
              fc_move_scheme_name(p->scheme));
     return -EINVAL;
@@ -797,7 +844,7 @@ fc_origin_move_start(struct fc_origin *o, struct fc_origin *to,
   m->p.log_path = m->log_path;
   m->p.a_uri = m->a_uri;
   /* lr, slr, aio: some acknowledged writes may be on B alone. */
-  m->logging = p->scheme >= FC_MOVE_LR;
+  m->logging = mv_scheme_logs(p->scheme);
   if (m->logging && (r = move_log_create(&m->log, m->log_path, m->a_uri,
                                          p->b_uri ? p->b_uri : "", p->scheme))) {
     snprintf(err, errlen, "cannot create the recovery log %s: %s", m->log_path,
@@ -824,6 +871,10 @@ fc_origin_move_start(struct fc_origin *o, struct fc_origin *to,
     snprintf(err, errlen, "cannot start the AIO thread: %s", strerror(-r));
     goto fail_log;
   }
+  if (p->scheme == FC_MOVE_MIRROR && (r = mv_mirror_start(m))) {
+    snprintf(err, errlen, "cannot start the mirroring threads: %s", strerror(-r));
+    goto fail_log;
+  }
   pthread_mutex_lock(&m->mu);
   m->moving = true;
   /* Requests already on their way to A alone finish before the copier
@@ -836,6 +887,7 @@ fc_origin_move_start(struct fc_origin *o, struct fc_origin *to,
     pthread_cond_broadcast(&m->cond);
     pthread_mutex_unlock(&m->mu);
     mv_aio_stop(m);
+    mv_mirror_stop(m);
     snprintf(err, errlen, "cannot start the copier: %s", strerror(r));
     r = -r;
     goto fail_log;
@@ -909,7 +961,7 @@ fc_origin_move_status(struct fc_origin *o, struct fc_move_status *st)
     uint64_t ns = mv_now_ns() - m->start_ns, left;
 
     st->elapsed_ms = ns / 1000000;
-    st->dirty_bytes = m->p.scheme == FC_MOVE_DBT ? m->bm.set * MOVE_GRAIN : 0;
+    st->dirty_bytes = mv_scheme_is_dbt(m->p.scheme) ? m->bm.set * MOVE_GRAIN : 0;
     left = st->bytes_total - st->bytes_copied + st->dirty_bytes;
     st->eta_s = st->bytes_copied && ns ?
         (uint64_t)((double)left / ((double)st->bytes_copied / ((double)ns / 1e9))) : 0;
@@ -922,20 +974,21 @@ fc_origin_move_status(struct fc_origin *o, struct fc_move_status *st)
   pthread_mutex_unlock(&m->mu);
 }
 
-static const char *const scheme_names[] = { "dbt", "mirror", "lr", "slr", "aio" };
+static const char *const scheme_names[] = { "dbt", "mirror", "lr", "slr", "aio",
+                                            "dbt_capped" };
 static const char *const state_names[] = { "none", "copying", "switching", "done",
                                            "failed", "aborted" };
 
 const char *
 fc_move_scheme_name(enum fc_move_scheme s)
 {
-  return (unsigned)s <= FC_MOVE_AIO ? scheme_names[s] : "?";
+  return (unsigned)s < FC_MOVE_NR_SCHEMES ? scheme_names[s] : "?";
 }
 
 int
 fc_move_scheme_parse(const char *s, enum fc_move_scheme *out)
 {
-  for (unsigned i = 0; i <= FC_MOVE_AIO; i++)
+  for (unsigned i = 0; i < FC_MOVE_NR_SCHEMES; i++)
     if (strcmp(s, scheme_names[i]) == 0) {
       *out = (enum fc_move_scheme)i;
       return 0;

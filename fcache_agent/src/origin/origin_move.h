@@ -18,12 +18,20 @@
 
 #include "origin.h"
 
+/* The values are the recovery log's (move_log.h): a new scheme is added
+ * at the end. */
 enum fc_move_scheme {
-  FC_MOVE_DBT,          /* dirty block tracking, merge rounds, final pause */
-  FC_MOVE_MIRROR,       /* synchronous duplicate writes to the copied region */
+  FC_MOVE_DBT,          /* dirty block tracking: merge rounds until the dirty
+                         * set stops shrinking, then one pause however long */
+  FC_MOVE_MIRROR,       /* synchronous duplicate writes to the copied region,
+                         * issued to A and B at once */
   FC_MOVE_LR,           /* every write to B, bitmap redirects reads */
   FC_MOVE_SLR,          /* uncopied region on A, copied region's writes to B */
-  FC_MOVE_AIO,          /* duplicate writes acked by the first to complete */
+  FC_MOVE_AIO,          /* duplicate writes acked by the faster side, whose
+                         * copied region also serves reads */
+  FC_MOVE_DBT_CAPPED,   /* fcache's DBT: the pause capped at downtime_ms, the
+                         * move failed when the rounds do not converge */
+  FC_MOVE_NR_SCHEMES,
 };
 
 enum fc_move_state {
@@ -37,10 +45,12 @@ enum fc_move_state {
 
 struct fc_move_params {
   enum fc_move_scheme scheme;
-  unsigned max_rounds;          /* dbt: merge rounds before giving up */
-  uint64_t converge_bytes;      /* dbt: dirty bytes small enough to pause */
-  unsigned downtime_ms;         /* dbt: the longest pause the last round may
-                                 * be expected to take */
+  unsigned max_rounds;          /* dbt: merge rounds before the pause at the
+                                 * latest; dbt_capped: before giving up */
+  uint64_t converge_bytes;      /* dbt_capped: dirty bytes small enough to
+                                 * pause */
+  unsigned downtime_ms;         /* dbt_capped: the longest pause the last
+                                 * round may be expected to take */
   unsigned aio_threshold;       /* aio: pending duplicates before delaying */
   unsigned aio_delay_us;        /* aio: the delay */
   uint64_t rate_limit_bps;      /* the copy's bytes per second; 0: unlimited */
@@ -62,10 +72,10 @@ struct fc_move_status {
   enum fc_move_scheme scheme;
   uint64_t bytes_total, bytes_copied, dirty_bytes;
   unsigned rounds;
-  uint64_t pause_estimate_ms;   /* dbt: what copying the dirty grains with
+  uint64_t pause_estimate_ms;   /* dbt_capped: what copying the dirty grains with
                                  * requests held would take now, at the
                                  * last held round's pace (0: not known) */
-  unsigned held_rounds_cut;     /* dbt: last rounds that reached downtime_ms
+  unsigned held_rounds_cut;     /* dbt_capped: last rounds that reached downtime_ms
                                  * with grains left, the VM let go on */
   uint64_t aio_delay_us;        /* aio: time VM writes were delayed by
                                  * aio_threshold during the copy, summed */

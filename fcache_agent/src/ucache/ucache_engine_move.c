@@ -21,7 +21,7 @@
 
 #define DEF_MAX_ROUNDS 30u
 #define DEF_CONVERGE_BYTES (4ull << 20)
-/* dbt's pause: about what the paper measured for its own schemes'
+/* dbt_capped's pause: about what the paper measured for its own schemes'
  * switches (Table 5), one slow request to the guest. */
 #define DEF_DOWNTIME_MS 200u
 #define DEF_AIO_THRESHOLD 100u
@@ -152,8 +152,16 @@ move_start(struct fc_host *host, struct fc_volume *v, const struct fc_move_reque
     return -EBUSY;
   }
   if (fc_move_scheme_parse(req->scheme, &s)) {
-    snprintf(err, errlen, "scheme '%.40s' is not one of dbt, mirror, lr, slr, aio",
-             req->scheme);
+    snprintf(err, errlen, "scheme '%.40s' is not one of dbt, mirror, lr, slr, aio, "
+             "dbt_capped", req->scheme);
+    return -EINVAL;
+  }
+  /* dbt pauses when its rounds stop shrinking the dirty set, for as long
+   * as the rest takes: a bound it would not keep is refused, not
+   * ignored. */
+  if (s == FC_MOVE_DBT && (req->converge_bytes || req->downtime_ms)) {
+    snprintf(err, errlen, "scheme dbt pauses once its dirty set is stable, however "
+             "long the pause; converge_bytes and downtime_ms are dbt_capped's");
     return -EINVAL;
   }
   if (fc_origin_move_running(uv->origin)) {
