@@ -213,13 +213,14 @@ class AgentClient(object):
             :meth:`attach_volume`.
         :param scheme: one of :data:`MOVE_SCHEMES`, or None for the
             agent's default.
-        :param max_rounds: ``dbt``: copy rounds before it gives up (int
-            1..1000), or None.
-        :param converge_bytes: ``dbt``: dirty bytes small enough to copy
-            with the volume paused (int 1..2^40), or None.
-        :param downtime_ms: ``dbt``: the longest pause of its last round,
-            which the agent cuts short there and tries again later (int
-            1..60000), or None for the agent's 200.
+        :param max_rounds: ``dbt``: copy rounds before it pauses the VM
+            anyway; ``dbt_capped``: before it gives up (int 1..1000), or
+            None.
+        :param converge_bytes: ``dbt_capped``: dirty bytes small enough
+            to copy with the volume paused (int 1..2^40), or None.
+        :param downtime_ms: ``dbt_capped``: the longest pause of its last
+            round, which the agent cuts short there and tries again later
+            (int 1..60000), or None for the agent's 200.
         :param aio_threshold: ``aio``: pending duplicate writes before a
             write is delayed (int 1..1000000), or None.
         :param aio_delay_us: ``aio``: the delay, microseconds (int

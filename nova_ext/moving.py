@@ -52,7 +52,7 @@ def resolve_scheme(scheme, from_medium, to_medium, wear_weight,
         raise exception.InvalidArgument(
             name='scheme', value=scheme,
             reason='must be one of %s' % ', '.join(SCHEMES))
-    allowed = ENGINE_SCHEMES.get(engine, storagemove.SCHEMES)
+    allowed = ENGINE_SCHEMES.get(engine, agent.MOVE_SCHEMES)
     if scheme not in allowed + (AUTO,):
         raise exception.InvalidArgument(
             name='scheme', value=scheme,
@@ -62,9 +62,11 @@ def resolve_scheme(scheme, from_medium, to_medium, wear_weight,
     if workload is None:
         workload = assumed_workload()
     try:
-        chosen, costs = storagemove.choose_scheme(from_medium, to_medium,
-                                                  workload, wear_weight,
-                                                  allowed)
+        # auto chooses among the paper's schemes; fcache's own
+        # (dbt_capped, which may fail) only run when named.
+        chosen, costs = storagemove.choose_scheme(
+            from_medium, to_medium, workload, wear_weight,
+            tuple(s for s in allowed if s in storagemove.SCHEMES))
     except ValueError as exc:
         raise exception.InvalidArgument(name='auto', value=scheme,
                                         reason=str(exc))

@@ -64,15 +64,21 @@ STAGING_CHOICES = (
 
 STORAGE_MIGRATION_CHOICES = (
     ('dbt', 'Dirty block tracking: the VM stays on the old volume, blocks '
-            'written behind the copy are copied again in rounds.'),
+            'written behind the copy are copied again in rounds until '
+            'they stop shrinking, then the VM pauses for the rest, however '
+            'long (seconds towards a slower medium).'),
     ('mirror', 'I/O mirroring: writes to the copied region go to both '
-               'volumes, synchronously.'),
+               'volumes at once and complete when both have them.'),
     ('lr', 'Low redundancy: every write goes to the new volume; the copy '
            'skips what the VM wrote. Fewest SSD writes.'),
     ('slr', 'Source-based low redundancy: I/O stays on the old volume '
             'except writes to the copied region.'),
     ('aio', 'Asynchronous mirroring: a write completes on the faster '
-            'medium; the slower one follows within a bound.'),
+            'medium, which also serves reads of the copied region; the '
+            'slower one follows within a bound.'),
+    ('dbt_capped', 'fcache\'s DBT: its pause is capped (200 ms), and the '
+                   'move fails, the VM staying on the old volume, when the '
+                   'rounds do not converge. Never chosen by auto.'),
     ('auto', 'The scheme of lowest expected migration cost for the media '
              'and the wear weight '
              '(doc/reference/storage-migration-nova.rst).'),

@@ -9,9 +9,12 @@ environment", §2 and §5; the seed text is
 /work/shared/seeds/live-storage-migration-heterogeneous.txt):
 
 ``dbt``     reads and writes on A; the blocks written behind the copy are
-            copied again in rounds (dirty block tracking).
-``mirror``  reads on A; a write to the copied region goes to A and B and
-            completes when both have it (synchronous I/O mirroring).
+            copied again in rounds (dirty block tracking) until the dirty
+            set stops shrinking, then the VM is paused while the rest is
+            copied, however long that takes.
+``mirror``  reads on A; a write to the copied region goes to A and B at
+            once and completes when both have it (synchronous I/O
+            mirroring).
 ``lr``      low redundancy: every write goes to B; reads of blocks not yet
             copied (and not written) come from A; the copy skips blocks
             the VM wrote.
@@ -19,7 +22,15 @@ environment", §2 and §5; the seed text is
             writes to the copied region go to B.
 ``aio``     asynchronous mirroring: like ``mirror`` but a write completes
             when the faster medium has it; the slower one is throttled
-            behind a bound of pending writes.
+            behind a bound of pending writes; reads of the copied region
+            come from the faster medium too.
+
+and fcache's own, which the paper does not have and ``auto`` does not
+choose (:data:`FCACHE_SCHEMES`):
+
+``dbt_capped`` DBT whose pause is capped (the agent's ``downtime_ms``):
+            the rounds go on until what is left fits the pause, and the
+            move fails, the VM staying on A, when they do not converge.
 
 The metric (§4 of the paper)::
 
@@ -43,8 +54,15 @@ what it reproduces of the paper is in doc/reference/storage-migration-nova.rst.
 
 import math
 
+# The paper's five, which ``auto`` chooses from.
 SCHEMES = ('dbt', 'mirror', 'lr', 'slr', 'aio')
+# fcache's own: run when asked for by name.
+FCACHE_SCHEMES = ('dbt_capped',)
+ALL_SCHEMES = SCHEMES + FCACHE_SCHEMES
 MEDIA = ('ssd', 'hdd')
+# Merge rounds in a row that shrink the dirty set by less than a tenth
+# before dbt pauses the VM for the rest (move_copy.c, MOVE_STALLED_ROUNDS).
+DBT_STALLED_ROUNDS = 3
 
 # Streaming bandwidth of one medium, bytes/s.  Table 1 of the paper copies
 # 5 GB SSD to SSD in 30 s (~180 MB/s) and with an HDD on one side in 55 to
@@ -94,8 +112,8 @@ class Cost(object):
 
     ``lambda_io`` may be None (no performance figure was given), and then
     ``mc`` is None too; ``lambda_time`` is ``inf`` for a move that would
-    not finish (a DBT whose rounds do not converge, a copy with no
-    bandwidth left).
+    not finish (a ``dbt_capped`` whose rounds do not converge, a copy with
+    no bandwidth left).
     """
 
     def __init__(self, scheme, lambda_time, lambda_io, lambda_wear, gamma):
@@ -138,9 +156,9 @@ def check_medium(medium):
 
 
 def check_scheme(scheme):
-    if scheme not in SCHEMES:
+    if scheme not in ALL_SCHEMES:
         raise ValueError('scheme %r is not one of %s'
-                         % (scheme, ', '.join(SCHEMES)))
+                         % (scheme, ', '.join(ALL_SCHEMES)))
     return scheme
 
 
@@ -158,7 +176,8 @@ def expected_wear(scheme, src, dst, alpha=DEFAULT_ALPHA, beta=DEFAULT_BETA):
     write: the VM's writes on an SSD source, those a scheme duplicates or
     re-copies to an SSD destination.
     """
-    check_scheme(scheme)
+    if check_scheme(scheme) == 'dbt_capped':
+        scheme = 'dbt'
     table = {
         ('ssd', 'ssd'): {'dbt': 1 + beta, 'mirror': 1 + alpha, 'lr': alpha,
                          'slr': 1.0, 'aio': 1 + alpha},
@@ -171,16 +190,29 @@ def expected_wear(scheme, src, dst, alpha=DEFAULT_ALPHA, beta=DEFAULT_BETA):
     return float(table[(check_medium(src), check_medium(dst))][scheme])
 
 
-def _routes(scheme, src, dst, alpha):
-    """Where the VM's requests go.
+def faster_side(src, dst):
+    """``'b'`` if the destination medium is the faster, else ``'a'``.
+
+    What AIO takes for the faster disk.  The agent judges it by the write
+    latency it measures of the two sides (move_aio.c), which for an SSD
+    and an HDD comes out the same; between equal media either will do.
+    """
+    return 'b' if DEFAULT_IOPS[check_medium(dst)] > DEFAULT_IOPS[
+        check_medium(src)] else 'a'
+
+
+def routes(scheme, src, dst, alpha):
+    """Where the VM's requests go, as the agent routes them.
 
     ``[(share of reads or writes, kind, disks)]`` with kind ``'r'`` or
     ``'w'`` and disks a tuple of ``'a'`` (source) and ``'b'``
     (destination); two disks means a synchronous duplicate (the slower one
     decides), ``('fast',)`` an asynchronous duplicate (the faster one).
+    ``alpha`` is the share of requests to the copied region.
     """
-    fast = 'b' if DEFAULT_IOPS[dst] > DEFAULT_IOPS[src] else 'a'
-    if scheme == 'dbt':
+    check_scheme(scheme)
+    fast = faster_side(src, dst)
+    if scheme in ('dbt', 'dbt_capped'):
         return [(1.0, 'r', ('a',)), (1.0, 'w', ('a',))]
     if scheme == 'mirror':
         return [(1.0, 'r', ('a',)), (1 - alpha, 'w', ('a',)),
@@ -207,12 +239,35 @@ def _disk_loads(routes, workload):
     return load
 
 
+def _dbt_times(workload, copy_bps, pause_bps):
+    """``(move seconds, pause seconds)`` of the paper's DBT.
+
+    While the VM dirties more slowly than the copy cleans (``q < 1``)
+    the rounds shrink the dirty set to nothing and the pause copies
+    next to nothing.  Otherwise the first pass leaves what the VM dirtied
+    meanwhile (at most the volume), the rounds no longer shrink it, and
+    after :data:`DBT_STALLED_ROUNDS` of them DBT holds the VM's requests
+    and copies it at ``pause_bps`` (the copy alone on both media): the
+    downtime of the paper's Table 3, SSD to HDD.
+    """
+    size = workload.size_bytes
+    if copy_bps <= 0:
+        return math.inf, 0.0
+    q = workload.beta * workload.write_bps / copy_bps
+    if q < 1:
+        return size / copy_bps / (1 - q), 0.0
+    dirty = min(size, q * size)
+    pause_s = dirty / pause_bps
+    return (size / copy_bps + DBT_STALLED_ROUNDS * dirty / copy_bps + pause_s,
+            pause_s)
+
+
 def _move_time(scheme, workload, copy_bps):
     """Seconds the move takes with ``copy_bps`` left for the copy."""
     size = workload.size_bytes
     if copy_bps <= 0:
         return math.inf
-    if scheme == 'dbt':
+    if scheme == 'dbt_capped':
         # Each round copies what the VM dirtied (distinct blocks) during
         # the previous one: S/c * (1 + q + q^2 ...), q = beta*w/c.
         q = workload.beta * workload.write_bps / copy_bps
@@ -266,7 +321,7 @@ def _alpha_seen(scheme, src, dst, workload, perf, async_disk):
     behind = ahead = behind_w = ahead_w = 0.0
     for i in range(_PROGRESS_STEPS):
         x = (i + 0.5) / _PROGRESS_STEPS
-        rate = 1 / _request_seconds(_routes(scheme, src, dst, x), workload,
+        rate = 1 / _request_seconds(routes(scheme, src, dst, x), workload,
                                     perf, async_disk)
         behind += x * rate
         behind_w += x
@@ -286,16 +341,18 @@ def expected_cost(scheme, src, dst, workload, gamma):
     * each disk ``m`` streams ``B_m`` bytes/s; the VM's traffic on it
       (routed as the scheme routes it, §5) comes first and the copy gets
       what is left of the slower side: ``c = min(B_a - L_a, B_b - L_b)``;
-    * move time from ``c`` (DBT's rounds as a geometric series that
-      diverges when the dirtying outpaces the copy, the way DBT fails
-      from SSD to HDD in §3.2 and §7.3.2; LR's copy skipping what the VM
-      wrote), against a plain copy at ``min(B_a, B_b)``;
+    * move time from ``c`` (DBT's rounds as a geometric series; when the
+      dirtying outpaces the copy, the way DBT struggles from SSD to HDD
+      in §3.2 and §7.3.2, ``dbt`` pauses the VM for the copy of the
+      dirty set and ``dbt_capped`` does not finish; LR's copy skipping
+      what the VM wrote), against a plain copy at ``min(B_a, B_b)``;
     * a request served by medium ``m`` takes ``1/P_m`` (Table 2), slowed
       by the copy's share of the medium ``u_m = c/B_m`` to
       ``1/(P_m (1 - k_m u_m))``; a synchronous duplicate waits for the
       slower disk, an asynchronous one for the faster unless the slower
       cannot absorb the duplicates (AIO's throttle, §5.2.2);
-      lambda_io = 1 - perf/max(P_a, P_b);
+      lambda_io = 1 - perf/max(P_a, P_b), where ``dbt``'s pause serves
+      nothing;
     * lambda_wear from Table 6.
     """
     check_scheme(scheme)
@@ -304,11 +361,16 @@ def expected_cost(scheme, src, dst, workload, gamma):
     gamma = check_gamma(gamma)
     media = {'a': src, 'b': dst}
     bw = dict((d, workload.bandwidth_bps[m]) for d, m in media.items())
-    routes = _routes(scheme, src, dst, workload.alpha)
-    load = _disk_loads(routes, workload)
+    routed = routes(scheme, src, dst, workload.alpha)
+    load = _disk_loads(routed, workload)
     copy_bps = min(bw['a'] - load['a'], bw['b'] - load['b'])
     plain_s = workload.size_bytes / min(bw['a'], bw['b'])
-    move_s = _move_time(scheme, workload, copy_bps)
+    pause_s = 0.0
+    if scheme == 'dbt':
+        move_s, pause_s = _dbt_times(workload, copy_bps,
+                                     min(bw['a'], bw['b']))
+    else:
+        move_s = _move_time(scheme, workload, copy_bps)
     lambda_time = move_s / plain_s
 
     used = max(copy_bps, 0.0)
@@ -317,7 +379,7 @@ def expected_cost(scheme, src, dst, workload, gamma):
         share = min(1.0, used / bw[disk])
         perf[disk] = DEFAULT_IOPS[medium] * (
             1 - DEFAULT_CONTENTION[medium] * share)
-    fast = 'b' if DEFAULT_IOPS[dst] > DEFAULT_IOPS[src] else 'a'
+    fast = faster_side(src, dst)
     slow = 'a' if fast == 'b' else 'b'
     # The slower disk absorbs asynchronous duplicates only while it has
     # bandwidth for them; past that AIO delays writes to its pace.
@@ -329,10 +391,11 @@ def expected_cost(scheme, src, dst, workload, gamma):
     if total <= 0 or math.isinf(move_s):
         lambda_io = 0.0 if total <= 0 else 1.0
     else:
-        seconds = _request_seconds(routes, workload, perf,
+        seconds = _request_seconds(routed, workload, perf,
                                    slow if throttled else fast)
         best = max(DEFAULT_IOPS[src], DEFAULT_IOPS[dst])
-        lambda_io = max(0.0, 1 - (1 / seconds) / best)
+        served = (1 / seconds) * (1 - pause_s / move_s)
+        lambda_io = max(0.0, 1 - served / best)
         alpha_seen = _alpha_seen(scheme, src, dst, workload, perf,
                                  slow if throttled else fast)
     lambda_wear = expected_wear(scheme, src, dst, alpha_seen, workload.beta)

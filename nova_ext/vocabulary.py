@@ -18,9 +18,11 @@ STRATEGIES = ('none', 'cachemior', 'firepan', 'firepan_if', 'cloudcache',
 WRITE_POLICIES = ('read_only', 'write_through', 'write_back')
 ADMISSIONS = ('all', 'rws')
 STAGING_KINDS = ('address', 'data', 'hybrid')
-# Storage move schemes; an engine runs those its capabilities list
-# (the kernel engine: lr).  ``auto`` is resolved by nova_ext.storagemove.
-MOVE_SCHEMES = ('dbt', 'mirror', 'lr', 'slr', 'aio')
+# Storage move schemes, the paper's five and fcache's capped DBT (in the
+# agent's order); an engine runs those its capabilities list (the kernel
+# engine: lr).  ``auto`` is resolved by nova_ext.storagemove, among the
+# paper's five.
+MOVE_SCHEMES = ('dbt', 'mirror', 'lr', 'slr', 'aio', 'dbt_capped')
 
 # RWS_N's N for admission rws: the agent counts reuses up to RWS_7.
 RWS_N_MAX = 7

@@ -76,7 +76,8 @@ def register(subparsers, parents):
                         help='the new origin: block device or file path, '
                              'or an nbd:// / nbd+unix:// URI')
     parser.add_argument('--scheme', choices=moving.SCHEMES, default='auto',
-                        help='dbt, mirror, lr, slr, aio, or auto (default)')
+                        help='dbt, mirror, lr, slr, aio, dbt_capped, or '
+                             'auto (default; never dbt_capped)')
     _media_options(parser)
     parser.add_argument('--write-rate', type=_positive(float),
                         metavar='MBPS',
@@ -96,14 +97,15 @@ def register(subparsers, parents):
                         metavar='MBPS',
                         help='cap the copy at MBPS MB/s (an integer)')
     parser.add_argument('--max-rounds', type=_positive(int), metavar='N',
-                        help='dbt: copy rounds before giving up')
+                        help='dbt: copy rounds before it pauses anyway; '
+                             'dbt_capped: before giving up')
     parser.add_argument('--converge-bytes', type=_positive(int),
                         metavar='N',
-                        help='dbt: dirty bytes to copy with the volume '
-                             'paused')
+                        help='dbt_capped: dirty bytes to copy with the '
+                             'volume paused')
     parser.add_argument('--downtime-ms', type=_positive(int), metavar='MS',
-                        help='dbt: the longest pause of its last round '
-                             '(default 200)')
+                        help='dbt_capped: the longest pause of its last '
+                             'round (default 200)')
     parser.add_argument('--aio-threshold', type=_positive(int), metavar='N',
                         help='aio: pending duplicate writes before a write '
                              'is delayed')

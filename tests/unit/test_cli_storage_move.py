@@ -164,14 +164,15 @@ def test_progress_bar_on_a_terminal(answers):
 def test_move_wait_failed(capsys, sock, fake_agent, answers):
     sequence(fake_agent, answers, 'failed')
     status, out, err = run(capsys, '--socket', sock, 'volume-move', 'v1',
-                           '--to', '/dev/hdd/v1', '--scheme', 'dbt',
+                           '--to', '/dev/hdd/v1', '--scheme', 'dbt_capped',
                            '--wait', '--interval', '0.01')
     assert status == cli.EXIT_FAILED
     # The progress shown, then one error line.
     progress_line, error = err.splitlines()
-    assert progress_line.startswith('dbt failed, ')
+    assert progress_line.startswith('dbt_capped failed, ')
     assert error.startswith('fcache: error: storage move of volume v1 to '
-                            '/dev/hdd/v1 ended failed: dbt did not converge')
+                            '/dev/hdd/v1 ended failed: dbt_capped did not '
+                            'converge')
 
 
 def test_move_wait_timeout_leaves_the_move_running(capsys, sock,

@@ -69,13 +69,48 @@ def test_expected_cost_mirror_by_hand():
 def test_dbt_does_not_converge_when_dirtying_outpaces_the_copy():
     # SSD to HDD: the VM's 100 MB/s of writes on the SSD leave the copy
     # min(180 - 100, 95) = 80 MB/s, and they are all to distinct blocks
-    # (beta 1): the rounds never shrink.
+    # (beta 1): the rounds never shrink.  dbt_capped never finishes.
     wl = sm.Workload(10 * GIB, write_bps=100e6, read_bps=0, beta=1.0)
+    capped = sm.expected_cost('dbt_capped', 'ssd', 'hdd', wl, 0.5)
+    assert capped.lambda_time == math.inf
+    assert capped.mc == math.inf
+    # The paper's DBT: the first pass (S/80), three rounds that do not
+    # shrink the whole volume dirty (3 S/80), then the VM paused for the
+    # copy of all of it at the HDD's 95 MB/s, against a plain copy's S/95.
     cost = sm.expected_cost('dbt', 'ssd', 'hdd', wl, 0.5)
-    assert cost.lambda_time == math.inf
-    assert cost.mc == math.inf
+    assert cost.lambda_time == pytest.approx(4 * 95 / 80 + 1)
+    # The pause is a sixth of the move, with no I/O served at all.
+    assert cost.lambda_io >= 1 / cost.lambda_time
+    mirror = sm.expected_cost('mirror', 'ssd', 'hdd', wl, 0.5)
+    assert cost.mc > mirror.mc
     scheme, _ = sm.choose_scheme('ssd', 'hdd', wl, 0.5)
-    assert scheme != 'dbt'
+    assert scheme not in ('dbt', 'dbt_capped')
+
+
+def test_dbt_capped_is_dbt_when_it_converges_and_never_auto():
+    wl = sm.Workload(10 * GIB, write_bps=10e6, read_bps=30e6)
+    for src, dst in (('ssd', 'hdd'), ('hdd', 'ssd'), ('ssd', 'ssd')):
+        dbt = sm.expected_cost('dbt', src, dst, wl, 0.5).as_dict()
+        capped = sm.expected_cost('dbt_capped', src, dst, wl, 0.5).as_dict()
+        dbt.pop('scheme')
+        capped.pop('scheme')
+        assert dbt == capped
+    assert 'dbt_capped' not in sm.SCHEMES
+    assert 'dbt_capped' in sm.ALL_SCHEMES
+
+
+@pytest.mark.parametrize('src,dst,fast', [('hdd', 'ssd', 'b'),
+                                          ('ssd', 'hdd', 'a')])
+def test_aio_routes_the_copied_region_to_the_faster_medium(src, dst, fast):
+    # §5.2.2, as the agent routes it (test_origin_move.c,
+    # aio_reads_from_the_faster_side; test_volume_move.py,
+    # test_aio_routes_as_the_model): reads of the copied region (alpha)
+    # on the faster medium, the rest on A; writes to the copied region
+    # duplicated and acknowledged by the faster.
+    assert sm.faster_side(src, dst) == fast
+    assert sm.routes('aio', src, dst, 0.25) == [
+        (0.75, 'r', ('a',)), (0.25, 'r', (fast,)),
+        (0.75, 'w', ('a',)), (0.25, 'w', ('fast',))]
 
 
 # The paper's workloads (Table 7) read three times what they write.

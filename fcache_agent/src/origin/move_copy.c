@@ -335,7 +335,7 @@ merge_rounds(struct move_origin *m, char *buf, char *why, size_t whylen)
       if (est != UINT64_MAX)
         snprintf(pause, sizeof pause, " (a %llu ms pause)",
                  (unsigned long long)est);
-      snprintf(why, whylen, "dbt did not converge: %llu dirty bytes%s after %u merge "
+      snprintf(why, whylen, "dbt_capped did not converge: %llu dirty bytes%s after %u merge "
                "rounds%s (converge_bytes %llu, downtime_ms %u); the volume stays on "
                "the source", (unsigned long long)dirty, pause, rounds,
                stalled >= MOVE_STALLED_ROUNDS ? ", the last ones shrinking it by less "
