@@ -467,9 +467,8 @@ def test_rbd_move_between_images(make_agent, ceph_box, workdir, scheme):
                      hot_share=1.0)
     wl.run(nops=100)
     client = agent.client()
-    extra = {'converge_bytes': 4 * MiB} if scheme == 'dbt' else {}
     client.call('volume-move', volume_id='vol1', to=b.uri, scheme=scheme,
-                rate_limit_mbps=20, **extra)
+                rate_limit_mbps=20)
     deadline = time.monotonic() + 60
     while True:
         wl.run(duration=0.2)
