@@ -515,3 +515,44 @@ def test_aio_routes_as_the_model(make_agent, make_origin, workdir, src, dst):
     om.close(h)
     call(agent, 'volume-detach', volume_id='vol1')
     origin_file_is_oracle(b, orc)
+
+
+def test_mirror_write_costs_the_slower_side_not_both(make_agent, make_origin):
+    """IO mirroring writes A and B at once (§2: "synchronized").
+
+    Both servers take 50 ms a write (nbdkit's delay filter).  A write to
+    the copied region, write-through, costs one of them -- under 85 ms,
+    where A then B cost 100 and more -- and both files have it when it
+    is acknowledged.
+    """
+    slow = ['delay-write=50ms']
+    agent, a, b, h, orc = setup(make_agent, make_origin, a_filters=['delay'],
+                                a_args=slow, b_filters=['delay'], b_args=slow)
+    wl = workload(h, orc, seed=15)
+    call(agent, 'volume-move', volume_id='vol1', to=b.uri, scheme='mirror',
+         rate_limit_mbps=2)
+    run_until(agent, wl, lambda st: st['bytes_copied'] >= SIZE // 2)
+    took = []
+    for i in range(10):
+        data = bytes([0x40 + i]) * 4096
+        t0 = time.monotonic()
+        h.pwrite(data, i * 8192)
+        took.append(time.monotonic() - t0)
+        orc.write(i * 8192, data)
+        for origin in (a, b):
+            with open(origin.path, 'rb') as f:
+                f.seek(i * 8192)
+                assert f.read(4096) == data, origin.path
+    st = call(agent, 'volume-move-status', volume_id='vol1')
+    assert st['state'] == 'copying', st
+    print('mirror writes: %s ms' % ', '.join('%.0f' % (t * 1000)
+                                             for t in took))
+    assert min(took) >= 0.05, took
+    assert sum(took) / len(took) < 0.085, took
+    st = run_until(agent, wl)
+    wl.assert_clean()
+    assert st['state'] == 'done', st
+    assert not om.verify_all(h, orc)
+    om.close(h)
+    call(agent, 'volume-detach', volume_id='vol1')
+    origin_file_is_oracle(b, orc)
