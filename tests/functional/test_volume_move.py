@@ -556,3 +556,50 @@ def test_mirror_write_costs_the_slower_side_not_both(make_agent, make_origin):
     om.close(h)
     call(agent, 'volume-detach', volume_id='vol1')
     origin_file_is_oracle(b, orc)
+
+
+@pytest.mark.timeout(240)
+def test_dbt_pause_can_be_aborted(make_agent, make_origin):
+    """dbt's pause runs however long the copy takes, but not past an abort.
+
+    B takes 1 MB/s; once dbt holds the VM's requests for its last round
+    (state ``switching``) the abort answers within a second or two, the
+    held requests resume on A and A has every acknowledged write.
+    """
+    agent, a, b, h, orc = setup(make_agent, make_origin, b_filters=['rate'],
+                                b_args=['rate=8M'])
+    wl = om.Workload(h, orc, seed=16, depth=16, hot_fraction=0.25,
+                     hot_share=1.0, mix=[('write', 8), ('read', 2)],
+                     max_length=32768)
+    call(agent, 'volume-move', volume_id='vol1', to=b.uri, scheme='dbt')
+    deadline = time.monotonic() + 120
+    runner = None
+    while True:
+        if runner is None or not runner.is_alive():
+            runner = threading.Thread(target=wl.run,
+                                      kwargs={'duration': 0.5,
+                                              'timeout': 60})
+            runner.start()
+        st = call(agent, 'volume-move-status', volume_id='vol1')
+        assert st['state'] in ('copying', 'switching'), st
+        if st['state'] == 'switching':
+            break
+        assert time.monotonic() < deadline, st
+        time.sleep(0.02)
+    t0 = time.monotonic()
+    st = call(agent, 'volume-move-abort', volume_id='vol1')
+    took = time.monotonic() - t0
+    runner.join(60)
+    assert not runner.is_alive()
+    print('abort in the pause: %.2f s, %s' % (took, st))
+    assert took < 2.0, took
+    assert st['state'] == 'aborted', st
+    assert st['error'] == 'aborted; the volume stays on the source', st
+    wl.assert_clean()
+    assert call(agent, 'volume-show', volume_id='vol1')['origin'] == a.uri
+    wl.run(nops=100)
+    wl.assert_clean()
+    assert not om.verify_all(h, orc)
+    om.close(h)
+    call(agent, 'volume-detach', volume_id='vol1')
+    origin_file_is_oracle(a, orc)

@@ -456,6 +456,7 @@ switch_to_b(struct move_origin *m, char *buf, uint64_t t0, char *why, size_t why
 {
   struct fc_origin *a;
   uint64_t copied = 0, busy_ns = 0;
+  bool stopped;
   int r = 0;
 
   if (mv_scheme_is_dbt(m->p.scheme)) {
@@ -471,9 +472,14 @@ switch_to_b(struct move_origin *m, char *buf, uint64_t t0, char *why, size_t why
     if (r == -EAGAIN)
       return r;
   }
-  if (!r && (r = fc_origin_flush(m->b)))
+  pthread_mutex_lock(&m->mu);
+  stopped = m->stop;
+  pthread_mutex_unlock(&m->mu);
+  /* An abort says so itself (mv_copier), also when it cancelled B's
+   * writes under a long dbt pause. */
+  if (!r && (r = fc_origin_flush(m->b)) && !stopped)
     snprintf(why, whylen, "flushing the destination failed: %s", strerror(-r));
-  else if (r && r != -ECANCELED)
+  else if (r && r != -ECANCELED && !stopped)
     snprintf(why, whylen, "the last merge failed: %s", strerror(-r));
   while (!r && (r = m->p.commit ? m->p.commit(m->p.ctx) : 0) == -EAGAIN) {
     pthread_mutex_lock(&m->mu);
@@ -485,8 +491,7 @@ switch_to_b(struct move_origin *m, char *buf, uint64_t t0, char *why, size_t why
     usleep(1000);
   }
   if (r) {
-    /* An abort says so itself (mv_copier). */
-    if (!why[0] && r != -ECANCELED)
+    if (!why[0] && r != -ECANCELED && !stopped)
       snprintf(why, whylen, "making the destination the volume's origin failed: %s",
                strerror(-r));
     return r;
