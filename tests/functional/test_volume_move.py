@@ -406,8 +406,9 @@ def test_dbt_towards_a_destination_slower_than_the_vm_dirties(
     working set faster than that, so no merge round shrinks the dirty
     set.  dbt pauses the VM for the copy of all of it -- about a second,
     the guest's requests held -- and ends on B; dbt_capped holds it at
-    most its 200 ms and gives up, the VM staying on A.  Both keep every
-    acknowledged write.
+    most its 200 ms at a time, cutting its pauses short, and either gets
+    there between them or gives up, the VM staying on A.  Both keep
+    every acknowledged write.
     """
     agent, a, b, h, orc = setup(make_agent, make_origin, b_filters=['rate'],
                                 b_args=['rate=16M'])
@@ -417,9 +418,10 @@ def test_dbt_towards_a_destination_slower_than_the_vm_dirties(
     call(agent, 'volume-move', volume_id='vol1', to=b.uri, scheme=scheme)
     st = run_until(agent, wl, timeout=180)
     wl.assert_clean()
-    print('%s: %s after %d rounds, downtime %.0f ms, %.1f s: %s' % (
-        scheme, st['state'], st['rounds'], st['downtime_ms'],
-        st['elapsed_s'], st['error']))
+    print('%s: %s after %d rounds (%d pauses cut), downtime %.0f ms, '
+          '%.1f s: %s' % (scheme, st['state'], st['rounds'],
+                          st['held_rounds_cut'], st['downtime_ms'],
+                          st['elapsed_s'], st['error']))
     if scheme == 'dbt':
         assert st['state'] == 'done', st
         # Twice the 200 ms dbt_capped allows itself and more: the paper's
@@ -428,10 +430,17 @@ def test_dbt_towards_a_destination_slower_than_the_vm_dirties(
         assert st['held_rounds_cut'] == 0, st
         where = b
     else:
-        assert st['state'] == 'failed', st
-        assert 'did not converge' in st['error'], st
+        # Each pause cut at 200 ms (the copy of one run more): it ends on
+        # B only if the rounds between its short pauses ever got the rest
+        # under that, else it gives up on A.
+        assert st['held_rounds_cut'] >= 1, st
         assert st['downtime_ms'] <= 400, st
-        where = a
+        if st['state'] == 'done':
+            where = b
+        else:
+            assert st['state'] == 'failed', st
+            assert 'did not converge' in st['error'], st
+            where = a
     assert call(agent, 'volume-show', volume_id='vol1')['origin'] == where.uri
     assert not om.verify_all(h, orc)
     om.close(h)
@@ -521,9 +530,9 @@ def test_mirror_write_costs_the_slower_side_not_both(make_agent, make_origin):
     """IO mirroring writes A and B at once (§2: "synchronized").
 
     Both servers take 50 ms a write (nbdkit's delay filter).  A write to
-    the copied region, write-through, costs one of them -- under 85 ms,
-    where A then B cost 100 and more -- and both files have it when it
-    is acknowledged.
+    the copied region, write-through, costs one of them -- a median under
+    85 ms, where A then B cost 100 and more -- and both files have it when
+    it is acknowledged.
     """
     slow = ['delay-write=50ms']
     agent, a, b, h, orc = setup(make_agent, make_origin, a_filters=['delay'],
@@ -548,7 +557,8 @@ def test_mirror_write_costs_the_slower_side_not_both(make_agent, make_origin):
     print('mirror writes: %s ms' % ', '.join('%.0f' % (t * 1000)
                                              for t in took))
     assert min(took) >= 0.05, took
-    assert sum(took) / len(took) < 0.085, took
+    # The median: one write a busy machine delays says nothing of both.
+    assert sorted(took)[len(took) // 2] < 0.085, took
     st = run_until(agent, wl)
     wl.assert_clean()
     assert st['state'] == 'done', st
