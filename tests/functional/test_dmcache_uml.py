@@ -143,6 +143,11 @@ def test_migration_between_agents(vm2, agent_path, policy):
         assert done['firepan']['dirty_before'] > 0
     for s in ('cloudcache', 'hybrid'):
         assert 'needs engine ucache' in r['refused_' + s]
+    assert r['capabilities'] == {
+        'none': True, 'cachemior': True, 'firepan': True,
+        'firepan_if': True, 'cloudcache': False, 'hybrid': False}
+    assert 'needs engine ucache' in r['capabilities_why']['hybrid']
+    assert r['move_schemes'] == ['lr']
 
 
 # volume-move on dmcache is dm-clone (lr in the kernel): the VM writes and

@@ -207,6 +207,14 @@ def refusals(a, b):
                    destination='127.0.0.1:1')
         check(not r['ok'] and 'needs engine ucache' in r['error'], r)
         out['refused_' + strategy] = r['error']
+    # What the agent publishes agrees: the same two, with the same reason,
+    # and lr alone for storage moves.
+    caps = a.ok('capabilities')
+    out['capabilities'] = {s['name']: s['supported']
+                           for s in caps['strategies']}
+    out['capabilities_why'] = {s['name']: s.get('why_not', '')
+                               for s in caps['strategies']}
+    out['move_schemes'] = caps['move_schemes']
     r = a.call('migration-settle', migration_id='z', step='list')
     check(not r['ok'] and 'not implemented for engine dmcache' in r['error'],
           r)
