@@ -33,7 +33,7 @@ reads and writes (--read-share reads) over the whole volume, paced at
 later, so the throughput is min(rate, what the storage gives).  It runs
 from the start of the move to its end.
 
-Figures (the metric of nova_ext/storagemove.py, §4 of the paper):
+Figures (the metric of nova_ext/movecost.py, §4 of the paper):
 
   lambda_io    1 - throughput during the move / throughput of the same
                workload with no move, on the faster of A and B (the same
@@ -51,7 +51,7 @@ Figures (the metric of nova_ext/storagemove.py, §4 of the paper):
   redundant    bytes written to A and B beyond one write per workload
                write and one copy of the image (never below 0)
 
-``auto`` is nova_ext.storagemove.choose_scheme with the emulated media's
+``auto`` is nova_ext.movecost.choose_scheme with the emulated media's
 bandwidths and the workload's rates; the goal is that its scheme's
 measured MC is below both QEMU modes' for every direction and g.
 
@@ -79,13 +79,13 @@ sys.path.insert(0, ROOT)
 
 import nbd  # noqa: E402  (python3-libnbd)
 
-from nova_ext import storagemove  # noqa: E402
+from nova_ext import movecost  # noqa: E402
 from tools.fcdemo import lab as fclab  # noqa: E402
 
 MiB = 1024 * 1024
 DIRECTIONS = (('hdd', 'ssd'), ('ssd', 'hdd'), ('hdd', 'hdd'),
               ('ssd', 'ssd'))
-FC_SCHEMES = storagemove.SCHEMES
+FC_SCHEMES = movecost.SCHEMES
 QEMU_MODES = {'qemu-bg': 'background', 'qemu-wb': 'write-blocking'}
 SYSTEMS = FC_SCHEMES + tuple(QEMU_MODES)
 GAMMAS = (0.0, 0.5, 1.0)
@@ -558,8 +558,8 @@ def cell_metrics(cell, plain_s, best_bps, src, dst, size):
          'max_latency_ms': wl['max_latency_ms'],
          'move_s': cell['move_s'], 'ok': cell['ok']}
     for g in GAMMAS:
-        m['mc_%g' % g] = storagemove.migration_cost(lam_time, lam_io,
-                                                    lam_wear, g)
+        m['mc_%g' % g] = movecost.migration_cost(lam_time, lam_io,
+                                                 lam_wear, g)
     return m
 
 
@@ -593,14 +593,14 @@ def aggregate(runs, size):
 
 
 def choose_auto(args, media):
-    wl = storagemove.Workload(
+    wl = movecost.Workload(
         args.size, args.rate_iops * (1 - args.read_share) * BS,
         args.rate_iops * args.read_share * BS,
         bandwidth_bps=media.bandwidth_bps())
     picks = {}
     for src, dst in DIRECTIONS:
         for g in GAMMAS:
-            scheme, _ = storagemove.choose_scheme(src, dst, wl, g)
+            scheme, _ = movecost.choose_scheme(src, dst, wl, g)
             picks['%s@%g' % (dname((src, dst)), g)] = scheme
     return picks
 
@@ -673,7 +673,7 @@ def report(res):
         print('%-10s' % d + ''.join(
             '%*s' % (w, fmt(agg[d][s]['lambda_wear'])) for s in cols))
         print('%-10s' % '  expected' + ''.join(
-            '%*s' % (w, fmt(storagemove.expected_wear(s, src, dst)))
+            '%*s' % (w, fmt(movecost.expected_wear(s, src, dst)))
             for s in FC_SCHEMES))
     for d in sorted(FIGURE, key=FIGURE.get):
         print('\nFigure %d: %s  (failed runs in brackets)' % (FIGURE[d], d))
@@ -689,7 +689,7 @@ def report(res):
                 fmt(m['move_s']),
                 ' [%d failed]' % m['failed_runs'] if m['failed_runs']
                 else ''))
-    print('\nauto (storagemove.choose_scheme) against QEMU, measured MC')
+    print('\nauto (movecost.choose_scheme) against QEMU, measured MC')
     for key, g in sorted(res['verdicts']['auto_below_qemu'].items()):
         print('  %-14s auto=%-6s MC %6s  qemu-bg %6s  qemu-wb %6s  %s' % (
             key, g['auto'], fmt(g['mc'], 3), fmt(g['qemu_bg'], 3),
@@ -739,7 +739,7 @@ def rst(res):
         src, dst = d.split('->')
         rows.append([d] + [fmt(agg[d][s]['lambda_wear']) for s in cols])
         rows.append(['(expected)'] + [
-            fmt(storagemove.expected_wear(s, src, dst)) for s in FC_SCHEMES]
+            fmt(movecost.expected_wear(s, src, dst)) for s in FC_SCHEMES]
             + ['', ''])
     parts += ['\nTable 6: lambda_wear, measured and expected '
               '(alpha = beta = 0.5)\n',
@@ -791,7 +791,7 @@ def figure(res, path):
         gs = [x / 10.0 for x in range(11)]
         for s in SYSTEMS:
             m = agg[d][s]
-            ys = [storagemove.migration_cost(
+            ys = [movecost.migration_cost(
                 m['lambda_time'], m['lambda_io'], m['lambda_wear'], g)
                 for g in gs]
             ax_mc.plot(gs, ys, marker='o' if s in QEMU_MODES else '.',

@@ -45,7 +45,7 @@ RWS_WINDOW_MAX_S = vocabulary.RWS_WINDOW_MAX_S
 # What the staging area of admission rws keeps of a block not yet admitted.
 STAGING_KINDS = vocabulary.STAGING_KINDS
 # Live storage move schemes the agent runs (``auto`` is resolved by the
-# caller with nova_ext.storagemove) and the states a move goes through.
+# caller with nova_ext.movecost) and the states a move goes through.
 MOVE_SCHEMES = vocabulary.MOVE_SCHEMES
 MOVE_STATES = ('copying', 'switching', 'done', 'failed', 'aborted')
 MOVE_FINAL_STATES = ('done', 'failed', 'aborted')

@@ -27,7 +27,7 @@ from bench.fleet import evacuate
 from bench.fleet import sim
 from bench.fleet import workload
 from nova_ext.balancer import decision
-from nova_ext.balancer import evacuation
+from nova_ext.balancer import evacuation_plan
 
 GIB = float(K.GIB)
 
@@ -64,9 +64,9 @@ def build_parser():
     p.add_argument('--origin-mbps', type=float, default=K.ORIGIN_BPS / 1e6,
                    help='shared storage per VM, MB/s')
     p.add_argument('--max-concurrent', type=int,
-                   default=evacuation.DEFAULT_MAX_CONCURRENT)
+                   default=evacuation_plan.DEFAULT_MAX_CONCURRENT)
     p.add_argument('--per-destination', type=int,
-                   default=evacuation.DEFAULT_PER_DESTINATION)
+                   default=evacuation_plan.DEFAULT_PER_DESTINATION)
     p.add_argument('--evacuate-window', type=int, default=None,
                    help='window whose state is evacuated (default: the '
                         'busiest window of the last day)')

@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """Evacuating one host: the planner's plan, replayed per strategy mix.
 
-The plan comes from ``nova_ext.balancer.evacuation.plan_evacuation``
+The plan comes from ``nova_ext.balancer.evacuation_plan.plan_evacuation``
 (imported): the order of the VMs, their destinations and, for the
 ``plan`` mix, each volume's strategy from the cost model.  The other mixes
 (all ``none``, all ``hybrid``, all ``firepan_if``) keep the plan's order
@@ -20,7 +20,7 @@ from bench.fleet import constants as K
 from bench.fleet import migration
 from bench.fleet import sim
 from bench.fleet import workload
-from nova_ext.balancer import evacuation
+from nova_ext.balancer import evacuation_plan
 from nova_ext.balancer import model
 
 MIXES = ('none', 'hybrid', 'firepan_if', 'plan')
@@ -76,7 +76,7 @@ def vm_states(fleet, steps, t):
 
 def run_mix(fleet, hosts, vms, source, mix, t, max_concurrent,
             per_destination, link_bps, origin_bps, horizon_s):
-    plan = evacuation.plan_evacuation(
+    plan = evacuation_plan.plan_evacuation(
         sim.host_name(source), hosts, vms, max_concurrent=max_concurrent,
         per_destination=per_destination, link_bps=link_bps,
         origin_bps=origin_bps)
@@ -92,7 +92,7 @@ def run_mix(fleet, hosts, vms, source, mix, t, max_concurrent,
             secs += cached / origin_bps
         step.est_seconds = secs
     # The planner's own scheduler, on this simulation's durations.
-    evacuation._schedule(plan.steps, max_concurrent, per_destination)
+    evacuation_plan._schedule(plan.steps, max_concurrent, per_destination)
     states = vm_states(fleet, plan.steps, t)
     res = migration.simulate(states, strategies, share, origin_bps,
                              horizon_s=horizon_s)
@@ -140,8 +140,8 @@ def run_mix(fleet, hosts, vms, source, mix, t, max_concurrent,
 
 
 def run(fleet, host_of, demand, capacity, window, which=('median',),
-        max_concurrent=evacuation.DEFAULT_MAX_CONCURRENT,
-        per_destination=evacuation.DEFAULT_PER_DESTINATION,
+        max_concurrent=evacuation_plan.DEFAULT_MAX_CONCURRENT,
+        per_destination=evacuation_plan.DEFAULT_PER_DESTINATION,
         link_bps=K.LINK_BPS, origin_bps=K.ORIGIN_BPS,
         horizon_s=K.EVACUATION_HORIZON_S, dmcache_fraction=0.0, seed=1):
     """Evacuate the chosen hosts under every mix; return a list of dicts.

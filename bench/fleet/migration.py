@@ -39,7 +39,7 @@ import numpy as np
 
 from bench.fleet import constants as K
 from bench.fleet import workload
-from nova_ext.balancer.evacuation import COPYING
+from nova_ext.balancer.evacuation_plan import COPYING
 
 STRATEGIES = ('none', 'cachemior', 'firepan', 'firepan_if', 'cloudcache',
               'hybrid')

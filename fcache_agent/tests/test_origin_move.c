@@ -749,7 +749,7 @@ test_mirror_writes_both_sides_at_once(void **state)
 }
 
 /* AIO serves I/O to the copied region from the faster side (§5.2.2), as
- * nova_ext/storagemove.py's model routes it: once a few duplicates have
+ * nova_ext/movecost.py's model routes it: once a few duplicates have
  * shown which side writes faster, reads of the copied region go to B when
  * B is the faster, to A when A is; reads of the region not yet copied
  * come from A either way.  The counters are the composite's own. */

@@ -2,7 +2,7 @@
 """``fcache evacuate HOST``: empty a host with its caches kept warm.
 
 Like ``nova host-evacuate-live HOST``, but planned for the caches
-(:mod:`nova_ext.balancer.evacuation`): each VM goes, in turn and with
+(:mod:`nova_ext.balancer.evacuation_plan`): each VM goes, in turn and with
 bounded concurrency, to the host that keeps the cache load most even, and
 each volume's cache moves by the strategy the cost model picks for it (a
 hot cache over the migration link, a cold one not at all), so that the
@@ -26,8 +26,8 @@ import time
 from oslo_config import cfg
 
 from nova_ext.balancer import credentials as credentials_mod
-from nova_ext.balancer import evacuation
-from nova_ext.balancer import evacuator
+from nova_ext.balancer import evacuation_plan
+from nova_ext.balancer import evacuation_run
 from nova_ext.balancer import inventory
 from nova_ext.balancer import nova as nova_mod
 from nova_ext.balancer import opts
@@ -70,11 +70,11 @@ def register(subparsers, parents):
     parser.add_argument('--max-concurrent', type=int, default=None,
                         metavar='N', help='live migrations out of HOST at '
                         'a time (default %d)'
-                        % evacuation.DEFAULT_MAX_CONCURRENT)
+                        % evacuation_plan.DEFAULT_MAX_CONCURRENT)
     parser.add_argument('--per-destination', type=int, default=None,
                         metavar='N', help='live migrations into one host at '
                         'a time (default %d)'
-                        % evacuation.DEFAULT_PER_DESTINATION)
+                        % evacuation_plan.DEFAULT_PER_DESTINATION)
     parser.add_argument('--config-file', metavar='PATH',
                         default=None,
                         help='the balancer configuration: the agents\' '
@@ -174,9 +174,9 @@ def run(client, args):
     conf = load_conf(args.config_file, creds)
     group = conf.fcache_balancer
     max_concurrent = _positive('--max-concurrent', args.max_concurrent,
-                               evacuation.DEFAULT_MAX_CONCURRENT)
+                               evacuation_plan.DEFAULT_MAX_CONCURRENT)
     per_destination = _positive('--per-destination', args.per_destination,
-                                evacuation.DEFAULT_PER_DESTINATION)
+                                evacuation_plan.DEFAULT_PER_DESTINATION)
     nova, source = connect(conf, creds)
     loads, unreachable = source.loads()
     servers = nova.servers()
@@ -192,13 +192,13 @@ def run(client, args):
     hosts, vms = inventory.build(loads, servers, enabled=enabled,
                                  exclude=(args.host,))
     try:
-        plan = evacuation.plan_evacuation(
+        plan = evacuation_plan.plan_evacuation(
             args.host, hosts, vms, max_concurrent=max_concurrent,
             per_destination=per_destination,
             link_bps=(group.link_mbps or 0) * 1e6 or None,
             origin_bps=(group.origin_mbps or 0) * 1e6 or None,
             threshold=group.threshold)
-    except evacuation.EvacuationImpossible as exc:
+    except evacuation_plan.EvacuationImpossible as exc:
         raise exception.FcacheException(str(exc))
     result = plan.as_dict()
     result['dry_run'] = args.dry_run
@@ -217,7 +217,7 @@ def run(client, args):
         if event in ('done', 'failed'):
             notifier.step(step.as_dict())
     notifier.start(result)
-    runner = evacuator.Evacuator(
+    runner = evacuation_run.Evacuator(
         nova, plan, poll_interval=group.poll_interval,
         timeout=group.migration_timeout, on_event=on_event,
         source_agent=source.agent(args.host))

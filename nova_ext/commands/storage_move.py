@@ -10,7 +10,7 @@
     fcache volume-move-abort ID
 
 ``auto`` is resolved here, before the request, with the metric of
-:mod:`nova_ext.storagemove` (doc/reference/storage-migration-nova.rst).  With
+:mod:`nova_ext.movecost` (doc/reference/storage-migration-nova.rst).  With
 ``--wait`` the command follows the move: a bar on a terminal, one line per
 poll otherwise, one JSON object per line with ``--json`` (the last one is
 the final status).
@@ -23,8 +23,8 @@ from nova_ext import agent
 from nova_ext.commands import output
 from nova_ext.commands import progress
 from nova_ext import exception
-from nova_ext import moving
-from nova_ext import storagemove
+from nova_ext import movecost
+from nova_ext import volume_move
 
 
 def _positive(kind):
@@ -50,10 +50,10 @@ def _fraction(text):
 
 
 def _media_options(parser):
-    parser.add_argument('--from-medium', choices=storagemove.MEDIA,
+    parser.add_argument('--from-medium', choices=movecost.MEDIA,
                         default='ssd',
                         help='medium of the current origin (default ssd)')
-    parser.add_argument('--to-medium', choices=storagemove.MEDIA,
+    parser.add_argument('--to-medium', choices=movecost.MEDIA,
                         default='ssd',
                         help='medium of the new origin (default ssd)')
     parser.add_argument('--wear-weight', type=_fraction, default=0.5,
@@ -75,14 +75,15 @@ def register(subparsers, parents):
     parser.add_argument('--to', required=True, metavar='ORIGIN',
                         help='the new origin: block device or file path, '
                              'or an nbd:// / nbd+unix:// URI')
-    parser.add_argument('--scheme', choices=moving.SCHEMES, default='auto',
+    parser.add_argument('--scheme', choices=volume_move.SCHEMES,
+                        default='auto',
                         help='dbt, mirror, lr, slr, aio, dbt_capped, or '
                              'auto (default; never dbt_capped)')
     _media_options(parser)
     parser.add_argument('--write-rate', type=_positive(float),
                         metavar='MBPS',
                         help="auto: the VM's writes in MB/s (default %d)"
-                        % (moving.DEFAULT_WRITE_BPS // 10 ** 6))
+                        % (volume_move.DEFAULT_WRITE_BPS // 10 ** 6))
     parser.add_argument('--read-rate', type=_positive(float),
                         metavar='MBPS',
                         help="auto: the VM's reads in MB/s (default three "
@@ -118,7 +119,7 @@ def register(subparsers, parents):
                         help='how long --wait may take (default 3600); the '
                              'move goes on after it')
     parser.add_argument('--interval', type=_positive(float),
-                        default=moving.DEFAULT_POLL_S, metavar='S',
+                        default=volume_move.DEFAULT_POLL_S, metavar='S',
                         help='seconds between polls with --wait (default 1)')
     output.add_format_options(parser)
     parser.set_defaults(run=run_move, render=render_status, json_lines=True)
@@ -153,18 +154,18 @@ def register(subparsers, parents):
 
 
 def _workload(args):
-    return moving.assumed_workload(args.write_rate, args.read_rate,
-                                   args.ssd_mbps, args.hdd_mbps)
+    return volume_move.assumed_workload(args.write_rate, args.read_rate,
+                                        args.ssd_mbps, args.hdd_mbps)
 
 
 def run_move(client, args):
     # auto chooses among the schemes the agent's engine runs; a scheme
     # named outright goes to the agent, which refuses one it cannot run.
-    engine = (client.status().get('engine') if args.scheme == moving.AUTO
+    engine = (client.status().get('engine') if args.scheme == volume_move.AUTO
               else None)
-    scheme, auto = moving.resolve_scheme(args.scheme, args.from_medium,
-                                         args.to_medium, args.wear_weight,
-                                         _workload(args), engine)
+    scheme, auto = volume_move.resolve_scheme(args.scheme, args.from_medium,
+                                              args.to_medium, args.wear_weight,
+                                              _workload(args), engine)
     result = client.move_volume(args.volume_id, args.to, scheme=scheme,
                                 max_rounds=args.max_rounds,
                                 converge_bytes=args.converge_bytes,
@@ -178,9 +179,9 @@ def run_move(client, args):
         display = progress.Progress(sys.stdout if args.json else sys.stderr,
                                     as_json=args.json)
         try:
-            result = moving.wait(client, args.volume_id, args.to,
-                                 args.timeout, poll_s=args.interval,
-                                 progress=MoveProgress(display))
+            result = volume_move.wait(client, args.volume_id, args.to,
+                                      args.timeout, poll_s=args.interval,
+                                      progress=MoveProgress(display))
         finally:
             display.close()
     if auto is not None:
@@ -193,7 +194,7 @@ def run_status(client, args):
     if args.baseline_copy_s and status.get('state') == 'done':
         best = args.best_io * 1e6 if args.best_io else None
         try:
-            cost = storagemove.measured_cost(
+            cost = movecost.measured_cost(
                 status, args.baseline_copy_s, args.from_medium,
                 args.to_medium, args.wear_weight, best_io_bps=best)
         except ValueError as exc:
@@ -245,7 +246,7 @@ def format_seconds(seconds):
 
 
 class MoveProgress(object):
-    """``moving.wait``'s progress callback: each polled status shown."""
+    """``volume_move.wait``'s progress callback: each polled status shown."""
 
     def __init__(self, display):
         self.display = display

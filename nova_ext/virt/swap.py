@@ -13,7 +13,7 @@ export and its disk XML does not change.
 
 The scheme is the new volume type's ``fcache:storage_migration`` (else the
 old type's, else ``[fcache] default_storage_migration``); ``auto`` takes
-the lowest expected migration cost (:mod:`nova_ext.storagemove`) between
+the lowest expected migration cost (:mod:`nova_ext.movecost`) between
 the old type's ``fcache:medium`` and the new type's, for the new type's
 ``fcache:wear_weight``.
 
@@ -31,8 +31,8 @@ from oslo_log import log as logging
 from oslo_utils import excutils
 
 from nova_ext import exception
-from nova_ext import moving
 from nova_ext.virt import policy
+from nova_ext import volume_move
 
 LOG = logging.getLogger(__name__)
 
@@ -83,13 +83,13 @@ class SwapMixin(object):
             wanted = (new_pol['storage_migration'] or
                       old_pol['storage_migration'])
             engine = (self._local_agent().status().get('engine')
-                      if wanted == moving.AUTO else None)
-            scheme, auto = moving.resolve_scheme(
+                      if wanted == volume_move.AUTO else None)
+            scheme, auto = volume_move.resolve_scheme(
                 wanted,
                 old_pol['medium'], new_pol['medium'], new_pol['wear_weight'],
-                moving.assumed_workload(conf.storage_move_write_mbps,
-                                        ssd_mbps=conf.ssd_mbps,
-                                        hdd_mbps=conf.hdd_mbps),
+                volume_move.assumed_workload(conf.storage_move_write_mbps,
+                                             ssd_mbps=conf.ssd_mbps,
+                                             hdd_mbps=conf.hdd_mbps),
                 engine)
             self._fcache_volume_notifier.move_start(
                 context, base, scheme, new_volume_id)
@@ -139,10 +139,10 @@ class SwapMixin(object):
                            rate_limit_mbps=conf.storage_move_rate_limit or
                            None)
         try:
-            return moving.wait(client, volume_id, to,
-                               conf.storage_move_timeout,
-                               poll_s=conf.storage_move_poll_interval,
-                               abort_on_timeout=True)
+            return volume_move.wait(client, volume_id, to,
+                                    conf.storage_move_timeout,
+                                    poll_s=conf.storage_move_poll_interval,
+                                    abort_on_timeout=True)
         except (exception.StorageMoveFailed, exception.StorageMoveTimeout):
             raise
         except Exception:

@@ -11,7 +11,7 @@ dbt_capped not converging, an abort and a kill -9 of the agent mid-move
 lacked a write) all leave the VM on a consistent A.  Towards a B slower
 than the VM dirties, dbt pauses the VM for seconds and ends on B, where
 dbt_capped gives up; AIO reads the copied region from whichever side
-nova_ext/storagemove.py takes for the faster, seen in the origins' own
+nova_ext/movecost.py takes for the faster, seen in the origins' own
 nbdkit logs.  Every read is checked against the oracle: the last
 acknowledged write.
 """
@@ -25,7 +25,7 @@ import time
 import pytest
 
 from nova_ext import exception
-from nova_ext import storagemove
+from nova_ext import movecost
 
 from . import harness
 from . import oracle as om
@@ -475,14 +475,14 @@ def test_aio_routes_as_the_model(make_agent, make_origin, workdir, src, dst):
     While the copy runs, the VM writes and reads the whole volume (its
     duplicates show the agent which side writes faster); once half is
     copied, it reads only that half.  Those reads must reach the side
-    nova_ext/storagemove.py's ``routes('aio', ...)`` puts them on and
+    nova_ext/movecost.py's ``routes('aio', ...)`` puts them on and
     never the other, by the two nbdkit servers' own logs (the copier reads
     A only above the cursor, B never).  Every read is checked against the
     oracle, and the move ends on B with every write.
     """
-    fast = storagemove.faster_side(src, dst)
+    fast = movecost.faster_side(src, dst)
     assert ('r', (fast,)) in [(kind, disks) for share, kind, disks in
-                              storagemove.routes('aio', src, dst, 0.5)]
+                              movecost.routes('aio', src, dst, 0.5)]
     slow_args = ['delay-read=5ms', 'delay-write=5ms']
     a_log, b_log = (os.path.join(workdir, n) for n in ('A.reads', 'B.reads'))
     agent, a, b, h, orc = setup(

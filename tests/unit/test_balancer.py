@@ -17,7 +17,7 @@ from oslo_config import cfg
 import pytest
 
 from nova_ext.balancer import decision
-from nova_ext.balancer import evacuation
+from nova_ext.balancer import evacuation_plan
 from nova_ext.balancer.model import Host
 from nova_ext.balancer.model import Vm
 from nova_ext.balancer.model import Volume
@@ -248,8 +248,8 @@ def test_evacuation_strategies_destinations_and_concurrency():
            vm_with('cold', 'src', 0, 0),
            vm_with('cold2', 'src', 0, 0),
            vm_with('x', 'b', 30 * G, 30 * G)]
-    plan = evacuation.plan_evacuation('src', hosts, vms, max_concurrent=2,
-                                      per_destination=1)
+    plan = evacuation_plan.plan_evacuation('src', hosts, vms, max_concurrent=2,
+                                           per_destination=1)
     by_vm = {s.vm.id: s for s in plan.steps}
     assert set(by_vm) == {'hot', 'warm', 'dm', 'tiny', 'cold', 'cold2'}
     assert by_vm['hot'].strategies == {'vol-hot': 'hybrid'}
@@ -280,8 +280,8 @@ def test_evacuation_strategies_destinations_and_concurrency():
 def test_evacuation_over_a_slow_link_reads_from_storage():
     hosts = [Host('src', 100 * G), Host('b', 100 * G)]
     vms = [vm_with('v', 'src', 10 * G, 4 * G, dirty=G)]
-    plan = evacuation.plan_evacuation('src', hosts, vms,
-                                      link_bps=100e6, origin_bps=200e6)
+    plan = evacuation_plan.plan_evacuation('src', hosts, vms,
+                                           link_bps=100e6, origin_bps=200e6)
     assert plan.steps[0].strategies == {'vol-v': 'cloudcache'}
 
 
@@ -293,10 +293,10 @@ def test_evacuation_concurrency_shares_the_link_in_the_model():
     hosts = [Host('src', 100 * G)] + [Host('h%d' % i, 100 * G)
                                       for i in range(8)]
     vms = [vm_with('v%d' % i, 'src', G, G) for i in range(8)]
-    few = evacuation.plan_evacuation('src', hosts, vms, max_concurrent=4,
-                                     link_bps=1.5e9)
-    many = evacuation.plan_evacuation('src', hosts, vms, max_concurrent=8,
-                                      link_bps=1.5e9)
+    few = evacuation_plan.plan_evacuation('src', hosts, vms, max_concurrent=4,
+                                          link_bps=1.5e9)
+    many = evacuation_plan.plan_evacuation('src', hosts, vms, max_concurrent=8,
+                                           link_bps=1.5e9)
     assert {s.volumes[0].strategy for s in few.steps} == {'hybrid'}
     assert {s.volumes[0].strategy for s in many.steps} == {'hybrid'}
     assert all('cachemior would rebuild' in s.volumes[0].reason
@@ -309,15 +309,15 @@ def test_evacuation_on_dmcache_copies_with_firepan_if():
                                       for i in range(8)]
     vms = [vm_with('v%d' % i, 'src', G, G, engine='dmcache')
            for i in range(8)]
-    plan = evacuation.plan_evacuation('src', hosts, vms, max_concurrent=8,
-                                      link_bps=1.5e9)
+    plan = evacuation_plan.plan_evacuation('src', hosts, vms, max_concurrent=8,
+                                           link_bps=1.5e9)
     assert {s.volumes[0].strategy for s in plan.steps} == {'firepan_if'}
 
 
 def test_evacuation_when_nothing_fits():
     hosts = [Host('src', 100), Host('b', 100)]
     vms = [Vm('v', 'src', 95), Vm('w', 'b', 50)]
-    plan = evacuation.plan_evacuation('src', hosts, vms)
+    plan = evacuation_plan.plan_evacuation('src', hosts, vms)
     [step] = plan.steps
     assert step.destination == 'b' and not step.fits
     assert 'no host holds' in step.reason
@@ -325,15 +325,15 @@ def test_evacuation_when_nothing_fits():
 
 def test_evacuation_without_any_destination():
     hosts = [Host('src', 100), Host('b', 100, accepts=False)]
-    with pytest.raises(evacuation.EvacuationImpossible,
+    with pytest.raises(evacuation_plan.EvacuationImpossible,
                        match='no host can receive the 1 VMs of src'):
-        evacuation.plan_evacuation('src', hosts, [Vm('v', 'src', 5)])
+        evacuation_plan.plan_evacuation('src', hosts, [Vm('v', 'src', 5)])
 
 
 def test_evacuation_leaves_migrating_vms_out():
     hosts = [Host('src', 100), Host('b', 100)]
     vms = [Vm('v', 'src', 5, migrating=True), Vm('w', 'src', 5)]
-    plan = evacuation.plan_evacuation('src', hosts, vms)
+    plan = evacuation_plan.plan_evacuation('src', hosts, vms)
     assert [s.vm.id for s in plan.steps] == ['w']
     assert [(vm.id, why) for vm, why in plan.skipped] == [
         ('v', 'already migrating')]

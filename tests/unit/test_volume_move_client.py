@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Unit tests of nova_ext.moving: ``auto`` and following a storage move.
+"""Unit tests of nova_ext.volume_move: ``auto`` and following a storage move.
 
 The agent is the fake of conftest.py answering with the JSON fixtures of
 fixtures/volume_move.json; the clock is a counter so that timeouts take
@@ -10,7 +10,7 @@ import pytest
 
 from nova_ext import agent
 from nova_ext import exception
-from nova_ext import moving
+from nova_ext import volume_move
 from tests.unit import test_agent_move
 
 
@@ -40,11 +40,12 @@ class Clock(object):
 
 
 def test_resolve_given_scheme_is_kept():
-    assert moving.resolve_scheme('dbt', 'ssd', 'hdd', 0.5) == ('dbt', None)
+    assert volume_move.resolve_scheme('dbt', 'ssd', 'hdd', 0.5) == \
+        ('dbt', None)
 
 
 def test_resolve_auto():
-    scheme, auto = moving.resolve_scheme('auto', 'hdd', 'ssd', 0.3)
+    scheme, auto = volume_move.resolve_scheme('auto', 'hdd', 'ssd', 0.3)
     assert scheme == 'lr' == auto['chosen']
     assert (auto['from_medium'], auto['to_medium'],
             auto['wear_weight']) == ('hdd', 'ssd', 0.3)
@@ -58,7 +59,7 @@ def test_resolve_auto():
 ])
 def test_resolve_refuses(args):
     with pytest.raises(exception.InvalidArgument):
-        moving.resolve_scheme(*args)
+        volume_move.resolve_scheme(*args)
 
 
 def test_wait_until_done(client, fake_agent, answers):
@@ -67,9 +68,9 @@ def test_wait_until_done(client, fake_agent, answers):
         lambda args: answers[states.pop(0)])
     seen = []
     clock = Clock()
-    status = moving.wait(client, 'v1', '/dev/ssd/v1', 60, poll_s=2,
-                         progress=seen.append, clock=clock,
-                         sleep=clock.sleep)
+    status = volume_move.wait(client, 'v1', '/dev/ssd/v1', 60, poll_s=2,
+                              progress=seen.append, clock=clock,
+                              sleep=clock.sleep)
     assert status == answers['done']
     assert [s['state'] for s in seen] == ['copying', 'switching', 'done']
     assert clock.now == 4
@@ -78,8 +79,8 @@ def test_wait_until_done(client, fake_agent, answers):
 def test_wait_timeout_aborts_when_asked(client, fake_agent):
     clock = Clock()
     with pytest.raises(exception.StorageMoveTimeout) as info:
-        moving.wait(client, 'v1', '/dev/ssd/v1', 5, poll_s=2,
-                    abort_on_timeout=True, clock=clock, sleep=clock.sleep)
+        volume_move.wait(client, 'v1', '/dev/ssd/v1', 5, poll_s=2,
+                         abort_on_timeout=True, clock=clock, sleep=clock.sleep)
     assert 'still copying after 5 s' in str(info.value)
     assert 'aborted and the old origin keeps serving' in str(info.value)
     ops = [r['op'] for r in fake_agent.requests]
@@ -91,42 +92,44 @@ def test_wait_aborted_by_someone_else(client, fake_agent, answers):
     fake_agent.handlers['volume-move-status'] = (
         lambda args: answers['aborted'])
     with pytest.raises(exception.StorageMoveFailed) as info:
-        moving.wait(client, 'v1', '/dev/b', 5)
+        volume_move.wait(client, 'v1', '/dev/b', 5)
     assert 'ended aborted: the agent gave no reason' in str(info.value)
 
 
 def test_assumed_workload():
-    wl = moving.assumed_workload()
+    wl = volume_move.assumed_workload()
     assert (wl.write_bps, wl.read_bps) == (10e6, 30e6)
-    wl = moving.assumed_workload(write_mbps=4, ssd_mbps=500)
+    wl = volume_move.assumed_workload(write_mbps=4, ssd_mbps=500)
     assert (wl.write_bps, wl.read_bps) == (4e6, 12e6)
     assert wl.bandwidth_bps == {'ssd': 500e6, 'hdd': 95e6}
     with pytest.raises(exception.InvalidArgument):
-        moving.assumed_workload(write_mbps=-1)
+        volume_move.assumed_workload(write_mbps=-1)
 
 
 def test_auto_follows_the_workload_and_bandwidths():
     # SSD to HDD at gamma 0.5: LR for a VM writing 10 MB/s, SLR for one
     # writing 40 MB/s (the paper's choice for this weight, §7.3.2, with
     # its heavy benchmarks); a fast HDD makes LR's time cheap again.
-    assert moving.resolve_scheme('auto', 'ssd', 'hdd', 0.5)[0] == 'lr'
-    heavy = moving.assumed_workload(write_mbps=40)
-    assert moving.resolve_scheme('auto', 'ssd', 'hdd', 0.5,
-                                 heavy)[0] == 'slr'
-    fast = moving.assumed_workload(write_mbps=40, hdd_mbps=300)
-    assert moving.resolve_scheme('auto', 'ssd', 'hdd', 0.5, fast)[0] == 'lr'
+    assert volume_move.resolve_scheme('auto', 'ssd', 'hdd', 0.5)[0] == 'lr'
+    heavy = volume_move.assumed_workload(write_mbps=40)
+    assert volume_move.resolve_scheme('auto', 'ssd', 'hdd', 0.5,
+                                      heavy)[0] == 'slr'
+    fast = volume_move.assumed_workload(write_mbps=40, hdd_mbps=300)
+    assert volume_move.resolve_scheme('auto', 'ssd', 'hdd', 0.5,
+                                      fast)[0] == 'lr'
 
 
 def test_engine_limits_the_schemes():
     # dmcache moves with dm-clone, which is LR: auto picks it whatever
     # the media, and another scheme is refused before the agent sees it.
     for src, dst, gamma in (('ssd', 'hdd', 0.0), ('hdd', 'ssd', 1.0)):
-        scheme, auto = moving.resolve_scheme('auto', src, dst, gamma,
-                                             engine='dmcache')
+        scheme, auto = volume_move.resolve_scheme('auto', src, dst, gamma,
+                                                  engine='dmcache')
         assert scheme == 'lr'
         assert [c['scheme'] for c in auto['expected']] == ['lr']
     with pytest.raises(exception.InvalidArgument) as exc:
-        moving.resolve_scheme('mirror', 'ssd', 'hdd', 0.5, engine='dmcache')
+        volume_move.resolve_scheme('mirror', 'ssd', 'hdd', 0.5,
+                                   engine='dmcache')
     assert 'engine dmcache runs only lr' in str(exc.value)
-    assert moving.resolve_scheme('aio', 'ssd', 'hdd', 0.5,
-                                 engine='ucache') == ('aio', None)
+    assert volume_move.resolve_scheme('aio', 'ssd', 'hdd', 0.5,
+                                      engine='ucache') == ('aio', None)

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Unit tests of nova_ext.storagemove: the storage-move metric and ``auto``.
+"""Unit tests of nova_ext.movecost: the storage-move metric and ``auto``.
 
 The figures are computed by hand in the comments; the paper's rankings
 (§7.3) are checked where the model reproduces them.
@@ -9,7 +9,7 @@ import math
 
 import pytest
 
-from nova_ext import storagemove as sm
+from nova_ext import movecost as sm
 
 GIB = 1 << 30
 

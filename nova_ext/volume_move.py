@@ -3,7 +3,7 @@
 
 Used by ``fcache volume-move`` and by the Nova driver's ``swap_volume``:
 :func:`resolve_scheme` turns ``auto`` into a scheme with the metric of
-:mod:`nova_ext.storagemove`, :func:`start` asks the agent to move, and
+:mod:`nova_ext.movecost`, :func:`start` asks the agent to move, and
 :func:`wait` follows the move to its end, aborting it on timeout when
 asked to.
 """
@@ -14,7 +14,7 @@ import time
 
 from nova_ext import agent
 from nova_ext import exception
-from nova_ext import storagemove
+from nova_ext import movecost
 
 LOG = logging.getLogger(__name__)
 
@@ -64,9 +64,9 @@ def resolve_scheme(scheme, from_medium, to_medium, wear_weight,
     try:
         # auto chooses among the paper's schemes; fcache's own
         # (dbt_capped, which may fail) only run when named.
-        chosen, costs = storagemove.choose_scheme(
+        chosen, costs = movecost.choose_scheme(
             from_medium, to_medium, workload, wear_weight,
-            tuple(s for s in allowed if s in storagemove.SCHEMES))
+            tuple(s for s in allowed if s in movecost.SCHEMES))
     except ValueError as exc:
         raise exception.InvalidArgument(name='auto', value=scheme,
                                         reason=str(exc))
@@ -87,7 +87,7 @@ def _finite(cost):
 
 def assumed_workload(write_mbps=None, read_mbps=None, ssd_mbps=None,
                      hdd_mbps=None):
-    """The :class:`~nova_ext.storagemove.Workload` ``auto`` assumes.
+    """The :class:`~nova_ext.movecost.Workload` ``auto`` assumes.
 
     Rates in MB/s; None takes the default (10 MB/s of writes, reads three
     times the writes, the media's default bandwidths).
@@ -107,8 +107,8 @@ def assumed_workload(write_mbps=None, read_mbps=None, ssd_mbps=None,
         if mbps is not None:
             bandwidth[medium] = mbps * 1e6
     try:
-        return storagemove.Workload(DEFAULT_SIZE_BYTES, write, read,
-                                    bandwidth_bps=bandwidth)
+        return movecost.Workload(DEFAULT_SIZE_BYTES, write, read,
+                                 bandwidth_bps=bandwidth)
     except ValueError as exc:
         raise exception.InvalidArgument(name='workload', value=write_mbps,
                                         reason=str(exc))

@@ -45,7 +45,7 @@ class StepResult(object):
 
 
 class Evacuator(object):
-    """Runs a :class:`~nova_ext.balancer.evacuation.Plan`.
+    """Runs a :class:`~nova_ext.balancer.evacuation_plan.Plan`.
 
     :param on_event: called with ``(event, StepResult, results)`` on
         ``start``, ``done`` and ``failed`` (the progress display).
