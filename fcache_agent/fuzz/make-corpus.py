@@ -277,6 +277,7 @@ log_level = debug
 log_target = syslog
 nbd_threads = 8
 origin_connections = 4
+migration_preload_depth = 128
 writeback_interval_ms = 500
 dirty_high_percent = 60
 dm_prefix = fc

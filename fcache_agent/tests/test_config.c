@@ -97,6 +97,7 @@ static void test_good_file(void **state)
     "log_target = syslog\n"
     "\tnbd_threads = 64\n"
     "origin_connections = 1\n"
+    "migration_preload_depth = 16\n"
     "writeback_interval_ms = 250\n"
     "dirty_high_percent = 100\n"
     "metrics_path = /var/lib/node_exporter/textfile_collector/fcache.prom\n"
@@ -122,6 +123,7 @@ static void test_good_file(void **state)
   assert_int_equal(t.cfg.log_target, FC_LOG_SYSLOG);
   assert_int_equal(t.cfg.nbd_threads, 64);
   assert_int_equal(t.cfg.origin_connections, 1);
+  assert_int_equal(t.cfg.migration_preload_depth, 16);
   assert_int_equal(t.cfg.writeback_interval_ms, 250);
   assert_int_equal(t.cfg.dirty_high_percent, 100);
 }
@@ -200,6 +202,8 @@ static void test_value_errors(void **state)
                "from 1 to 64");
   expect_error("[agent]\norigin_connections = 99999999999\n", EINVAL, 2,
                "origin_connections", "from 1 to 64");
+  expect_error("[agent]\nmigration_preload_depth = 0\n", EINVAL, 2,
+               "migration_preload_depth", "from 1 to 1024");
   expect_error("[agent]\ndirty_high_percent = 101\n", EINVAL, 2,
                "dirty_high_percent", "from 0 to 100");
   expect_error("[agent]\nwriteback_interval_ms = 0\n", EINVAL, 2,
@@ -412,7 +416,7 @@ static void test_sample_matches_defaults(void **state)
   if (load_text(&t, text) != 0)
     fail_msg("sample: %s", t.err);
   free(text);
-  assert_int_equal(keys, 40);   /* every key of struct fc_config */
+  assert_int_equal(keys, 41);   /* every key of struct fc_config */
   fc_config_defaults(&d);
   assert_memory_equal(&t.cfg, &d, sizeof d);
 }

@@ -100,7 +100,7 @@ def make_origin(workdir):
     counter = [0]
 
     def make(size, nbd=True, seed=None, filters=(), filter_args=(),
-             filled_fraction=0.5, name=None):
+             filled_fraction=0.5, name=None, options=()):
         counter[0] += 1
         name = name or 'origin%d' % counter[0]
         path = os.path.join(workdir, name + '.img')
@@ -112,7 +112,8 @@ def make_origin(workdir):
             _require('nbdkit')
             server = harness.NbdkitOrigin(workdir, name, path,
                                           filters=filters,
-                                          filter_args=filter_args).start()
+                                          filter_args=filter_args,
+                                          options=options).start()
             servers.append(server)
         return Origin(path, content, server)
 

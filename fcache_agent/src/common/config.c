@@ -93,7 +93,8 @@ enum key_index {
   KEY_RWS_PREDICTOR, KEY_RWS_TRACKER, KEY_EXPORT_CLIENTS, KEY_ORIGIN_RETRY_MS,
   KEY_ORIGIN_BLOCK_DEVICES, KEY_ORIGIN_RBD_DIRS, KEY_ORIGIN_RBD_MS_MODE,
   KEY_ORIGIN_STALL_TIMEOUT_S, KEY_EXPORT_SEND_TIMEOUT_S,
-  KEY_CONTROL_IDLE_TIMEOUT_S, KEY_METRICS_PATH, KEY_METRICS_INTERVAL, N_KEYS
+  KEY_CONTROL_IDLE_TIMEOUT_S, KEY_METRICS_PATH, KEY_METRICS_INTERVAL,
+  KEY_MIGRATION_PRELOAD_DEPTH, N_KEYS
 };
 
 static const struct key_desc keys[N_KEYS] = {
@@ -112,6 +113,8 @@ static const struct key_desc keys[N_KEYS] = {
   [KEY_LOG_TARGET] = OTHER_KEY(log_target, K_TARGET),
   [KEY_NBD_THREADS] = UINT_KEY(nbd_threads, 1, 64),
   [KEY_ORIGIN_CONNECTIONS] = UINT_KEY(origin_connections, 1, 64),
+  /* An NBD origin takes 256 requests per connection at once. */
+  [KEY_MIGRATION_PRELOAD_DEPTH] = UINT_KEY(migration_preload_depth, 1, 1024),
   /* An hour is already far too lazy for dirty data; 0 would spin. */
   [KEY_WRITEBACK_INTERVAL_MS] = UINT_KEY(writeback_interval_ms, 1, 3600000),
   [KEY_DIRTY_HIGH_PERCENT] = UINT_KEY(dirty_high_percent, 0, 100),
@@ -176,6 +179,7 @@ void fc_config_defaults(struct fc_config *cfg)
   cfg->log_target = FC_LOG_STDERR;
   cfg->nbd_threads = 8;
   cfg->origin_connections = 4;
+  cfg->migration_preload_depth = 128;
   cfg->writeback_interval_ms = 1000;
   cfg->origin_retry_ms = 5000;
   cfg->dirty_high_percent = 50;

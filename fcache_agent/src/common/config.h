@@ -50,6 +50,9 @@ struct fc_config {
   enum fc_log_target log_target;      /* default stderr */
   unsigned nbd_threads;               /* workers per NBD connection; default 8 */
   unsigned origin_connections;        /* libnbd handles per NBD origin; default 4 */
+  /* cachemior: origin reads the destination's warmer keeps in flight;
+   * default 128, the FirepanIF paper's. */
+  unsigned migration_preload_depth;
   unsigned writeback_interval_ms;     /* default 1000 */
   unsigned origin_retry_ms;           /* default 5000; 0: never */
   unsigned dirty_high_percent;        /* start writeback above this; default 50 */

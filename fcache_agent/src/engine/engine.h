@@ -267,7 +267,17 @@ struct fc_engine_migr_ops {
    * source copies hottest first, in which case arrival order is the LRU
    * order. */
   int (*in_order)(struct fc_engine_migr *m, const uint64_t *ids, uint32_t n);
-  /* cachemior: warm ob from the origin.  0 installed, 1 skipped. */
+  /* cachemior, the paper's warmer: one thread (the caller's) preloads
+   * ids[0..n), the hot list hottest first, from the origin with up to
+   * depth reads in flight, skipping blocks already cached; each(ctx, r)
+   * per block in list order (0 installed, 1 skipped, -errno), false to
+   * stop.  *peak: the most reads in flight at once.  0 or -errno.  NULL:
+   * the migration calls in_preload instead. */
+  int (*in_warm)(struct fc_engine_migr *m, const uint64_t *ids, uint32_t n,
+                 unsigned depth, bool (*each)(void *ctx, int r), void *ctx,
+                 unsigned *peak);
+  /* cachemior, an engine without in_warm: warm ob from the origin, called
+   * from a few threads at once.  0 installed, 1 skipped. */
   int (*in_preload)(struct fc_engine_migr *m, oblock_t ob);
   /* Every copied block is in (or the source is gone): attach what
    * arrived minus what the VM overwrote.  Returns blocks invalidated. */

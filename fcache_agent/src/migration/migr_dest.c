@@ -4,7 +4,7 @@
  * for the installers (migr_dest_install.c), which install them, return
  * credit and acknowledge durable dirty blocks; the worker thread finishes
  * the migration once every block is in, or (cachemior) preloads the hot
- * list from the origin.  What the VM's threads ask of the source (a
+ * list from the origin through the engine's warmer.  What the VM's threads ask of the source (a
  * fetch, a read before the switchover) is in migr_dest_remote.c. */
 #include <errno.h>
 #include <stdio.h>
@@ -275,8 +275,28 @@ preload_thread(void *arg)
   return NULL;
 }
 
-/* cachemior: the hot list is here; warm up from the origin, hottest first,
- * a few requests at a time so the VM keeps most of the storage. */
+/* One preloaded block, in the hot list's order: counted; false once the
+ * migration is stopping or aborted, which ends the warm-up. */
+static bool
+warmed(void *arg, int r)
+{
+  struct fc_migration *m = arg;
+  bool go;
+
+  pthread_mutex_lock(&m->lock);
+  m->blocks_done++;
+  if (r == 0)
+    m->bytes_done += m->bs;
+  go = !m->stopping && m->state != FC_MS_ABORTED;
+  pthread_mutex_unlock(&m->lock);
+  return go;
+}
+
+/* cachemior: the hot list is here; warm up from the origin, hottest first.
+ * The paper's warmer is one thread with up to 128 reads of the shared
+ * storage in flight (migration_preload_depth); an engine that can only
+ * preload a block at a time (dmcache, whose reads are synchronous on the
+ * origin device) gets PRELOAD_THREADS threads doing so. */
 static void
 preload(struct fc_migration *m)
 {
@@ -284,6 +304,19 @@ preload(struct fc_migration *m)
   pthread_t t[PRELOAD_THREADS];
   int started = 0;
 
+  if (OPS(m)->in_warm) {
+    unsigned peak = 0;
+    int r = OPS(m)->in_warm(&m->e, m->hot, m->hot_n, m->agent->host.cfg.migration_preload_depth,
+                            warmed, m, &peak);
+
+    pthread_mutex_lock(&m->lock);
+    m->preload_peak = peak;
+    pthread_mutex_unlock(&m->lock);
+    if (r)
+      log_warning("migration %s of volume %s: the preload stopped: %s", m->e.id,
+                  m->e.volume_id, strerror(-r));
+    return;
+  }
   pthread_mutex_init(&p.lock, NULL);
   for (int i = 0; i < PRELOAD_THREADS; i++)
     if (pthread_create(&t[i], NULL, preload_thread, &p) == 0)
@@ -291,6 +324,9 @@ preload(struct fc_migration *m)
   for (int i = 0; i < started; i++)
     pthread_join(t[i], NULL);
   pthread_mutex_destroy(&p.lock);
+  pthread_mutex_lock(&m->lock);
+  m->preload_peak = (unsigned)started;
+  pthread_mutex_unlock(&m->lock);
 }
 
 /* Strategies with no background copy are done once the switch arrived

@@ -25,6 +25,8 @@
  * or this long, the origin is the faster way. */
 #define FETCH_CLEAN_MAX_INFLIGHT 16
 #define FETCH_CLEAN_TIMEOUT_MS 500
+/* cachemior on an engine without a warmer (in_warm): threads preloading
+ * one block at a time each. */
 #define PRELOAD_THREADS 4
 /* A read before the switchover is one the hypervisor (or the guest, in
  * the moment between the hypervisor's switch and ours) waits on. */

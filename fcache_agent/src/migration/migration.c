@@ -576,6 +576,8 @@ fc_migration_json(struct fc_migration *m)
       json_object_set_new(o, "error", json_string(m->error));
     if (m->e.role == FC_MIGR_DEST)
       json_object_set_new(o, "forwarded_reads", json_integer((json_int_t)m->forwarded_reads));
+    if (m->e.role == FC_MIGR_DEST && fc_strategy(m->e.strategy)->preload)
+      json_object_set_new(o, "preload_peak_in_flight", json_integer((json_int_t)m->preload_peak));
   }
   /* Under m->lock: a detach clears m->e.vol under it. */
   if (o && m->e.vol)

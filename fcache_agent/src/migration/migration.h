@@ -104,6 +104,7 @@ struct fc_migration {
   struct fetch_wait *waiters;    /* on-demand fetches in flight */
   uint64_t *hot;                 /* cachemior: hot list to preload */
   uint32_t hot_n, hot_cap;
+  unsigned preload_peak;         /* cachemior: most preload reads in flight at once */
   uint64_t *to_ack;              /* dirty blocks installed, not yet acked */
   uint32_t to_ack_n, to_ack_cap;
   bool switch_received, done_received, complete_sent;

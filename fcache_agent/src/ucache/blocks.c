@@ -116,10 +116,6 @@ uc_evict_clean_locked(struct fc_ucache *uc, cblock_t *out)
     fc_blockmap_remove(&uc->map, table, to_cblock(i));
     fc_lru_remove(&uc->lru, table, to_cblock(i));
     table[i].flags = FC_ENTRY_ALLOCATED;
-    /* The block may go to another volume: cachemior's cursor must not
-     * follow it into that volume's LRU. */
-    if (uc->m.chosen_cursor == i)
-      uc->m.chosen_cursor = CBLOCK_NONE;
     uc->used--;
     STAT_ADD(&uc->stats, evictions, 1);
     *out = to_cblock(i);
@@ -159,8 +155,7 @@ get_block_locked(struct fc_ucache *uc, cblock_t *out)
 
 enum placement {
   AT_HEAD,            /* a miss or a write: most recently used */
-  AT_TAIL,            /* a copy arriving before the VM resumes, hottest first */
-  BELOW_CHOSEN,       /* see uc_install_chosen */
+  AT_TAIL,            /* a copy or a preload, hottest first */
 };
 
 /* admit: the block must pass the admission policy (a miss of the VM;
@@ -190,33 +185,16 @@ uc_install_cold(struct fc_ucache *uc, oblock_t ob, const void *data, bool dirty)
   return install(uc, ob, data, dirty, false, false, AT_TAIL);
 }
 
-int
-uc_install_chosen(struct fc_ucache *uc, oblock_t ob, const void *data)
-{
-  return install(uc, ob, data, false, false, false, BELOW_CHOSEN);
-}
-
 /* Under uc->lock. */
 static void
 place(struct fc_ucache *uc, cblock_t cb, enum placement where)
 {
   struct fc_entry *table = uc->dev->table;
-  uint32_t cur = uc->m.chosen_cursor;
 
-  if (where == AT_TAIL) {
+  if (where == AT_TAIL)
     fc_lru_push_tail(&uc->lru, table, cb);
-    return;
-  }
-  if (where == BELOW_CHOSEN && cur != CBLOCK_NONE &&
-      (table[cur].flags & FC_ENTRY_VALID) &&
-      table[cur].oblock == uc->m.chosen_cursor_ob)
-    fc_lru_insert_after(&uc->lru, table, to_cblock(cur), cb);
   else
     fc_lru_push_head(&uc->lru, table, cb);
-  if (where == BELOW_CHOSEN) {
-    uc->m.chosen_cursor = cb.n;
-    uc->m.chosen_cursor_ob = table[cb.n].oblock;
-  }
 }
 
 static int

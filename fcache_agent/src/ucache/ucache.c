@@ -67,7 +67,6 @@ fc_ucache_create(struct fc_cachedev *dev, struct fc_metadata *md,
   pthread_cond_init(&uc->m.gate_cond, NULL);
   pthread_mutex_init(&uc->m.durable_lock, NULL);
   pthread_mutex_init(&uc->durable_lock, NULL);
-  uc->m.chosen_cursor = CBLOCK_NONE;
   pthread_cond_init(&uc->around_cond, NULL);
   pthread_cond_init(&uc->pause_cond, NULL);
   uc->m.superseded_fd = -1;

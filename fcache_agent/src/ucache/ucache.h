@@ -197,9 +197,17 @@ int fc_ucache_migr_durable(struct fc_ucache *uc, bool final);
  * first, go to the cold end in that order; ids not cached here are
  * skipped.  Takes the volume's lock for a few hundred blocks at a time. */
 void fc_ucache_migr_order(struct fc_ucache *uc, const uint64_t *ids, uint32_t n);
-/* Destination (cachemior): read ob from origin and install it unless
- * already present.  0 installed, 1 skipped, -errno. */
-int fc_ucache_migr_preload(struct fc_ucache *uc, oblock_t ob);
+/* Destination (cachemior): the cache warmer (ucache_migr_warm.c).  Reads
+ * ids[0..n), the source's hot list hottest first, from the origin with up
+ * to depth reads in flight, and installs each block not already cached
+ * at the cold end, in the list's order; calls each(ctx, r) for every
+ * block in that order (0 installed, 1 skipped, -errno), from the calling
+ * thread, and stops asking for more once it returns false.  *peak: the
+ * most reads that were in flight at once.  0, or -ENOMEM. */
+typedef bool fc_ucache_warm_fn(void *ctx, int r);
+int fc_ucache_migr_warm(struct fc_ucache *uc, const uint64_t *ids, uint32_t n,
+                        unsigned depth, fc_ucache_warm_fn *each, void *ctx,
+                        unsigned *peak);
 /* Destination: the copy is complete: drop what the filter names, attach
  * the cache, stop tracking.  Returns blocks invalidated. */
 uint32_t fc_ucache_migr_in_end(struct fc_ucache *uc);

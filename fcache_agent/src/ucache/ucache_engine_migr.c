@@ -152,9 +152,10 @@ in_install_many(struct fc_engine_migr *m, const uint64_t *ids, const void *const
 }
 
 static int
-in_preload(struct fc_engine_migr *m, oblock_t ob)
+in_warm(struct fc_engine_migr *m, const uint64_t *ids, uint32_t n, unsigned depth,
+        bool (*each)(void *ctx, int r), void *ctx, unsigned *peak)
 {
-  return fc_ucache_migr_preload(UC(m), ob);
+  return fc_ucache_migr_warm(UC(m), ids, n, depth, each, ctx, peak);
 }
 
 static uint32_t
@@ -344,7 +345,8 @@ const struct fc_engine_migr_ops fc_ucache_migr_ops = {
   .in_install = in_install,
   .in_install_many = in_install_many,
   .in_order = in_order,
-  .in_preload = in_preload,
+  .in_warm = in_warm,
+  .in_preload = NULL,
   .in_end = in_end,
   .in_preloaded = NULL,
   .in_durable = in_durable,

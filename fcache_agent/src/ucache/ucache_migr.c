@@ -151,7 +151,6 @@ fc_ucache_migr_in_begin(struct fc_ucache *uc, enum fc_ucache_migr_mode mode,
   uc->m.fetch = mode == FC_MIGR_ONDEMAND ? fetch : NULL;
   uc->m.read_source = read_source;
   uc->m.fetch_ctx = ctx;
-  uc->m.chosen_cursor = CBLOCK_NONE;
   uc->m.copied_dirty = uc->m.source_dirty = false;
   atomic_store(&uc->m.on, true);
   /* What this host staged before holds nothing of what the source wrote. */

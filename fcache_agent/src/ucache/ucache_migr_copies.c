@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* ucache, destination of a live migration: the blocks that arrive, and
  * the VM's writes that make a late one stale.  A miss on a block the
- * source holds is fetched from it, copies the source pushes are installed
- * unless the VM wrote the block meanwhile, and a preload reads what the
- * source chose from the origin.  Separate from ucache_migr.c, which holds
- * the state these consult, because this is the per-block data path. */
+ * source holds is fetched from it, and copies the source pushes are
+ * installed unless the VM wrote the block meanwhile.  Separate from
+ * ucache_migr.c, which holds the state these consult, because this is
+ * the per-block data path; cachemior's warmer, which reads what the
+ * source chose from the origin, is ucache_migr_warm.c. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -243,50 +244,4 @@ fc_ucache_migr_order(struct fc_ucache *uc, const uint64_t *ids, uint32_t n)
     }
     pthread_mutex_unlock(&uc->lock);
   }
-}
-
-int
-fc_ucache_migr_preload(struct fc_ucache *uc, oblock_t ob)
-{
-  struct stripe_set set;
-  uint64_t seq;
-  char *buf;
-  bool present;
-  int r;
-
-  if (ob.n >= uc->nr_oblocks)
-    return -ERANGE;
-  buf = malloc(uc->bs);
-  if (!buf)
-    return -ENOMEM;
-  uc_lock_stripes_to_read(uc, ob.n, ob.n, &set);
-  pthread_mutex_lock(&uc->lock);
-  present = uc_lookup_locked(uc, ob).n != CBLOCK_NONE;
-  pthread_mutex_unlock(&uc->lock);
-  seq = uc_stripe_seq(uc, ob);
-  uc_unlock_stripes(uc, &set);
-  if (present) {
-    r = 1;     /* the VM got there first */
-    goto out;
-  }
-  /* The origin read runs with no stripe held, as a read miss's does: the
-   * preload must not make the VM's requests wait for the storage. */
-  memset(buf, 0, uc->bs);      /* past a partial last block */
-  r = fc_origin_pread(uc->origin, buf, uc_block_bytes(uc, ob.n),
-                      ob.n * uc->bs);
-  if (r)
-    goto out;
-  STAT_ADD(&uc->stats, origin_read_bytes, uc->bs);
-  uc_lock_stripes_to_read(uc, ob.n, ob.n, &set);
-  if (uc_fill_allowed(uc, ob, seq)) {
-    r = uc_install_chosen(uc, ob, buf);
-    if (r == 1)
-      r = 0;
-  } else {
-    r = 1;     /* read or written meanwhile: the VM's data stands */
-  }
-  uc_unlock_stripes(uc, &set);
-out:
-  free(buf);
-  return r;
 }

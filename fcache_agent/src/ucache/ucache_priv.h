@@ -119,10 +119,6 @@ struct fc_ucache {
      * block holds, and it is as current as the source's copy was. */
     bool copied_dirty, source_dirty;
     pthread_mutex_t durable_lock;     /* one fc_ucache_migr_durable at a time */
-    /* dest: the last block uc_install_chosen placed, and its oblock (the
-     * block may have been evicted and reused since). */
-    uint32_t chosen_cursor;
-    uint64_t chosen_cursor_ob;
   } m;
 
   /* A change of write policy (ucache_policy.c) holds the VM's writes,
@@ -236,15 +232,9 @@ int uc_install(struct fc_ucache *uc, oblock_t ob, const void *data, bool dirty,
 /* A clean block the staging area has just admitted, with the data it
  * staged: no second admission test. */
 int uc_install_admitted(struct fc_ucache *uc, oblock_t ob, const void *data);
-/* The same as uc_install, but the block enters at the cold end of the LRU: copies that
- * arrive hottest first then keep the source's order. */
+/* The same as uc_install, but the block enters at the cold end of the LRU: copies and
+ * cachemior's preloads, which arrive hottest first, then keep the source's order. */
 int uc_install_cold(struct fc_ucache *uc, oblock_t ob, const void *data, bool dirty);
-/* A clean block the source chose (cachemior's preload, hottest first),
- * while the VM runs: no admission test; the first enters at the hot end
- * and each next one just below the previous, so the preloaded blocks keep
- * the source's order above the VM's older blocks.  At the cold end the
- * VM's next misses would evict them before their first use. */
-int uc_install_chosen(struct fc_ucache *uc, oblock_t ob, const void *data);
 
 /* A batch install in three steps (ucache_migr_batch.c), all under
  * uc->lock: take a block for ob as install() does, busy and out of the
