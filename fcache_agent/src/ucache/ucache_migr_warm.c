@@ -32,6 +32,12 @@
 /* The warmer's buffers are depth blocks; with large blocks fewer reads are
  * in flight so that a migration never holds more than this. */
 #define WARM_MAX_BYTES (16u << 20)
+/* A read whose stripe the VM changed meanwhile (a write to any block that
+ * shares the stripe, not necessarily this one) cannot be installed; the
+ * block, still absent, is read again this many times before it is given
+ * up.  With 128 reads in flight each is out long enough for a VM writing
+ * elsewhere to touch most stripes. */
+#define WARM_RETRIES 3
 
 enum slot_state { SLOT_FREE, SLOT_SKIP, SLOT_READING, SLOT_READ };
 
@@ -40,6 +46,7 @@ struct warm_slot {
   uint64_t ob;
   uint64_t seq;                 /* the block's stripe when the read began */
   int err;                      /* the read's */
+  unsigned tries;               /* reads again after a changed stripe */
   enum slot_state state;        /* under w->lock once READING */
   char *buf;
 };
@@ -123,7 +130,8 @@ issue(struct warmer *w, struct warm_slot *s, uint64_t ob)
 }
 
 /* 0 installed, 1 skipped (the VM read or wrote it meanwhile, or every
- * block is dirty), -errno. */
+ * block is dirty), 2 to be read again (its stripe changed and it is still
+ * absent), -errno. */
 static int
 install(struct warmer *w, struct warm_slot *s)
 {
@@ -142,7 +150,11 @@ install(struct warmer *w, struct warm_slot *s)
     if (r == -ENOSPC)
       r = 1;                    /* no clean block to give: the VM's dirty data fills it */
   } else {
-    r = 1;                      /* read or written meanwhile: the VM's data stands */
+    /* Read or written meanwhile (the VM's data stands), or only a
+     * neighbour in the stripe was written. */
+    pthread_mutex_lock(&uc->lock);
+    r = uc_lookup_locked(uc, to_oblock(s->ob)).n == CBLOCK_NONE ? 2 : 1;
+    pthread_mutex_unlock(&uc->lock);
   }
   uc_unlock_stripes(uc, &set);
   return r;
@@ -181,6 +193,7 @@ fc_ucache_migr_warm(struct fc_ucache *uc, const uint64_t *ids, uint32_t n,
 
       struct warm_slot *s = &w.slots[tail % w.depth];
 
+      s->tries = 0;
       if (ob >= uc->nr_oblocks) {
         s->ob = ob;
         s->err = -ERANGE;
@@ -202,8 +215,19 @@ fc_ucache_migr_warm(struct fc_ucache *uc, const uint64_t *ids, uint32_t n,
       pthread_mutex_unlock(&w.lock);
       if (st == SLOT_READING)
         break;
-      if (go)
-        go = each(ctx, install(&w, s));
+      if (go) {
+        int ir = install(&w, s);
+
+        if (ir == 2 && s->tries < WARM_RETRIES) {
+          s->tries++;
+          if (issue(&w, s, s->ob) == 0) {
+            if (s->state == SLOT_READING)
+              break;          /* wait for it where it stands in the list */
+            continue;         /* skipped or read at once: look again */
+          }
+        }
+        go = each(ctx, ir == 2 ? 1 : ir);
+      }
       s->state = SLOT_FREE;
       head++;
     }
