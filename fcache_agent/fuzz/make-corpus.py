@@ -278,6 +278,7 @@ log_target = syslog
 nbd_threads = 8
 origin_connections = 4
 migration_preload_depth = 128
+cloudcache_variant = bg_rws
 writeback_interval_ms = 500
 dirty_high_percent = 60
 dm_prefix = fc

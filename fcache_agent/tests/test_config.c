@@ -204,6 +204,8 @@ static void test_value_errors(void **state)
                "origin_connections", "from 1 to 64");
   expect_error("[agent]\nmigration_preload_depth = 0\n", EINVAL, 2,
                "migration_preload_depth", "from 1 to 1024");
+  expect_error("[agent]\ncloudcache_variant = ondemand\n", EINVAL, 2,
+               "cloudcache_variant", "bg_rws");
   expect_error("[agent]\ndirty_high_percent = 101\n", EINVAL, 2,
                "dirty_high_percent", "from 0 to 100");
   expect_error("[agent]\nwriteback_interval_ms = 0\n", EINVAL, 2,
@@ -416,7 +418,7 @@ static void test_sample_matches_defaults(void **state)
   if (load_text(&t, text) != 0)
     fail_msg("sample: %s", t.err);
   free(text);
-  assert_int_equal(keys, 41);   /* every key of struct fc_config */
+  assert_int_equal(keys, 42);   /* every key of struct fc_config */
   fc_config_defaults(&d);
   assert_memory_equal(&t.cfg, &d, sizeof d);
 }

@@ -539,10 +539,15 @@ def test_copy_keeps_hot_blocks_hot(make_agent, make_origin, strategy):
     After the migration the destination's cache is full (every source block
     moved).  New misses on cold blocks (a quarter of the cache) must evict
     the source's coldest blocks, not its hottest: reading HOT afterwards
-    still hits.
+    still hits.  (cloudcache sends the whole cache under its bg_ws
+    variant; its default sends the reuse working set only:
+    test_cloudcache_variants.py.)
     """
+    extra = {'cloudcache_variant': 'bg_ws'} if strategy == 'cloudcache' \
+        else None
     src, dst, origin, orc, uri = warmed_volume(make_agent, make_origin,
-                                               policy='read_only')
+                                               policy='read_only',
+                                               src_extra=extra)
     res = migration.migrate(src.client(), dst.client(), 'vol1', strategy)
     assert res['state'] == 'completed', res
     st = dst.show('vol1')

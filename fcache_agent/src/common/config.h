@@ -79,6 +79,11 @@ struct fc_config {
   double staging_fraction;            /* of a volume's share; 0.001..0.01 */
   char rws_predictor[16];             /* exp_self (default) | exp | dexp | dexp_self | last */
   char rws_tracker[16];               /* sampled (default) | exact */
+  /* What a cloudcache migration's source sends in the background, besides
+   * the dirty blocks the destination fetches on demand (CloudCache Figure
+   * 11): bg_rws (default) the reuse working set, bg_dirty the dirty
+   * blocks only, bg_ws the whole cache. */
+  char cloudcache_variant[16];
   char export_clients[16];            /* session (default) | any */
   /* A block device origin: any name (default), or only under
    * origin_prefixes like a file. */

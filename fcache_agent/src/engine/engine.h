@@ -209,6 +209,13 @@ struct fc_engine_migr_ops {
    * in the given order.  Caller frees. */
   int (*out_list)(struct fc_engine_migr *m, uint64_t **list, uint32_t *n,
                   bool dirty_only, enum fc_list_order order);
+  /* CloudCache's background copy of the reuse working set, most recent
+   * first: every dirty block (as out_list marks them), and the clean ones
+   * reused at least min_reuse times in the volume's current window.
+   * Caller frees.  NULL: the engine cannot tell (its copy is the whole
+   * cache). */
+  int (*out_list_reused)(struct fc_engine_migr *m, unsigned min_reuse, uint64_t **list,
+                         uint32_t *n);
   /* A destination read before the switchover: [off, off+count) as the VM
    * sees it now, changing nothing here.  NULL when the engine's
    * destination cannot forward reads (the kernel serves its VM). */

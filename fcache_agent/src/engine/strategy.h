@@ -57,6 +57,12 @@ struct fc_strategy_desc {
   /* The source sends its cached blocks after the switch, in the
    * background, under the migration's rate limit. */
   bool background_copy;
+  /* CloudCache's background copy (§5.2): what the source agent's
+   * cloudcache_variant names (by default the reuse working set, most
+   * recent first, with every dirty block), and the source frees each
+   * clean block once sent (the origin holds it too) as it frees a dirty
+   * one once the destination acknowledged it durable. */
+  bool background_variant;
   /* Until the copy ends the destination's VM bypasses its cache, and
    * every block it writes meanwhile is invalidated in the arriving copy
    * (FirepanIF's filter). */

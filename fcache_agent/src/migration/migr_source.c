@@ -511,14 +511,38 @@ fc_migr_source_connect(struct fc_migration *m, char *err, size_t errlen)
  * list's order afterwards (order_after), in the cache device's order: a
  * cache larger than memory is then read sequentially, not in 4 KiB runs
  * all over the device. */
+/* N of RWS_N for the background copy: the volume's, under admission rws,
+ * else 1 (a block used twice in the window). */
+static unsigned
+reuse_n(const struct fc_migration *m)
+{
+  return m->e.vol->p.admission == FC_ADMIT_RWS && m->e.vol->p.rws_n ? m->e.vol->p.rws_n : 1;
+}
+
+/* What the background copy sends: the whole cache, or (CloudCache's,
+ * background_variant) what the agent's cloudcache_variant names. */
+static int
+background_list(struct fc_migration *m, uint64_t **list, uint32_t *n)
+{
+  const struct fc_engine_migr_ops *ops = m->agent->host.ops->migr;
+  const char *variant = m->agent->host.cfg.cloudcache_variant;
+
+  if (fc_strategy(m->e.strategy)->background_variant) {
+    if (!strcmp(variant, "bg_dirty"))
+      return ops->out_list(&m->e, list, n, true, FC_LIST_HOTTEST);
+    if (!strcmp(variant, "bg_rws") && ops->out_list_reused)
+      return ops->out_list_reused(&m->e, reuse_n(m), list, n);
+  }
+  return ops->out_list(&m->e, list, n, false,
+                       m->order_after ? FC_LIST_DEVICE : FC_LIST_HOTTEST);
+}
+
 static int
 queue_background(struct fc_migration *m)
 {
   uint64_t *list;
   uint32_t n;
-  int r = m->agent->host.ops->migr->out_list(&m->e, &list, &n, false,
-                                             m->order_after ? FC_LIST_DEVICE
-                                                            : FC_LIST_HOTTEST);
+  int r = background_list(m, &list, &n);
 
   if (r)
     return r;

@@ -122,6 +122,35 @@ fc_migr_src_pace(struct fc_migration *m, uint64_t bytes)
   }
 }
 
+/* CloudCache's source vacates each block as it moves: a clean one as soon
+ * as it is sent after the switchover (the origin holds it too, so the
+ * destination dropping it loses nothing), a dirty one on its ACK. */
+static bool
+frees_as_sent(struct fc_migration *m)
+{
+  bool after_switch;
+
+  if (!fc_strategy(m->e.strategy)->background_variant)
+    return false;
+  pthread_mutex_lock(&m->lock);
+  after_switch = m->switch_begun && m->state == FC_MS_SWITCHED;
+  pthread_mutex_unlock(&m->lock);
+  return after_switch;
+}
+
+static void
+forget_clean(struct fc_migration *m, const struct slot *s)
+{
+  uint32_t stride = 8 + m->bs;
+
+  for (uint32_t i = 0; i < s->k && m->e.vol; i++) {
+    uint64_t id = fc_get_le64(s->frame + (size_t)i * stride);
+
+    if (!(id & FC_XFER_DIRTY_BIT))
+      (void)m->agent->host.ops->migr->out_forget(&m->e, to_oblock(id));
+  }
+}
+
 static void *
 sender(void *arg)
 {
@@ -147,6 +176,8 @@ sender(void *arg)
       fc_migr_src_pace(m, FC_XFER_HEADER_SIZE + (uint64_t)s->k * stride);
       r = fc_xfer_send(&m->conn, FC_XFER_BLOCK, 0, s->frame, s->k * stride, NULL, 0);
     }
+    if (!r && s->k && frees_as_sent(m))
+      forget_clean(m, s);
     pthread_mutex_lock(&m->lock);
     if (!r) {
       m->bytes_done += (uint64_t)s->k * m->bs;

@@ -162,7 +162,7 @@ enum placement {
  * copies and preloads were chosen by the source).  is_write: it counts as
  * a write miss (only its address is staged). */
 static int install(struct fc_ucache *uc, oblock_t ob, const void *data, bool dirty,
-                   bool admit, bool is_write, enum placement where);
+                   bool admit, bool is_write, bool reused, enum placement where);
 
 int
 uc_install(struct fc_ucache *uc, oblock_t ob, const void *data, bool dirty,
@@ -170,19 +170,19 @@ uc_install(struct fc_ucache *uc, oblock_t ob, const void *data, bool dirty,
 {
   bool admit = why != UC_FETCHED || !dirty;
 
-  return install(uc, ob, data, dirty, admit, why == UC_WRITE_MISS, AT_HEAD);
+  return install(uc, ob, data, dirty, admit, why == UC_WRITE_MISS, false, AT_HEAD);
 }
 
 int
 uc_install_admitted(struct fc_ucache *uc, oblock_t ob, const void *data)
 {
-  return install(uc, ob, data, false, false, false, AT_HEAD);
+  return install(uc, ob, data, false, false, false, true, AT_HEAD);
 }
 
 int
 uc_install_cold(struct fc_ucache *uc, oblock_t ob, const void *data, bool dirty)
 {
-  return install(uc, ob, data, dirty, false, false, AT_TAIL);
+  return install(uc, ob, data, dirty, false, false, false, AT_TAIL);
 }
 
 /* Under uc->lock. */
@@ -197,9 +197,11 @@ place(struct fc_ucache *uc, cblock_t cb, enum placement where)
     fc_lru_push_head(&uc->lru, table, cb);
 }
 
+/* reused: admitted because it was reused rws_n times in the window, which
+ * its reuse count starts from. */
 static int
 install(struct fc_ucache *uc, oblock_t ob, const void *data, bool dirty,
-        bool admit, bool is_write, enum placement where)
+        bool admit, bool is_write, bool reused, enum placement where)
 {
   struct fc_entry *e;
   cblock_t cb;
@@ -215,6 +217,7 @@ install(struct fc_ucache *uc, oblock_t ob, const void *data, bool dirty,
     pthread_mutex_unlock(&uc->lock);
     return 1;
   }
+  reused |= admit && uc->stage;
   r = get_block_locked(uc, &cb);
   if (r) {
     pthread_mutex_unlock(&uc->lock);
@@ -246,6 +249,8 @@ install(struct fc_ucache *uc, oblock_t ob, const void *data, bool dirty,
     STAT_ADD(&uc->stats, io_errors, 1);
   } else {
     e->flags = FC_ENTRY_ALLOCATED | FC_ENTRY_VALID | (dirty ? FC_ENTRY_DIRTY : 0);
+    if (reused)
+      uc_entry_set_reuses(e, uc->reuse_epoch, uc->p.rws_n);
     fc_blockmap_insert(&uc->map, uc->dev->table, cb);
     place(uc, cb, where);
     if (dirty) {

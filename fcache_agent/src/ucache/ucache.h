@@ -244,6 +244,12 @@ void fc_ucache_migr_freeze(struct fc_ucache *uc, bool frozen);
  * while it runs).  Caller frees. */
 int fc_ucache_migr_snapshot(struct fc_ucache *uc, uint64_t **list, uint32_t *n,
                             bool dirty_only, bool device_order);
+/* Source, CloudCache's background copy: the reuse working set, most
+ * recently used first -- every dirty block, and the clean ones the VM
+ * reused at least min_reuse (>= 1) times in the current demand window
+ * (uc_entry_reuses).  Caller frees. */
+int fc_ucache_migr_snapshot_reused(struct fc_ucache *uc, unsigned min_reuse, uint64_t **list,
+                                   uint32_t *n);
 /* Source: read a cached block's data. -ENOENT if not cached. */
 int fc_ucache_migr_read_block(struct fc_ucache *uc, oblock_t ob, void *data,
                               bool *dirty);

@@ -60,6 +60,12 @@ out_list(struct fc_engine_migr *m, uint64_t **list, uint32_t *n, bool dirty_only
 }
 
 static int
+out_list_reused(struct fc_engine_migr *m, unsigned min_reuse, uint64_t **list, uint32_t *n)
+{
+  return fc_ucache_migr_snapshot_reused(UC(m), min_reuse, list, n);
+}
+
+static int
 out_read(struct fc_engine_migr *m, oblock_t ob, void *data, bool *dirty)
 {
   return fc_ucache_migr_read_block(UC(m), ob, data, dirty);
@@ -333,6 +339,7 @@ const struct fc_engine_migr_ops fc_ucache_migr_ops = {
   .out_freeze = out_freeze,
   .out_thaw = out_thaw,
   .out_list = out_list,
+  .out_list_reused = out_list_reused,
   .out_read = out_read,
   .out_read_many = out_read_many,
   .out_peek = out_peek,

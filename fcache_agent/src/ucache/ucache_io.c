@@ -20,7 +20,16 @@ uc_touch_locked(struct fc_ucache *uc, uint64_t first, uint32_t n,
   uc_track_access_locked(uc, first, n);
   for (uint32_t i = 0; i < n; i++)
     if (cbs[i] != CBLOCK_NONE)
-      fc_lru_touch(&uc->lru, uc->dev->table, (cblock_t){ cbs[i] });
+      uc_hit_locked(uc, (cblock_t){ cbs[i] });
+}
+
+void
+uc_hit_locked(struct fc_ucache *uc, cblock_t cb)
+{
+  struct fc_entry *e = &uc->dev->table[cb.n];
+
+  fc_lru_touch(&uc->lru, uc->dev->table, cb);
+  uc_entry_set_reuses(e, uc->reuse_epoch, uc_entry_reuses(e, uc->reuse_epoch) + 1);
 }
 
 void
@@ -52,7 +61,7 @@ uc_touch(struct fc_ucache *uc, uint64_t first, uint32_t n)
     cblock_t cb = uc_lookup_locked(uc, to_oblock(b));
 
     if (cb.n != CBLOCK_NONE)
-      fc_lru_touch(&uc->lru, uc->dev->table, cb);
+      uc_hit_locked(uc, cb);
   }
   pthread_mutex_unlock(&uc->lock);
 }

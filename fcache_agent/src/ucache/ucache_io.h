@@ -39,6 +39,9 @@ void uc_unpin(struct fc_ucache *uc, const uint32_t *cbs, uint32_t n);
 void uc_touch(struct fc_ucache *uc, uint64_t first, uint32_t n);
 void uc_unpin_and_touch(struct fc_ucache *uc, uint64_t first, uint32_t n,
                         const uint32_t *cbs);
+/* Under uc->lock: the VM used cached block cb again: most recently used,
+ * and one more reuse in the demand window (uc_entry_reuses). */
+void uc_hit_locked(struct fc_ucache *uc, cblock_t cb);
 /* Drop the clean blocks among cbs and forget them (CBLOCK_NONE). */
 void uc_invalidate(struct fc_ucache *uc, uint32_t *cbs, uint32_t n);
 /* The origin's I/O, counted in the stats. */

@@ -72,8 +72,18 @@ snapshot_device_order_locked(struct fc_ucache *uc, uint64_t *v, uint32_t *k,
 struct listing {
   const struct fc_entry *table;
   bool dirty_only;
+  unsigned min_reuse;           /* > 0: dirty blocks and clean ones reused this often */
+  uint8_t epoch;
   uint64_t *v;
 };
+
+static bool
+wanted(const struct listing *l, const struct fc_entry *e)
+{
+  if (l->min_reuse)
+    return valid_dirty(e) || (valid(e) && uc_entry_reuses(e, l->epoch) >= l->min_reuse);
+  return l->dirty_only ? valid_dirty(e) : valid(e);
+}
 
 static void
 list_block(void *ctx, uint32_t cb, uint32_t rank)
@@ -81,7 +91,7 @@ list_block(void *ctx, uint32_t cb, uint32_t rank)
   struct listing *l = ctx;
   const struct fc_entry *e = &l->table[cb];
 
-  l->v[rank] = (l->dirty_only ? valid_dirty(e) : valid(e)) ? list_entry(e) : NOT_LISTED;
+  l->v[rank] = wanted(l, e) ? list_entry(e) : NOT_LISTED;
 }
 
 /* Under uc->lock: the LRU from the head, each block at its rank, walked
@@ -89,9 +99,10 @@ list_block(void *ctx, uint32_t cb, uint32_t rank)
  * blocks not wanted squeezed out. */
 static void
 snapshot_hottest_first_locked(struct fc_ucache *uc, uint64_t *v, uint32_t *k,
-                              bool dirty_only)
+                              struct listing l)
 {
-  struct listing l = { .table = uc->dev->table, .dirty_only = dirty_only, .v = v };
+  l.table = uc->dev->table;
+  l.v = v;
 
   fc_lru_walk_both_ends(&uc->lru, uc->dev->table, list_block, &l);
   for (uint32_t i = 0; i < uc->lru.count; i++)
@@ -116,12 +127,34 @@ fc_ucache_migr_snapshot(struct fc_ucache *uc, uint64_t **list, uint32_t *n,
   if (device_order)
     r = snapshot_device_order_locked(uc, v, &k, dirty_only);
   else
-    snapshot_hottest_first_locked(uc, v, &k, dirty_only);
+    snapshot_hottest_first_locked(uc, v, &k, (struct listing){ .dirty_only = dirty_only });
   pthread_mutex_unlock(&uc->lock);
   if (r) {
     free(v);
     return r;
   }
+  *list = v;
+  *n = k;
+  return 0;
+}
+
+int
+fc_ucache_migr_snapshot_reused(struct fc_ucache *uc, unsigned min_reuse, uint64_t **list,
+                               uint32_t *n)
+{
+  uint64_t *v;
+  uint32_t k = 0;
+
+  pthread_mutex_lock(&uc->lock);
+  v = malloc(((size_t)uc->lru.count + 1) * sizeof *v);
+  if (!v) {
+    pthread_mutex_unlock(&uc->lock);
+    return -ENOMEM;
+  }
+  snapshot_hottest_first_locked(uc, v, &k, (struct listing){
+                                  .min_reuse = min_reuse ? min_reuse : 1,
+                                  .epoch = uc->reuse_epoch });
+  pthread_mutex_unlock(&uc->lock);
   *list = v;
   *n = k;
   return 0;

@@ -29,6 +29,37 @@
 #define FC_ENTRY_ON_DISK_DIRTY (1u << 6)
 #define FC_ENTRY_SNAP (1u << 7)
 #define FC_ENTRY_SEEN (1u << 8)
+/* A cached block's reuses in the volume's current demand window, for a
+ * CloudCache migration's background copy of the reuse working set (the
+ * blocks reused at least N times in the window, most recent first).  In
+ * the entry's spare flag bits, so it costs no memory: a count (saturating
+ * at 255) and the window it was counted in, modulo 256; a count from an
+ * older window reads as 0.  Not a second RWS tracker: the volume's own
+ * (uc->rws) sizes the window's sets by sampling and cannot name their
+ * blocks; this names the cached ones. */
+#define FC_ENTRY_REUSE_SHIFT 16
+#define FC_ENTRY_EPOCH_SHIFT 24
+#define FC_ENTRY_REUSE_MASK (0xffu << FC_ENTRY_REUSE_SHIFT)
+#define FC_ENTRY_EPOCH_MASK (0xffu << FC_ENTRY_EPOCH_SHIFT)
+
+/* Reuses of e in window `epoch`. */
+static inline unsigned
+uc_entry_reuses(const struct fc_entry *e, uint8_t epoch)
+{
+  if (((e->flags & FC_ENTRY_EPOCH_MASK) >> FC_ENTRY_EPOCH_SHIFT) != epoch)
+    return 0;
+  return (e->flags & FC_ENTRY_REUSE_MASK) >> FC_ENTRY_REUSE_SHIFT;
+}
+
+/* Set e's reuses in window `epoch` to n (at most 255). */
+static inline void
+uc_entry_set_reuses(struct fc_entry *e, uint8_t epoch, unsigned n)
+{
+  e->flags = (e->flags & ~(FC_ENTRY_REUSE_MASK | FC_ENTRY_EPOCH_MASK)) |
+             ((uint32_t)(n > 255 ? 255 : n) << FC_ENTRY_REUSE_SHIFT) |
+             ((uint32_t)epoch << FC_ENTRY_EPOCH_SHIFT);
+}
+
 /* How far from the LRU tail eviction looks for a clean, idle victim. */
 #define FC_EVICT_SCAN 128u
 /* The sampled demand tracker's bound per volume. */
@@ -51,6 +82,7 @@ struct fc_ucache {
   struct fc_lru lru;
   struct fc_staging *stage;     /* admission rws; NULL for all */
   struct fc_rws *rws;           /* every block the VM touches */
+  uint8_t reuse_epoch;          /* the demand window's number, mod 256 (FC_ENTRY_REUSE_SHIFT) */
   uint32_t used;                /* blocks owned, including installs in flight */
   uint32_t share;               /* blocks this volume may grow to now */
   uint32_t nr_dirty;

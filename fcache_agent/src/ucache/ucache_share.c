@@ -158,6 +158,7 @@ fc_ucache_close_window(struct fc_ucache *uc, struct fc_rws_sizes *out)
 {
   pthread_mutex_lock(&uc->lock);
   fc_rws_close_window(uc->rws, out);
+  uc->reuse_epoch++;            /* every cached block's reuses start again */
   if (uc->stage)
     fc_staging_end_window(uc->stage);
   pthread_mutex_unlock(&uc->lock);
