@@ -2096,6 +2096,42 @@ test_nowait_hit_is_most_recent(void **state)
   assert_true(cached(e, 4));
 }
 
+/* CloudCache's background copy lists the reuse working set: the cached
+ * blocks reused at least N times in the current window, most recently
+ * used first; a closed window starts every count again. */
+static void
+test_migr_snapshot_reused(void **state)
+{
+  struct env *e = env_new(64 * BS, 16, FC_WRITE_THROUGH, FC_ADMIT_ALL);
+  struct fc_rws_sizes sz;
+  uint64_t *list = NULL;
+  uint32_t n = 0;
+
+  for (uint64_t ob = 0; ob < 8; ob++)
+    check_read(e, ob * BS, BS);           /* each once: a miss */
+  check_read(e, 5 * BS, BS);
+  check_read(e, 2 * BS, BS);
+  check_read(e, 5 * BS, BS);              /* 5 reused twice, 2 once */
+  assert_int_equal(fc_ucache_migr_snapshot_reused(e->uc, 1, &list, &n), 0);
+  assert_int_equal(n, 2);
+  assert_int_equal(list[0], 5);           /* the most recent first */
+  assert_int_equal(list[1], 2);
+  free(list);
+  assert_int_equal(fc_ucache_migr_snapshot_reused(e->uc, 2, &list, &n), 0);
+  assert_int_equal(n, 1);
+  assert_int_equal(list[0], 5);
+  free(list);
+  fc_ucache_close_window(e->uc, &sz);
+  assert_int_equal(fc_ucache_migr_snapshot_reused(e->uc, 1, &list, &n), 0);
+  assert_int_equal(n, 0);
+  free(list);
+  check_read(e, 3 * BS, BS);              /* reused in the new window */
+  assert_int_equal(fc_ucache_migr_snapshot_reused(e->uc, 1, &list, &n), 0);
+  assert_int_equal(n, 1);
+  assert_int_equal(list[0], 3);
+  free(list);
+}
+
 /* The background copy's batched read (fc_ucache_migr_read_many) of a
  * hottest-first batch whose blocks are scattered over the cache file and
  * no longer in the page cache, as in a cache larger than memory after the
@@ -2371,6 +2407,7 @@ main(void)
     T(test_nowait_read_gives_up_or_serves),
     T(test_nowait_hit_is_most_recent),
     T(test_migr_read_many_from_the_device),
+    T(test_migr_snapshot_reused),
     T(test_migr_snapshot_device_order),
     T(test_migr_order_follows_the_list),
     T(test_release_frees_in_device_order),
