@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "common/fdio.h"
+#include "common/random_hex.h"
 #include "engine.h"
 #include "volume.h"
 
@@ -90,6 +91,10 @@ fc_volume_params_save(const char *dir, const struct fc_volume_params *p,
     json_object_set_new(o, "migration", json_string(p->migration));
   if (p->export_secret[0])
     json_object_set_new(o, "export_secret", json_string(p->export_secret));
+  if (p->migration[0] && p->settle_secret[0]) {
+    json_object_set_new(o, "settle_secret", json_string(p->settle_secret));
+    json_object_set_new(o, "settle_peer", json_string(p->settle_peer));
+  }
   text = json_dumps(o, JSON_INDENT(2) | JSON_SORT_KEYS);
   json_decref(o);
   if (!text)
@@ -152,6 +157,24 @@ fc_volume_params_load(const char *path, struct fc_volume_params *p,
     if (sec)
       snprintf(p->export_secret, sizeof p->export_secret, "%s",
                json_string_value(sec));
+  }
+  {
+    json_t *sec = json_object_get(o, "settle_secret");
+    const char *peer = json_string_value(json_object_get(o, "settle_peer"));
+
+    /* Absent where the migration's peer agent predates settling through
+     * the agents: the two-socket settle still works then. */
+    if (sec && (!json_is_string(sec) || !peer || !peer[0] ||
+                strlen(peer) >= sizeof p->settle_peer ||
+                !fc_hex_valid(json_string_value(sec), FC_SETTLE_SECRET_HEX))) {
+      snprintf(err, errlen, "%s: invalid settle_secret or settle_peer", path);
+      goto out;
+    }
+    if (sec && p->migration[0]) {
+      snprintf(p->settle_secret, sizeof p->settle_secret, "%s",
+               json_string_value(sec));
+      snprintf(p->settle_peer, sizeof p->settle_peer, "%s", peer);
+    }
   }
   p->cache_size = (uint64_t)size;
   /* Files written before allocation existed have none of these: the

@@ -17,6 +17,8 @@
 
 #define FC_VOLUME_ID_MAX 64
 #define FC_ORIGIN_MAX 1024
+#define FC_SETTLE_SECRET_BYTES 32
+#define FC_SETTLE_SECRET_HEX (2 * FC_SETTLE_SECRET_BYTES)
 
 struct fc_volume_params {
   char id[FC_VOLUME_ID_MAX + 1];
@@ -33,6 +35,14 @@ struct fc_volume_params {
    * destination not yet complete.  Persisted, so that after a crash
    * neither side writes back or serves what may be stale. */
   char migration[80];
+  /* With the mark, what lets this agent settle that migration through
+   * the peer agent alone (migration/migr_settle_peer.c): the 256-bit
+   * secret the destination made and sent over the authenticated stream,
+   * and the peer's migration_listen.  Persisted with the mark, in the
+   * same durable write, and cleared with it; "" where the peer agent
+   * predates them (settle then relays through both control sockets). */
+  char settle_secret[FC_SETTLE_SECRET_HEX + 1];
+  char settle_peer[160];
   /* The export's name (common/export_secret.h), made at attach and kept
    * for the attachment's life, so that a QEMU reconnecting after an agent
    * restart or a storage move opens it again with the URI it has; "" for

@@ -407,7 +407,7 @@ fc_migr_dest_begin(struct fc_migration *m)
 int
 fc_migr_dest_accept(struct fc_migration *m, struct fc_xfer_conn *c)
 {
-  char welcome[64];
+  char welcome[64 + FC_SETTLE_SECRET_HEX + 32];
   int r;
 
   fc_xfer_conn_move(&m->conn, c);
@@ -422,9 +422,17 @@ fc_migr_dest_accept(struct fc_migration *m, struct fc_xfer_conn *c)
    * afterwards (on_order); a source that does not know "order" ignores
    * it and copies hottest first. */
   m->order_after = OPS(m)->in_order && fc_strategy(m->e.strategy)->copy_may_reorder;
-  snprintf(welcome, sizeof welcome, "{\"credits\": %u%s}", m->inq->credits,
-           m->order_after ? ", \"order\": true" : "");
+  /* The settle secret goes to a source that said where it listens, once
+   * it is durable here beside the volume's mark: a settle after a crash
+   * of either host finds it on both. */
+  if (!m->settle_peer[0] || fc_migr_mark_volume(m, "in"))
+    explicit_bzero(m->settle_secret, sizeof m->settle_secret);
+  snprintf(welcome, sizeof welcome, "{\"credits\": %u%s%s%s%s}", m->inq->credits,
+           m->order_after ? ", \"order\": true" : "",
+           m->settle_secret[0] ? ", \"settle_secret\": \"" : "", m->settle_secret,
+           m->settle_secret[0] ? "\"" : "");
   r = fc_xfer_send_json(&m->conn, FC_XFER_WELCOME, welcome);
+  explicit_bzero(welcome, sizeof welcome);
   if (r) {
     fc_migr_fail(m, "cannot welcome the source: %s", strerror(-r));
     return r;

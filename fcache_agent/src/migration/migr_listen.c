@@ -155,6 +155,30 @@ auth_for(void *ctx, const char *identity, struct fc_xfer_auth *auth)
   return 0;
 }
 
+/* The source's migration_listen as a settle session dials it: its own
+ * address, or, where it listens on every address, the one it came from. */
+static void
+settle_address(const char *said, const char *peer, char *out, size_t outlen)
+{
+  char host[128], port[16], from[160];
+  char *colon;
+
+  out[0] = '\0';
+  if (!said || fc_split_hostport(said, host, sizeof host, port, sizeof port) ||
+      strlen(said) >= outlen)
+    return;
+  if (strcmp(host, "0.0.0.0") && strcmp(host, "::") && host[0]) {
+    snprintf(out, outlen, "%s", said);
+    return;
+  }
+  snprintf(from, sizeof from, "%s", peer);
+  colon = strrchr(from, ':');
+  if (!colon)
+    return;
+  *colon = '\0';
+  snprintf(out, outlen, strchr(from, ':') ? "[%s]:%s" : "%s:%s", from, port);
+}
+
 static void
 handle(struct fc_migr_listener *l, int fd, int slot, const char *peer)
 {
@@ -229,6 +253,10 @@ handle(struct fc_migr_listener *l, int fd, int slot, const char *peer)
   m->token_used = true;
   /* An older source does not answer READ: reads then wait for SWITCH. */
   m->peer_reads = json_is_true(json_object_get(hello, "reads"));
+  /* Where a settle session reaches the source; an older source does not
+   * say, and gets no settle secret. */
+  settle_address(json_string_value(json_object_get(hello, "settle_address")),
+                 peer, m->settle_peer, sizeof m->settle_peer);
   pthread_mutex_unlock(&m->lock);
   tv.tv_sec = 0;
   setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);

@@ -100,6 +100,7 @@ fc_migr_free(struct fc_migration *m)
   free(m->hot);
   free(m->to_ack);
   fc_xfer_key_free(m->key);
+  explicit_bzero(m->settle_secret, sizeof m->settle_secret);
   if (m->sent_dirty) {
     fc_invfilter_destroy(m->sent_dirty);
     free(m->sent_dirty);

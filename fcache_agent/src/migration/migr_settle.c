@@ -184,6 +184,8 @@ dest_end(struct settle_ctx *c, json_t *args, json_t **result, char *err,
                                 !strcmp(source, "lost"));
     pthread_mutex_lock(&host->lock);
     c->v->p.migration[0] = '\0';
+    explicit_bzero(c->v->p.settle_secret, sizeof c->v->p.settle_secret);
+    c->v->p.settle_peer[0] = '\0';
     r = fc_volume_params_save(host->volumes_dir, &c->v->p, err, errlen);
     if (!r && mode == SETTLE_HELD) {
       c->v->error[0] = '\0';

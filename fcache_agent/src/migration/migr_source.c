@@ -16,6 +16,7 @@
 #include "agent/agent.h"
 #include "common/invfilter.h"
 #include "common/log.h"
+#include "common/random_hex.h"
 #include "migration.h"
 #include "migr_source_priv.h"
 #include "xfer_tls.h"
@@ -447,10 +448,11 @@ fc_migr_source_connect(struct fc_migration *m, char *err, size_t errlen)
     fc_migr_fail(m, "%s", err);
     return r;
   }
-  hello = json_pack("{s:s, s:s, s:s, s:i, s:s, s:b}", "migration_id", m->e.id,
+  hello = json_pack("{s:s, s:s, s:s, s:i, s:s, s:b, s:s}", "migration_id", m->e.id,
                     "volume_id", m->e.volume_id, "token", m->token, "block_size", m->bs,
                     "strategy", fc_strategy_name(m->e.strategy),
-                    "reads", m->agent->host.ops->migr->out_peek != NULL);
+                    "reads", m->agent->host.ops->migr->out_peek != NULL,
+                    "settle_address", m->agent->host.cfg.migration_listen);
   text = json_dumps(hello, JSON_COMPACT);
   json_decref(hello);
   r = text ? fc_xfer_send_json(&m->conn, FC_XFER_HELLO, text) : -ENOMEM;
@@ -489,7 +491,18 @@ fc_migr_source_connect(struct fc_migration *m, char *err, size_t errlen)
                    fc_strategy(m->e.strategy)->copy_may_reorder;
   m->connected = true;
   m->state = FC_MS_CONNECTED;
+  /* Persisted with the "out" mark at the switchover; a destination that
+   * predates settling through the agents sends none. */
+  {
+    const char *secret = json_string_value(json_object_get(welcome, "settle_secret"));
+
+    if (secret && fc_hex_valid(secret, FC_SETTLE_SECRET_HEX)) {
+      snprintf(m->settle_secret, sizeof m->settle_secret, "%s", secret);
+      snprintf(m->settle_peer, sizeof m->settle_peer, "%s", m->peer);
+    }
+  }
   pthread_mutex_unlock(&m->lock);
+  explicit_bzero(buf, h.length);
   json_decref(welcome);
   if ((r = -pthread_create(&m->rx_thread, NULL, source_rx, m)) == 0)
     m->rx_running = true;

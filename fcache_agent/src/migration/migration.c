@@ -14,6 +14,7 @@
 
 #include "agent/agent.h"
 #include "common/log.h"
+#include "common/random_hex.h"
 #include "migration.h"
 #include "xfer_tls.h"
 #include "engine/engine.h"
@@ -216,10 +217,25 @@ fc_migr_mark_volume(struct fc_migration *m, const char *tag)
     pthread_mutex_unlock(&agent->host.lock);
     return 0;
   }
-  if (tag)
-    snprintf(m->e.vol->p.migration, sizeof m->e.vol->p.migration, "%s:%s", tag, m->e.id);
-  else
+  if (tag) {
+    struct fc_volume_params *p = &m->e.vol->p;
+
+    snprintf(p->migration, sizeof p->migration, "%s:%s", tag, m->e.id);
+    pthread_mutex_lock(&m->lock);
+    /* Both or neither: a secret is of use only with the peer to use it on. */
+    if (m->settle_secret[0] && m->settle_peer[0]) {
+      snprintf(p->settle_secret, sizeof p->settle_secret, "%s", m->settle_secret);
+      snprintf(p->settle_peer, sizeof p->settle_peer, "%s", m->settle_peer);
+    } else {
+      explicit_bzero(p->settle_secret, sizeof p->settle_secret);
+      p->settle_peer[0] = '\0';
+    }
+    pthread_mutex_unlock(&m->lock);
+  } else {
     m->e.vol->p.migration[0] = '\0';
+    explicit_bzero(m->e.vol->p.settle_secret, sizeof m->e.vol->p.settle_secret);
+    m->e.vol->p.settle_peer[0] = '\0';
+  }
   r = fc_volume_params_save(agent->host.volumes_dir, &m->e.vol->p, err, sizeof err);
   pthread_mutex_unlock(&agent->host.lock);
   if (r)
@@ -289,7 +305,13 @@ fc_migration_incoming(struct fc_agent *agent, json_t *args, json_t **result,
   pthread_mutex_unlock(&agent->host.lock);
   if (r)
     goto out;
-  r = fc_migr_registry_add(agent, m, err, errlen);
+  /* Made here, sent to the source only over the authenticated stream
+   * (WELCOME): the orchestrator never sees it. */
+  r = fc_random_hex(m->settle_secret, FC_SETTLE_SECRET_BYTES);
+  if (r)
+    snprintf(err, errlen, "cannot make the settle secret: %s", strerror(-r));
+  if (!r)
+    r = fc_migr_registry_add(agent, m, err, errlen);
   if (r) {
     /* Nothing arrived yet: forget the gated volume we attached for it. */
     char derr[256];

@@ -53,6 +53,12 @@ struct fc_migration {
    * fc_migration_put.  The last put joins the threads and frees. */
   unsigned refs;
   char peer[160];                /* source: destination's migration_listen */
+  /* Kept with the volume's mark (fc_migr_mark_volume): the secret a later
+   * settle session authenticates with, made by the destination and sent
+   * in WELCOME ("" if the source's peer predates it), and the peer's
+   * migration_listen (the destination learns the source's from HELLO). */
+  char settle_secret[FC_SETTLE_SECRET_HEX + 1];
+  char settle_peer[160];
   struct fc_agent *agent;
   uint32_t bs;
 
