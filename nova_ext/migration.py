@@ -44,6 +44,7 @@ import threading
 import time
 import uuid
 
+from nova_ext import agent
 from nova_ext import costmodel
 from nova_ext import exception
 
@@ -380,6 +381,34 @@ def settle(src, dst, migration_id, volume_id, source_lost=False):
             'given_up_blocks': end['given_up_blocks']}
 
 
+# Settling through the agents runs every step in one control request.
+SETTLE_THROUGH_TIMEOUT_S = 600.0
+
+
+def settle_through(client, migration_id, volume_id,
+                   timeout_s=SETTLE_THROUGH_TIMEOUT_S):
+    """:func:`settle` with one agent's control socket: either host's.
+
+    That agent runs the same steps itself, asking its peer agent for the
+    peer's over the peer's migration listener, authenticated by the settle
+    secret both agents kept from the migration's own stream (so either
+    may have restarted since).  A migration whose peer agent predates
+    settle secrets is refused with ``ENOKEY``: settle it with
+    :func:`settle` and both control sockets.
+
+    :returns: dict with ``mode``, ``blocks`` (listed), ``given_up_blocks``
+        and ``settled_from`` (``source`` or ``destination``).
+    """
+    if isinstance(client, agent.AgentClient) and client.timeout < timeout_s:
+        client = agent.AgentClient(client.socket_path, timeout=timeout_s)
+    res = client.call('migration-settle', step='all',
+                      migration_id=migration_id, volume_id=volume_id)
+    LOG.info("migration %s of volume %s settled through the %s agent (%s, "
+             "%d blocks listed)", migration_id, volume_id,
+             res['settled_from'], res['mode'], res['blocks'])
+    return res
+
+
 def settle_failed(src, dst, migration_id, volume_id, wait_s=30):
     """:func:`settle`, once both agents have seen the migration fail.
 
@@ -391,6 +420,22 @@ def settle_failed(src, dst, migration_id, volume_id, wait_s=30):
     while True:
         try:
             return settle(src, dst, migration_id, volume_id)
+        except exception.AgentError as exc:
+            if (exc.errno != errno.EBUSY or
+                    time.monotonic() + POLL_INTERVAL_S > deadline):
+                raise
+        time.sleep(POLL_INTERVAL_S)
+
+
+def settle_through_failed(client, migration_id, volume_id, wait_s=30):
+    """:func:`settle_through`, once both agents have seen the failure.
+
+    As :func:`settle_failed`, with this host's agent alone.
+    """
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            return settle_through(client, migration_id, volume_id)
         except exception.AgentError as exc:
             if (exc.errno != errno.EBUSY or
                     time.monotonic() + POLL_INTERVAL_S > deadline):

@@ -11,7 +11,9 @@
  * is sent over TCP as frame records (fuzz_frames.h) and the write side
  * closed; the harness then reads until the agent closes the connection or
  * the migration is over.  The agent is renewed only after an input that
- * used the migration's token.
+ * used the migration's token.  Settle sessions (their HELLO says
+ * "settle": true) are refused before their first STEP here: the volume
+ * keeps a known settle secret, but its migration has not failed.
  */
 #include <netinet/in.h>
 #include <poll.h>
@@ -21,6 +23,7 @@
 #include "fuzz_frames.h"
 
 #define TOKEN "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+#define SETTLE_SECRET "a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5"
 
 static struct fc_agent *agent;
 static struct fc_migration *mig;
@@ -46,6 +49,14 @@ static void start(void)
   json_decref(args);
   json_decref(result);
   mig = fc_migration_find(agent, "m-1");
+  /* What a source's HELLO would have made it keep: settle HELLOs then
+   * reach the secret's check and the migration's state. */
+  pthread_mutex_lock(&agent->host.lock);
+  snprintf(mig->e.vol->p.settle_secret, sizeof mig->e.vol->p.settle_secret,
+           "%s", SETTLE_SECRET);
+  snprintf(mig->e.vol->p.settle_peer, sizeof mig->e.vol->p.settle_peer,
+           "127.0.0.1:9");
+  pthread_mutex_unlock(&agent->host.lock);
 }
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)

@@ -182,6 +182,10 @@ def xfer():
         write('xfer', name, bytes([s]) + blk + dblk + order +
               frame(SWITCH, b'{}') + frame(DONE))
     write('xfer', 'error', bytes([0]) + frame(ERROR, b'{"error": "gave up"}'))
+    # A settle session's frames are no transfer's: the stream ends.
+    write('xfer', 'settle-step', bytes([5]) + lst +
+          frame(14, b'{"step": "release", "rest": "drop"}') +
+          frame(15, b'{}'))
     write('xfer', 'bad-list', bytes([5]) + frame(LIST, b'\1' * 12) +
           frame(LIST, b'\0' * 8 * 200))
     good = bytearray(16)
@@ -206,11 +210,16 @@ def xfer_source():
         write('xfer_source', name, bytes([s]) + base)
         write('xfer_source', name + '-switched', bytes([0x80 | s]) + base +
               frame(COMPLETE))
+    write('xfer_source', 'settle-step', bytes([5]) + base +
+          frame(14, b'{"step": "list"}') + frame(15, b'{"blocks": []}'))
     write('xfer_source', 'forged-ack', bytes([0x85]) +
           frame(ACK, struct.pack('<QQ', 1, 2)) + frame(COMPLETE))
     write('xfer_source', 'bad-frames', bytes([5]) + frame(CREDIT, b'\1') +
           frame(READ, b'\0' * 19) + frame(ACK, b'\0' * 7) +
           frame(ERROR, b'{"error": "no room"}'))
+
+
+SETTLE_SECRET = 'a5' * 32
 
 
 def hello():
@@ -232,6 +241,21 @@ def hello():
           frame(HELLO, b'not json'))
     write('hello', 'not-hello-first', frame(LIST, b'\0' * 8) + hi())
     write('hello', 'raw-garbage', raw(b'GET / HTTP/1.1\r\n\r\n'))
+    # Settle sessions (migration/migr_settle_peer.c): the harness keeps
+    # SETTLE_SECRET with the volume; its migration has not failed, so even
+    # the right secret is refused, after the secret is checked.
+    def settle(**kw):
+        h = {'settle': True, 'migration_id': 'm-1', 'volume_id': 'vol-1',
+             'secret': SETTLE_SECRET}
+        h.update(kw)
+        return frame(HELLO, json.dumps(h).encode())
+    STEP = 14
+    write('hello', 'settle-not-failed', settle() +
+          frame(STEP, b'{"step": "list"}'))
+    write('hello', 'settle-wrong-secret', settle(secret='0' * 64))
+    write('hello', 'settle-other-volume', settle(volume_id='vol-2'))
+    write('hello', 'settle-then-list', settle() + frame(LIST, b'\0' * 8))
+    write('hello', 'settle-malformed', frame(HELLO, b'{"settle": true}'))
 
 
 # --- ucache metadata ------------------------------------------------------

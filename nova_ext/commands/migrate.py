@@ -14,10 +14,15 @@ itself drives the phases one by one::
     fcache migrate VOL --from A --to B --migration MID --phase finish --wait
 
 After a failure past the switchover both agents hold the volume until it
-is settled (``--source-lost`` when the source host is gone for good)::
+is settled, from either host with that host's agent alone (it settles with
+its peer agent itself), or with both sockets for a migration whose peer
+agent predates that (``--source-lost`` when the source host is gone for
+good)::
 
+    fcache migrate VOL --from A --migration MID --phase settle
+    fcache migrate VOL --to B --migration MID --phase settle
     fcache migrate VOL --from A --to B --migration MID --phase settle
-  fcache migrate VOL --to B --migration MID --phase settle --source-lost
+    fcache migrate VOL --to B --migration MID --phase settle --source-lost
 """
 
 import argparse
@@ -61,11 +66,15 @@ phases (--phase; without it every phase runs in order):
               source keeps it as it was
   settle      after a failure past the switchover both agents hold the
               volume; give it back to the destination, the source writing
-              back what only it has.  Settle relays the block lists between
-              both agents' control sockets, so run it where --from and --to
-              are both reachable.  --source-lost: the source host is gone
-              for good; the destination gives up the blocks only it had
-              (only --to is needed).
+              back what only it has.  Run it on either host with only that
+              host's socket (--from on the source, --to on the
+              destination): that agent settles with its peer over the
+              peer's migration listener, even if either restarted.  With
+              both --from and --to the steps are relayed between the two
+              sockets instead: needed only when one agent predates
+              settling through the agents (the other says so).
+              --source-lost: the source host is gone for good; the
+              destination gives up the blocks only it had (only --to).
 
 examples:
   fcache migrate VOL --from A.sock --to B.sock --wait
@@ -73,7 +82,8 @@ examples:
   fcache migrate VOL --from A --to B --migration MID --phase start
   fcache migrate VOL --from A --to B --migration MID --phase switchover
   fcache migrate VOL --from A --to B --migration MID --phase finish --wait
-  fcache migrate VOL --from A --to B --migration MID --phase settle
+  fcache migrate VOL --to B --migration MID --phase settle
+  fcache migrate VOL --from A --migration MID --phase settle
   fcache migrate VOL --to B --migration MID --phase settle --source-lost
 """
 
@@ -102,12 +112,13 @@ def register(subparsers, parents):
         epilog=PHASES_HELP,
         formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument('volume_id', metavar='ID', help='volume id')
-    # Checked in check_args: settling a lost source needs only --to.
+    # Checked in check_args: settling needs only one of them.
     parser.add_argument('--from', dest='src', metavar='SOCK',
                         help="source agent's control socket (required, but "
-                             "with --phase settle --source-lost)")
-    parser.add_argument('--to', dest='dst', required=True, metavar='SOCK',
-                        help="destination agent's control socket")
+                             "with --phase settle)")
+    parser.add_argument('--to', dest='dst', metavar='SOCK',
+                        help="destination agent's control socket "
+                             "(required, but with --phase settle)")
     parser.add_argument('--strategy', choices=migration.STRATEGIES,
                         default='auto', help='warm-up strategy (default auto)')
     parser.add_argument('--rate-limit', type=_mbps, metavar='MBPS',
@@ -134,13 +145,29 @@ def register(subparsers, parents):
 
 def check_args(args):
     """Refuse a combination of options that would be ignored or fail."""
-    lost = args.phase == 'settle' and args.source_lost
-    if not args.src and not lost:
+    settle = args.phase == 'settle'
+    if settle and args.source_lost and not args.dst:
+        raise exception.MissingArgument(
+            name='--to SOCK',
+            reason="--source-lost is done by the destination agent: its "
+                   "control socket")
+    if settle and not (args.src or args.dst):
+        raise exception.MissingArgument(
+            name='--from SOCK or --to SOCK',
+            reason="the control socket of the agent on this host (the "
+                   "source's or the destination's): it settles with its "
+                   "peer agent itself")
+    if not settle and not args.src:
         raise exception.MissingArgument(
             name='--from SOCK',
             reason="the source agent's control socket (only --phase settle "
-                   "--source-lost goes without: the source is gone)")
-    if args.src == args.dst:
+                   "goes without)")
+    if not settle and not args.dst:
+        raise exception.MissingArgument(
+            name='--to SOCK',
+            reason="the destination agent's control socket (only --phase "
+                   "settle goes without)")
+    if args.src and args.src == args.dst:
         raise exception.InvalidArgument(
             name='--to', value=args.dst,
             reason='the destination must be another agent than --from')
@@ -195,7 +222,7 @@ class MigrationProgress(object):
 def run(client, args):
     check_args(args)
     src = agent.AgentClient(args.src) if args.src else None
-    dst = agent.AgentClient(args.dst)
+    dst = agent.AgentClient(args.dst) if args.dst else None
     if args.phase == 'prepare':
         return migration.prepare(src, dst, args.volume_id, args.strategy,
                                  args.rate_limit,
@@ -213,8 +240,12 @@ def run(client, args):
     if args.phase == 'abort':
         return migration.abort(src, dst, args.migration)
     if args.phase == 'settle':
-        return migration.settle(src, dst, args.migration, args.volume_id,
-                                source_lost=args.source_lost)
+        if args.source_lost or (src and dst):
+            return migration.settle(src, dst, args.migration,
+                                    args.volume_id,
+                                    source_lost=args.source_lost)
+        return migration.settle_through(src or dst, args.migration,
+                                        args.volume_id)
     if args.wait:
         return _with_progress(args, lambda show: migration.migrate(
             src, dst, args.volume_id, args.strategy, args.rate_limit,

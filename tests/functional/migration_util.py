@@ -173,11 +173,11 @@ class Vm(object):
 # ---------------------------------------------------------------------------
 
 def setup_source(make_agent, make_origin, policy, seed=1, warm_ops=3000,
-                 src_extra=None):
+                 src_extra=None, dst_extra=None):
     """Agents, origin, a warmed source volume and a VM on it (paused)."""
     extra = source_config(policy)
     extra.update(src_extra or {})
-    src, dst = agent_pair(make_agent, src_extra=extra)
+    src, dst = agent_pair(make_agent, src_extra=extra, dst_extra=dst_extra)
     origin = make_origin(VOLUME_SIZE, seed=seed)
     res = src.attach('vol1', origin.uri, cache_size=VOLUME_CACHE,
                      write_policy=policy)
@@ -737,8 +737,23 @@ class TcpProxy(object):
     def cut(self):
         """Abortive close (RST) of both sides of every connection."""
         self.cut_done.set()
+        self._reset()
+        try:
+            self.lsock.close()
+        except OSError:
+            pass
+
+    def reset(self):
+        """Reset the connections open now; later ones pass again.
+
+        A link that fails and comes back: the migration's stream is lost,
+        a later connection (a settle session) gets through.
+        """
+        self._reset()
+
+    def _reset(self):
         with self.lock:
-            socks = list(self.socks)
+            socks, self.socks = list(self.socks), []
         for s in socks:
             # Linger 0: the close resets the connection.  shutdown() first
             # wakes the pump blocked in recv() on it (a close alone would
@@ -754,10 +769,6 @@ class TcpProxy(object):
                 s.close()
             except OSError:
                 pass
-        try:
-            self.lsock.close()
-        except OSError:
-            pass
 
     def close(self):
         self.cut()

@@ -133,9 +133,14 @@ def test_bad_arguments(capsys, agents, argv, fragments):
 @pytest.mark.parametrize('argv, fragment', [
     (['migrate', 'v1', '--to', 'b'],
      "--from SOCK is required: the source agent's control socket"),
-    (['migrate', 'v1', '--to', 'b', '--migration', MID, '--phase',
-      'settle'], '--from SOCK is required'),
-    (['migrate', 'v1', '--from', 'a'], 'required: --to'),
+    (['migrate', 'v1', '--migration', MID, '--phase', 'settle'],
+     '--from SOCK or --to SOCK is required: the control socket of the '
+     'agent on this host'),
+    (['migrate', 'v1', '--from', 'a', '--migration', MID, '--phase',
+      'settle', '--source-lost'],
+     '--to SOCK is required: --source-lost is done by the destination'),
+    (['migrate', 'v1', '--from', 'a'],
+     "--to SOCK is required: the destination agent's control socket"),
     (['migrate', '--from', 'a', '--to', 'b'], 'required: ID'),
     (['migrate', 'v1', '--from', 'a', '--to', 'a'],
      "invalid --to 'a': the destination must be another agent"),
@@ -162,6 +167,26 @@ def test_settle_a_lost_source_needs_only_the_destination(capsys, agents):
     assert src.requests == []
 
 
+@pytest.mark.parametrize('here', ['--from', '--to'])
+def test_settle_with_one_socket_asks_that_agent_alone(capsys, agents, here):
+    src, dst = agents
+    agent = src if here == '--from' else dst
+    agent.handlers['migration-settle'] = lambda args: {
+        'migration_id': MID, 'volume_id': 'v1', 'mode': 'held', 'blocks': 3,
+        'given_up_blocks': 0,
+        'settled_from': 'source' if agent is src else 'destination'}
+    status, out, err = run(capsys, 'migrate', 'v1', here, agent.socket_path,
+                           '--migration', MID, '--phase', 'settle',
+                           '-f', 'json')
+    assert (status, err) == (0, '')
+    assert json.loads(out)['settled_from'] == (
+        'source' if here == '--from' else 'destination')
+    assert agent.requests == [{'op': 'migration-settle', 'args': {
+        'step': 'all', 'migration_id': MID, 'volume_id': 'v1'}}]
+    other = dst if agent is src else src
+    assert other.requests == []
+
+
 def test_help_explains_the_phases_and_settle(capsys):
     status, out, _ = run(capsys, 'migrate', '--help')
     assert status == 0
@@ -171,3 +196,4 @@ def test_help_explains_the_phases_and_settle(capsys):
     assert 'firepan copies the whole cache' in out
     assert '--source-lost: the source host is gone' in out
     assert '--phase settle --source-lost' in out
+    assert 'with only that\n              host\'s socket' in out

@@ -294,3 +294,39 @@ def test_settle_failed_does_not_retry_other_errors(monkeypatch):
     with pytest.raises(exception.AgentError):
         migration.settle_failed(RecordingAgent(), dst, 'm-1', 'vol1')
     assert len(dst.calls) == 1
+
+
+class BusyThrough(RecordingAgent):
+    """Refuses step=all (EBUSY) ``busy`` times, then settles."""
+
+    def __init__(self, busy):
+        super().__init__()
+        self.busy = busy
+
+    def call(self, op, **args):
+        self.calls.append((op, args))
+        if self.busy:
+            self.busy -= 1
+            raise exception.AgentError('migration m-1 is switched: it has '
+                                       'not failed', errno.EBUSY)
+        return {'mode': 'held', 'blocks': 2, 'given_up_blocks': 0,
+                'settled_from': 'source'}
+
+
+def test_settle_through_asks_one_agent_for_every_step(monkeypatch):
+    monkeypatch.setattr(migration.time, 'sleep', lambda s: None)
+    here = BusyThrough(2)
+    res = migration.settle_through_failed(here, 'm-1', 'vol1', wait_s=5)
+    assert res['settled_from'] == 'source' and res['mode'] == 'held'
+    assert here.calls == [('migration-settle', {
+        'step': 'all', 'migration_id': 'm-1', 'volume_id': 'vol1'})] * 3
+
+
+def test_settle_through_does_not_retry_an_old_peer(monkeypatch):
+    here = RecordingAgent({'migration-settle': exception.AgentError(
+        'migration m-1 was run with an agent that predates settling '
+        'through the agents', errno.ENOKEY)})
+    with pytest.raises(exception.AgentError) as exc:
+        migration.settle_through_failed(here, 'm-1', 'vol1')
+    assert exc.value.errno == errno.ENOKEY
+    assert len(here.calls) == 1

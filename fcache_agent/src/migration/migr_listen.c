@@ -91,6 +91,7 @@ refuse(struct fc_xfer_conn *c, const char *peer, const char *why)
 struct lookup_ctx {
   struct fc_agent *agent;
   struct fc_migration *held;
+  bool settle;                  /* a settle session's key was given */
   struct fc_migr_listener *l;
   int slot;
 };
@@ -121,11 +122,21 @@ static int
 auth_for(void *ctx, const char *identity, struct fc_xfer_auth *auth)
 {
   struct lookup_ctx *lc = ctx;
-  struct fc_migration *m = fc_migration_find(lc->agent, identity);
+  struct fc_migration *m;
   char token[FC_TOKEN_HEX + 1];
   bool waiting;
   int r = 0;
 
+  /* A settle session (migr_settle_peer.c): keyed by the secret kept with
+   * the volume's mark, which a restarted agent still has. */
+  if (!strncmp(identity, FC_XFER_SETTLE_PREFIX, strlen(FC_XFER_SETTLE_PREFIX))) {
+    if (lc->held || lc->settle || fc_migr_settle_auth(lc->agent, identity, auth))
+      return -ENOENT;
+    lc->settle = true;
+    mark_named(lc->l, lc->slot);
+    return 0;
+  }
+  m = fc_migration_find(lc->agent, identity);
   if (!m)
     return -ENOENT;
   pthread_mutex_lock(&m->lock);
@@ -133,7 +144,7 @@ auth_for(void *ctx, const char *identity, struct fc_xfer_auth *auth)
             m->state == FC_MS_PREPARED;
   memcpy(token, m->token, sizeof token);
   pthread_mutex_unlock(&m->lock);
-  if (!waiting || lc->held) {
+  if (!waiting || lc->held || lc->settle) {
     fc_migration_put(m);
     return -ENOENT;
   }
@@ -144,6 +155,7 @@ auth_for(void *ctx, const char *identity, struct fc_xfer_auth *auth)
     memcpy(auth->peer_fp, m->peer_fp, sizeof auth->peer_fp);
   } else {
     r = fc_xfer_tls_psk(token, identity, auth->psk);
+    auth->psk_set = r == 0;
   }
   explicit_bzero(token, sizeof token);
   if (r) {
@@ -184,12 +196,12 @@ handle(struct fc_migr_listener *l, int fd, int slot, const char *peer)
 {
   struct timeval tv = { HELLO_TIMEOUT_S, 0 };
   uint64_t until = fc_monotonic_ns() + HELLO_TIMEOUT_S * 1000000000ull;
-  char identity[FC_MIGRATION_ID_MAX + 1], terr[512];
+  char identity[FC_XFER_IDENTITY_MAX + 1], terr[512];
   struct fc_xfer_header h;
   struct fc_xfer_conn c;
   uint8_t buf[FC_XFER_MAX_JSON + 1];
   const char *id, *vol, *token;
-  struct lookup_ctx lc = { l->agent, NULL, l, slot };
+  struct lookup_ctx lc = { l->agent, NULL, false, l, slot };
   struct fc_migration *m = NULL;
   json_t *hello = NULL;
   uint64_t now;
@@ -218,6 +230,20 @@ handle(struct fc_migr_listener *l, int fd, int slot, const char *peer)
   }
   buf[h.length] = '\0';
   hello = json_loadb((const char *)buf, h.length, 0, NULL);
+  explicit_bzero(buf, h.length);
+  /* A settle session, and only one keyed for settling, goes to its own
+   * responder; a transfer HELLO on it is refused below. */
+  if (json_is_true(json_object_get(hello, "settle")) || lc.settle) {
+    if (!json_is_true(json_object_get(hello, "settle"))) {
+      refuse(&c, peer, "a settle session's key used for a transfer");
+      goto out;
+    }
+    tv.tv_sec = 0;
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+    settle_slot(l, slot);
+    fc_migr_settle_serve(l->agent, &c, hello, identity, peer);
+    goto out;
+  }
   id = json_string_value(json_object_get(hello, "migration_id"));
   vol = json_string_value(json_object_get(hello, "volume_id"));
   token = json_string_value(json_object_get(hello, "token"));

@@ -22,7 +22,8 @@
  *   "completed": the destination holds everything; the source forgets all.
  *
  * The source writes back before the destination lets the origin answer:
- * the orchestrator ends the source first.
+ * the orchestrator ends the source first.  Step "all" runs the whole
+ * sequence from either agent, with its peer (migr_settle_peer.c).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -339,10 +340,12 @@ fc_migration_settle(struct fc_agent *agent, json_t *args, json_t **result,
   int r;
 
   if (!step) {
-    snprintf(err, errlen, "settle needs a step: list or end (destination), "
-             "writeback, drop or release (source)");
+    snprintf(err, errlen, "settle needs a step: all (this agent and its peer), "
+             "list or end (destination), writeback, drop or release (source)");
     return -EINVAL;
   }
+  if (!strcmp(step, "all"))
+    return fc_migr_settle_here(agent, args, result, err, errlen);
   r = locate(agent, args, &c, err, errlen);
   if (!r)
     r = settle_step(&c, step, args, result, err, errlen);

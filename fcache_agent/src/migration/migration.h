@@ -179,6 +179,20 @@ json_t *fc_migration_json(struct fc_migration *m);
 int fc_migration_settle(struct fc_agent *agent, json_t *args, json_t **result,
                         char *err, size_t errlen);
 
+/* migr_settle_peer.c: step "all" of migration-settle, run by one agent
+ * with its peer over the peer's migration listener. */
+int fc_migr_settle_here(struct fc_agent *agent, json_t *args, json_t **result,
+                        char *err, size_t errlen);
+struct fc_xfer_auth;
+/* The PSK of a settle session's identity ("settle:<id>"): 0, or -ENOENT
+ * when no volume here keeps a settle secret for that migration. */
+int fc_migr_settle_auth(struct fc_agent *agent, const char *identity,
+                        struct fc_xfer_auth *auth);
+/* Answer a settle stream whose HELLO was read (identity: what its TLS
+ * session authenticated, "" in x509 and none mode). */
+void fc_migr_settle_serve(struct fc_agent *agent, struct fc_xfer_conn *c,
+                          json_t *hello, const char *identity, const char *peer);
+
 /* Internal, shared by the files of migration/. */
 bool fc_migration_id_valid(const char *id);
 /* The key migration-key made for id and volume_id, taken out of the store

@@ -27,9 +27,12 @@
 #define FC_XFER_HEADER_SIZE 16
 #define FC_XFER_MAX_PAYLOAD ((1u << 20) + 64u)  /* a 1 MiB block and its id */
 #define FC_XFER_MAX_JSON 4096u
+/* A settle step's JSON: a list of up to 4096 block numbers. */
+#define FC_XFER_MAX_STEP_JSON (128u * 1024)
 
 enum fc_xfer_type {
-  FC_XFER_HELLO = 1,      /* src->dst  JSON {migration_id, volume_id, token, block_size} */
+  FC_XFER_HELLO = 1,      /* src->dst  JSON {migration_id, volume_id, token, block_size}
+                           * or {settle: true, migration_id, volume_id, secret} */
   FC_XFER_WELCOME = 2,    /* dst->src  JSON {credits} */
   FC_XFER_ERROR = 3,      /* either    JSON {error} : the sender gives up */
   FC_XFER_LIST = 4,       /* src->dst  u64[]: oblock | dirty<<63, hottest first */
@@ -46,7 +49,13 @@ enum fc_xfer_type {
    * Sent only to a source whose HELLO said "reads": 1. */
   FC_XFER_READ = 12,      /* dst->src  u64 tag, u64 offset, u32 length */
   FC_XFER_DATA = 13,      /* src->dst  u64 tag, then the bytes (or F_RETRY / F_ERROR) */
-  FC_XFER_TYPE_MAX = 13,
+  /* A settle stream (its HELLO says "settle": true, migr_settle_peer.c):
+   * the agent settling asks its peer for one of the peer's own steps, and
+   * the peer answers with the step's result or with ERROR.  Nothing else
+   * is accepted on such a stream, and neither is taken on a transfer. */
+  FC_XFER_STEP = 14,      /* either    JSON {step, ...}: a settle step */
+  FC_XFER_STEP_DONE = 15, /* either    JSON: the step's result */
+  FC_XFER_TYPE_MAX = 15,
 };
 
 enum {

@@ -22,6 +22,8 @@
 /* pinned: TLS 1.3's certificate handshake, whose key exchange is always
  * ephemeral; only elliptic-curve groups, and AES-GCM first as for psk. */
 #define PRIO_PINNED "NORMAL:-VERS-ALL:+VERS-TLS1.3:-CIPHER-ALL:+AES-128-GCM:+AES-256-GCM:+CHACHA20-POLY1305:-GROUP-ALL:+GROUP-X25519:+GROUP-SECP256R1:+GROUP-SECP384R1"
+/* A pinned listener also takes settle sessions, which are PSK ones. */
+#define PRIO_PINNED_SERVER PRIO_PINNED ":+ECDHE-PSK:+DHE-PSK"
 #define PSK_LABEL "fcache migration stream psk v1:"
 
 struct fc_xfer_tls {
@@ -40,7 +42,7 @@ struct session_ctx {
   struct fc_xfer_auth auth;
   bool have_auth;
   bool pin_mismatch;
-  char identity[FC_MIGRATION_ID_MAX + 1];
+  char identity[FC_XFER_IDENTITY_MAX + 1];
 };
 
 const char *
@@ -89,14 +91,16 @@ psk_server_key(gnutls_session_t session, const gnutls_datum_t *username,
                gnutls_datum_t *key)
 {
   struct session_ctx *sc = gnutls_session_get_ptr(session);
-  char identity[FC_MIGRATION_ID_MAX + 1];
+  char identity[FC_XFER_IDENTITY_MAX + 1];
 
-  if (!sc || username->size == 0 || username->size > FC_MIGRATION_ID_MAX ||
+  if (!sc || username->size == 0 || username->size > FC_XFER_IDENTITY_MAX ||
       memchr(username->data, '\0', username->size))
     return -1;
   memcpy(identity, username->data, username->size);
   identity[username->size] = '\0';
-  if (session_lookup(sc, identity))
+  /* A pinned migration's lookup holds no PSK: only a settle session's may
+   * key a PSK handshake. */
+  if (session_lookup(sc, identity) || !sc->auth.psk_set)
     return -1;
   key->data = gnutls_malloc(FC_TLS_PSK_BYTES);
   if (!key->data)
@@ -290,6 +294,15 @@ fc_xfer_tls_new(const struct fc_config *cfg, struct fc_xfer_tls **out,
       goto out;
     }
     gnutls_certificate_set_retrieve_function2(t->pinned, pinned_retrieve);
+    /* Settle sessions: a restarted agent has no pinned key any more. */
+    r = gnutls_psk_allocate_server_credentials(&t->psk_server);
+    if (r < 0) {
+      snprintf(err, errlen, "cannot set up TLS PSK credentials: %s",
+               gnutls_strerror(r));
+      r = -ENOMEM;
+      goto out;
+    }
+    gnutls_psk_set_server_credentials_function2(t->psk_server, psk_server_key);
   } else {
     log_warning("migration_tls = psk: a reader of the orchestrator's messages "
                 "or database (the migration's token) can impersonate either "
@@ -369,7 +382,7 @@ handshake(gnutls_session_t s, unsigned timeout_ms, const char *who, char *err,
 /* A session on c's socket with this role's credentials. */
 static int
 session_new(const struct fc_xfer_tls *t, struct fc_xfer_conn *c, unsigned flags,
-            char *err, size_t errlen)
+            const char *prio, char *err, size_t errlen)
 {
   gnutls_session_t s;
   int r;
@@ -381,9 +394,10 @@ session_new(const struct fc_xfer_tls *t, struct fc_xfer_conn *c, unsigned flags,
     snprintf(err, errlen, "cannot start a TLS session: %s", gnutls_strerror(r));
     return -ENOMEM;
   }
-  r = gnutls_priority_set_direct(s, t->mode == FC_TLS_X509 ? PRIO_X509 :
-                                 t->mode == FC_TLS_PINNED ? PRIO_PINNED : PRIO_PSK,
-                                 NULL);
+  if (!prio)
+    prio = t->mode == FC_TLS_X509 ? PRIO_X509 :
+           t->mode == FC_TLS_PINNED ? PRIO_PINNED : PRIO_PSK;
+  r = gnutls_priority_set_direct(s, prio, NULL);
   if (r < 0) {
     snprintf(err, errlen, "TLS priorities refused by this GnuTLS: %s",
              gnutls_strerror(r));
@@ -408,7 +422,7 @@ fc_xfer_tls_client(const struct fc_xfer_tls *t, struct fc_xfer_conn *c,
 
   if (!t)
     return 0;
-  r = session_new(t, c, GNUTLS_CLIENT, err, errlen);
+  r = session_new(t, c, GNUTLS_CLIENT, NULL, err, errlen);
   if (r)
     return r;
   if (t->mode == FC_TLS_X509) {
@@ -466,7 +480,8 @@ fc_xfer_tls_server(const struct fc_xfer_tls *t, struct fc_xfer_conn *c,
     identity[0] = '\0';
   if (!t)
     return 0;
-  r = session_new(t, c, GNUTLS_SERVER, err, errlen);
+  r = session_new(t, c, GNUTLS_SERVER,
+                  t->mode == FC_TLS_PINNED ? PRIO_PINNED_SERVER : NULL, err, errlen);
   if (r)
     return r;
   if (t->mode == FC_TLS_X509) {
@@ -476,6 +491,8 @@ fc_xfer_tls_server(const struct fc_xfer_tls *t, struct fc_xfer_conn *c,
     gnutls_session_set_verify_cert(c->tls, NULL, 0);
   } else if (t->mode == FC_TLS_PINNED) {
     r = gnutls_credentials_set(c->tls, GNUTLS_CRD_CERTIFICATE, t->pinned);
+    if (r == 0)
+      r = gnutls_credentials_set(c->tls, GNUTLS_CRD_PSK, t->psk_server);
     gnutls_certificate_server_set_request(c->tls, GNUTLS_CERT_REQUIRE);
     gnutls_session_set_verify_function(c->tls, pinned_verify);
     gnutls_session_set_ptr(c->tls, &sc);
@@ -498,4 +515,32 @@ fc_xfer_tls_server(const struct fc_xfer_tls *t, struct fc_xfer_conn *c,
     return -EACCES;
   }
   return r;
+}
+
+int
+fc_xfer_tls_settle_client(const struct fc_xfer_tls *t, struct fc_xfer_conn *c,
+                          const char *host, const char *identity,
+                          const uint8_t psk[FC_TLS_PSK_BYTES],
+                          unsigned timeout_ms, char *err, size_t errlen)
+{
+  gnutls_psk_client_credentials_t pc = NULL;
+  gnutls_datum_t key = { (unsigned char *)psk, FC_TLS_PSK_BYTES };
+  int r;
+
+  if (!t || t->mode == FC_TLS_X509)
+    return fc_xfer_tls_client(t, c, host, identity, NULL, timeout_ms, err, errlen);
+  r = session_new(t, c, GNUTLS_CLIENT, PRIO_PSK, err, errlen);
+  if (r)
+    return r;
+  r = gnutls_psk_allocate_client_credentials(&pc);
+  if (r == 0)
+    r = gnutls_psk_set_client_credentials(pc, identity, &key, GNUTLS_PSK_KEY_RAW);
+  if (r == 0)
+    r = gnutls_credentials_set(c->tls, GNUTLS_CRD_PSK, pc);
+  c->tls_psk = pc;
+  if (r < 0) {
+    snprintf(err, errlen, "cannot set TLS credentials: %s", gnutls_strerror(r));
+    return -EINVAL;
+  }
+  return handshake(c->tls, timeout_ms, host, err, errlen);
 }

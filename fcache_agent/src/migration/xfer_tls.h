@@ -42,6 +42,9 @@
 #include "xfer_key.h"
 
 #define FC_TLS_PSK_BYTES 32
+/* A settle session's PSK identity: this prefix and the migration id. */
+#define FC_XFER_SETTLE_PREFIX "settle:"
+#define FC_XFER_IDENTITY_MAX (FC_MIGRATION_ID_MAX + 7)
 
 struct fc_xfer_tls;
 
@@ -63,6 +66,7 @@ bool fc_xfer_tls_pinned(const struct fc_xfer_tls *t);
 /* What one end of a stream proves and what it expects of its peer. */
 struct fc_xfer_auth {
   uint8_t psk[FC_TLS_PSK_BYTES];          /* psk: the migration's key */
+  bool psk_set;                           /* psk holds a key (never all zero) */
   const struct fc_xfer_key *key;          /* pinned: this end's own */
   uint8_t peer_fp[FC_XFER_FP_BYTES];      /* pinned: the peer's certificate */
 };
@@ -76,6 +80,17 @@ int fc_xfer_tls_client(const struct fc_xfer_tls *t, struct fc_xfer_conn *c,
                        const struct fc_xfer_auth *auth, unsigned timeout_ms,
                        char *err, size_t errlen);
 
+/* A settle session's handshake (migr_settle_peer.c): pinned and psk take
+ * a PSK session under identity ("settle:<migration id>") keyed by psk,
+ * the secret both agents kept from the migration's own stream, since a
+ * restarted agent no longer has its pinned key; x509 uses the host
+ * certificates as a migration does (the secret is then checked in the
+ * HELLO); none is plaintext. */
+int fc_xfer_tls_settle_client(const struct fc_xfer_tls *t, struct fc_xfer_conn *c,
+                              const char *host, const char *identity,
+                              const uint8_t psk[FC_TLS_PSK_BYTES],
+                              unsigned timeout_ms, char *err, size_t errlen);
+
 /* The destination's view of a migration id (psk, pinned): 0, or -ENOENT
  * when no migration may accept a stream under that id.  auth->key must
  * stay valid until fc_xfer_tls_server returns. */
@@ -83,7 +98,9 @@ typedef int (*fc_xfer_auth_lookup_fn)(void *ctx, const char *identity,
                                       struct fc_xfer_auth *auth);
 
 /* Destination: the handshake within timeout_ms.  In psk and pinned mode,
- * identity receives the migration id the peer authenticated for. */
+ * identity receives the migration id the peer authenticated for, or
+ * "settle:<id>" for a settle session (which pinned mode also accepts as a
+ * PSK session, keyed by what lookup returns with psk_set). */
 int fc_xfer_tls_server(const struct fc_xfer_tls *t, struct fc_xfer_conn *c,
                        fc_xfer_auth_lookup_fn lookup, void *ctx,
                        char *identity, size_t idlen, unsigned timeout_ms,
