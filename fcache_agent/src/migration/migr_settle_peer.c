@@ -181,8 +181,8 @@ peer_connect(struct settle_peer *s, char *err, size_t errlen)
   explicit_bzero(psk, sizeof psk);
   if (r) {
     snprintf(err, errlen, "settle session with %s: %s (the peer agent refused "
-             "this host's settle secret, or does not hold migration %s any "
-             "more; its log says why)", s->peer, terr, s->mid);
+             "this host's settle secret or holds no migration %s, and its log "
+             "says why; or the link dropped)", s->peer, terr, s->mid);
     return r == -ECONNRESET ? -EACCES : r;
   }
   hello = json_pack("{s:b, s:s, s:s, s:s}", "settle", 1, "migration_id", s->mid,
