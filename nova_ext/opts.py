@@ -205,11 +205,14 @@ FCACHE_OPTS = [
                     'need it: each host drives only its own agent. It is '
                     'used for one thing: when a cache migration fails after '
                     'the VM has moved (link cut, destination restarted, '
-                    'timeout), the source settles the volume with the '
-                    'destination agent at once, so that no dirty block is '
-                    'lost or held. Unset: the volume stays held by both '
-                    'agents and the operator settles it with "fcache '
-                    'migrate --phase settle" (see doc/reference/nova.rst).'),
+                    'timeout), the source settles the volume by relaying '
+                    'between both agents\' control sockets. Unset (the '
+                    'usual case): the source\'s agent settles with the '
+                    'destination agent itself, over its migration listener; '
+                    'set it only for destination agents older than that. '
+                    'If settling fails, both agents hold the volume and the '
+                    'operator settles it with "fcache migrate --phase '
+                    'settle" (see doc/reference/nova.rst).'),
     cfg.IntOpt('migration_timeout',
                default=600,
                min=1,

@@ -399,13 +399,40 @@ class OutgoingMixin(object):
         command = ('fcache migrate %s --from %s --to <the control socket of '
                    'the fcache agent on %s> --migration %s --phase settle'
                    % (volume_id, self._fcache_agent_socket, dest, mid))
+        here = ('fcache migrate %s --from %s --migration %s --phase settle'
+                % (volume_id, self._fcache_agent_socket, mid))
         dst = self._peer_agent(dest)
         if dst is None:
-            settled = {'state': 'unsettled',
-                       'reason': '[fcache] peer_agent_socket is not set'}
-            LOG.error("Both agents hold volume %s until it is settled; on a "
-                      "host that reaches both agents run: %s", volume_id,
-                      command, instance=instance)
+            # This agent settles with its peer itself, over the peer's
+            # migration listener (doc/reference/migration.rst).
+            try:
+                result = migration.settle_through_failed(
+                    src, mid, volume_id, wait_s=SETTLE_WAIT_S)
+            except exception.FcacheException as settle_exc:
+                old_peer = getattr(settle_exc, 'errno', None) == errno.ENOKEY
+                settled = {'state': 'unsettled',
+                           'reason': '[fcache] peer_agent_socket is not set '
+                                     'and the agent could not settle with '
+                                     'its peer: %s' % settle_exc}
+                if old_peer:
+                    LOG.error("Both agents hold volume %s until it is "
+                              "settled; the destination's agent predates "
+                              "settling through the agents: on a host that "
+                              "reaches both agents run: %s", volume_id,
+                              command, instance=instance)
+                else:
+                    LOG.error("Both agents hold volume %s until it is "
+                              "settled (%s); once the agents reach each "
+                              "other again run on this host: %s (or on %s "
+                              "the same with --to and its agent's socket)",
+                              volume_id, settle_exc, here, dest,
+                              instance=instance)
+            else:
+                settled = dict(result, state='settled')
+                LOG.warning("Volume %s settled through the agents (%s mode, "
+                            "%d blocks listed): the destination serves it "
+                            "alone, nothing lost", volume_id, result['mode'],
+                            result['blocks'], instance=instance)
         else:
             try:
                 result = migration.settle_failed(src, dst, mid, volume_id,

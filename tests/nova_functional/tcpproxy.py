@@ -22,6 +22,9 @@ class TcpProxy(object):
         self._lock = threading.Lock()
         self._streams = []
         self.connections = 0
+        # Set by cut(down=True): the link stays down, new connections are
+        # closed at once.
+        self.down = False
         self._thread = threading.Thread(target=self._accept, daemon=True)
         self._thread.start()
 
@@ -31,6 +34,9 @@ class TcpProxy(object):
                 client, _ = self._listener.accept()
             except OSError:
                 return
+            if self.down:
+                client.close()
+                continue
             try:
                 upstream = socket.create_connection(self.target, timeout=5)
                 upstream.settimeout(None)
@@ -52,7 +58,8 @@ class TcpProxy(object):
                 if not data:
                     break
                 b.sendall(data)
-        except OSError:
+        except (OSError, EOFError):
+            # EOFError: eventlet's, for a socket closed under the pump.
             pass
         for s in (a, b):
             try:
@@ -60,8 +67,12 @@ class TcpProxy(object):
             except OSError:
                 pass
 
-    def cut(self):
-        """End every forwarded stream, both directions."""
+    def cut(self, down=False):
+        """End every forwarded stream, both directions.
+
+        ``down``: and close every later connection too, until the end.
+        """
+        self.down = self.down or down
         with self._lock:
             streams = list(self._streams)
         for s in streams:

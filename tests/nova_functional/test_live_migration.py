@@ -633,11 +633,16 @@ class FcacheFailureAfterSwitchoverTest(testscenarios.WithScenarios, _Base):
     The VM already runs on the destination, so nothing can be rolled back.
     The source's dirty blocks had not all moved (cloudcache, rate limited,
     least recently used last): they must reach the origin before the
-    destination lets the origin answer for them.  With a peer socket the
-    source settles at once; without, it says how and the operator does.
+    destination lets the origin answer for them.  The source settles at
+    once: with a peer socket by relaying between both agents, without one
+    through its own agent, which settles with the destination's over the
+    migration network once the link is back (``through``); if the link
+    stays down (``down``), it says how and the operator does.
     """
 
-    scenarios = [('peer', {'peer': True}), ('no_peer', {'peer': False})]
+    scenarios = [('peer', {'peer': True, 'down': False}),
+                 ('through', {'peer': False, 'down': False}),
+                 ('down', {'peer': False, 'down': True})]
     specs = _specs('cloudcache', rate_limit=1)
 
     def setUp(self):
@@ -667,12 +672,14 @@ class FcacheFailureAfterSwitchoverTest(testscenarios.WithScenarios, _Base):
             st = self._wait_dest_state(mid, ('switched', 'completed'))
             self.assertEqual('switched', st['state'])
             self.assertGreater(st['remote_dirty_blocks'], 0, st)
-            self.proxy.cut()
+            self.proxy.cut(down=self.down)
 
         with self._after_switchover(cut):
             self._live_migrate(self.server)
 
-        self.assertEqual(1, self.proxy.connections)
+        # Through the agents: the settle session is a second connection.
+        self.assertEqual(1 if self.peer or self.down else 2,
+                         self.proxy.connections)
         server = self.api.get_server(self.server['id'])
         self.assertEqual('dest', server['OS-EXT-SRV-ATTR:host'])
         self.assertEqual([], self._versioned('fcache.migration.end'))
@@ -681,12 +688,14 @@ class FcacheFailureAfterSwitchoverTest(testscenarios.WithScenarios, _Base):
         payload = error['payload']['nova_object.data']
         self.assertEqual('finish', payload['phase'])
         mid = payload['migration_id']
-        if self.peer:
+        if not self.down:
             settle = payload['settle']
             self.assertEqual('settled', settle['state'], settle)
             self.assertEqual('missing', settle['mode'])
             self.assertGreater(settle['blocks'], 0)
             self.assertEqual(0, settle['given_up_blocks'])
+            if not self.peer:
+                self.assertEqual('source', settle['settled_from'])
         else:
             self.assertEqual('unsettled', payload['settle']['state'])
             self.assertIn('peer_agent_socket', payload['settle']['reason'])
