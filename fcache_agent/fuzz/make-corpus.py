@@ -322,6 +322,15 @@ origin_prefixes = /dev/disk/by-id/,/var/lib/nova/mnt/
           '"cache_size": -1, "write_policy": "sometimes", "admission": "rws",'
           ' "tag": "0"}')
     write('volume_state', 'not-json', '{"volume_id": ')
+    write('volume_state', 'settle-secret', '{"volume_id": "vol-1", "origin": '
+          '"/dev/disk/by-id/x", "cache_size": 1073741824, "write_policy": '
+          '"write_back", "admission": "all", "tag": "0123456789abcdef", '
+          '"migration": "out:m-1", "settle_secret": "' + 'a5' * 32 + '", '
+          '"settle_peer": "192.0.2.1:7440"}')
+    write('volume_state', 'settle-secret-bad', '{"volume_id": "vol-1", '
+          '"origin": "/dev/x", "cache_size": 4096, "write_policy": '
+          '"write_back", "admission": "all", "tag": "0123456789abcdef", '
+          '"migration": "in:m-1", "settle_secret": "A5", "settle_peer": 7}')
 
     write('origin_spec', 'rbd-full', 'rbd:volumes/ns/volume-1:id=cinder'
           ':conf=/etc/ceph/ceph.conf:keyring=/run/fcache/ceph/v.keyring'
