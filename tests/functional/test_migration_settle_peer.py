@@ -28,6 +28,7 @@ from nova_ext import migration
 from . import harness
 from . import migration_util as mu
 from . import oracle as om
+from . import test_migration_tls
 
 VOLUME_SIZE = mu.VOLUME_SIZE
 VOLUME_CACHE = mu.VOLUME_CACHE
@@ -51,7 +52,8 @@ def write_state(agent, st, volume_id='vol1'):
         json.dump(st, f)
 
 
-def fail_after_switchover(make_agent, make_origin, proxies, tls='pinned'):
+def fail_after_switchover(make_agent, make_origin, proxies, tls='pinned',
+                          tls_dir=None):
     """A hybrid migration through a proxy, cut after its switchover.
 
     Cut while copying: returns (src, dst, origin, orc, vm, mid, proxy).
@@ -59,6 +61,8 @@ def fail_after_switchover(make_agent, make_origin, proxies, tls='pinned'):
     the source reaches the destination through it.
     """
     conf = {'migration_tls': tls}
+    if tls_dir:
+        conf['migration_tls_dir'] = tls_dir
     src, dst, origin, orc, vm, uri = mu.setup_source(
         make_agent, make_origin, 'write_back',
         src_extra=dict(conf, writeback_interval_ms=60000,
@@ -163,13 +167,18 @@ def check_settled(src, dst, origin, orc, mid, res, mode):
     ('source', 'destination', 'pinned'), ('destination', 'source', 'pinned'),
     ('source', 'source', 'pinned'),
     ('destination', 'destination', 'pinned'),
-    ('destination', 'source', 'psk')])
-def test_settle_from_one_host(make_agent, make_origin, initiator, killed,
-                              tls):
+    ('destination', 'source', 'psk'), ('source', 'source', 'x509')])
+def test_settle_from_one_host(make_agent, make_origin, workdir, initiator,
+                              killed, tls):
     proxies = []
+    tls_dir = None
+    if tls == 'x509':
+        # The host certificates (libvirt's layout), as a migration uses.
+        tls_dir = test_migration_tls.make_pki(
+            os.path.join(workdir, 'pki'), 'fcache settle CA')
     try:
         src, dst, origin, orc, vm, mid, proxy = fail_after_switchover(
-            make_agent, make_origin, proxies, tls=tls)
+            make_agent, make_origin, proxies, tls=tls, tls_dir=tls_dir)
         check_kept(src, dst, mid, proxy)
         listed = mu.status(dst, mid)['remote_dirty_blocks']
         assert listed > 0
