@@ -230,7 +230,9 @@ class MigrationNotifier(_Notifier):
 
         :param settle: for a failure after the switchover, what settling
             did: ``{"state": "settled", "mode", "blocks",
-            "given_up_blocks"}`` or ``{"state": "unsettled", "reason"}``.
+            "given_up_blocks"}`` (and ``"settled_from"`` when the source's
+            agent settled with its peer itself) or ``{"state":
+            "unsettled", "reason"}``.
         """
         data = dict(base)
         data['phase'] = phase

@@ -19,6 +19,7 @@ import json
 import os
 import socket
 import stat
+import time
 
 import pytest
 
@@ -270,6 +271,16 @@ def test_settle_stream_takes_only_its_own_steps(make_agent, make_origin):
         src, dst, origin, orc, vm, mid, proxy = fail_after_switchover(
             make_agent, make_origin, proxies, tls='none')
         secret = check_kept(src, dst, mid, proxy)
+        # A session waiting for its peer's next step does not hold up the
+        # agent's stop: it is cut.  (The restarted source settles below.)
+        idle = settle_stream(src, mid, secret)
+        f = mu.recv_frame(idle)
+        assert f[0] == T_WELCOME, f
+        t0 = time.monotonic()
+        src.restart()
+        assert time.monotonic() - t0 < 10
+        assert mu.recv_frame(idle) is None
+        idle.close()
         wrong = ('0' if secret[0] != '0' else '1') + secret[1:]
         assert 'wrong settle secret' in refusal(
             settle_stream(dst, mid, wrong))

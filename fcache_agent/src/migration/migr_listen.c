@@ -238,9 +238,10 @@ handle(struct fc_migr_listener *l, int fd, int slot, const char *peer)
       refuse(&c, peer, "a settle session's key used for a transfer");
       goto out;
     }
-    tv.tv_sec = 0;
-    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-    settle_slot(l, slot);
+    /* The session keeps its slot, named (never cut as idle), for its
+     * length: stopping the listener shuts it down (fc_migr_listener_stop)
+     * rather than waiting for a peer between two steps. */
+    mark_named(l, slot);
     fc_migr_settle_serve(l->agent, &c, hello, identity, peer);
     goto out;
   }
@@ -597,8 +598,13 @@ fc_migr_listener_stop(struct fc_migr_listener *l)
   if (write(l->stop_pipe[1], "x", 1) < 0)
     log_warning("cannot wake the migration listener: %m");
   pthread_join(l->thread, NULL);
-  /* Handshakes still running end within HELLO_TIMEOUT_S. */
+  /* Handshakes still running end within HELLO_TIMEOUT_S; settle sessions
+   * would wait for their peer's next step: cut them all now.  A thread
+   * gives up its fd (settle_slot) under the lock before closing it. */
   pthread_mutex_lock(&l->lock);
+  for (int i = 0; i < MAX_HANDSHAKES; i++)
+    if (l->slots[i].from[0] && l->slots[i].fd >= 0)
+      shutdown(l->slots[i].fd, SHUT_RDWR);
   while (l->handshakes)
     pthread_cond_wait(&l->idle, &l->lock);
   pthread_mutex_unlock(&l->lock);
