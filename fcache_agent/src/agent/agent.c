@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 
 #include "agent.h"
+#include "common/lockcheck.h"
 
 static int
 make_dir(const char *path, mode_t mode, char *err, size_t errlen)
@@ -67,5 +68,6 @@ fc_agent_close(struct fc_agent *agent)
 struct fc_volume *
 fc_agent_find_locked(struct fc_agent *agent, const char *id)
 {
+  FC_ASSERT_HELD(&agent->host.lock);
   return fc_host_find_locked(&agent->host, id);
 }

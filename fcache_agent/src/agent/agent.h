@@ -68,14 +68,15 @@ int fc_agent_open(const struct fc_config *cfg, const struct fc_engine_ops *ops,
  * after restart), mark it clean. */
 int fc_agent_close(struct fc_agent *agent);
 
-/* Under agent->host.lock. */
 /* volume-attach as a client asks it: the origin of a new volume opened
  * without host.lock when the engine can (a slow or silent origin must not
  * hold up every other control request), the attach itself under it.
- * export_uri gets what the VM opens. */
+ * Called without agent->host.lock.  export_uri gets what the VM opens. */
 int fc_agent_attach(struct fc_agent *agent, struct fc_attach_request *req,
                     char *export_uri, size_t export_len, char *err,
                     size_t errlen);
+/* The rest under agent->host.lock.  The attach itself, the origin opened
+ * or not (req->opened). */
 int fc_agent_attach_locked(struct fc_agent *agent, const struct fc_attach_request *req,
                            struct fc_volume **out, char *err, size_t errlen);
 /* Detach; the caller has checked that no live migration holds the volume
@@ -86,6 +87,7 @@ int fc_agent_detach_locked(struct fc_agent *agent, const char *id,
  * (volume-detach's discard_dirty); *dropped gets how many. */
 int fc_agent_discard_locked(struct fc_agent *agent, const char *id,
                             uint32_t *dropped, char *err, size_t errlen);
+/* The attached volume named id, or NULL. */
 struct fc_volume *fc_agent_find_locked(struct fc_agent *agent, const char *id);
 
 #endif

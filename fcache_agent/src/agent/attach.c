@@ -6,11 +6,13 @@
 #include <string.h>
 
 #include "agent.h"
+#include "common/lockcheck.h"
 
 int
 fc_agent_attach_locked(struct fc_agent *agent, const struct fc_attach_request *req,
                        struct fc_volume **out, char *err, size_t errlen)
 {
+  FC_ASSERT_HELD(&agent->host.lock);
   return agent->host.ops->attach(&agent->host, req, out, err, errlen);
 }
 
@@ -23,6 +25,7 @@ fc_agent_attach(struct fc_agent *agent, struct fc_attach_request *req,
   struct fc_volume *v;
   int r;
 
+  FC_ASSERT_NOT_HELD(&host->lock);
   if (host->ops->open_origin) {
     bool is_new;
 
@@ -55,6 +58,7 @@ static int
 detach_locked(struct fc_agent *agent, const char *id, bool discard_dirty,
               uint32_t *dropped, char *err, size_t errlen)
 {
+  FC_ASSERT_HELD(&agent->host.lock);
   struct fc_volume *v = fc_agent_find_locked(agent, id);
 
   if (!v) {
@@ -74,6 +78,7 @@ detach_locked(struct fc_agent *agent, const char *id, bool discard_dirty,
 int
 fc_agent_detach_locked(struct fc_agent *agent, const char *id, char *err, size_t errlen)
 {
+  FC_ASSERT_HELD(&agent->host.lock);
   return detach_locked(agent, id, false, NULL, err, errlen);
 }
 
@@ -81,5 +86,6 @@ int
 fc_agent_discard_locked(struct fc_agent *agent, const char *id, uint32_t *dropped,
                         char *err, size_t errlen)
 {
+  FC_ASSERT_HELD(&agent->host.lock);
   return detach_locked(agent, id, true, dropped, err, errlen);
 }

@@ -10,6 +10,7 @@
 #include "control_move.h"
 #include "engine/engine.h"
 #include "migration/migration.h"
+#include "common/lockcheck.h"
 
 /* volume_id, and the volume under host.lock (held on success). */
 static int
@@ -173,6 +174,7 @@ fc_op_volume_move_abort(void *opaque, json_t *args, json_t **result, char *err,
 json_t *
 fc_move_json_locked(struct fc_agent *agent, struct fc_volume *v)
 {
+  FC_ASSERT_HELD(&agent->host.lock);
   return agent->host.ops->move ? agent->host.ops->move->status_json(&agent->host, v)
                                : NULL;
 }

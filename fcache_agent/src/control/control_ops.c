@@ -7,6 +7,7 @@
 
 #include "agent/agent.h"
 #include "common/config.h"
+#include "common/lockcheck.h"
 #include "control_move.h"
 #include "control_ops.h"
 #include "engine/engine.h"
@@ -158,6 +159,7 @@ static int
 show_locked(struct fc_agent *agent, struct fc_volume *v, const void *ctx,
             json_t **result, char *err, size_t errlen)
 {
+  FC_ASSERT_HELD(&agent->host.lock);
   (void)err;
   (void)errlen;
   *result = volume_json(agent, v);
@@ -221,6 +223,7 @@ static int
 claim_locked(struct fc_agent *agent, struct fc_volume *v, const void *ctx,
              json_t **result, char *err, size_t errlen)
 {
+  FC_ASSERT_HELD(&agent->host.lock);
   int r = agent->host.ops->claim ?
           agent->host.ops->claim(&agent->host, v, "volume-claim") : 0;
 
@@ -246,6 +249,7 @@ static int
 extend_locked(struct fc_agent *agent, struct fc_volume *v, const void *ctx,
               json_t **result, char *err, size_t errlen)
 {
+  FC_ASSERT_HELD(&agent->host.lock);
   struct fc_host *host = &agent->host;
   struct fc_migration *m = fc_migration_for_volume(agent, v);
   uint64_t size = 0;
@@ -292,6 +296,7 @@ static int
 set_locked(struct fc_agent *agent, struct fc_volume *v, const void *ctx,
            json_t **result, char *err, size_t errlen)
 {
+  FC_ASSERT_HELD(&agent->host.lock);
   const struct set_request *req = ctx;
   struct fc_host *host = &agent->host;
   struct fc_migration *m = fc_migration_for_volume(agent, v);

@@ -19,6 +19,7 @@
 
 #include "agent/agent.h"
 #include "common/fdio.h"
+#include "common/lockcheck.h"
 #include "common/log.h"
 #include "common/prom_text.h"
 #include "common/stat_ring.h"
@@ -239,7 +240,8 @@ mvol_free(struct mvol *mv)
   free(mv);
 }
 
-/* Zero a volume's counters and start its windows again at now_s. */
+/* Under mt->lock: zero a volume's counters and start its windows again
+ * at now_s. */
 static void
 mvol_reset_locked(struct mvol *mv, uint64_t now_s, double now_real)
 {
@@ -272,6 +274,7 @@ static void
 apply_locked(struct fc_metrics *mt, struct mvol *mv, const struct seen *s, bool fresh,
              uint64_t now_s)
 {
+  FC_ASSERT_HELD(&mt->lock);
   for (int k = 0; k < NC; k++) {
     uint64_t d;
 
@@ -301,6 +304,7 @@ apply_locked(struct fc_metrics *mt, struct mvol *mv, const struct seen *s, bool 
 static int
 sample_locked(struct fc_metrics *mt)
 {
+  FC_ASSERT_HELD(&mt->sample_lock);
   struct fc_agent *agent = mt->agent;
   struct seen *seen = calloc(FC_MAX_VOLUMES, sizeof *seen);
   struct mvol *keep[FC_MAX_VOLUMES];
@@ -384,6 +388,7 @@ ratio(uint64_t hits, uint64_t misses)
 static void
 render_volumes_locked(struct fc_metrics *mt, struct fc_prom *p, uint64_t now_s)
 {
+  FC_ASSERT_HELD(&mt->lock);
   char name[96];
   struct fc_stat_window w[FC_MAX_VOLUMES][NW];
 
@@ -515,6 +520,7 @@ render_volumes_locked(struct fc_metrics *mt, struct fc_prom *p, uint64_t now_s)
 static void
 render_host_locked(struct fc_metrics *mt, struct fc_prom *p, uint64_t now_s)
 {
+  FC_ASSERT_HELD(&mt->lock);
   static const char *const roles[2] = { "source", "destination" };
   static const char *const outcomes[FC_MIGR_OUTCOMES] = { "completed", "failed",
                                                           "aborted" };

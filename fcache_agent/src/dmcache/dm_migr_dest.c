@@ -16,6 +16,7 @@
 #include "dm_tools.h"
 #include "dm_xml.h"
 #include "common/invfilter.h"
+#include "common/lockcheck.h"
 #include "common/log.h"
 
 #define ERA_FIRST 1u            /* a fresh dm-era device's first era */
@@ -215,6 +216,7 @@ any_dirty(struct fc_dm_migr *st)
 static void
 fallback_locked(struct fc_engine_migr *m)
 {
+  FC_ASSERT_HELD(&m->host->lock);
   char err[512];
   int r = any_dirty(dm_migr_state(m)) ? dm_migr_to_error(m->vol, err, sizeof err)
                                       : to_linear(m->vol, err, sizeof err);

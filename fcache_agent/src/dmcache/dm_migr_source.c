@@ -12,6 +12,7 @@
 #include "dm_migr_priv.h"
 #include "dm_tools.h"
 #include "dm_xml.h"
+#include "common/lockcheck.h"
 #include "common/log.h"
 
 int
@@ -85,6 +86,7 @@ carry_hints(struct fc_dmc_dump *to, const struct fc_dmc_dump *from)
 static int
 freeze_locked(struct fc_engine_migr *m, bool flush, char *err, size_t errlen)
 {
+  FC_ASSERT_HELD(&m->host->lock);
   struct fc_host *host = m->host;
   struct fc_volume *v = m->vol;
   struct fc_dm_migr *st = DV(v)->migr;
@@ -134,6 +136,7 @@ out:
 static int
 thaw_locked(struct fc_engine_migr *m)
 {
+  FC_ASSERT_HELD(&m->host->lock);
   struct fc_volume *v = m->vol;
   struct fc_dm_migr *st = DV(v)->migr;
   char err[512];
@@ -168,6 +171,7 @@ dm_migr_out_freeze(struct fc_engine_migr *m, bool flush, char *err, size_t errle
   struct fc_volume *v = m->vol;
   int r = 0;
 
+  FC_ASSERT_NOT_HELD(&host->lock);
   pthread_mutex_lock(&host->lock);
   /* A volume that arrived by migration keeps that state (its counters
    * may still be read); the source side uses the same structure. */

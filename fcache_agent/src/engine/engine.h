@@ -200,7 +200,8 @@ struct fc_engine_migr_ops {
   /* ---- source ---- */
   /* The VM stops using this host's copy: from now on its I/O here is
    * refused.  flush: write every dirty block to the origin first (the
-   * destination will read the origin).  Idempotent. */
+   * destination will read the origin).  Idempotent.  Without host->lock
+   * (the kernel engine takes it). */
   int (*out_freeze)(struct fc_engine_migr *m, bool flush, char *err, size_t errlen);
   /* Abort before switchover: the VM goes on here with its cache.  Under
    * host->lock. */
@@ -363,10 +364,10 @@ struct fc_engine_ops {
   /* Under host->lock. */
   int (*attach)(struct fc_host *host, const struct fc_attach_request *req,
                 struct fc_volume **out, char *err, size_t errlen);
-  /* Write every dirty block back, then forget the volume; with
-   * discard_dirty forget it without writing any back (an engine that
-   * cannot says so with -EOPNOTSUPP), *dropped (if not NULL) set to the
-   * blocks dropped. */
+  /* Under host->lock: write every dirty block back, then forget the
+   * volume; with discard_dirty forget it without writing any back (an
+   * engine that cannot says so with -EOPNOTSUPP), *dropped (if not NULL)
+   * set to the blocks dropped. */
   int (*detach)(struct fc_host *host, const char *id, bool discard_dirty,
                 uint32_t *dropped, char *err, size_t errlen);
   /* Optional, under host->lock: someone (`by`, for the log) asked for the

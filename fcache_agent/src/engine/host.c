@@ -11,6 +11,7 @@
 
 #include "alloc/rws.h"
 #include "engine.h"
+#include "common/lockcheck.h"
 
 /* 2^62 bytes (4 EiB): no cache device is near it, any engine's block
  * rounds it up to at most itself, and it stays an int64 in the volume's
@@ -146,6 +147,7 @@ fc_volume_policy_to_json(const struct fc_volume_params *p, json_t *o)
 struct fc_volume *
 fc_host_find_locked(struct fc_host *host, const char *id)
 {
+  FC_ASSERT_HELD(&host->lock);
   for (unsigned i = 0; i < host->nr_volumes; i++)
     if (!strcmp(host->volumes[i]->p.id, id))
       return host->volumes[i];
@@ -156,6 +158,7 @@ fc_host_find_locked(struct fc_host *host, const char *id)
 static struct fc_volume *
 find_disk_locked(struct fc_host *host, const char *origin)
 {
+  FC_ASSERT_HELD(&host->lock);
   for (unsigned i = 0; i < host->nr_volumes; i++)
     if (fc_volume_same_origin(host->volumes[i]->p.origin, origin))
       return host->volumes[i];
@@ -166,6 +169,7 @@ bool
 fc_host_attach_is_new_locked(struct fc_host *host,
                              const struct fc_attach_request *req)
 {
+  FC_ASSERT_HELD(&host->lock);
   return !fc_host_find_locked(host, req->volume_id) &&
          !find_disk_locked(host, req->origin);
 }
@@ -176,6 +180,7 @@ fc_host_attach_precheck_locked(struct fc_host *host,
                                uint64_t cache_size, struct fc_volume **out,
                                char *err, size_t errlen)
 {
+  FC_ASSERT_HELD(&host->lock);
   struct fc_volume *old = fc_host_find_locked(host, req->volume_id);
 
   if (old && old->leaving) {
@@ -236,6 +241,7 @@ fc_host_free_volumes(struct fc_host *host)
 void
 fc_host_forget_locked(struct fc_host *host, struct fc_volume *v)
 {
+  FC_ASSERT_HELD(&host->lock);
   if (host->forgetting)
     host->forgetting(host, v);
   for (unsigned i = 0; i < host->nr_volumes; i++) {

@@ -14,6 +14,7 @@
 
 #include "agent/agent.h"
 #include "common/deadline.h"
+#include "common/lockcheck.h"
 #include "common/log.h"
 #include "migration.h"
 #include "engine/engine.h"
@@ -334,6 +335,7 @@ preload(struct fc_migration *m)
 static bool
 done_at_switch_locked(const struct fc_migration *m)
 {
+  FC_ASSERT_HELD(&m->lock);
   return m->switch_received && m->state == FC_MS_SWITCHED &&
          !fc_strategy(m->e.strategy)->background_copy;
 }

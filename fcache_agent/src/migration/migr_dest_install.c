@@ -23,6 +23,7 @@
 #include "engine/engine.h"
 #include "migr_dest_priv.h"
 #include "migration.h"
+#include "common/lockcheck.h"
 
 #define OPS(m) ((m)->agent->host.ops->migr)
 
@@ -112,6 +113,7 @@ fc_migr_dest_queue_frame(struct fc_migration *m, uint8_t **buf, uint32_t len)
 bool
 fc_migr_dest_installed_locked(const struct fc_migration *m)
 {
+  FC_ASSERT_HELD(&m->lock);
   return !m->inq->head && !m->inq->busy && !m->inq->outstanding;
 }
 
@@ -152,6 +154,7 @@ fc_migr_dest_flush_acks(struct fc_migration *m, uint32_t credits)
 static bool
 over_locked(const struct fc_migration *m)
 {
+  FC_ASSERT_HELD(&m->lock);
   return m->stopping || m->inq->stopped || m->state == FC_MS_FAILED ||
          m->state == FC_MS_ABORTED || m->state == FC_MS_COMPLETED;
 }
@@ -161,6 +164,7 @@ static void
 note_installed_locked(struct fc_migration *m, const uint64_t *ids, const int *res,
                       uint32_t n)
 {
+  FC_ASSERT_HELD(&m->lock);
   m->blocks_done += n;
   for (uint32_t i = 0; i < n; i++) {
     if (!(ids[i] & FC_XFER_DIRTY_BIT) || res[i] != 0)

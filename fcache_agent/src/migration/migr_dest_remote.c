@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "common/deadline.h"
+#include "common/lockcheck.h"
 #include "common/log.h"
 #include "migration.h"
 #include "migr_dest_priv.h"
@@ -63,6 +64,7 @@ fc_migr_dest_fetch(void *ctx, oblock_t ob, void *data, bool *dirty, bool require
 static bool
 read_live_locked(const struct fc_migration *m)
 {
+  FC_ASSERT_HELD(&m->lock);
   return !m->stopping && m->state != FC_MS_FAILED && m->state != FC_MS_ABORTED;
 }
 

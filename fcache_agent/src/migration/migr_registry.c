@@ -10,6 +10,7 @@
 
 #include "agent/agent.h"
 #include "common/invfilter.h"
+#include "common/lockcheck.h"
 #include "common/log.h"
 #include "migration.h"
 #include "xfer_tls.h"
@@ -34,6 +35,7 @@ fc_migration_find(struct fc_agent *agent, const char *id)
 static bool
 unref_locked(struct fc_migration *m)
 {
+  FC_ASSERT_HELD(&m->agent->migr_lock);
   return --m->refs == 0;
 }
 
@@ -148,6 +150,7 @@ fc_migration_detach_locked(struct fc_agent *agent, const char *id,
                            bool discard_dirty, uint32_t *dropped, char *err,
                            size_t errlen)
 {
+  FC_ASSERT_HELD(&agent->host.lock);
   struct fc_volume *v = fc_agent_find_locked(agent, id);
 
   struct fc_migration *m = v && !v->releasing ? fc_migration_for_volume(agent, v) : NULL;

@@ -21,6 +21,7 @@
 
 #include "agent/agent.h"
 #include "common/invfilter.h"
+#include "common/lockcheck.h"
 #include "migr_source_priv.h"
 
 #define SLOTS 2
@@ -52,6 +53,7 @@ struct fc_src_pipe {
 static int
 record_sent_dirty_locked(struct fc_migration *m, uint64_t ob)
 {
+  FC_ASSERT_HELD(&m->lock);
   int r;
 
   if (!m->sent_dirty) {

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "agent/agent.h"
+#include "common/lockcheck.h"
 #include "common/log.h"
 #include "common/random_hex.h"
 #include "migration.h"
@@ -47,6 +48,7 @@ fc_migr_thread_setup(const char *name)
 void
 fc_migr_account_locked(struct fc_migration *m)
 {
+  FC_ASSERT_HELD(&m->lock);
   struct fc_migr_totals *t = &m->agent->migr_totals;
   int role = m->e.role == FC_MIGR_SOURCE ? 0 : 1;
   enum fc_migr_outcome o;

@@ -19,6 +19,7 @@
 
 #include "common/crc32c.h"
 #include "common/fdio.h"
+#include "common/lockcheck.h"
 #include "common/ratelimit.h"
 #include "xfer_conn.h"
 
@@ -118,6 +119,7 @@ ra_pull_timeout(gnutls_transport_ptr_t p, unsigned ms)
 static int
 wflush_locked(struct fc_xfer_readahead *ra)
 {
+  FC_ASSERT_HELD(&ra->wlock);
   size_t off = 0;
 
   while (off < ra->wlen) {

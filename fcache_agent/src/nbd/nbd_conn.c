@@ -44,6 +44,7 @@
 #include <unistd.h>
 
 #include "common/fdio.h"
+#include "common/lockcheck.h"
 #include "common/log.h"
 #include "nbd_conn.h"
 #include "nbd_handshake.h"
@@ -342,9 +343,11 @@ static int build_reply(const struct conn *c, const struct nbd_request *req,
   return 2;
 }
 
-/* Sends iov whole under write_lock; a failure drops the connection. */
-static int send_locked(struct conn *c, struct iovec *iov, int n)
+/* Sends iov whole, taking write_lock for it (so the caller must not hold
+ * it); a failure drops the connection. */
+static int send_whole(struct conn *c, struct iovec *iov, int n)
 {
+  FC_ASSERT_NOT_HELD(&c->write_lock);
   int r;
 
   pthread_mutex_lock(&c->write_lock);
@@ -383,7 +386,7 @@ static int send_reply(struct conn *c, const struct nbd_request *req, int err,
   int n = build_reply(c, req, err, buf, nextents, hdr, iov);
 
   log_failed(c, req, err);
-  return send_locked(c, iov, n);
+  return send_whole(c, iov, n);
 }
 
 /* The replies the reader gathered (c->obuf), sent as one. */
@@ -394,7 +397,7 @@ static int out_flush(struct conn *c)
   if (c->olen == 0)
     return 0;
   c->olen = 0;
-  return send_locked(c, &iov, 1);
+  return send_whole(c, &iov, 1);
 }
 
 /* The reply to a read the reader served, added to the gathered ones
@@ -516,7 +519,7 @@ static void read_ended(void *ctx, int err)
 
 /* The connection's sender: the replies of its ended pending reads, in the
  * order they ended.  A client that takes none for the send timeout is
- * dropped by send_locked; the replies queued after it are then dropped
+ * dropped by send_whole; the replies queued after it are then dropped
  * unsent, their budget given back. */
 static void *sender_main(void *arg)
 {

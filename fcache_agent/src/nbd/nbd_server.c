@@ -27,6 +27,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/lockcheck.h"
 #include "common/log.h"
 #include "nbd_conn.h"
 #include "nbd_request.h"
@@ -129,6 +130,7 @@ static pid_t peer_session(struct nbd_server *srv, int fd, pid_t *pid)
  * short-lived parent of QEMU. */
 static bool owner_holds_locked(const struct nbd_server *srv)
 {
+  FC_ASSERT_HELD(&srv->lock);
   return srv->nowned > 0 &&
          !(kill(srv->owner_pid, 0) < 0 && errno == ESRCH);
 }
@@ -142,6 +144,7 @@ static bool owner_holds_locked(const struct nbd_server *srv)
  * first but cannot name the export must not lock out the one that can. */
 static bool admit_session_locked(struct nbd_server *srv, int fd)
 {
+  FC_ASSERT_HELD(&srv->lock);
   pid_t pid, sid = peer_session(srv, fd, &pid);
 
   if (sid < 0)
@@ -156,6 +159,7 @@ static bool admit_session_locked(struct nbd_server *srv, int fd)
 
 bool nbd_server_claim_locked(struct nbd_server *srv, struct conn *c)
 {
+  FC_ASSERT_HELD(&srv->lock);
   pid_t pid, sid;
 
   if (!srv->exp.one_session)

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "move_priv.h"
+#include "common/lockcheck.h"
 
 static void
 note_latency(uint64_t *lat, uint64_t ns)
@@ -28,6 +29,7 @@ note_latency(uint64_t *lat, uint64_t ns)
 bool
 mv_aio_b_faster_locked(const struct move_origin *m)
 {
+  FC_ASSERT_HELD(&m->mu);
   return m->lat_a_ns && m->lat_b_ns && m->lat_b_ns < m->lat_a_ns;
 }
 
@@ -35,6 +37,7 @@ mv_aio_b_faster_locked(const struct move_origin *m)
 static void
 half_done_locked(struct move_origin *m, struct aio_job *job, bool on_b, bool written)
 {
+  FC_ASSERT_HELD(&m->mu);
   if (written) {
     *(on_b ? &job->range.b_settled : &job->range.a_settled) = true;
     pthread_cond_broadcast(&m->cond);

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "move_priv.h"
+#include "common/lockcheck.h"
 
 static uint64_t
 grain_end(const struct move_origin *m, uint64_t g)
@@ -69,6 +70,7 @@ copy_grains(struct move_origin *m, char *buf, uint64_t lo, uint64_t hi, bool ski
 static bool
 interrupted_locked(const struct move_origin *m)
 {
+  FC_ASSERT_HELD(&m->mu);
   return m->stop || m->b_error;
 }
 

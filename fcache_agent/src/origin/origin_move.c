@@ -20,6 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/lockcheck.h"
 #include "common/log.h"
 #include "move_priv.h"
 
@@ -47,12 +48,14 @@ overlaps(uint64_t lo1, uint64_t hi1, uint64_t lo2, uint64_t hi2)
 bool
 mv_claimed_locked(const struct move_origin *m, const struct mv_range *r)
 {
+  FC_ASSERT_HELD(&m->mu);
   return m->claimed && overlaps(r->lo, r->hi, m->claim_lo, m->claim_hi);
 }
 
 static bool
 range_busy_locked(struct move_origin *m, const struct mv_range *r)
 {
+  FC_ASSERT_HELD(&m->mu);
   if (m->paused)
     return true;
   if (!r->reader && !r->passes_claim && mv_claimed_locked(m, r))
@@ -67,6 +70,7 @@ range_busy_locked(struct move_origin *m, const struct mv_range *r)
 bool
 mv_range_acquire_locked(struct move_origin *m, struct mv_range *r)
 {
+  FC_ASSERT_HELD(&m->mu);
   while (m->moving && range_busy_locked(m, r))
     pthread_cond_wait(&m->cond, &m->mu);
   if (!m->moving)
@@ -79,6 +83,7 @@ mv_range_acquire_locked(struct move_origin *m, struct mv_range *r)
 void
 mv_range_release_locked(struct move_origin *m, struct mv_range *r)
 {
+  FC_ASSERT_HELD(&m->mu);
   for (struct mv_range **p = &m->ranges; *p; p = &(*p)->next)
     if (*p == r) {
       *p = r->next;
@@ -90,6 +95,7 @@ mv_range_release_locked(struct move_origin *m, struct mv_range *r)
 void
 mv_drain_locked(struct move_origin *m)
 {
+  FC_ASSERT_HELD(&m->mu);
   while (m->ranges || m->passers)
     pthread_cond_wait(&m->cond, &m->mu);
 }
@@ -97,6 +103,7 @@ mv_drain_locked(struct move_origin *m)
 void
 mv_claim_locked(struct move_origin *m, uint64_t lo, uint64_t hi)
 {
+  FC_ASSERT_HELD(&m->mu);
   /* New requests on these grains wait from now on; those in flight end. */
   m->claimed = true;
   m->claim_lo = lo;
@@ -118,6 +125,7 @@ mv_claim_locked(struct move_origin *m, uint64_t lo, uint64_t hi)
 void
 mv_unclaim_locked(struct move_origin *m)
 {
+  FC_ASSERT_HELD(&m->mu);
   m->claimed = false;
   pthread_cond_broadcast(&m->cond);
 }
@@ -125,6 +133,7 @@ mv_unclaim_locked(struct move_origin *m)
 void
 mv_b_failed_locked(struct move_origin *m, int r)
 {
+  FC_ASSERT_HELD(&m->mu);
   if (!m->b_error)
     m->b_error = r;
   pthread_cond_broadcast(&m->cond);
@@ -145,6 +154,7 @@ count_io(struct move_origin *m, bool on_b, bool write, uint64_t n)
 static bool
 newest_on_b_locked(struct move_origin *m, uint64_t g)
 {
+  FC_ASSERT_HELD(&m->mu);
   switch (m->p.scheme) {
   case FC_MOVE_LR:
     return g < m->cursor || move_bitmap_test(&m->bm, g);
@@ -166,6 +176,7 @@ newest_on_b_locked(struct move_origin *m, uint64_t g)
 static bool
 aio_reads_b_locked(const struct move_origin *m, uint64_t hi)
 {
+  FC_ASSERT_HELD(&m->mu);
   return m->p.scheme == FC_MOVE_AIO && hi < m->cursor && mv_aio_b_faster_locked(m);
 }
 

@@ -33,6 +33,7 @@
 #include <string.h>
 
 #include "origin_nbd_priv.h"
+#include "common/lockcheck.h"
 
 struct nbd_redo_entry {
   struct nbd_redo_entry *next;
@@ -101,6 +102,7 @@ nbd_redo_has_room(struct nbd_redo *r, uint32_t count)
 static bool
 half_full_locked(const struct nbd_redo *r)
 {
+  FC_ASSERT_HELD(&r->lock);
   return r->bytes >= NBD_REDO_MAX_BYTES / 2 || r->nr >= NBD_REDO_MAX_ENTRIES / 2;
 }
 

@@ -14,6 +14,7 @@
 
 #include "allocator.h"
 #include "common/clock.h"
+#include "common/lockcheck.h"
 #include "common/log.h"
 #include "ucache_engine_priv.h"
 
@@ -208,6 +209,7 @@ uc_allocator_volume_forget(struct uc_allocator *a, const struct fc_volume *v)
 void
 uc_allocator_rebalance_locked(struct uc_allocator *a)
 {
+  FC_ASSERT_HELD(&a->host->lock);
   struct fc_host *host = a->host;
   struct fc_share_demand d[FC_MAX_VOLUMES];
   struct fc_volume *vs[FC_MAX_VOLUMES];

@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <stdlib.h>
 
+#include "common/lockcheck.h"
 #include "common/log.h"
 
 #include "ucache_priv.h"
@@ -13,6 +14,7 @@
 cblock_t
 uc_lookup_locked(struct fc_ucache *uc, oblock_t ob)
 {
+  FC_ASSERT_HELD(&uc->lock);
   cblock_t cb = fc_blockmap_lookup(&uc->map, uc->dev->table, ob);
 
   if (cb.n != CBLOCK_NONE && !(uc->dev->table[cb.n].flags & FC_ENTRY_VALID))
@@ -23,6 +25,7 @@ uc_lookup_locked(struct fc_ucache *uc, oblock_t ob)
 void
 uc_drop_locked(struct fc_ucache *uc, cblock_t cb)
 {
+  FC_ASSERT_HELD(&uc->lock);
   /* Before the block can be reused or the origin change under it (a
    * failure disarms the warm restart: metadata.h). */
   uc_drop_forgotten_locked(uc, cb, fc_md_forget(uc->md, cb));
@@ -31,6 +34,7 @@ uc_drop_locked(struct fc_ucache *uc, cblock_t cb)
 int
 uc_forget_many_locked(struct fc_ucache *uc, const cblock_t *desc, uint32_t n)
 {
+  FC_ASSERT_HELD(&uc->lock);
   cblock_t asc[UC_DROP_BATCH];
 
   if (n > UC_DROP_BATCH)
@@ -43,6 +47,7 @@ uc_forget_many_locked(struct fc_ucache *uc, const cblock_t *desc, uint32_t n)
 void
 uc_drop_forgotten_locked(struct fc_ucache *uc, cblock_t cb, int fr)
 {
+  FC_ASSERT_HELD(&uc->lock);
   struct fc_entry *e = &uc->dev->table[cb.n];
 
   fc_blockmap_remove(&uc->map, uc->dev->table, cb);
@@ -88,6 +93,7 @@ uint64_t *
 uc_device_bitmap_locked(struct fc_ucache *uc, bool (*want)(const struct fc_entry *),
                         uint32_t *words)
 {
+  FC_ASSERT_HELD(&uc->lock);
   struct marking m = { .table = uc->dev->table, .want = want };
 
   *words = (uc->dev->nr_blocks + 63) / 64;
@@ -100,6 +106,7 @@ uc_device_bitmap_locked(struct fc_ucache *uc, bool (*want)(const struct fc_entry
 int
 uc_evict_clean_locked(struct fc_ucache *uc, cblock_t *out)
 {
+  FC_ASSERT_HELD(&uc->lock);
   struct fc_entry *table = uc->dev->table;
   uint32_t i = uc->lru.tail;
 
@@ -131,6 +138,7 @@ uc_evict_clean_locked(struct fc_ucache *uc, cblock_t *out)
 static int
 get_block_locked(struct fc_ucache *uc, cblock_t *out)
 {
+  FC_ASSERT_HELD(&uc->lock);
   if (uc->used < uc->share) {
     if (fc_cachedev_alloc(uc->dev, out) == 0) {
       uc->used++;
@@ -266,6 +274,7 @@ install(struct fc_ucache *uc, oblock_t ob, const void *data, bool dirty,
 int
 uc_alloc_busy_locked(struct fc_ucache *uc, oblock_t ob, cblock_t *out)
 {
+  FC_ASSERT_HELD(&uc->lock);
   int r = get_block_locked(uc, out);
 
   if (r)
@@ -279,6 +288,7 @@ uc_alloc_busy_locked(struct fc_ucache *uc, oblock_t ob, cblock_t *out)
 void
 uc_unalloc_locked(struct fc_ucache *uc, cblock_t cb)
 {
+  FC_ASSERT_HELD(&uc->lock);
   uc->dev->table[cb.n].flags = 0;
   uc->used--;
   fc_cachedev_free(uc->dev, cb);
@@ -287,6 +297,7 @@ uc_unalloc_locked(struct fc_ucache *uc, cblock_t cb)
 void
 uc_publish_cold_locked(struct fc_ucache *uc, cblock_t cb, bool dirty)
 {
+  FC_ASSERT_HELD(&uc->lock);
   uc->dev->table[cb.n].flags = FC_ENTRY_ALLOCATED | FC_ENTRY_VALID |
                                (dirty ? FC_ENTRY_DIRTY : 0);
   fc_blockmap_insert(&uc->map, uc->dev->table, cb);
@@ -301,6 +312,7 @@ uc_publish_cold_locked(struct fc_ucache *uc, cblock_t cb, bool dirty)
 int
 uc_record_clean_locked(struct fc_ucache *uc, cblock_t cb, oblock_t ob)
 {
+  FC_ASSERT_HELD(&uc->lock);
   /* A write going around the cache may change the origin under this
    * block before its second hold drops it: the block stays unrecorded
    * (served, but not restored after a crash). */

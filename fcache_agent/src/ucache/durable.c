@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/lockcheck.h"
 #include "common/log.h"
 #include "cachedev.h"
 #include "metadata.h"
@@ -38,6 +39,7 @@
 static struct fc_entry *
 waiting_locked(struct fc_ucache *uc, const struct uc_unsynced *u)
 {
+  FC_ASSERT_HELD(&uc->lock);
   cblock_t cb = uc_lookup_locked(uc, to_oblock(u->ob));
   struct fc_entry *e;
 
@@ -55,6 +57,7 @@ waiting_locked(struct fc_ucache *uc, const struct uc_unsynced *u)
 static void
 compact_locked(struct fc_ucache *uc)
 {
+  FC_ASSERT_HELD(&uc->lock);
   uint32_t kept = 0;
 
   for (uint32_t i = 0; i < uc->nr_unsynced; i++) {
@@ -73,6 +76,7 @@ compact_locked(struct fc_ucache *uc)
 void
 uc_note_unsynced_locked(struct fc_ucache *uc, cblock_t cb)
 {
+  FC_ASSERT_HELD(&uc->lock);
   struct fc_entry *e = &uc->dev->table[cb.n];
 
   e->flags |= FC_ENTRY_UNSYNCED;
@@ -118,6 +122,7 @@ static void
 snap_locked(struct fc_ucache *uc, const struct uc_unsynced *list, uint32_t n,
             bool walk)
 {
+  FC_ASSERT_HELD(&uc->lock);
   struct fc_entry *table = uc->dev->table;
 
   if (walk) {
@@ -140,6 +145,7 @@ snap_locked(struct fc_ucache *uc, const struct uc_unsynced *list, uint32_t n,
 static int
 vouch_locked(struct fc_ucache *uc, cblock_t cb)
 {
+  FC_ASSERT_HELD(&uc->lock);
   struct fc_entry *e = &uc->dev->table[cb.n];
   int r;
 
@@ -239,6 +245,7 @@ uc_make_durable(struct fc_ucache *uc)
 int
 uc_settle_on_disk_dirty_locked(struct fc_ucache *uc, cblock_t cb)
 {
+  FC_ASSERT_HELD(&uc->lock);
   struct fc_entry *e = &uc->dev->table[cb.n];
   int r;
 
@@ -253,6 +260,7 @@ uc_settle_on_disk_dirty_locked(struct fc_ucache *uc, cblock_t cb)
 bool
 uc_hold_dropped_locked(struct fc_ucache *uc, cblock_t cb)
 {
+  FC_ASSERT_HELD(&uc->lock);
   if (uc->nr_settling == uc->cap_settling) {
     uint32_t cap = uc->cap_settling ? uc->cap_settling * 2 : LIST_MIN;
     uint32_t *p = realloc(uc->settling, (size_t)cap * sizeof *p);

@@ -19,6 +19,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/lockcheck.h"
 #include "common/log.h"
 #include "origin/origin.h"
 #include "origin/origin_policy.h"
@@ -127,6 +128,7 @@ int
 uc_volume_revive_locked(struct fc_host *host, struct fc_volume *v, struct fc_origin *o,
                         char *err, size_t errlen)
 {
+  FC_ASSERT_HELD(&host->lock);
   struct uc_vol *uv = UV(v);
   uint32_t blocks = uv->nr_held, dirty = uv->nr_held_dirty;
   char why[400] = "";
@@ -175,6 +177,7 @@ uc_volume_revive_locked(struct fc_host *host, struct fc_volume *v, struct fc_ori
 static unsigned
 candidates_locked(struct fc_host *host, struct candidate *out)
 {
+  FC_ASSERT_HELD(&host->lock);
   unsigned n = 0;
 
   for (unsigned i = 0; i < host->nr_volumes; i++) {

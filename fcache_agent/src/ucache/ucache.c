@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/lockcheck.h"
 #include "common/log.h"
 #include "ucache_priv.h"
 
@@ -152,6 +153,7 @@ fc_ucache_adopt(struct fc_ucache *uc, cblock_t cb, oblock_t ob, bool dirty)
 static int
 release_batch_locked(struct fc_ucache *uc, const cblock_t *desc, uint32_t n)
 {
+  FC_ASSERT_HELD(&uc->lock);
   int r = uc_forget_many_locked(uc, desc, n);
 
   for (uint32_t i = 0; i < n && !r; i++)

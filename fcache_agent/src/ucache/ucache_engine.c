@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/lockcheck.h"
 #include "common/log.h"
 #include "common/version.h"
 #include "nbd/nbd_server.h"
@@ -119,7 +120,12 @@ uc_open(struct fc_host *host, char *err, size_t errlen)
       log_info("volume %s: serving %s", v->p.id, UV(v)->export_path);
     }
   }
+  /* Nobody else reaches the registry yet (the control socket and the
+   * migration listener start after open), but the rule has no exception:
+   * the allocator's state is host->lock's. */
+  pthread_mutex_lock(&host->lock);
   uc_allocator_rebalance_locked(UCE(host)->alloc);
+  pthread_mutex_unlock(&host->lock);
   r = uc_allocator_start(UCE(host)->alloc);
   if (r) {
     snprintf(err, errlen, "cannot start the allocator thread: %s", strerror(-r));
@@ -212,6 +218,8 @@ uc_open_origin(struct fc_host *host, const char *volume_id, const char *origin,
   struct fc_origin *o;
   int r;
 
+  /* An origin may take seconds to answer (engine.h, open_origin). */
+  FC_ASSERT_NOT_HELD(&host->lock);
   fc_origin_policy_init(&pol, &host->cfg);
   pol.volume_id = volume_id;
   r = fc_origin_open(origin, host->cfg.origin_connections, &pol, &o, err,
@@ -224,7 +232,7 @@ uc_open_origin(struct fc_host *host, const char *volume_id, const char *origin,
 static void
 uc_release_origin(struct fc_host *host, void *opened)
 {
-  (void)host;
+  FC_ASSERT_NOT_HELD(&host->lock);
   fc_origin_close(opened);
 }
 

@@ -6,6 +6,7 @@
  * and flush paths in ucache_write.c. */
 #include <errno.h>
 
+#include "common/lockcheck.h"
 #include "common/log.h"
 #include "ucache_io.h"
 
@@ -17,6 +18,7 @@ static void
 uc_touch_locked(struct fc_ucache *uc, uint64_t first, uint32_t n,
                 const uint32_t *cbs)
 {
+  FC_ASSERT_HELD(&uc->lock);
   uc_track_access_locked(uc, first, n);
   for (uint32_t i = 0; i < n; i++)
     if (cbs[i] != CBLOCK_NONE)
@@ -26,6 +28,7 @@ uc_touch_locked(struct fc_ucache *uc, uint64_t first, uint32_t n,
 void
 uc_hit_locked(struct fc_ucache *uc, cblock_t cb)
 {
+  FC_ASSERT_HELD(&uc->lock);
   struct fc_entry *e = &uc->dev->table[cb.n];
 
   fc_lru_touch(&uc->lru, uc->dev->table, cb);
@@ -78,6 +81,7 @@ any_pinned(const uint32_t *cbs, uint32_t n)
 static void
 unpin_locked(struct fc_ucache *uc, const uint32_t *cbs, uint32_t n)
 {
+  FC_ASSERT_HELD(&uc->lock);
   for (uint32_t i = 0; i < n; i++)
     if (cbs[i] != CBLOCK_NONE)
       uc->dev->table[cbs[i]].flags &= ~FC_ENTRY_BUSY;
@@ -121,6 +125,7 @@ uc_invalidate(struct fc_ucache *uc, uint32_t *cbs, uint32_t n)
 int
 uc_origin_read(struct fc_ucache *uc, void *buf, uint32_t len, uint64_t off)
 {
+  FC_ASSERT_NOT_HELD(&uc->lock);
   int r = fc_origin_pread(uc->origin, buf, len, off);
 
   if (r == 0)
@@ -132,6 +137,7 @@ int
 uc_origin_write(struct fc_ucache *uc, const void *buf, uint32_t len, uint64_t off,
                 bool fua)
 {
+  FC_ASSERT_NOT_HELD(&uc->lock);
   int r = fc_origin_pwrite(uc->origin, buf, len, off, fua);
 
   if (r == 0)

@@ -44,7 +44,9 @@ void uc_unpin_and_touch(struct fc_ucache *uc, uint64_t first, uint32_t n,
 void uc_hit_locked(struct fc_ucache *uc, cblock_t cb);
 /* Drop the clean blocks among cbs and forget them (CBLOCK_NONE). */
 void uc_invalidate(struct fc_ucache *uc, uint32_t *cbs, uint32_t n);
-/* The origin's I/O, counted in the stats. */
+/* The origin's I/O, counted in the stats.  Never under uc->lock: an
+ * origin may take seconds to answer and every request of the volume
+ * takes uc->lock. */
 int uc_origin_read(struct fc_ucache *uc, void *buf, uint32_t len, uint64_t off);
 int uc_origin_write(struct fc_ucache *uc, const void *buf, uint32_t len,
                     uint64_t off, bool fua);

@@ -30,6 +30,7 @@
 #include <unistd.h>
 
 #include "common/deadline.h"
+#include "common/lockcheck.h"
 #include "common/log.h"
 #include "common/superseded.h"
 #include "ucache_priv.h"
@@ -55,6 +56,7 @@ uc_migr_gate(struct fc_ucache *uc)
 bool
 uc_migr_gated_locked(const struct fc_ucache *uc)
 {
+  FC_ASSERT_HELD(&uc->lock);
   return uc->m.gated;
 }
 
@@ -191,6 +193,7 @@ collect_oblock(void *opaque, oblock_t ob)
 bool
 uc_migr_pinned_locked(struct fc_ucache *uc, oblock_t ob)
 {
+  FC_ASSERT_HELD(&uc->lock);
   return atomic_load(&uc->m.on) && uc->m.pinned.count &&
          fc_invfilter_contains(&uc->m.pinned, ob);
 }
@@ -224,6 +227,7 @@ uc_migr_release_pinned(struct fc_ucache *uc, uint64_t b)
 static void
 drop_superseded_locked(struct fc_ucache *uc)
 {
+  FC_ASSERT_HELD(&uc->lock);
   if (uc->m.superseded_fd < 0)
     return;
   close(uc->m.superseded_fd);

@@ -22,6 +22,7 @@
 #include <sys/uio.h>
 
 #include "ucache_priv.h"
+#include "common/lockcheck.h"
 
 struct slot {
   uint64_t ob;
@@ -192,6 +193,7 @@ write_data(struct fc_ucache *uc, struct slot *s, uint32_t n, const void *const *
 static void
 judge_locked(struct fc_ucache *uc, struct slot *s, uint32_t n, struct slot **byob)
 {
+  FC_ASSERT_HELD(&uc->lock);
   for (uint32_t i = 0; i < n; i++)
     byob[i] = &s[i];
   qsort(byob, n, sizeof *byob, by_ob);

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 
 #include "ucache_priv.h"
+#include "common/lockcheck.h"
 
 void
 fc_ucache_migr_freeze(struct fc_ucache *uc, bool frozen)
@@ -54,6 +55,7 @@ static int
 snapshot_device_order_locked(struct fc_ucache *uc, uint64_t *v, uint32_t *k,
                              bool dirty_only)
 {
+  FC_ASSERT_HELD(&uc->lock);
   uint32_t words;
   uint64_t *mark = uc_device_bitmap_locked(uc, dirty_only ? valid_dirty : valid, &words);
 
@@ -101,6 +103,7 @@ static void
 snapshot_hottest_first_locked(struct fc_ucache *uc, uint64_t *v, uint32_t *k,
                               struct listing l)
 {
+  FC_ASSERT_HELD(&uc->lock);
   l.table = uc->dev->table;
   l.v = v;
 

@@ -29,6 +29,7 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "common/lockcheck.h"
 #include "common/log.h"
 #include "ucache_priv.h"
 
@@ -50,6 +51,7 @@
 static void
 set_quota_locked(struct fc_ucache *uc, uint32_t old, uint32_t quota)
 {
+  FC_ASSERT_HELD(&uc->lock);
   if (quota > uc->map.mask + 1 &&
       fc_blockmap_resize(&uc->map, uc->dev->table, quota))
     log_warning("volume %s: no memory for a larger block map; lookups in "

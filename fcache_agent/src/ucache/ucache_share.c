@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "ucache_priv.h"
+#include "common/lockcheck.h"
 
 /* A staging area under this holds too few entries to see any reuse; its
  * memory is nothing next to the cache it guards. */
@@ -69,6 +70,7 @@ fc_ucache_pool_remove(struct fc_ucache_pool *pool, struct fc_ucache *uc)
 int
 uc_take_from_pool_locked(struct fc_ucache *uc, cblock_t *out)
 {
+  FC_ASSERT_HELD(&uc->lock);
   struct fc_ucache_pool *pool = uc->p.pool;
   int r = -ENOSPC;
 
@@ -119,6 +121,7 @@ uc_history_blocks(const struct fc_ucache *uc, uint32_t share_blocks)
 void
 uc_track_access_locked(struct fc_ucache *uc, uint64_t first, uint32_t n)
 {
+  FC_ASSERT_HELD(&uc->lock);
   for (uint32_t i = 0; i < n && first + i < uc->nr_oblocks; i++)
     fc_rws_access(uc->rws, first + i);
 }
@@ -126,6 +129,7 @@ uc_track_access_locked(struct fc_ucache *uc, uint64_t first, uint32_t n)
 void
 uc_stage_forget_locked(struct fc_ucache *uc, uint64_t first, uint64_t n)
 {
+  FC_ASSERT_HELD(&uc->lock);
   if (uc->stage)
     fc_staging_invalidate(uc->stage, first, n);
 }

@@ -22,6 +22,7 @@
 #include <errno.h>
 #include <string.h>
 
+#include "common/lockcheck.h"
 #include "common/log.h"
 #include "ucache_io.h"
 
@@ -57,6 +58,7 @@ struct answer {
 static bool
 unsure_locked(const struct fc_ucache *uc)
 {
+  FC_ASSERT_HELD(&uc->lock);
   return atomic_load(&uc->m.on) || uc->m.fetch || uc->m.failed ||
          uc->m.remote_dirty.count > 0;
 }

@@ -18,6 +18,7 @@
 #include <time.h>
 
 #include "common/deadline.h"
+#include "common/lockcheck.h"
 #include "common/log.h"
 #include "ucache_priv.h"
 
@@ -58,6 +59,7 @@ lock_one(struct fc_ucache *uc, uint64_t ob, struct stripe_set *set)
 static bool
 still_ours_locked(struct fc_ucache *uc, const struct wb_item *it)
 {
+  FC_ASSERT_HELD(&uc->lock);
   const struct fc_entry *e = &uc->dev->table[it->cb];
 
   return (e->flags & (FC_ENTRY_VALID | FC_ENTRY_DIRTY)) ==
