@@ -23,12 +23,14 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(
 AGENT_DIR = os.path.join(REPO, 'fcache_agent')
 ASAN_AGENT = os.path.join(AGENT_DIR, 'build', 'asan', 'fcache-agent')
 
-# What a sanitizer writes when it finds something.
+# What a sanitizer writes when it finds something, and the test build's
+# held-lock check (fcache_agent/src/common/lockcheck.c).
 SANITIZER_PATTERNS = (
     'ERROR: AddressSanitizer',
     'ERROR: LeakSanitizer',
     'runtime error:',
     'WARNING: ThreadSanitizer',
+    'lock assertion failed:',
 )
 
 SANITIZER_ENV = {
