@@ -419,12 +419,12 @@ fc_migration_start(struct fc_migration *m, char *err, size_t errlen)
   }
   pthread_mutex_lock(&m->lock);
   r = m->state == FC_MS_PREPARED ? 0 : -EALREADY;
-  pthread_mutex_unlock(&m->lock);
-  if (r) {
+  if (r)
     snprintf(err, errlen, "migration %s is %s, not prepared", m->e.id,
              fc_migr_state_name(m->state));
+  pthread_mutex_unlock(&m->lock);
+  if (r)
     return r;
-  }
   r = fc_migr_source_connect(m, err, errlen);
   if (!r && fc_strategy(m->e.strategy)->copy_before_switch)
     r = fc_migr_source_copy_before_switch(m, err, errlen);
