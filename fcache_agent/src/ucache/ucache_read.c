@@ -360,10 +360,13 @@ read_cached_nowait(struct fc_ucache *uc, char *buf, uint32_t count,
       seq[i] = uc_stripe_seq(uc, to_oblock(b));
     }
   }
-  /* All hits: the read is done, and one lock both touches and unpins. */
+  /* All hits: the read is done, and one lock both touches and unpins.
+   * Some misses: the hits stay pinned for the caller, which touches them
+   * only if it goes on (a read that falls back to waiting touches them
+   * there; touched twice, a block read once would count as reused). */
   if (r == 0 && *hits == n)
     uc_unpin_and_touch(uc, first, n, cbs);
-  else
+  else if (r != 0)
     uc_unpin(uc, cbs, n);
   uc_unlock_stripes(uc, &set);
   return r;
@@ -388,24 +391,32 @@ pread_nowait(struct fc_ucache *uc, char *buf, uint32_t count, uint64_t off,
       read_cached_nowait(uc, buf, count, off, first, n, cbs, seq, &hits,
                          &hit_bytes) != 0)
     return -EAGAIN;
+  if (hits == n)
+    goto counted;               /* touched and unpinned already */
   while (i < n && seq[i] == NO_FILL)
     i++;
   for (j = i; j < n && seq[j] != NO_FILL; j++)
     ;
-  if (!last_run(seq, j, n))
+  if (!last_run(seq, j, n)) {
+    uc_unpin(uc, cbs, n);
     return -EAGAIN;             /* the first run would be read here */
+  }
   if (j > i) {
     if (fill_run_async(uc, buf, count, off, first + i, j - i, seq + i,
-                       done, ctx) != 0)
+                       done, ctx) != 0) {
+      uc_unpin(uc, cbs, n);
       return -EAGAIN;
+    }
     r = 1;                      /* buf is the end's now */
   }
+  /* The hits as they were pinned, not what is cached by now: the run
+   * filling meanwhile may already be in, and it was missed. */
+  uc_unpin_and_touch(uc, first, n, cbs);
+counted:
   STAT_ADD(&uc->stats, reads, 1);
   STAT_ADD(&uc->stats, read_bytes, count);
   STAT_ADD(&uc->stats, read_hits, hits);
   STAT_ADD(&uc->stats, cache_read_bytes, hit_bytes);
-  if (hits < n)
-    uc_touch(uc, first, n);     /* all hits were touched as they unpinned */
   return r;
 }
 
