@@ -535,6 +535,25 @@ def outgoing_only(src, inc, volume_id, strategy, destination=None,
         **pinned_args(inc.get('fingerprint')))
 
 
+def assert_settled_volume_serves(dst, orc, res, volume_id='vol1'):
+    """dst serves the settled volume, the oracle's data and new writes.
+
+    Every block equals the oracle, and a workload on it reads what it
+    wrote.
+    """
+    show = dst.show(volume_id)
+    assert show['state'] != 'unavailable' and show['export_uri'], show
+    h = om.connect(show['export_uri'], name='settled')
+    mism, errs, _ = scan_blocks(h, VOLUME_SIZE, orc)
+    assert not mism and not errs, (
+        'after settling (%s) %d blocks read wrong data and %d failed; first '
+        'wrong: %s' % (res, len(mism), len(errs), mism[:3]))
+    wl = om.Workload(h, orc, seed=31)
+    wl.run(nops=600)
+    wl.assert_clean()
+    om.close(h)
+
+
 def volume_gone(agent, volume_id):
     try:
         agent.show(volume_id)

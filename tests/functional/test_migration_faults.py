@@ -560,17 +560,7 @@ def check_settles(src, dst, origin, orc, mid, mode, listed=None):
     assert mu.volume_gone(src, 'vol1'), src.client().list_volumes()
     if mode == 'missing':
         assert mu.status(dst, mid)['state'] == 'settled'
-    show = dst.show('vol1')
-    assert show['state'] != 'unavailable' and show['export_uri'], show
-    h = om.connect(show['export_uri'], name='settled')
-    mism, errs, bad = mu.scan_blocks(h, VOLUME_SIZE, orc)
-    assert not mism and not errs, (
-        'after settling (%s) %d blocks read wrong data and %d failed; first '
-        'wrong: %s' % (res, len(mism), len(errs), mism[:3]))
-    wl = om.Workload(h, orc, seed=31)
-    wl.run(nops=600)
-    wl.assert_clean()
-    om.close(h)
+    mu.assert_settled_volume_serves(dst, orc, res)
     dst.detach('vol1')
     assert not om.compare(orc, origin.read_file(), 'origin')
     return res

@@ -142,17 +142,7 @@ def check_settled(src, dst, origin, orc, mid, res, mode):
     assert state(src)[0] is None
     d, _ = state(dst)
     assert 'migration' not in d and 'settle_secret' not in d, d
-    show = dst.show('vol1')
-    assert show['state'] != 'unavailable' and show['export_uri'], show
-    h = om.connect(show['export_uri'], name='settled')
-    mism, errs, bad = mu.scan_blocks(h, VOLUME_SIZE, orc)
-    assert not mism and not errs, (
-        'after settling (%s) %d blocks read wrong data and %d failed; first '
-        'wrong: %s' % (res, len(mism), len(errs), mism[:3]))
-    wl = om.Workload(h, orc, seed=31)
-    wl.run(nops=600)
-    wl.assert_clean()
-    om.close(h)
+    mu.assert_settled_volume_serves(dst, orc, res)
     # Once is all: neither host has anything left to settle.
     for a in (src, dst):
         with pytest.raises(exception.AgentError) as ei:
