@@ -38,14 +38,9 @@ def main():
     sys.argv = [name] + sys.argv[4:]
     # One process, a few threads: the box serves one user at a time, and
     # each worker costs the memory of a whole service.
-    # Idle keep-alive connections stay 2 minutes, not gunicorn's 2 s:
-    # clients that poll every 2 s (Tempest, openstacksdk) otherwise send
-    # on a connection the server is closing at that moment, and get
-    # "Remote end closed connection without response".
     _App(target, {'bind': bind, 'workers': 1, 'threads': 4,
                   'worker_class': 'gthread', 'timeout': 600,
-                  'keepalive': 120, 'graceful_timeout': 5,
-                  'proc_name': name}).run()
+                  'graceful_timeout': 5, 'proc_name': name}).run()
 
 
 if __name__ == '__main__':
