@@ -48,7 +48,11 @@ def cloud_config(box, project='admin', user='admin'):
 
 def connect(box):
     cfg = cloud_config(box)
-    return openstack.connect(region_name=cfg['region_name'], **cfg['auth'])
+    # A kept-alive connection the API server closes as a request is sent
+    # on it ends that request ("Remote end closed connection without
+    # response"); keystoneauth tries such a request again on a new one.
+    return openstack.connect(region_name=cfg['region_name'],
+                             connect_retries=3, **cfg['auth'])
 
 
 def identity(box):
