@@ -294,19 +294,14 @@ fc_xfer_tls_new(const struct fc_config *cfg, struct fc_xfer_tls **out,
       goto out;
     }
     gnutls_certificate_set_retrieve_function2(t->pinned, pinned_retrieve);
-    /* Settle sessions: a restarted agent has no pinned key any more. */
-    r = gnutls_psk_allocate_server_credentials(&t->psk_server);
-    if (r < 0) {
-      snprintf(err, errlen, "cannot set up TLS PSK credentials: %s",
-               gnutls_strerror(r));
-      r = -ENOMEM;
-      goto out;
-    }
-    gnutls_psk_set_server_credentials_function2(t->psk_server, psk_server_key);
   } else {
     log_warning("migration_tls = psk: a reader of the orchestrator's messages "
                 "or database (the migration's token) can impersonate either "
                 "agent; pinned, the default, does not depend on them");
+  }
+  /* psk: every stream; pinned: settle sessions, since a restarted agent
+   * has no pinned key any more. */
+  if (t->mode != FC_TLS_X509) {
     r = gnutls_psk_allocate_server_credentials(&t->psk_server);
     if (r < 0) {
       snprintf(err, errlen, "cannot set up TLS PSK credentials: %s",
