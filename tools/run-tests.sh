@@ -15,7 +15,13 @@ tools/setup.sh
 tools/setup-nova.sh
 export PATH="$PWD/.venv/bin:$PATH"
 
-echo "== The ASan agent, which every suite below drives"
+# Each section's heading carries the seconds since the run began, so a
+# log shows where CI's time goes.
+section() {
+  echo "== [${SECONDS}s] $*"
+}
+
+section "The ASan agent, which every suite below drives"
 make -s -C fcache_agent asan
 
 # The cloud in a box comes up in the background too (a few minutes of
@@ -67,17 +73,17 @@ nova_pid=$!
 nova_pid2=$!
 trap 'pkill -TERM -P "$nova_pid" 2>/dev/null || true; pkill -TERM -P "$nova_pid2" 2>/dev/null || true; kill "$nova_pid" "$nova_pid2" "$box_pid" 2>/dev/null || true; wait "$box_pid" 2>/dev/null || true; box_down' EXIT
 
-echo "== C unit tests (ASan/UBSan)"
+section "C unit tests (ASan/UBSan)"
 make -s -C fcache_agent check
 
-echo "== fuzzing: each libFuzzer harness for 5 s (ASan/UBSan)"
+section "fuzzing: each libFuzzer harness for 5 s (ASan/UBSan)"
 make -s -C fcache_agent -j2 fuzz
 make -s -C fcache_agent -j2 fuzz-run FUZZ_SECONDS=5
 
-echo "== pep8"
+section "pep8"
 flake8
 
-echo "== config sample is generated from the code"
+section "config sample is generated from the code"
 sample=$(mktemp)
 oslo-config-generator --config-file etc/fcache/fcache-config-generator.conf \
   --output-file "$sample"
@@ -87,7 +93,7 @@ diff -u etc/fcache/fcache.conf.sample "$sample" || {
 }
 rm -f "$sample"
 
-echo "== Nova and Cinder in process (.venv-nova): the driver, live migrations (also to hosts without fcache), storage moves (swap_volume), the volume's life, the Cinder API extension, the Tempest plugin"
+section "Nova and Cinder in process (.venv-nova): the driver, live migrations (also to hosts without fcache), storage moves (swap_volume), the volume's life, the Cinder API extension, the Tempest plugin"
 nova_rc=0
 wait "$nova_pid" || nova_rc=$?
 nova_rc2=0
@@ -100,7 +106,7 @@ if [ "$nova_rc" -ne 0 ] || [ "$nova_rc2" -ne 0 ]; then
   exit 1
 fi
 
-echo "== The cloud in a box: Keystone, Placement, Glance, Neutron, Nova (two computes, each with its libvirtd and fcache-agent), Cinder on Ceph; fcache's Tempest tests (a live migration per strategy, guests reporting their data) and the failure paths (tests/cloud)"
+section "The cloud in a box: Keystone, Placement, Glance, Neutron, Nova (two computes, each with its libvirtd and fcache-agent), Cinder on Ceph; fcache's Tempest tests (a live migration per strategy, guests reporting their data) and the failure paths (tests/cloud)"
 box_rc=0
 wait "$box_pid" || box_rc=$?
 cat "$box_log"
@@ -143,7 +149,7 @@ fi
 box_down
 trap - EXIT
 
-echo "== Nova's libvirt driver unit tests with fcache's driver in LibvirtDriver's place (tests/nova_unit), run beside the box's"
+section "Nova's libvirt driver unit tests with fcache's driver in LibvirtDriver's place (tests/nova_unit), run beside the box's"
 nova_unit_rc=0
 wait "$nova_unit_pid" || nova_unit_rc=$?
 cat "$nova_unit_log"
@@ -153,13 +159,13 @@ if [ "$nova_unit_rc" -ne 0 ]; then
   exit 1
 fi
 
-echo "== Python unit and functional tests, and live migration under real libvirt"
+section "Python unit and functional tests, and live migration under real libvirt"
 # One pytest process per functional test file: memory the oracle's libnbd
 # handles leave behind (a few tens of MiB per test, in C, out of Python's
 # reach) is returned with each process instead of piling up to >10 GiB.
 failed=()
 for t in tests/unit tests/functional/test_*.py tests/real_libvirt; do
-  echo "-- $t"
+  echo "-- [${SECONDS}s] $t"
   python -m pytest -p no:cacheprovider --timeout=900 -q "$t" "$@" ||
     failed+=("$t")
 done
@@ -168,7 +174,7 @@ if [ ${#failed[@]} -gt 0 ]; then
   exit 1
 fi
 
-echo "== Operations: every source file names its licence (SPDX); shellcheck; docs and release notes (Sphinx, warnings are errors); the DevStack plugin and the systemd unit (bats)"
+section "Operations: every source file names its licence (SPDX); shellcheck; docs and release notes (Sphinx, warnings are errors); the DevStack plugin and the systemd unit (bats)"
 tools/check-spdx.py
 shellcheck -x devstack/plugin.sh devstack/lib/fcache devstack/settings \
   tests/devstack/standins.bash tests/devstack/plugin.bats tests/systemd/unit.bats \
@@ -180,5 +186,6 @@ sphinx-build -a -E -W --keep-going -q -b html releasenotes/source \
   build/releasenotes/html
 bats tests/devstack tests/systemd
 
-echo "== Packages: dpkg-buildpackage builds fcache-agent and python3-fcache, the unpacked agent answers agent-status; make install into a DESTDIR; the wheel through pbr.build"
+section "Packages: dpkg-buildpackage builds fcache-agent and python3-fcache, the unpacked agent answers agent-status; make install into a DESTDIR; the wheel through pbr.build"
 bats tests/packaging
+section "All tests passed"
