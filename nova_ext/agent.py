@@ -23,6 +23,7 @@ import logging
 import socket
 import time
 
+from nova_ext import control_check
 from nova_ext import exception
 from nova_ext import units
 from nova_ext import vocabulary
@@ -49,18 +50,20 @@ STAGING_KINDS = vocabulary.STAGING_KINDS
 MOVE_SCHEMES = vocabulary.MOVE_SCHEMES
 MOVE_STATES = ('copying', 'switching', 'done', 'failed', 'aborted')
 MOVE_FINAL_STATES = ('done', 'failed', 'aborted')
-# The bounds the agent puts on a move's tuning (control_move.c): 1 TB/s
-# is a typo, not a rate limit; an AIO write delayed longer than a second
-# is a stalled guest.
-MOVE_MAX_ROUNDS = 1000
-MOVE_CONVERGE_MAX = 1 << 40
-MOVE_DOWNTIME_MAX_MS = 60000
-MOVE_AIO_THRESHOLD_MAX = 1000 * 1000
-MOVE_AIO_DELAY_MAX_US = 1000 * 1000
-MOVE_RATE_LIMIT_MAX_MBPS = 1000 * 1000
+# The bounds the agent puts on a move's tuning, from its table of
+# volume-move's arguments: 1 TB/s is a typo, not a rate limit; an AIO
+# write delayed longer than a second is a stalled guest.
+MOVE_MAX_ROUNDS = control_check.bounds('volume-move', 'max_rounds')[1]
+MOVE_CONVERGE_MAX = control_check.bounds('volume-move', 'converge_bytes')[1]
+MOVE_DOWNTIME_MAX_MS = control_check.bounds('volume-move', 'downtime_ms')[1]
+MOVE_AIO_THRESHOLD_MAX = control_check.bounds('volume-move',
+                                              'aio_threshold')[1]
+MOVE_AIO_DELAY_MAX_US = control_check.bounds('volume-move',
+                                             'aio_delay_us')[1]
+MOVE_RATE_LIMIT_MAX_MBPS = control_check.bounds('volume-move',
+                                                'rate_limit_mbps')[1]
 # The agent counts reuses up to RWS_7.
-RWS_N_MIN = 1
-RWS_N_MAX = 7
+RWS_N_MIN, RWS_N_MAX = control_check.bounds('volume-attach', 'rws_n')
 
 _RECV_CHUNK = 256 * units.Ki
 
@@ -357,7 +360,13 @@ class AgentClient(object):
     # -- transport ----------------------------------------------------------
 
     def call(self, op, **args):
-        """Send request ``op`` with ``args`` and return its result object."""
+        """Send request ``op`` with ``args`` and return its result object.
+
+        ``args`` are checked against the agent's table of operations
+        first (nova_ext.control_check): a request the agent would refuse
+        for its form is refused here, naming the argument.
+        """
+        self._check_request(op, args)
         request = json.dumps({'op': op, 'args': args},
                              separators=(',', ':')).encode('ascii') + b'\n'
         if len(request) > MAX_REQUEST_BYTES:
@@ -383,6 +392,9 @@ class AgentClient(object):
         LOG.debug("fcache agent at %(path)s completed %(op)s",
                   {'op': op, 'path': self.socket_path})
         return result
+
+    def _check_request(self, op, args):
+        control_check.check_request(op, args)
 
     def _exchange(self, op, request):
         """Send ``request``; return the response line without its newline."""

@@ -45,6 +45,7 @@ import time
 import uuid
 
 from nova_ext import agent
+from nova_ext import control_check
 from nova_ext import costmodel
 from nova_ext import exception
 
@@ -53,8 +54,8 @@ LOG = logging.getLogger(__name__)
 STRATEGIES = costmodel.STRATEGIES + ('auto',)
 PHASES = ('prepare', 'start', 'switchover', 'finish', 'abort', 'settle')
 POLL_INTERVAL_S = 0.1
-# Blocks per settle message: the agent accepts at most 4096.
-SETTLE_CHUNK = 4096
+# Blocks per settle message: the most the agent accepts.
+SETTLE_CHUNK = control_check.bounds('migration-settle', 'limit')[1]
 # What an agent that does not report them admits with (its defaults).
 DEFAULT_ADMISSION = 'all'
 DEFAULT_RWS_N = 1

@@ -11,6 +11,8 @@ strategies each have a descriptor in the agent
 (fcache_agent/src/engine/strategy_<name>.c).
 """
 
+from nova_ext import control_check
+
 # In the agent's order (its enum fc_strategy).  ``auto`` is not one of
 # them: nova_ext.costmodel resolves it before an agent is asked.
 STRATEGIES = ('none', 'cachemior', 'firepan', 'firepan_if', 'cloudcache',
@@ -24,7 +26,8 @@ STAGING_KINDS = ('address', 'data', 'hybrid')
 # paper's five.
 MOVE_SCHEMES = ('dbt', 'mirror', 'lr', 'slr', 'aio', 'dbt_capped')
 
-# RWS_N's N for admission rws: the agent counts reuses up to RWS_7.
-RWS_N_MAX = 7
-# The longest demand window the agent accepts: longer is a unit mistake.
-RWS_WINDOW_MAX_S = 30 * 24 * 3600
+# RWS_N's N for admission rws (the agent counts reuses up to RWS_7), and
+# the longest demand window the agent accepts (30 days: longer is a unit
+# mistake), from the agent's table of volume-attach's arguments.
+RWS_N_MAX = control_check.bounds('volume-attach', 'rws_n')[1]
+RWS_WINDOW_MAX_S = control_check.bounds('volume-attach', 'rws_window_s')[1]

@@ -83,7 +83,7 @@ make -s -C fcache_agent -j2 fuzz-run FUZZ_SECONDS=5
 section "pep8"
 flake8
 
-section "config sample is generated from the code"
+section "config sample and the control schema copy are generated from the code"
 sample=$(mktemp)
 oslo-config-generator --config-file etc/fcache/fcache-config-generator.conf \
   --output-file "$sample"
@@ -92,6 +92,8 @@ diff -u etc/fcache/fcache.conf.sample "$sample" || {
   exit 1
 }
 rm -f "$sample"
+# nova_ext's copy of the agent's control operations and arguments.
+python tools/gen-control-schema.py --check --agent fcache_agent/build/asan/fcache-agent
 
 section "Nova and Cinder in process (.venv-nova): the driver, live migrations (also to hosts without fcache), storage moves (swap_volume), the volume's life, the Cinder API extension, the Tempest plugin"
 nova_rc=0

@@ -11,6 +11,11 @@
 ``.. fcache-cli::``
     Every command of the ``fcache`` command line with its usage and
     options, from the argparse parser of :mod:`nova_ext.cli`.
+
+``.. fcache-control-arguments::``
+    Every control operation's arguments, from nova_ext.control_schema
+    (the agent's own table, copied by tools/gen-control-schema.py, whose
+    copy CI holds equal to the agent's).
 """
 
 import os
@@ -188,7 +193,42 @@ class CliDirective(Directive):
         return node.children
 
 
+def _argument_kind(arg):
+    if arg['type'] in ('integer', 'integer list'):
+        return '%s, %d to %d' % (arg['type'], arg['min'], arg['max'])
+    return arg['type']
+
+
+class ControlArgumentsDirective(Directive):
+
+    has_content = False
+
+    def run(self):
+        from nova_ext import control_schema
+        lines = []
+        for op, entry in sorted(control_schema.OPERATIONS.items()):
+            lines += ['``%s`` (%s)' % (op, entry['access'])]
+            if not entry['arguments']:
+                lines += ['   No arguments.', '']
+                continue
+            lines += ['']
+            for name, arg in sorted(entry['arguments'].items(),
+                                    key=lambda i: (not i[1]['required'],
+                                                   i[0])):
+                lines += ['   ``%s`` (%s%s)' % (
+                    name, _argument_kind(arg),
+                    ', required' if arg['required'] else ''),
+                    '      %s' % arg['help'].replace('*', r'\*'), '']
+        node = nodes.section()
+        node.document = self.state.document
+        self.state.nested_parse(StringList(lines,
+                                           source='nova_ext.control_schema'),
+                                0, node)
+        return node.children
+
+
 def setup(app):
     app.add_directive('fcache-agent-keys', AgentKeysDirective)
     app.add_directive('fcache-cli', CliDirective)
+    app.add_directive('fcache-control-arguments', ControlArgumentsDirective)
     return {'parallel_read_safe': True, 'parallel_write_safe': True}

@@ -56,7 +56,22 @@ usage(FILE *f)
 {
   fprintf(f, "usage: fcache-agent --config FILE\n"
              "       fcache-agent --version\n"
+             "       fcache-agent --control-schema\n"
              "Runs in the foreground; SIGTERM/SIGINT stop it cleanly.\n");
+}
+
+/* The control operations and their arguments as JSON, for
+ * tools/gen-control-schema.py: nova_ext's copy is made from this. */
+static int
+print_control_schema(void)
+{
+  json_t *ops = fc_control_ops_json(fc_agent_control_ops);
+  int r = ops ? json_dumpf(ops, stdout, JSON_INDENT(2) | JSON_SORT_KEYS) : -1;
+
+  json_decref(ops);
+  if (r == 0)
+    putchar('\n');
+  return r == 0 ? 0 : 1;
 }
 
 int
@@ -65,6 +80,7 @@ main(int argc, char **argv)
   static const struct option longopts[] = {
     { "config", required_argument, NULL, 'c' },
     { "version", no_argument, NULL, 'V' },
+    { "control-schema", no_argument, NULL, 'S' },
     { "help", no_argument, NULL, 'h' },
     { NULL, 0, NULL, 0 },
   };
@@ -78,10 +94,11 @@ main(int argc, char **argv)
   sigset_t stop_signals;
   int c, sig, r;
 
-  while ((c = getopt_long(argc, argv, "c:Vh", longopts, NULL)) != -1) {
+  while ((c = getopt_long(argc, argv, "c:VSh", longopts, NULL)) != -1) {
     switch (c) {
     case 'c': config_path = optarg; break;
     case 'V': printf("%s\n", fc_version()); return 0;
+    case 'S': return print_control_schema();
     case 'h': usage(stdout); return 0;
     default: usage(stderr); return 2;
     }

@@ -58,12 +58,26 @@ static int op_noresult(void *opaque, json_t *args, json_t **result, char *err,
   return 0;
 }
 
+/* "typed" echoes what its table (control_args.h) let through. */
+static const struct fc_control_arg typed_args[] = {
+  { "id", FC_ARG_STRING, true, 0, 0, "a name" },
+  { "n", FC_ARG_UINT, false, 2, 9, "a small number" },
+  { "size", FC_ARG_SIZE, false, 0, 0, "bytes" },
+  { "flag", FC_ARG_BOOL, false, 0, 0, "yes or no" },
+  { "list", FC_ARG_UINT_LIST, false, 0, 100, "numbers" },
+  FC_CONTROL_ARGS_END,
+};
+
+static const struct fc_control_arg nothing[] = { FC_CONTROL_ARGS_END };
+
 static const struct fc_control_op ops[] = {
-  { "echo", op_echo, FC_CONTROL_ADMIN, NULL },
-  { "fail", op_fail, FC_CONTROL_ADMIN, NULL },
-  { "silent-fail", op_silent_fail, FC_CONTROL_ADMIN, NULL },
-  { "noresult", op_noresult, FC_CONTROL_ADMIN, NULL },
-  { NULL, NULL, FC_CONTROL_ADMIN, NULL },
+  { "echo", op_echo, FC_CONTROL_ADMIN, NULL, NULL },
+  { "typed", op_echo, FC_CONTROL_ADMIN, NULL, typed_args },
+  { "bare", op_echo, FC_CONTROL_ADMIN, NULL, nothing },
+  { "fail", op_fail, FC_CONTROL_ADMIN, NULL, NULL },
+  { "silent-fail", op_silent_fail, FC_CONTROL_ADMIN, NULL, NULL },
+  { "noresult", op_noresult, FC_CONTROL_ADMIN, NULL, NULL },
+  { NULL, NULL, FC_CONTROL_ADMIN, NULL, NULL },
 };
 
 static int setup(void **state)
@@ -205,6 +219,76 @@ static void test_good_requests(void **state)
   fc_log_setup(FC_LOG_STDERR, FC_LOG_WARNING);
 }
 
+/* A request that does not match its operation's table is refused before
+ * the handler runs, naming the argument; null is an absent argument, but
+ * an unknown name is refused whatever its value. */
+static void test_argument_table(void **state)
+{
+  struct fixture *f = *state;
+  static const struct {
+    const char *args, *says;
+  } bad[] = {
+    { "{}", "missing argument 'id' of 'typed' (a string)" },
+    { "{\"id\":null}", "missing argument 'id'" },
+    { "{\"id\":5}", "argument 'id' of 'typed' must be a string" },
+    { "{\"id\":\"a\",\"n\":1}", "'n' of 'typed' must be an integer from 2 to 9" },
+    { "{\"id\":\"a\",\"n\":10}", "from 2 to 9" },
+    { "{\"id\":\"a\",\"n\":-3}", "from 2 to 9" },
+    { "{\"id\":\"a\",\"n\":\"4\"}", "from 2 to 9" },
+    { "{\"id\":\"a\",\"size\":0}", "positive size" },
+    { "{\"id\":\"a\",\"size\":\"lots\"}", "positive size" },
+    { "{\"id\":\"a\",\"flag\":1}", "true or false" },
+    { "{\"id\":\"a\",\"list\":[1,101]}", "a list of integers from 0 to 100" },
+    { "{\"id\":\"a\",\"list\":5}", "a list of integers" },
+    { "{\"id\":\"a\",\"colour\":\"red\"}",
+      "'typed' takes no argument 'colour'; it takes: id, n, size, flag, list" },
+  };
+  char req[256];
+  int fd;
+
+  start(f, "");
+  fd = connect_to(f->sock);
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    snprintf(req, sizeof req, "{\"op\":\"typed\",\"args\":%s}\n", bad[i].args);
+    expect_error(request(fd, req), EINVAL, bad[i].says);
+  }
+  assert_int_equal(f->calls, 0);
+  expect_error(request(fd, "{\"op\":\"bare\",\"args\":{\"x\":1}}\n"), EINVAL,
+               "'bare' takes no argument 'x'; it takes: no arguments");
+  expect_ok(request(fd, "{\"op\":\"typed\",\"args\":{\"id\":\"a\",\"n\":9,"
+                        "\"size\":\"4K\",\"flag\":false,\"list\":[0,100]}}\n"),
+            "{\"id\":\"a\",\"n\":9,\"size\":\"4K\",\"flag\":false,"
+            "\"list\":[0,100]}");
+  expect_ok(request(fd, "{\"op\":\"typed\",\"args\":{\"id\":\"b\",\"n\":null}}\n"),
+            "{\"id\":\"b\",\"n\":null}");
+  expect_ok(request(fd, "{\"op\":\"bare\"}\n"), "{}");
+  assert_int_equal(f->calls, 3);
+  close(fd);
+}
+
+/* What capabilities and --control-schema publish of a table. */
+static void test_argument_table_json(void **state)
+{
+  json_t *got = fc_control_ops_json(ops);
+  json_t *typed = json_object_get(json_object_get(got, "typed"), "arguments");
+  json_t *n = json_object_get(typed, "n");
+
+  (void)state;
+  assert_int_equal(json_object_size(typed), 5);
+  assert_string_equal(json_string_value(json_object_get(n, "type")), "integer");
+  assert_int_equal(json_integer_value(json_object_get(n, "min")), 2);
+  assert_int_equal(json_integer_value(json_object_get(n, "max")), 9);
+  assert_true(json_is_false(json_object_get(n, "required")));
+  assert_true(json_is_true(json_object_get(json_object_get(typed, "id"), "required")));
+  assert_null(json_object_get(json_object_get(typed, "size"), "max"));
+  assert_true(json_is_null(json_object_get(json_object_get(got, "echo"), "arguments")));
+  assert_int_equal(json_object_size(json_object_get(json_object_get(got, "bare"),
+                                                    "arguments")), 0);
+  assert_string_equal(json_string_value(json_object_get(json_object_get(got, "echo"),
+                                                        "access")), "admin");
+  json_decref(got);
+}
+
 static void test_pipelined_requests(void **state)
 {
   struct fixture *f = *state;
@@ -254,7 +338,7 @@ static void test_malformed_requests(void **state)
   expect_error(request(fd, "{\"op\":\"echo\",\"args\":null}\n"), EINVAL,
                "'args' must be a JSON object");
   expect_error(request(fd, "{\"op\":\"volume-shwo\"}\n"), EOPNOTSUPP,
-               "unknown operation 'volume-shwo'; known: echo, fail, "
+               "unknown operation 'volume-shwo'; known: echo, typed, bare, fail, "
                "silent-fail, noresult");
   /* Non-ASCII in an unknown name still yields a valid response. */
   expect_error(request(fd, "{\"op\":\"\xc3\xa9t\xc3\xa9\"}\n"), EOPNOTSUPP,
@@ -433,6 +517,8 @@ int main(void)
 {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test_setup_teardown(test_good_requests, setup, teardown),
+    cmocka_unit_test_setup_teardown(test_argument_table, setup, teardown),
+    cmocka_unit_test(test_argument_table_json),
     cmocka_unit_test_setup_teardown(test_pipelined_requests, setup, teardown),
     cmocka_unit_test_setup_teardown(test_malformed_requests, setup, teardown),
     cmocka_unit_test_setup_teardown(test_size_limit, setup, teardown),

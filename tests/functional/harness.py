@@ -232,6 +232,17 @@ class AgentExited(AssertionError):
     pass
 
 
+class UncheckedClient(agent_mod.AgentClient):
+    """An AgentClient without nova_ext's check of requests.
+
+    It sends what nova_ext.control_check would stop, as a client that
+    does not check would, so that a test sees the agent's own refusal.
+    """
+
+    def _check_request(self, op, args):
+        pass
+
+
 class Agent(object):
     """One fcache-agent process (restartable on the same state_dir).
 
@@ -415,8 +426,10 @@ class Agent(object):
 
     # -- control ----------------------------------------------------------
 
-    def client(self, timeout=30):
-        return agent_mod.AgentClient(self.control_socket, timeout=timeout)
+    def client(self, timeout=30, unchecked=False):
+        """An AgentClient (``unchecked``: an UncheckedClient)."""
+        cls = UncheckedClient if unchecked else agent_mod.AgentClient
+        return cls(self.control_socket, timeout=timeout)
 
     def attach(self, volume_id, origin, cache_size=None, write_policy=None,
                admission=None, **policy):

@@ -188,12 +188,16 @@ def test_allocation_survives_a_restart(make_agent, make_origin):
 
 
 @pytest.mark.parametrize('args,message', [
-    ({'rws_n': 0}, "'rws_n' must be an integer from 1 to 7"),
-    ({'rws_n': 8}, "'rws_n' must be an integer from 1 to 7"),
-    ({'rws_n': '1'}, "'rws_n' must be an integer from 1 to 7"),
+    ({'rws_n': 0}, "'rws_n' of 'volume-attach' must be an integer from 1 "
+                   "to 7"),
+    ({'rws_n': 8}, "'rws_n' of 'volume-attach' must be an integer from 1 "
+                   "to 7"),
+    ({'rws_n': '1'}, "'rws_n' of 'volume-attach' must be an integer from 1 "
+                     "to 7"),
     ({'staging': 'disk'}, "staging 'disk' is not one of address, data, "
                           "hybrid"),
-    ({'rws_window_s': 0}, "'rws_window_s' must be an integer from 1 to"),
+    ({'rws_window_s': 0}, "'rws_window_s' of 'volume-attach' must be an "
+                          "integer from 1 to"),
     ({'admission': 'some'}, "admission 'some' is not one of all, rws"),
 ])
 def test_bad_allocation_arguments_are_refused(make_agent, make_origin, args,
@@ -201,8 +205,8 @@ def test_bad_allocation_arguments_are_refused(make_agent, make_origin, args,
     agent = make_agent().start()
     origin = make_origin(4 * MiB, nbd=False)
     with pytest.raises(exception.AgentError) as exc:
-        agent.client().call('volume-attach', volume_id='v', origin=origin.uri,
-                            **args)
+        agent.client(unchecked=True).call('volume-attach', volume_id='v',
+                                          origin=origin.uri, **args)
     assert message in harness.control_error_text(exc.value)
     assert agent.status()['volumes'] == []
 

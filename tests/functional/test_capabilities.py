@@ -12,12 +12,18 @@ the volume-move request take (the kernel engine's answers are checked in
 test_dmcache_uml.py).
 """
 
+import errno
+import json
+import subprocess
+
 import pytest
 
+from nova_ext import control_schema
 from nova_ext import exception
 from nova_ext import migration
 from nova_ext import vocabulary
 
+from . import harness
 from . import migration_util as mu
 from .test_cli import ok_json
 
@@ -44,7 +50,7 @@ def test_the_agent_publishes_the_python_vocabulary(make_agent):
 
 def test_the_bounds_it_publishes_are_enforced(make_agent, make_origin):
     agent = make_agent(cache_size='8M').start()
-    c = agent.client()
+    c = agent.client(unchecked=True)
     bounds = c.capabilities()['bounds']
     origin = make_origin(4 * MiB)
     for vid, kw in (('n', {'rws_n': bounds['rws_n_max'] + 1}),
@@ -77,3 +83,41 @@ def test_cli_lists_the_strategies(make_agent):
                     '-f', 'json'])
     assert [r['name'] for r in rows] == list(vocabulary.STRATEGIES)
     assert all(r['supported'] for r in rows), rows
+
+
+def test_nova_ext_copy_of_the_operations_is_the_agents(make_agent):
+    """nova_ext.control_schema is the running agent's table.
+
+    The Python client checks requests against that copy: it is what the
+    agent publishes and what ``fcache-agent --control-schema`` prints.
+    """
+    agent = make_agent(cache_size='8M').start()
+    published = agent.client().capabilities()['operations']
+    printed = json.loads(subprocess.run(
+        [harness.ASAN_AGENT, '--control-schema'], check=True,
+        stdout=subprocess.PIPE).stdout)
+    assert published == printed == control_schema.OPERATIONS
+
+
+def test_the_agent_refuses_what_the_table_refuses(make_agent, make_origin):
+    """Each kind of mismatch is refused by the agent itself.
+
+    Sent past nova_ext's check, each gets EINVAL naming the argument, and
+    nothing is attached.
+    """
+    agent = make_agent(cache_size='8M').start()
+    origin = make_origin(MiB)
+    c = agent.client(unchecked=True)
+    for args, says in (
+            ({'origin': origin.uri}, "missing argument 'volume_id'"),
+            ({'volume_id': 'v', 'origin': origin.uri, 'cache_sise': MiB},
+             "'volume-attach' takes no argument 'cache_sise'"),
+            ({'volume_id': 'v', 'origin': origin.uri, 'cache_size': 0},
+             "'cache_size' of 'volume-attach' must be a positive size"),
+            ({'volume_id': 'v', 'origin': origin.uri, 'rws_n': '2'},
+             "'rws_n' of 'volume-attach' must be an integer from 1 to")):
+        with pytest.raises(exception.AgentError) as ei:
+            c.call('volume-attach', **args)
+        assert ei.value.errno == errno.EINVAL
+        assert says in ei.value.error, ei.value.error
+    assert c.list_volumes()['volumes'] == []

@@ -8,7 +8,6 @@ import shutil
 import subprocess
 import sys
 
-from nova_ext import agent as agent_mod
 from nova_ext import exception
 
 from . import oracle as om
@@ -200,7 +199,7 @@ def test_cli_allocation(make_agent, make_origin):
            '--staging', 'lru'], 2, 'staging')
     fails(['--socket', sock, 'volume-attach', 'v2', '--origin', origin.uri,
            '--rws-window', '0'], 2, 'window')
-    client = agent_mod.AgentClient(sock)
+    client = agent.client(unchecked=True)
     for bad in ({'rws_n': 0}, {'rws_n': 8}, {'staging': 'lru'}):
         try:
             client.call('volume-attach', volume_id='v2', origin=origin.uri,

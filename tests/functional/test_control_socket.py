@@ -74,9 +74,9 @@ def bystander(make_agent, make_origin):
 
 
 def agent_error(bystander, op, expect_errno=None, **args):
-    """Send ``op`` through AgentClient; return the AgentError raised."""
+    """Send ``op`` past nova_ext's check; return the AgentError raised."""
     with pytest.raises(exception.AgentError) as ei:
-        bystander.agent.client().call(op, **args)
+        bystander.agent.client(unchecked=True).call(op, **args)
     err = ei.value
     assert err.error and '\n' not in err.error
     if expect_errno is not None:
@@ -117,22 +117,25 @@ def test_malformed_json(bystander):
 
 def test_oversized_message(bystander):
     pad = 'a' * (70 * 1024)
-    data = json.dumps({'op': 'agent-status', 'args': {'pad': pad}}).encode()
+    data = json.dumps({'op': 'volume-show',
+                       'args': {'volume_id': pad}}).encode()
     replies, closed = bystander.agent.raw_control(data + b'\n',
                                                   expect_close=True)
     assert closed
     assert len(replies) == 1 and replies[0]['ok'] is False, replies
     assert replies[0]['errno'] == errno.EMSGSIZE
     assert '65536' in replies[0]['error'] or 'larger' in replies[0]['error']
-    # Just under the limit is fine.
+    # Just under the limit is read and answered.
     pad = 'a' * (64 * 1024 - 100)
-    data = json.dumps({'op': 'agent-status', 'args': {'pad': pad}}).encode()
+    data = json.dumps({'op': 'volume-show',
+                       'args': {'volume_id': pad}}).encode()
     assert len(data) < 64 * 1024
     r = one_reply(bystander, data + b'\n')
-    assert r['ok'] is True, r
+    assert r['errno'] == errno.ENOENT, r
     # The client refuses to send an oversized request itself.
-    with pytest.raises(exception.InvalidArgument):
-        bystander.agent.client().call('agent-status', pad='a' * 70000)
+    with pytest.raises(exception.InvalidArgument) as ei:
+        bystander.agent.client().call('volume-show', volume_id='a' * 70000)
+    assert 'exceeds the agent limit' in str(ei.value)
     bystander.check()
 
 
@@ -458,7 +461,8 @@ def test_strategy_hint(bystander):
             (dict(volume_id='bystander', strategy='fastest'), errno.EINVAL,
              "strategy 'fastest' is not one of"),
             (dict(volume_id='bystander', strategy='hybrid', ttl_s=0),
-             errno.EINVAL, "'ttl_s' must be an integer from 1 to 86400"),
+             errno.EINVAL,
+             "'ttl_s' of 'volume-hint' must be an integer from 1 to 86400"),
             (dict(volume_id='bystander', strategy='hybrid', ttl_s='9'),
              errno.EINVAL, "'ttl_s'"),
             (dict(volume_id='nobody', strategy='hybrid'), errno.ENOENT,

@@ -207,7 +207,7 @@ def test_discard_dirty_must_be_a_boolean(make_agent, make_origin):
     agent, _, _ = crashed_with_dirty_blocks(make_agent, make_origin)
     restart(agent)
     with pytest.raises(exception.AgentError) as ei:
-        agent.client().call('volume-detach', volume_id='vol1',
-                            discard_dirty='yes')
+        agent.client(unchecked=True).call('volume-detach', volume_id='vol1',
+                                          discard_dirty='yes')
     assert ei.value.errno == errno.EINVAL
     assert agent.show('vol1')['dirty_blocks'] == BLOCKS

@@ -264,12 +264,12 @@ def test_abort_and_bad_arguments(make_agent, make_origin, workdir):
 
     def refused(match, **args):
         with pytest.raises(exception.AgentError) as e:
-            call(agent, 'volume-move', **args)
+            agent.client(unchecked=True).call('volume-move', **args)
         assert match in harness.control_error_text(e.value), e.value
 
     refused("missing argument 'to'", volume_id='vol1', scheme='lr')
-    refused("argument 'scheme' must be one of", volume_id='vol1', to=b.uri,
-            scheme=3)
+    refused("argument 'scheme' of 'volume-move' must be a string",
+            volume_id='vol1', to=b.uri, scheme=3)
     refused("is not one of dbt", volume_id='vol1', to=b.uri, scheme='fast')
     refused("not attached", volume_id='nope', to=b.uri, scheme='lr')
     refused("less than the volume", volume_id='vol1', to=small.uri,
@@ -277,11 +277,14 @@ def test_abort_and_bad_arguments(make_agent, make_origin, workdir):
     refused("already", volume_id='vol1', to=a.uri, scheme='lr')
     refused("is the origin of volume vol2", volume_id='vol1', to=other.uri,
             scheme='lr')
-    refused("'max_rounds' must be an integer", volume_id='vol1', to=b.uri,
+    refused("'max_rounds' of 'volume-move' must be an integer",
+            volume_id='vol1', to=b.uri,
             scheme='dbt', max_rounds=0)
-    refused("'downtime_ms' must be an integer from 1 to 60000",
+    refused("'downtime_ms' of 'volume-move' must be an integer from 1 to "
+            "60000",
             volume_id='vol1', to=b.uri, scheme='dbt', downtime_ms=60001)
-    refused("'rate_limit_mbps' must be an integer", volume_id='vol1',
+    refused("'rate_limit_mbps' of 'volume-move' must be an integer",
+            volume_id='vol1',
             to=b.uri, scheme='dbt', rate_limit_mbps='x')
     # dbt pauses for as long as its last round takes: a cap it would not
     # keep is refused, not ignored.

@@ -342,7 +342,7 @@ def test_bad_values_change_nothing(make_agent, make_origin):
                               write_policy='write_back')
     orc = om.Oracle(origin.content)
     write_blocks(h, orc, 0, 4, 0x44)
-    client = agent.client()
+    client = agent.client(unchecked=True)
 
     def refused(expect_errno, text, **args):
         with pytest.raises(exception.AgentError) as info:
@@ -352,10 +352,12 @@ def test_bad_values_change_nothing(make_agent, make_origin):
 
     refused(errno.EINVAL, "'write_around' is not one of", volume_id='vol1',
             write_policy='write_around')
-    refused(errno.EINVAL, "argument 'write_policy' must be a string",
+    refused(errno.EINVAL, "argument 'write_policy' of 'volume-set' must be "
+            "a string",
             volume_id='vol1', write_policy=2)
     refused(errno.EINVAL, 'nothing to set', volume_id='vol1')
-    refused(errno.EINVAL, "argument 'cache_size' must be a positive size",
+    refused(errno.EINVAL, "argument 'cache_size' of 'volume-set' must be a "
+            "positive size",
             volume_id='vol1', cache_size=-1)
     refused(errno.EINVAL, "missing argument 'volume_id'",
             write_policy='write_through')
@@ -367,7 +369,7 @@ def test_bad_values_change_nothing(make_agent, make_origin):
             'bytes', volume_id='vol1', write_policy='write_through',
             cache_size=4 * MiB + 512)
     with pytest.raises(exception.InvalidArgument):
-        client.set_volume('vol1', write_policy='write_around')
+        agent.client().set_volume('vol1', write_policy='write_around')
     show = agent.show('vol1')
     assert show['write_policy'] == 'write_back'
     assert show['dirty_blocks'] == 4

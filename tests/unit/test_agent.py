@@ -156,8 +156,48 @@ def test_set_volume_invalid_arguments_send_nothing(client, fake_agent,
 
 
 def test_generic_call(client, fake_agent):
-    fake_agent.handlers['echo'] = lambda args: {'echo': args}
-    assert client.call('echo', a=1, b='x') == {'echo': {'a': 1, 'b': 'x'}}
+    fake_agent.handlers['volume-hint'] = lambda args: {'echo': args}
+    assert client.call('volume-hint', volume_id='v', strategy='firepan',
+                       ttl_s=60) == {'echo': {'volume_id': 'v',
+                                              'strategy': 'firepan',
+                                              'ttl_s': 60}}
+
+
+# Requests are checked against the agent's table (nova_ext.control_schema)
+# before they are sent: each of these would be refused by the agent.
+@pytest.mark.parametrize('op, args, says', [
+    ('volume-show', {}, 'volume_id of volume-show is required'),
+    ('volume-show', {'volume_id': 7}, 'must be a string'),
+    ('volume-show', {'volume_id': 'v', 'force': True},
+     "invalid argument of volume-show 'force': the agent takes only "
+     "volume_id"),
+    ('volume-hint', {'volume_id': 'v', 'strategy': 'x', 'ttl_s': 0},
+     'must be an integer from 1 to 86400'),
+    ('volume-hint', {'volume_id': 'v', 'strategy': 'x', 'ttl_s': True},
+     'must be an integer'),
+    ('volume-detach', {'volume_id': 'v', 'discard_dirty': 'yes'},
+     'must be true or false'),
+    ('volume-set', {'volume_id': 'v', 'cache_size': -1},
+     'must be a positive number of bytes'),
+    ('migration-settle', {'step': 'drop', 'migration_id': 'm',
+                          'volume_id': 'v', 'blocks': [1, -2]},
+     'must be a list of integers from 0 to'),
+    ('agent-status', {'verbose': True}, 'the agent takes only no arguments'),
+    ('echo', {}, "invalid operation 'echo': the agent has no such"),
+])
+def test_request_the_agent_would_refuse_is_not_sent(client, fake_agent, op,
+                                                    args, says):
+    with pytest.raises(exception.InvalidArgument) as info:
+        client.call(op, **args)
+    assert says in str(info.value)
+    assert fake_agent.requests == []
+
+
+def test_none_is_an_absent_argument(client, fake_agent):
+    fake_agent.handlers['volume-detach'] = lambda args: args
+    assert client.call('volume-detach', volume_id='v',
+                       discard_dirty=None) == {'volume_id': 'v',
+                                               'discard_dirty': None}
 
 
 def test_agent_error(client):
@@ -267,8 +307,8 @@ def test_garbled_response(client, fake_agent, reply, reason):
 
 def test_large_response_within_limit(client, fake_agent):
     blob = 'x' * (4 * 1024 * 1024)
-    fake_agent.handlers['big'] = lambda args: {'blob': blob}
-    assert client.call('big') == {'blob': blob}
+    fake_agent.handlers['agent-status'] = lambda args: {'blob': blob}
+    assert client.call('agent-status') == {'blob': blob}
 
 
 def test_oversized_response(client, fake_agent):

@@ -6,8 +6,11 @@ with the same permission, the reference names no other, and every one is
 called somewhere in nova_ext (and nova_ext calls no other).
 """
 
+import ast
 import os
 import re
+
+from nova_ext import control_schema
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
@@ -52,5 +55,46 @@ def test_reference_is_the_agents_table():
     assert doc_table() == agent_table()
 
 
+def test_the_schema_copy_has_the_same_operations_and_permissions():
+    assert {op: e['access'] for op, e in
+            control_schema.OPERATIONS.items()} == agent_table()
+
+
 def test_python_calls_every_operation_and_no_other():
     assert python_calls() == set(agent_table())
+
+
+def _keyword_calls(path):
+    """(op, keyword names) of each ``.call('op', name=...)`` in path."""
+    tree = ast.parse(_read(path))
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Call) and
+                isinstance(node.func, ast.Attribute) and
+                node.func.attr == 'call' and node.args and
+                isinstance(node.args[0], ast.Constant) and
+                isinstance(node.args[0].value, str)):
+            yield node.args[0].value, [k.arg for k in node.keywords
+                                       if k.arg is not None]
+
+
+def test_python_calls_name_only_arguments_the_agent_takes():
+    """Every argument named at a call site is in the agent's table.
+
+    (Arguments passed as ``**args`` are checked when the call runs, by
+    nova_ext.control_check.)
+    """
+    wrong = []
+    for dirpath, _, files in os.walk(NOVA_EXT):
+        for name in files:
+            if not name.endswith('.py'):
+                continue
+            path = os.path.join(dirpath, name)
+            for op, names in _keyword_calls(path):
+                takes = control_schema.OPERATIONS[op]['arguments']
+                wrong += ['%s: %s %s' % (os.path.relpath(path, ROOT), op, n)
+                          for n in names if n not in takes]
+    assert wrong == []
+
+
+def test_the_reference_lists_the_arguments_from_the_schema():
+    assert '.. fcache-control-arguments::' in _read(DOC)

@@ -17,6 +17,8 @@
 
 #include <jansson.h>
 
+#include "control_args.h"
+
 #define FC_CONTROL_MAX_MSG (64 * 1024)
 
 /* A connection that has not sent a complete request for this long is
@@ -48,6 +50,11 @@ struct fc_control_op {
   /* For FC_CONTROL_READ operations: applied to the result for a caller
    * who is not an admin; NULL when the whole result is for readers. */
   fc_control_redactor redact;
+  /* The arguments it takes, ending in FC_CONTROL_ARGS_END: a request
+   * that does not match is refused before the handler runs.  NULL leaves
+   * every check to the handler (the server's own test doubles; every
+   * operation of the agent has a table). */
+  const struct fc_control_arg *args;
 };
 
 struct fc_control;

@@ -2,7 +2,8 @@
 /* capabilities: what this agent runs, from the tables it parses with:
  * strategies (with whether this engine can run each, and why not), write
  * policies, admissions and staging kinds (the names volume-attach takes),
- * the storage move schemes this engine runs, and the bounds it enforces.  nova_ext.vocabulary restates
+ * the storage move schemes this engine runs, the bounds it enforces, and
+ * the control operations with their arguments (control_args.h).  nova_ext.vocabulary restates
  * these for the hosts that have no agent (the Cinder API); a functional
  * test holds the two equal. */
 #include <errno.h>
@@ -79,7 +80,7 @@ fc_op_capabilities(void *opaque, json_t *args, json_t **result, char *err, size_
   (void)args;
   (void)err;
   (void)errlen;
-  *result = json_pack("{s:s, s:o*, s:o*, s:o*, s:o*, s:o*, s:{s:i, s:i}}",
+  *result = json_pack("{s:s, s:o*, s:o*, s:o*, s:o*, s:o*, s:{s:i, s:i}, s:o*}",
                       "engine", agent->host.cfg.engine,
                       "strategies", strategies(agent),
                       "write_policies", names(policy_at),
@@ -89,6 +90,7 @@ fc_op_capabilities(void *opaque, json_t *args, json_t **result, char *err, size_
                                       agent->host.ops->move->schemes_json() : json_array(),
                       "bounds",
                       "rws_n_max", (int)FC_RWS_MAX_N,
-                      "rws_window_max_s", (json_int_t)FC_RWS_WINDOW_MAX_S);
+                      "rws_window_max_s", (json_int_t)FC_RWS_WINDOW_MAX_S,
+                      "operations", fc_control_ops_json(fc_agent_control_ops));
   return *result ? 0 : -ENOMEM;
 }

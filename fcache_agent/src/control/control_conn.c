@@ -166,9 +166,14 @@ static int handle_request(struct fc_conn *conn, const char *line, size_t len)
     goto out;
   }
 
-  log_debug("control: request '%s'", name);
   err[0] = '\0';
-  r = op->handler(ctl->opaque, args, &result, err, sizeof err);
+  /* Refused arguments are answered and logged as the handler's own
+   * refusals are. */
+  r = op->args ? fc_control_args_check(op->name, op->args, args, err, sizeof err) : 0;
+  if (r == 0) {
+    log_debug("control: request '%s'", name);
+    r = op->handler(ctl->opaque, args, &result, err, sizeof err);
+  }
   err[sizeof err - 1] = '\0';
   if (r >= 0 && result && op->redact && !conn->peer.admin)
     op->redact(result);

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "agent/agent.h"
+#include "common/json_args.h"
 #include "control_move.h"
 #include "control_ops.h"
 #include "engine/engine.h"
@@ -88,12 +89,12 @@ int
 fc_op_migration_finish(void *opaque, json_t *args, json_t **result, char *err, size_t errlen)
 {
   struct fc_migration *m = find(opaque, args, err, errlen);
-  json_int_t t = json_integer_value(json_object_get(args, "timeout_s"));
+  int timeout_s = (int)fc_arg_uint(args, "timeout_s", 600);
   int r;
 
   if (!m)
     return -ENOENT;
-  r = fc_migration_finish(m, (int)(t > 0 && t < 86400 ? t : 600) * 1000, err, errlen);
+  r = fc_migration_finish(m, timeout_s * 1000, err, errlen);
   if (!r)
     r = status_result(m, result);
   fc_migration_put(m);

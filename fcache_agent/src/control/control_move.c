@@ -10,6 +10,7 @@
 #include "control_move.h"
 #include "engine/engine.h"
 #include "migration/migration.h"
+#include "common/json_args.h"
 #include "common/lockcheck.h"
 
 /* volume_id, and the volume under host.lock (held on success). */
@@ -38,26 +39,6 @@ locked_volume(struct fc_agent *agent, json_t *args, struct fc_volume **out,
   return 0;
 }
 
-/* An optional positive integer argument, at most max. */
-static int
-arg_uint(json_t *args, const char *key, uint64_t max, uint64_t *out, char *err,
-         size_t errlen)
-{
-  json_t *v = json_object_get(args, key);
-
-  *out = 0;
-  if (!v || json_is_null(v))
-    return 0;
-  if (!json_is_integer(v) || json_integer_value(v) < 1 ||
-      (uint64_t)json_integer_value(v) > max) {
-    snprintf(err, errlen, "argument '%s' must be an integer from 1 to %llu", key,
-             (unsigned long long)max);
-    return -EINVAL;
-  }
-  *out = (uint64_t)json_integer_value(v);
-  return 0;
-}
-
 int
 fc_op_volume_move(void *opaque, json_t *args, json_t **result, char *err, size_t errlen)
 {
@@ -65,42 +46,27 @@ fc_op_volume_move(void *opaque, json_t *args, json_t **result, char *err, size_t
   struct fc_move_request req = { 0 };
   /* locked_volume() refuses a request without it. */
   const char *id = json_string_value(json_object_get(args, "volume_id"));
-  uint64_t rounds, conv, down, thr, delay, mbps;
   void *opened = NULL;
   struct fc_migration *m;
   struct fc_volume *v;
-  json_t *sv;
   int r;
 
-  req.to = json_string_value(json_object_get(args, "to"));
-  req.scheme = json_string_value(json_object_get(args, "scheme"));
-  if (!req.to || !req.to[0]) {
-    snprintf(err, errlen, "missing argument 'to' (the new origin: a path or an NBD URI)");
+  /* The table in control_ops.c has checked every argument's type and
+   * bounds. */
+  req.to = fc_arg_string(args, "to");
+  if (!req.to[0]) {
+    snprintf(err, errlen, "argument 'to' is empty: give the new origin, a path or an NBD URI");
     return -EINVAL;
   }
   /* IO mirroring when the caller does not choose: A stays whole the whole
    * time, with no log, and it converges whatever the VM writes. */
-  sv = json_object_get(args, "scheme");
-  if (!sv || json_is_null(sv)) {
-    req.scheme = "mirror";
-  } else if (!json_is_string(sv)) {
-    snprintf(err, errlen, "argument 'scheme' must be one of dbt, mirror, lr, slr, aio, "
-             "dbt_capped");
-    return -EINVAL;
-  }
-  if ((r = arg_uint(args, "max_rounds", 1000, &rounds, err, errlen)) ||
-      (r = arg_uint(args, "converge_bytes", 1ull << 40, &conv, err, errlen)) ||
-      (r = arg_uint(args, "downtime_ms", 60000, &down, err, errlen)) ||
-      (r = arg_uint(args, "aio_threshold", 1000000, &thr, err, errlen)) ||
-      (r = arg_uint(args, "aio_delay_us", 1000000, &delay, err, errlen)) ||
-      (r = arg_uint(args, "rate_limit_mbps", 1000000, &mbps, err, errlen)))
-    return r;
-  req.max_rounds = (unsigned)rounds;
-  req.converge_bytes = conv;
-  req.downtime_ms = (unsigned)down;
-  req.aio_threshold = (unsigned)thr;
-  req.aio_delay_us = (unsigned)delay;
-  req.rate_limit_bps = mbps * 1000000;
+  req.scheme = fc_arg_present(args, "scheme") ? fc_arg_string(args, "scheme") : "mirror";
+  req.max_rounds = (unsigned)fc_arg_uint(args, "max_rounds", 0);
+  req.converge_bytes = fc_arg_uint(args, "converge_bytes", 0);
+  req.downtime_ms = (unsigned)fc_arg_uint(args, "downtime_ms", 0);
+  req.aio_threshold = (unsigned)fc_arg_uint(args, "aio_threshold", 0);
+  req.aio_delay_us = (unsigned)fc_arg_uint(args, "aio_delay_us", 0);
+  req.rate_limit_bps = fc_arg_uint(args, "rate_limit_mbps", 0) * 1000000;
   /* The target is opened without the host lock, after a first look that
    * the volume is there: a target that does not answer must not stop
    * every control request for its connect deadline. */

@@ -10,6 +10,14 @@
 struct fc_agent;
 struct fc_volume;
 
+/* The bounds of volume-move's tuning arguments (control_ops.c's table). */
+#define FC_MOVE_MAX_ROUNDS 1000u
+#define FC_MOVE_MAX_CONVERGE_BYTES (1ull << 40)
+#define FC_MOVE_MAX_DOWNTIME_MS 60000u
+#define FC_MOVE_MAX_AIO_THRESHOLD 1000000u
+#define FC_MOVE_MAX_AIO_DELAY_US 1000000u
+#define FC_MOVE_MAX_RATE_MBPS 1000000u
+
 int fc_op_volume_move(void *, json_t *, json_t **, char *, size_t);
 int fc_op_volume_move_status(void *, json_t *, json_t **, char *, size_t);
 int fc_op_volume_move_abort(void *, json_t *, json_t **, char *, size_t);

@@ -7,53 +7,12 @@
 
 #include "agent/agent.h"
 #include "common/config.h"
+#include "common/json_args.h"
 #include "common/lockcheck.h"
 #include "control_move.h"
 #include "control_ops.h"
 #include "engine/engine.h"
 #include "migration/migration.h"
-
-/* Fetch an optional string argument; -EINVAL with a message if present
- * but not a string. */
-static int
-arg_string(json_t *args, const char *key, bool required, const char **out,
-           char *err, size_t errlen)
-{
-  json_t *v = json_object_get(args, key);
-
-  *out = NULL;
-  if (!v || json_is_null(v)) {
-    if (!required)
-      return 0;
-    snprintf(err, errlen, "missing argument '%s'", key);
-    return -EINVAL;
-  }
-  if (!json_is_string(v)) {
-    snprintf(err, errlen, "argument '%s' must be a string", key);
-    return -EINVAL;
-  }
-  *out = json_string_value(v);
-  return 0;
-}
-
-static int
-arg_size(json_t *args, const char *key, uint64_t *out, char *err, size_t errlen)
-{
-  json_t *v = json_object_get(args, key);
-
-  *out = 0;
-  if (!v || json_is_null(v))
-    return 0;
-  if (json_is_integer(v) && json_integer_value(v) > 0) {
-    *out = (uint64_t)json_integer_value(v);
-    return 0;
-  }
-  if (json_is_string(v) && fc_parse_size(json_string_value(v), out) == 0 && *out > 0)
-    return 0;
-  snprintf(err, errlen, "argument '%s' must be a positive size in bytes "
-           "(or with a K/M/G/T suffix)", key);
-  return -EINVAL;
-}
 
 /* A hint longer than this outlives the evacuation that set it. */
 #define HINT_TTL_MAX_S 86400u
@@ -114,10 +73,10 @@ op_attach(void *opaque, json_t *args, json_t **result, char *err, size_t errlen)
   char export_uri[sizeof(((struct fc_volume *)0)->export_uri)];
   int r;
 
-  if ((r = arg_string(args, "volume_id", true, &req.volume_id, err, errlen)) ||
-      (r = arg_string(args, "origin", true, &req.origin, err, errlen)) ||
-      (r = arg_size(args, "cache_size", &req.cache_size, err, errlen)) ||
-      (r = fc_attach_request_policy_from_json(args, &req, err, errlen)))
+  req.volume_id = fc_arg_string(args, "volume_id");
+  req.origin = fc_arg_string(args, "origin");
+  req.cache_size = fc_arg_size(args, "cache_size");
+  if ((r = fc_attach_request_policy_from_json(args, &req, err, errlen)))
     return r;
   r = fc_agent_attach(agent, &req, export_uri, sizeof export_uri, err, errlen);
   if (r == 0)
@@ -138,11 +97,9 @@ on_volume(struct fc_agent *agent, json_t *args, on_volume_fn *fn,
           const void *ctx, json_t **result, char *err, size_t errlen)
 {
   struct fc_volume *v;
-  const char *id;
-  int r;
+  const char *id = fc_arg_string(args, "volume_id");
+  int r = 0;
 
-  if ((r = arg_string(args, "volume_id", true, &id, err, errlen)))
-    return r;
   pthread_mutex_lock(&agent->host.lock);
   v = fc_agent_find_locked(agent, id);
   if (v)
@@ -193,23 +150,16 @@ static int
 op_detach(void *opaque, json_t *args, json_t **result, char *err, size_t errlen)
 {
   struct fc_agent *agent = opaque;
-  json_t *discard = json_object_get(args, "discard_dirty");
+  bool discard = fc_arg_bool(args, "discard_dirty");
+  const char *id = fc_arg_string(args, "volume_id");
   uint32_t dropped = 0;
-  const char *id;
   int r;
 
-  if ((r = arg_string(args, "volume_id", true, &id, err, errlen)))
-    return r;
-  if (discard && !json_is_null(discard) && !json_is_boolean(discard)) {
-    snprintf(err, errlen, "argument 'discard_dirty' must be true or false");
-    return -EINVAL;
-  }
   pthread_mutex_lock(&agent->host.lock);
-  r = fc_migration_detach_locked(agent, id, json_is_true(discard), &dropped, err,
-                                 errlen);
+  r = fc_migration_detach_locked(agent, id, discard, &dropped, err, errlen);
   pthread_mutex_unlock(&agent->host.lock);
   if (r == 0)
-    *result = json_is_true(discard) ?
+    *result = discard ?
               json_pack("{s:s, s:I}", "volume_id", id, "dirty_blocks_dropped",
                         (json_int_t)dropped) :
               json_pack("{s:s}", "volume_id", id);
@@ -377,11 +327,9 @@ op_set(void *opaque, json_t *args, json_t **result, char *err, size_t errlen)
 {
   struct fc_agent *agent = opaque;
   struct set_request req = { 0 };
-  int r;
 
-  if ((r = arg_string(args, "write_policy", false, &req.policy_name, err, errlen)) ||
-      (r = arg_size(args, "cache_size", &req.cache_size, err, errlen)))
-    return r;
+  req.policy_name = fc_arg_string(args, "write_policy");
+  req.cache_size = fc_arg_size(args, "cache_size");
   if (req.policy_name && fc_write_policy_parse(req.policy_name, &req.policy)) {
     snprintf(err, errlen, "write_policy '%.40s' is not one of read_only, "
              "write_through, write_back", req.policy_name);
@@ -409,27 +357,17 @@ op_hint(void *opaque, json_t *args, json_t **result, char *err, size_t errlen)
   struct fc_agent *agent = opaque;
   const char *id, *name;
   enum fc_strategy s;
-  json_t *ttl = json_object_get(args, "ttl_s");
-  unsigned ttl_s = 600;
+  unsigned ttl_s = (unsigned)fc_arg_uint(args, "ttl_s", 600);
   struct fc_volume *v;
-  int r;
 
-  if ((r = arg_string(args, "volume_id", true, &id, err, errlen)) ||
-      (r = arg_string(args, "strategy", true, &name, err, errlen)))
-    return r;
+  id = fc_arg_string(args, "volume_id");
+  name = fc_arg_string(args, "strategy");
   if (name[0] && fc_strategy_parse(name, &s)) {
-    snprintf(err, errlen, "strategy '%.40s' is not one of none, cachemior, "
-             "firepan, firepan_if, cloudcache, hybrid", name);
+    char known[128];
+
+    fc_strategy_names(known, sizeof known);
+    snprintf(err, errlen, "strategy '%.40s' is not one of %s", name, known);
     return -EINVAL;
-  }
-  if (ttl && !json_is_null(ttl)) {
-    if (!json_is_integer(ttl) || json_integer_value(ttl) < 1 ||
-        json_integer_value(ttl) > HINT_TTL_MAX_S) {
-      snprintf(err, errlen, "argument 'ttl_s' must be an integer from 1 to %u",
-               HINT_TTL_MAX_S);
-      return -EINVAL;
-    }
-    ttl_s = (unsigned)json_integer_value(ttl);
   }
   pthread_mutex_lock(&agent->host.lock);
   v = fc_agent_find_locked(agent, id);
@@ -471,32 +409,182 @@ op_allocation(void *opaque, json_t *args, json_t **result, char *err, size_t err
   return 0;
 }
 
+/* The arguments of each operation (control_args.h): the server refuses
+ * what does not match before a handler runs, so the handlers read them
+ * with common/json_args.h; doc/reference/control.rst lists them and
+ * nova_ext/control_schema.py is their copy the Python client checks its
+ * requests against. */
+#define ARG(name, type, required, help) { name, type, required, 0, 0, help }
+#define ARG_UINT(name, required, min, max, help) \
+  { name, FC_ARG_UINT, required, min, max, help }
+#define REQUIRED true
+#define OPTIONAL false
+
+/* The most a JSON integer carries. */
+#define JSON_UINT_MAX ((uint64_t)INT64_MAX)
+
+static const struct fc_control_arg no_args[] = { FC_CONTROL_ARGS_END };
+
+static const struct fc_control_arg volume_args[] = {
+  ARG("volume_id", FC_ARG_STRING, REQUIRED, "the Cinder volume's id"),
+  FC_CONTROL_ARGS_END,
+};
+
+/* The cache policy of a volume (fc_attach_request_policy_from_json), as
+ * volume-attach and migration-incoming take it. */
+#define POLICY_ARGS \
+  ARG("write_policy", FC_ARG_STRING, OPTIONAL, \
+      "read_only, write_through (the default) or write_back"), \
+  ARG("admission", FC_ARG_STRING, OPTIONAL, "all (the default) or rws"), \
+  ARG("staging", FC_ARG_STRING, OPTIONAL, \
+      "with admission rws: address, data or hybrid (the default)"), \
+  ARG_UINT("rws_n", OPTIONAL, 1, FC_RWS_MAX_N, \
+           "with admission rws: accesses within the window that admit a block"), \
+  ARG_UINT("rws_window_s", OPTIONAL, 1, FC_RWS_WINDOW_MAX_S, \
+           "with admission rws: the reuse window, in seconds")
+
+static const struct fc_control_arg attach_args[] = {
+  ARG("volume_id", FC_ARG_STRING, REQUIRED, "the Cinder volume's id"),
+  ARG("origin", FC_ARG_STRING, REQUIRED,
+      "the volume on shared storage: a block device path, an NBD URI or rbd:POOL/IMAGE"),
+  ARG("cache_size", FC_ARG_SIZE, OPTIONAL,
+      "this volume's share of the cache (the default: the agent's default_volume_cache)"),
+  POLICY_ARGS,
+  FC_CONTROL_ARGS_END,
+};
+
+static const struct fc_control_arg hint_args[] = {
+  ARG("volume_id", FC_ARG_STRING, REQUIRED, "the Cinder volume's id"),
+  ARG("strategy", FC_ARG_STRING, REQUIRED,
+      "the strategy the next migration should use; \"\" clears the hint"),
+  ARG_UINT("ttl_s", OPTIONAL, 1, HINT_TTL_MAX_S, "how long the hint holds (600 s)"),
+  FC_CONTROL_ARGS_END,
+};
+
+static const struct fc_control_arg detach_args[] = {
+  ARG("volume_id", FC_ARG_STRING, REQUIRED, "the Cinder volume's id"),
+  ARG("discard_dirty", FC_ARG_BOOL, OPTIONAL,
+      "forget the volume without writing its dirty blocks back"),
+  FC_CONTROL_ARGS_END,
+};
+
+static const struct fc_control_arg set_args[] = {
+  ARG("volume_id", FC_ARG_STRING, REQUIRED, "the Cinder volume's id"),
+  ARG("write_policy", FC_ARG_STRING, OPTIONAL,
+      "the new write policy: read_only, write_through or write_back"),
+  ARG("cache_size", FC_ARG_SIZE, OPTIONAL, "the volume's new share of the cache"),
+  FC_CONTROL_ARGS_END,
+};
+
+static const struct fc_control_arg move_args[] = {
+  ARG("volume_id", FC_ARG_STRING, REQUIRED, "the Cinder volume's id"),
+  ARG("to", FC_ARG_STRING, REQUIRED, "the new origin: a path or an NBD URI"),
+  ARG("scheme", FC_ARG_STRING, OPTIONAL,
+      "dbt, dbt_capped, mirror (the default), lr, slr or aio"),
+  ARG_UINT("max_rounds", OPTIONAL, 1, FC_MOVE_MAX_ROUNDS, "dbt, dbt_capped: merge rounds at most (30)"),
+  ARG_UINT("converge_bytes", OPTIONAL, 1, FC_MOVE_MAX_CONVERGE_BYTES,
+           "dbt_capped: dirty bytes small enough to pause for (4 MiB)"),
+  ARG_UINT("downtime_ms", OPTIONAL, 1, FC_MOVE_MAX_DOWNTIME_MS, "dbt_capped: the longest pause (200 ms)"),
+  ARG_UINT("aio_threshold", OPTIONAL, 1, FC_MOVE_MAX_AIO_THRESHOLD,
+           "aio: pending duplicates above which a new one waits (100)"),
+  ARG_UINT("aio_delay_us", OPTIONAL, 1, FC_MOVE_MAX_AIO_DELAY_US,
+           "aio: each wait of such a duplicate, microseconds (1000)"),
+  ARG_UINT("rate_limit_mbps", OPTIONAL, 1, FC_MOVE_MAX_RATE_MBPS,
+           "the background copy's rate, MB/s (unlimited)"),
+  FC_CONTROL_ARGS_END,
+};
+
+static const struct fc_control_arg migration_args[] = {
+  ARG("migration_id", FC_ARG_STRING, REQUIRED, "the migration's id"),
+  FC_CONTROL_ARGS_END,
+};
+
+static const struct fc_control_arg migration_key_args[] = {
+  ARG("migration_id", FC_ARG_STRING, REQUIRED, "the migration's id"),
+  ARG("volume_id", FC_ARG_STRING, REQUIRED, "the Cinder volume's id"),
+  FC_CONTROL_ARGS_END,
+};
+
+/* Both sides of a migration name it the same way. */
+#define MIGRATION_SIDE_ARGS \
+  ARG("migration_id", FC_ARG_STRING, REQUIRED, "the migration's id"), \
+  ARG("volume_id", FC_ARG_STRING, REQUIRED, "the Cinder volume's id"), \
+  ARG("token", FC_ARG_STRING, REQUIRED, \
+      "the secret both sides share for this migration, 64 hex digits"), \
+  ARG("strategy", FC_ARG_STRING, REQUIRED, "the strategy, resolved (not auto)"), \
+  ARG("peer_fingerprint", FC_ARG_STRING, OPTIONAL, \
+      "with migration_tls = pinned: the other agent's certificate's SHA-256")
+
+static const struct fc_control_arg incoming_args[] = {
+  MIGRATION_SIDE_ARGS,
+  ARG("origin", FC_ARG_STRING, REQUIRED, "the volume on shared storage, as this host sees it"),
+  ARG("cache_size", FC_ARG_SIZE, OPTIONAL, "the volume's share of this host's cache"),
+  POLICY_ARGS,
+  FC_CONTROL_ARGS_END,
+};
+
+static const struct fc_control_arg outgoing_args[] = {
+  MIGRATION_SIDE_ARGS,
+  ARG("destination", FC_ARG_STRING, REQUIRED,
+      "the destination agent's migration_listen address, host:port"),
+  ARG_UINT("rate_limit_bps", OPTIONAL, 0, JSON_UINT_MAX,
+           "the cache copy's rate, bytes/s (0: unlimited)"),
+  FC_CONTROL_ARGS_END,
+};
+
+static const struct fc_control_arg finish_args[] = {
+  ARG("migration_id", FC_ARG_STRING, REQUIRED, "the migration's id"),
+  ARG_UINT("timeout_s", OPTIONAL, 1, FC_MIGRATION_FINISH_MAX_S,
+           "how long to wait for the migration to end (600 s)"),
+  FC_CONTROL_ARGS_END,
+};
+
+static const struct fc_control_arg settle_args[] = {
+  ARG("step", FC_ARG_STRING, REQUIRED,
+      "all, or one step: list, writeback, drop, release, end"),
+  ARG("migration_id", FC_ARG_STRING, REQUIRED, "the migration's id"),
+  ARG("volume_id", FC_ARG_STRING, REQUIRED, "the Cinder volume's id"),
+  ARG_UINT("after", OPTIONAL, 0, JSON_UINT_MAX, "list: the last block of the page before"),
+  ARG_UINT("limit", OPTIONAL, 1, FC_SETTLE_LIST_MAX, "list: blocks a page holds at most"),
+  { "blocks", FC_ARG_UINT_LIST, OPTIONAL, 0, JSON_UINT_MAX,
+    "writeback, drop: the blocks a list page gave" },
+  ARG("rest", FC_ARG_STRING, OPTIONAL, "release: writeback or drop"),
+  ARG("source", FC_ARG_STRING, OPTIONAL, "end: released or lost"),
+  FC_CONTROL_ARGS_END,
+};
+
+static const struct fc_control_arg stats_reset_args[] = {
+  ARG("volume_id", FC_ARG_STRING, OPTIONAL, "the volume whose counters to zero"),
+  ARG("all", FC_ARG_BOOL, OPTIONAL, "true: every volume's and the host's"),
+  FC_CONTROL_ARGS_END,
+};
+
 const struct fc_control_op fc_agent_control_ops[] = {
-  { "agent-status", op_status, FC_CONTROL_READ, fc_redact_export_names },
-  { "capabilities", fc_op_capabilities, FC_CONTROL_READ, NULL },
-  { "allocation", op_allocation, FC_CONTROL_READ, fc_redact_export_names },
-  { "volume-attach", op_attach, FC_CONTROL_ADMIN, NULL },
-  { "volume-show", op_show, FC_CONTROL_READ, fc_redact_export_names },
-  { "volume-hint", op_hint, FC_CONTROL_ADMIN, NULL },
-  { "volume-list", op_list, FC_CONTROL_READ, fc_redact_export_names },
-  { "volume-detach", op_detach, FC_CONTROL_ADMIN, NULL },
-  { "volume-claim", op_claim, FC_CONTROL_ADMIN, NULL },
-  { "volume-extend", op_extend, FC_CONTROL_ADMIN, NULL },
-  { "volume-set", op_set, FC_CONTROL_ADMIN, NULL },
-  { "volume-move", fc_op_volume_move, FC_CONTROL_ADMIN, NULL },
-  { "volume-move-status", fc_op_volume_move_status, FC_CONTROL_READ, fc_redact_export_names },
-  { "volume-move-abort", fc_op_volume_move_abort, FC_CONTROL_ADMIN, NULL },
-  { "migration-key", fc_op_migration_key, FC_CONTROL_ADMIN, NULL },
-  { "migration-incoming", fc_op_migration_incoming, FC_CONTROL_ADMIN, NULL },
-  { "migration-outgoing", fc_op_migration_outgoing, FC_CONTROL_ADMIN, NULL },
-  { "migration-start", fc_op_migration_start, FC_CONTROL_ADMIN, NULL },
-  { "migration-switchover", fc_op_migration_switchover, FC_CONTROL_ADMIN, NULL },
-  { "migration-finish", fc_op_migration_finish, FC_CONTROL_ADMIN, NULL },
-  { "migration-abort", fc_op_migration_abort, FC_CONTROL_ADMIN, NULL },
-  { "migration-status", fc_op_migration_status, FC_CONTROL_READ, fc_redact_export_names },
-  { "migration-settle", fc_op_migration_settle, FC_CONTROL_ADMIN, NULL },
+  { "agent-status", op_status, FC_CONTROL_READ, fc_redact_export_names, no_args },
+  { "capabilities", fc_op_capabilities, FC_CONTROL_READ, NULL, no_args },
+  { "allocation", op_allocation, FC_CONTROL_READ, fc_redact_export_names, no_args },
+  { "volume-attach", op_attach, FC_CONTROL_ADMIN, NULL, attach_args },
+  { "volume-show", op_show, FC_CONTROL_READ, fc_redact_export_names, volume_args },
+  { "volume-hint", op_hint, FC_CONTROL_ADMIN, NULL, hint_args },
+  { "volume-list", op_list, FC_CONTROL_READ, fc_redact_export_names, no_args },
+  { "volume-detach", op_detach, FC_CONTROL_ADMIN, NULL, detach_args },
+  { "volume-claim", op_claim, FC_CONTROL_ADMIN, NULL, volume_args },
+  { "volume-extend", op_extend, FC_CONTROL_ADMIN, NULL, volume_args },
+  { "volume-set", op_set, FC_CONTROL_ADMIN, NULL, set_args },
+  { "volume-move", fc_op_volume_move, FC_CONTROL_ADMIN, NULL, move_args },
+  { "volume-move-status", fc_op_volume_move_status, FC_CONTROL_READ, fc_redact_export_names, volume_args },
+  { "volume-move-abort", fc_op_volume_move_abort, FC_CONTROL_ADMIN, NULL, volume_args },
+  { "migration-key", fc_op_migration_key, FC_CONTROL_ADMIN, NULL, migration_key_args },
+  { "migration-incoming", fc_op_migration_incoming, FC_CONTROL_ADMIN, NULL, incoming_args },
+  { "migration-outgoing", fc_op_migration_outgoing, FC_CONTROL_ADMIN, NULL, outgoing_args },
+  { "migration-start", fc_op_migration_start, FC_CONTROL_ADMIN, NULL, migration_args },
+  { "migration-switchover", fc_op_migration_switchover, FC_CONTROL_ADMIN, NULL, migration_args },
+  { "migration-finish", fc_op_migration_finish, FC_CONTROL_ADMIN, NULL, finish_args },
+  { "migration-abort", fc_op_migration_abort, FC_CONTROL_ADMIN, NULL, migration_args },
+  { "migration-status", fc_op_migration_status, FC_CONTROL_READ, fc_redact_export_names, migration_args },
+  { "migration-settle", fc_op_migration_settle, FC_CONTROL_ADMIN, NULL, settle_args },
   /* Volume ids and figures only, no export names: nothing to redact. */
-  { "metrics", fc_op_metrics, FC_CONTROL_READ, NULL },
-  { "volume-stats-reset", fc_op_volume_stats_reset, FC_CONTROL_ADMIN, NULL },
-  { NULL, NULL, FC_CONTROL_ADMIN, NULL },
+  { "metrics", fc_op_metrics, FC_CONTROL_READ, NULL, no_args },
+  { "volume-stats-reset", fc_op_volume_stats_reset, FC_CONTROL_ADMIN, NULL, stats_reset_args },
+  { NULL, NULL, FC_CONTROL_ADMIN, NULL, NULL },
 };

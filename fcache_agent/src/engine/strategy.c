@@ -2,6 +2,7 @@
 /* The strategies' table, by enum fc_strategy, and their names as the
  * control socket and the logs spell them. */
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "strategy.h"
@@ -36,4 +37,18 @@ fc_strategy_parse(const char *s, enum fc_strategy *out)
       return 0;
     }
   return -EINVAL;
+}
+
+void
+fc_strategy_names(char *buf, size_t len)
+{
+  size_t used = 0;
+
+  buf[0] = '\0';
+  for (unsigned i = 0; i < FC_STRAT_COUNT && used < len; i++) {
+    int n = snprintf(buf + used, len - used, "%s%s", i ? ", " : "", strategies[i]->name);
+    if (n < 0)
+      return;
+    used += (size_t)n;
+  }
 }

@@ -76,6 +76,9 @@ struct fc_strategy_desc {
 const struct fc_strategy_desc *fc_strategy(enum fc_strategy s);
 const char *fc_strategy_name(enum fc_strategy s);
 int fc_strategy_parse(const char *s, enum fc_strategy *out);
+/* "none, cachemior, ...": the names fc_strategy_parse takes, for a
+ * refusal's message. */
+void fc_strategy_names(char *buf, size_t len);
 
 /* The descriptors, each in its own file. */
 extern const struct fc_strategy_desc fc_strategy_none;

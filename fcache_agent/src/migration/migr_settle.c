@@ -33,8 +33,6 @@
 #include "common/log.h"
 #include "migration.h"
 
-#define SETTLE_LIST_MAX 4096u
-
 enum settle_mode { SETTLE_MISSING, SETTLE_HELD, SETTLE_COMPLETED };
 
 static const char *const mode_names[] = { "missing", "held", "completed" };
@@ -137,8 +135,8 @@ dest_list(struct settle_ctx *c, json_t *args, json_t **result, char *err,
     snprintf(err, errlen, "after must be a block number");
     return -EINVAL;
   }
-  if (limit <= 0 || limit > SETTLE_LIST_MAX)
-    limit = SETTLE_LIST_MAX;
+  if (limit <= 0 || limit > FC_SETTLE_LIST_MAX)
+    limit = FC_SETTLE_LIST_MAX;
   if (mode != SETTLE_COMPLETED)
     r = c->ops->dest_list(&c->agent->host, c->v, mode == SETTLE_MISSING, &list, &n);
   if (r) {
@@ -227,9 +225,9 @@ source_blocks(struct settle_ctx *c, json_t *args, bool write_back, json_t **resu
   json_t *b;
   int r = 0;
 
-  if (!json_is_array(blocks) || json_array_size(blocks) > SETTLE_LIST_MAX) {
+  if (!json_is_array(blocks) || json_array_size(blocks) > FC_SETTLE_LIST_MAX) {
     snprintf(err, errlen, "blocks must be a list of at most %u block numbers",
-             SETTLE_LIST_MAX);
+             FC_SETTLE_LIST_MAX);
     json_decref(missing);
     return -EINVAL;
   }

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "agent/agent.h"
+#include "common/json_args.h"
 #include "common/lockcheck.h"
 #include "common/log.h"
 #include "common/random_hex.h"
@@ -254,7 +255,6 @@ fc_migration_incoming(struct fc_agent *agent, json_t *args, json_t **result,
   struct fc_volume *v;
   void *opened = NULL;
   bool exists;
-  json_int_t size;
   int r;
 
   m = migration_new(agent, args, FC_MIGR_DEST, err, errlen);
@@ -262,8 +262,7 @@ fc_migration_incoming(struct fc_agent *agent, json_t *args, json_t **result,
     return -EINVAL;
   req.volume_id = m->e.volume_id;
   req.origin = json_string_value(json_object_get(args, "origin"));
-  size = json_integer_value(json_object_get(args, "cache_size"));
-  req.cache_size = size > 0 ? (uint64_t)size : 0;
+  req.cache_size = fc_arg_size(args, "cache_size");
   if (!req.origin) {
     snprintf(err, errlen, "the volume's origin is required");
     r = -EINVAL;

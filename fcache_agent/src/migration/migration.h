@@ -172,10 +172,15 @@ int fc_migration_key(struct fc_agent *agent, json_t *args, json_t **result,
                      char *err, size_t errlen);
 int fc_migration_start(struct fc_migration *m, char *err, size_t errlen);
 int fc_migration_switchover(struct fc_migration *m, char *err, size_t errlen);
+/* migration-finish waits at most this long (its timeout_s). */
+#define FC_MIGRATION_FINISH_MAX_S 86400u
 int fc_migration_finish(struct fc_migration *m, int timeout_ms, char *err, size_t errlen);
 int fc_migration_abort(struct fc_migration *m, char *err, size_t errlen);
 json_t *fc_migration_json(struct fc_migration *m);
-/* migr_settle.c: after a failure past the switchover. */
+/* migr_settle.c: after a failure past the switchover.  A page of the
+ * destination's list, and the blocks one writeback or drop step names,
+ * hold at most FC_SETTLE_LIST_MAX blocks. */
+#define FC_SETTLE_LIST_MAX 4096u
 int fc_migration_settle(struct fc_agent *agent, json_t *args, json_t **result,
                         char *err, size_t errlen);
 
