@@ -150,8 +150,11 @@ migration_new(struct fc_agent *agent, json_t *args, enum fc_migr_role role,
     return NULL;
   }
   if (!strat || fc_strategy_parse(strat, &s)) {
-    snprintf(err, errlen, "strategy must be one of none, cachemior, firepan, "
-             "firepan_if, cloudcache, hybrid (auto is resolved by the orchestrator)");
+    char known[128];
+
+    fc_strategy_names(known, sizeof known);
+    snprintf(err, errlen, "strategy must be one of %s (auto is resolved by the "
+             "orchestrator)", known);
     return NULL;
   }
   if (agent->host.ops->migr->supports(s, err, errlen))
