@@ -75,6 +75,7 @@ from nova_ext import notifications
 from nova_ext import opts
 from tests.functional import harness
 from tests.nova_functional import luns
+from tests.nova_functional import patience
 
 CONF = cfg.CONF
 HOSTS = ('h1', 'h2', 'h3')
@@ -156,8 +157,8 @@ class GuestAwareNova(nova_mod.NovaView):
         super().live_migrate(server_id, host)
 
 
-class _Base(base.LibvirtMigrationMixin, base.ServersTestBase,
-            integrated_helpers.InstanceHelperMixin):
+class _Base(patience.MigrationPatienceMixin, base.LibvirtMigrationMixin,
+            base.ServersTestBase, integrated_helpers.InstanceHelperMixin):
     microversion = 'latest'
     ADMIN_API = True
     strategy = 'hybrid'
@@ -443,9 +444,14 @@ class BalancerTest(_Base):
         figures = end[0]['payload']['nova_object.data']
         self.assertEqual(self.strategy, figures['strategy'])
         self.assertGreater(figures['bytes_transferred'], 0)
+        self.assertGreater(figures['blocks_transferred'], 0)
         self.assertIn(vol, self.volumes_on('h3'))
         self.assertNotIn(vol, self.volumes_on('h1'))
-        self.assertGreater(self.agents['h3'].show(vol)['cached_blocks'], 0)
+        # (What h3 caches of it later is its allocation's business: with
+        # 1 s windows and the "last" predictor a window without the
+        # guest's reads -- it is paused around the migration -- gives the
+        # volume no share, so cached_blocks at a later moment is no measure
+        # of what moved.)
         # The guest reads what it wrote, through h3's agent.
         self.guest_io(vol, sid, 'read -P %d 0 %d' % (PATTERN, MiB))
         self.guests[sid].resume()

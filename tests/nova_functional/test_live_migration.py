@@ -66,6 +66,7 @@ from nova_ext.virt import driver as fcache_driver
 from nova_ext.virt import outgoing
 from tests.functional import harness
 from tests.nova_functional import luns
+from tests.nova_functional import patience
 from tests.nova_functional import tcpproxy
 
 CONF = cfg.CONF
@@ -92,8 +93,8 @@ def _specs(strategy, write_policy='write_back', rate_limit=0):
             'fcache:rate_limit': str(rate_limit)}
 
 
-class _Base(base.LibvirtMigrationMixin, base.ServersTestBase,
-            integrated_helpers.InstanceHelperMixin):
+class _Base(patience.MigrationPatienceMixin, base.LibvirtMigrationMixin,
+            base.ServersTestBase, integrated_helpers.InstanceHelperMixin):
     microversion = 'latest'
     ADMIN_API = True
     specs = _specs('firepan', write_policy='write_through')
