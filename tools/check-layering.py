@@ -24,13 +24,12 @@ import sys
 # together and so may use every one of them.
 ALLOWED = {
     '.': {'control', 'migration', 'agent', 'engine', 'ucache', 'dmcache',
-          'replay', 'alloc', 'common'},
+          'alloc', 'common'},
     'control': {'migration', 'agent', 'engine', 'common'},
     'migration': {'agent', 'engine', 'common'},
     'agent': {'engine', 'common'},
     'ucache': {'engine', 'alloc', 'nbd', 'origin', 'common'},
     'dmcache': {'engine', 'origin', 'common'},
-    'replay': {'alloc', 'common'},
     'engine': {'alloc', 'common'},
     'alloc': {'common'},
     'nbd': {'common'},
@@ -48,10 +47,16 @@ PUBLIC = {
     'engine': {'engine.h', 'volume.h'},
     'ucache': {'ucache_engine.h'},
     'dmcache': {'dm_engine.h'},
-    'replay': {'replay.h', 'trace.h'},
     'alloc': {'rws.h', 'predict.h', 'knee.h', 'share.h', 'staging.h'},
     'nbd': {'nbd_server.h', 'io_ops.h'},
     'origin': {'origin.h', 'origin_policy.h', 'origin_move.h'},
+}
+
+# Programs beside the daemon (fcache_agent/<name>/, next to src/) built over
+# some of its libraries, and the folders of src/ each may use: the same
+# rules, from outside.  No folder of src/ may include one of them.
+BESIDE = {
+    'replay': {'alloc', 'common'},
 }
 
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
@@ -73,9 +78,18 @@ def sources(src):
                 yield folder, name, os.path.join(d, name)
 
 
-def includes(src):
+def beside_sources(src):
+    for folder in sorted(BESIDE):
+        d = os.path.join(src, os.pardir, folder)
+        if os.path.isdir(d):
+            for name in sorted(os.listdir(d)):
+                if name.endswith(('.c', '.h')):
+                    yield folder, name, os.path.join(d, name)
+
+
+def includes(src, files=None):
     """(folder, file, included folder, included header) for every include."""
-    for folder, name, path in sources(src):
+    for folder, name, path in (files if files is not None else sources(src)):
         with open(path) as f:
             text = f.read()
         for inc in INCLUDE.findall(text):
@@ -108,6 +122,17 @@ def check(src):
             problems.append('%s includes %s/%s, a header private to %s/ '
                             '(public: %s)' % (where, to, header, to,
                                               ', '.join(sorted(PUBLIC[to]))))
+    for folder, name, to, header in includes(src, beside_sources(src)):
+        where = os.path.join(os.pardir, folder, name)
+        if to == folder:
+            continue
+        if to not in BESIDE[folder]:
+            problems.append('%s includes %s/%s: %s/ may use only %s'
+                            % (where, to, header, folder,
+                               ', '.join(sorted(BESIDE[folder]))))
+        elif to in PUBLIC and header not in PUBLIC[to]:
+            problems.append('%s includes %s/%s, a header private to %s/'
+                            % (where, to, header, to))
     return problems
 
 

@@ -2,7 +2,7 @@
 /* fcache-replay's trace readers (replay/trace*.c) and the replay they
  * drive (replay/sim.c): the input is a trace file, which the tool opens
  * with fc_trace_open() and replays with fc_replay_run(), as
- * tools/fcache-replay.c does.  A trace comes from anyone who shares one,
+ * replay/fcache-replay.c does.  A trace comes from anyone who shares one,
  * so a line must not be able to make the replay run for hours or take the
  * machine's memory.
  *

@@ -21,8 +21,8 @@
  * both.
  *
  * put_data(NULL): account a staged block without keeping its bytes.  The
- * replayer (src/replay) simulates data staging on metadata only and has
- * no bytes to give; read_data then reports the hit and zero-fills buf. */
+ * replayer (fcache_agent/replay) simulates data staging on metadata only
+ * and has no bytes to give; read_data then reports the hit and zero-fills buf. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>

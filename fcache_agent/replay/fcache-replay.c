@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* fcache-replay: replay a block trace through CloudCache's on-demand
- * allocation (src/replay) far faster than real time, and report hit
- * ratio, cache usage, flash writes and RWSS prediction per volume.
- * doc/research/replay.rst is its manual; --help lists the options.
+ * allocation (the simulator beside this file) far faster than real time,
+ * and report hit ratio, cache usage, flash writes and RWSS prediction
+ * per volume.  doc/research/replay.rst is its manual; --help lists the
+ * options.
  *
  * Exit status: 0 done; 2 bad arguments, a trace that cannot be opened or
  * a malformed one (one line on stderr naming the file and line); 1
@@ -20,8 +21,8 @@
 #include "alloc/rws.h"
 #include "alloc/share.h"
 #include "alloc/staging.h"
-#include "replay/replay.h"
-#include "replay/trace.h"
+#include "replay.h"
+#include "trace.h"
 
 #define MAX_PROFILE 64
 
