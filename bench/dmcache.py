@@ -15,9 +15,9 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, 'tests', 'uml'))
+sys.path.insert(0, ROOT)
 
-import umlvm  # noqa: E402
+from fcache_testkit.uml import umlvm  # noqa: E402
 
 
 def main(argv=None):

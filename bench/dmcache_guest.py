@@ -26,7 +26,8 @@ import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, '..', 'tests', 'uml', 'guest'))
+# The guest scenarios' helpers, which import each other from their folder.
+sys.path.insert(0, os.path.join(HERE, '..', 'fcache_testkit', 'uml', 'guest'))
 import agent_dmcache as ad  # noqa: E402
 import dmutil  # noqa: E402
 

@@ -41,13 +41,12 @@ import traceback
 import nbd
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-for _p in (ROOT, os.path.join(ROOT, 'tests')):
-    if _p not in sys.path:
-        sys.path.insert(0, _p)
+if ROOT not in sys.path:
+    sys.path.insert(0, ROOT)
 
-from functional import harness  # noqa: E402
-from functional import migration_util as mu  # noqa: E402
-from functional import oracle as om  # noqa: E402
+from fcache_testkit import harness  # noqa: E402
+from fcache_testkit import migration_util as mu  # noqa: E402
+from fcache_testkit import oracle as om  # noqa: E402
 from nova_ext import migration  # noqa: E402
 
 MiB = 1 << 20

@@ -27,7 +27,7 @@ import pytest
 import rados
 import rbd
 
-from . import harness
+from fcache_testkit import harness
 
 BOX = os.path.join(harness.REPO, 'tools', 'ceph-box.sh')
 

@@ -19,8 +19,8 @@ import tempfile
 
 import pytest
 
-from . import harness
-from . import oracle as oracle_mod
+from fcache_testkit import harness
+from fcache_testkit import oracle as oracle_mod
 
 
 def pytest_configure(config):

@@ -15,7 +15,7 @@ pass all hits.  Every read is checked against the oracle.
 
 import pytest
 
-from . import oracle as om
+from fcache_testkit import oracle as om
 
 MiB = 1 << 20
 BS = 4096

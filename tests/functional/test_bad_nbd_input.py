@@ -18,7 +18,7 @@ from urllib import parse
 import nbd
 import pytest
 
-from . import oracle as om
+from fcache_testkit import oracle as om
 
 MiB = 1 << 20
 BS = 4096

@@ -19,7 +19,8 @@ import subprocess
 import nbd
 import pytest
 
-from . import oracle as om
+from fcache_testkit import oracle as om
+
 from .conftest import _require
 
 MiB = 1 << 20

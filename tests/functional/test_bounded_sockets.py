@@ -22,8 +22,9 @@ import time
 
 import pytest
 
-from . import harness
-from . import oracle as om
+from fcache_testkit import harness
+from fcache_testkit import oracle as om
+
 from . import test_bad_nbd_input as bad_nbd
 
 MiB = 1 << 20

@@ -18,9 +18,9 @@ import time
 
 from nova_ext import migration
 
-from . import harness
-from . import migration_util as mu
-from . import oracle as om
+from fcache_testkit import harness
+from fcache_testkit import migration_util as mu
+from fcache_testkit import oracle as om
 
 BS = mu.BS
 MiB = mu.MiB
@@ -46,7 +46,7 @@ def warm_source(make_agent, origin):
     orc = om.Oracle(origin.content)
     h = om.connect(res['export_uri'], name='warm')
     for lo, hi in ((0, CACHE), (COLD[1], CACHE)):
-        data, errors = mu.read_range(h, lo, hi)
+        data, errors = om.read_range(h, lo, hi)
         assert not errors and not mu.check_range(orc, lo, data, 'warm')
     om.close(h)
     st = src.show('vol1')
@@ -130,7 +130,7 @@ def test_warmer_skips_what_the_vm_read(make_agent, make_origin):
     def vm_reads_cold(uri, mid):
         h = om.connect(uri, name='vm')
         t0 = time.monotonic()
-        data, errors = mu.read_range(h, COLD[0], COLD[1])
+        data, errors = om.read_range(h, COLD[0], COLD[1])
         vm_read['s'] = time.monotonic() - t0
         om.close(h)
         assert not errors

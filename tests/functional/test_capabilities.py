@@ -23,8 +23,9 @@ from nova_ext import exception
 from nova_ext import migration
 from nova_ext import vocabulary
 
-from . import harness
-from . import migration_util as mu
+from fcache_testkit import harness
+from fcache_testkit import migration_util as mu
+
 from .test_cli import ok_json
 
 MiB = 1 << 20

@@ -10,7 +10,7 @@ import sys
 
 from nova_ext import exception
 
-from . import oracle as om
+from fcache_testkit import oracle as om
 
 MiB = 1 << 20
 

@@ -9,7 +9,8 @@ origins, so that what the commands send and read is the agent's contract.
 
 import json
 
-from . import oracle as om
+from fcache_testkit import oracle as om
+
 from . import test_cli
 
 MiB = 1 << 20

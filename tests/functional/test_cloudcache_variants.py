@@ -25,8 +25,8 @@ import pytest
 
 from nova_ext import migration
 
-from . import migration_util as mu
-from . import oracle as om
+from fcache_testkit import migration_util as mu
+from fcache_testkit import oracle as om
 
 BS = mu.BS
 MiB = mu.MiB
@@ -59,7 +59,7 @@ def test_cloudcache_variant(make_agent, make_origin, variant):
     orc = om.Oracle(origin.content)
     h = om.connect(res['export_uri'], name='sets')
     for lo, hi in (REUSED, ONCE, REUSED):
-        data, errors = mu.read_range(h, lo, hi)
+        data, errors = om.read_range(h, lo, hi)
         assert not errors and not mu.check_range(orc, lo, data, 'warm')
     payload = bytes((i * 7 + 3) & 0xff for i in range(DIRTY[1] - DIRTY[0]))
     h.pwrite(payload, DIRTY[0])

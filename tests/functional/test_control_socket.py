@@ -19,9 +19,9 @@ import pytest
 
 from nova_ext import exception
 
-from . import harness
-from . import migration_util as mu
-from . import oracle as om
+from fcache_testkit import harness
+from fcache_testkit import migration_util as mu
+from fcache_testkit import oracle as om
 
 MiB = 1 << 20
 BS = 4096

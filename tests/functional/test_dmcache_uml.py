@@ -3,8 +3,8 @@
 
 Each test boots Debian's user-mode-linux kernel (hostfs root, ubd disks
 backed by sparse files: an origin and a host's flash device), runs one
-scenario of tests/uml/guest/ inside it with the real agent, and checks
-its ``RESULT`` line.  Boot takes a few seconds; nothing is skipped: the
+scenario of fcache_testkit/uml/guest/ inside it with the real agent, and
+checks its ``RESULT`` line.  Boot takes a few seconds; nothing is skipped: the
 kernel, its modules and thin-provisioning-tools are installed by
 tools/setup.sh.
 """
@@ -13,18 +13,16 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 
 import pytest
 
+from fcache_testkit.uml import umlvm
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
-sys.path.insert(0, os.path.join(ROOT, 'tests', 'uml'))
 
-import umlvm  # noqa: E402
-
-GUEST = os.path.join(ROOT, 'tests', 'uml', 'guest')
+GUEST = os.path.join(ROOT, 'fcache_testkit', 'uml', 'guest')
 DISKS = [('origin', 64 << 20), ('flash_a', 48 << 20)]
 
 

@@ -19,8 +19,8 @@ from urllib import parse
 
 import pytest
 
-from . import harness
-from . import oracle as om
+from fcache_testkit import harness
+from fcache_testkit import oracle as om
 
 MiB = 1 << 20
 

@@ -30,8 +30,9 @@ import subprocess
 import nbd
 import pytest
 
-from . import harness
-from . import oracle as om
+from fcache_testkit import harness
+from fcache_testkit import oracle as om
+
 from .conftest import _require
 from .test_block_status import qemu_map
 from .test_block_status import run
@@ -367,7 +368,7 @@ def test_migrate_a_dirty_partial_last_block(make_agent, workdir, strategy):
     which writes it back; neither writes past the origin's end (the file
     keeps its size) and every byte reads as written.
     """
-    from . import migration_util as mu
+    from fcache_testkit import migration_util as mu
     size = 4 * MiB + 1536
     path = os.path.join(workdir, 'odd.img')
     content = bytearray(os.urandom(size))

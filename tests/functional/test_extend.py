@@ -19,7 +19,7 @@ import pytest
 
 from nova_ext import exception
 
-from . import oracle as om
+from fcache_testkit import oracle as om
 
 MiB = 1 << 20
 BS = 4096

@@ -35,9 +35,10 @@ import pytest
 
 from nova_ext import migration
 
-from . import harness
-from . import migration_util as mu
-from . import oracle as om
+from fcache_testkit import harness
+from fcache_testkit import migration_util as mu
+from fcache_testkit import oracle as om
+
 from . import test_bad_nbd_input as bad_nbd
 
 CONTROL_IDLE_S = 3

@@ -11,7 +11,7 @@ import threading
 
 import pytest
 
-from . import oracle as om
+from fcache_testkit import oracle as om
 
 MiB = 1 << 20
 BS = 4096

@@ -33,8 +33,8 @@ import pytest
 
 from nova_ext import exception
 
-from . import harness
-from . import oracle as om
+from fcache_testkit import harness
+from fcache_testkit import oracle as om
 
 MiB = 1 << 20
 

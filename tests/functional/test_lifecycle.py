@@ -15,8 +15,9 @@ import pytest
 
 from nova_ext import exception
 
-from . import harness
-from . import oracle as om
+from fcache_testkit import harness
+from fcache_testkit import oracle as om
+
 from .conftest import attach_and_connect
 
 MiB = 1 << 20

@@ -29,8 +29,9 @@ import yaml
 from nova_ext import exception
 from nova_ext import migration
 
-from . import harness
-from . import oracle as om
+from fcache_testkit import harness
+from fcache_testkit import oracle as om
+
 from . import test_cli as cli
 
 MiB = 1 << 20

@@ -33,8 +33,8 @@ from nova_ext import costmodel
 from nova_ext import migration
 from nova_ext import vocabulary
 
-from . import migration_util as mu
-from . import oracle as om
+from fcache_testkit import migration_util as mu
+from fcache_testkit import oracle as om
 
 BS = mu.BS
 MiB = mu.MiB
@@ -502,7 +502,7 @@ def test_abort_before_switchover(make_agent, make_origin, strategy, policy,
     cleaned = after['writebacks'] - before['writebacks']
     if after['dirty_blocks'] + cleaned != before['dirty_blocks']:
         # Say what that means for the data before anything else.
-        mism = mu.check_range(orc, 0, mu.read_range(probe, 0, orc.size)[0],
+        mism = mu.check_range(orc, 0, om.read_range(probe, 0, orc.size)[0],
                               'source read after abort')
         raise AssertionError(
             'abort of %s/%s after %s: the source had %d dirty blocks before '
@@ -562,7 +562,7 @@ def test_copy_keeps_hot_blocks_hot(make_agent, make_origin, strategy):
     # 512 blocks nobody has read lately: misses, each evicting one block.
     cold = (24 * MiB, 26 * MiB)
     before = dst.show('vol1')
-    data, errors = mu.read_range(h, cold[0], cold[1])
+    data, errors = om.read_range(h, cold[0], cold[1])
     assert not errors and not mu.check_range(orc, cold[0], data, 'cold')
     after = dst.show('vol1')
     misses = after['read_misses'] - before['read_misses']

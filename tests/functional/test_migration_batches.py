@@ -20,9 +20,9 @@ import pytest
 
 from nova_ext import migration
 
-from . import harness
-from . import migration_util as mu
-from . import oracle as om
+from fcache_testkit import harness
+from fcache_testkit import migration_util as mu
+from fcache_testkit import oracle as om
 
 BS = mu.BS
 MiB = mu.MiB
@@ -42,7 +42,7 @@ def fill_source(src, orc, uri, policy, seed):
         vm.wl.assert_clean()
         vm.close()
     h = om.connect(uri, name='fill')
-    data, errors = mu.read_range(h, REGION[0], REGION[1])
+    data, errors = om.read_range(h, REGION[0], REGION[1])
     om.close(h)
     assert not errors and not mu.check_range(orc, REGION[0], data, 'fill')
     st = src.show('vol1')

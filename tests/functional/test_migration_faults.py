@@ -34,9 +34,9 @@ import pytest
 from nova_ext import exception
 from nova_ext import migration
 
-from . import harness
-from . import migration_util as mu
-from . import oracle as om
+from fcache_testkit import harness
+from fcache_testkit import migration_util as mu
+from fcache_testkit import oracle as om
 
 BS = mu.BS
 MiB = mu.MiB
@@ -812,7 +812,7 @@ def test_failure_does_not_undo_destination_writes(make_agent, make_origin,
     h = om.connect(res['export_uri'])
     old = b'\x11' * (16 * BS)
     h.pwrite(old, 0)                          # blocks 0-15: dirty, old
-    data, errors = mu.read_range(h, 2 * MiB, 6 * MiB)   # newer than them
+    data, errors = om.read_range(h, 2 * MiB, 6 * MiB)   # newer than them
     assert not errors
     om.close(h)
     assert src.show('vol1')['dirty_blocks'] == 16

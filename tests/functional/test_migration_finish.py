@@ -25,8 +25,8 @@ import pytest
 from nova_ext import exception
 from nova_ext import migration
 
-from . import migration_util as mu
-from . import oracle as om
+from fcache_testkit import migration_util as mu
+from fcache_testkit import oracle as om
 
 BS = mu.BS
 MiB = mu.MiB
@@ -41,7 +41,7 @@ def migrated(make_agent, make_origin, cache, suffix=''):
                      write_policy='write_through')
     orc = om.Oracle(origin.content)
     h = om.connect(res['export_uri'], name='fill')
-    data, errors = mu.read_range(h, 0, cache, chunk=MiB, depth=16,
+    data, errors = om.read_range(h, 0, cache, chunk=MiB, depth=16,
                                  timeout=240)
     om.close(h)
     assert not errors and not mu.check_range(orc, 0, data, 'fill')

@@ -18,8 +18,8 @@ import threading
 
 import pytest
 
-from . import migration_util as mu
-from . import oracle as om
+from fcache_testkit import migration_util as mu
+from fcache_testkit import oracle as om
 
 pytestmark = pytest.mark.scripted_peer
 

@@ -12,7 +12,7 @@ import pytest
 
 from nova_ext import migration
 
-from . import oracle as om
+from fcache_testkit import oracle as om
 
 MiB = 1 << 20
 COUNT = 70          # more than the registry's 64 slots

@@ -26,9 +26,10 @@ import pytest
 from nova_ext import exception
 from nova_ext import migration
 
-from . import harness
-from . import migration_util as mu
-from . import oracle as om
+from fcache_testkit import harness
+from fcache_testkit import migration_util as mu
+from fcache_testkit import oracle as om
+
 from . import test_migration_tls
 
 VOLUME_SIZE = mu.VOLUME_SIZE

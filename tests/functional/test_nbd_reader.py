@@ -10,7 +10,7 @@ started, gave up (a hit whose block left the page cache) and handed on.
 
 import os
 
-from . import oracle as om
+from fcache_testkit import oracle as om
 
 MiB = 1 << 20
 BS = 4096

@@ -14,7 +14,8 @@ import threading
 import nbd
 import pytest
 
-from . import oracle as om
+from fcache_testkit import oracle as om
+
 from .conftest import attach_and_connect
 
 MiB = 1 << 20

@@ -20,9 +20,10 @@ import time
 import nbd
 import pytest
 
-from . import harness
-from . import migration_util as mu
-from . import oracle as om
+from fcache_testkit import harness
+from fcache_testkit import migration_util as mu
+from fcache_testkit import oracle as om
+
 from .conftest import attach_and_connect
 
 MiB = 1 << 20

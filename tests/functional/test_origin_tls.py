@@ -15,8 +15,9 @@ import pytest
 
 from nova_ext import exception
 
-from . import harness
-from . import oracle as om
+from fcache_testkit import harness
+from fcache_testkit import oracle as om
+
 from .test_migration_tls import make_pki
 
 MiB = 1 << 20

@@ -21,8 +21,9 @@ import threading
 
 import pytest
 
-from . import harness
-from . import oracle as om
+from fcache_testkit import harness
+from fcache_testkit import oracle as om
+
 from .conftest import attach_and_connect
 
 MiB = 1 << 20

@@ -31,9 +31,9 @@ import pytest
 
 from nova_ext import migration
 
-from . import harness
-from . import migration_util as mu
-from . import oracle as om
+from fcache_testkit import harness
+from fcache_testkit import migration_util as mu
+from fcache_testkit import oracle as om
 
 MiB = mu.MiB
 BS = mu.BS

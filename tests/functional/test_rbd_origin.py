@@ -23,10 +23,11 @@ import time
 import pytest
 import rbd
 
+from fcache_testkit import harness
+from fcache_testkit import migration_util as mu
+from fcache_testkit import oracle as om
+
 from . import ceph
-from . import harness
-from . import migration_util as mu
-from . import oracle as om
 from .test_block_status import qemu_map
 from .test_migration import check_after
 from .test_migration import migrate_with_vm

@@ -18,7 +18,7 @@ import subprocess
 
 import pytest
 
-from . import harness
+from fcache_testkit import harness
 
 REPLAY = os.path.join(harness.AGENT_DIR, 'build', 'fcache-replay')
 BS = 4096

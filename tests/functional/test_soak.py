@@ -15,7 +15,7 @@ import os
 
 import pytest
 
-from . import harness
+from fcache_testkit import harness
 
 MiB = 1 << 20
 VOLUMES = 16

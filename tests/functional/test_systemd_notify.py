@@ -13,8 +13,8 @@ import time
 
 import pytest
 
-from . import harness
-from . import oracle as oracle_mod
+from fcache_testkit import harness
+from fcache_testkit import oracle as oracle_mod
 
 
 def _bind_notify(path):

@@ -27,7 +27,7 @@ import sys
 
 import pytest
 
-from . import harness
+from fcache_testkit import harness
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))

@@ -5,16 +5,17 @@ os-brick hands Nova a multipath volume as /dev/dm-N and a replicated one
 as /dev/md/NAME, neither under the default origin_prefixes: the agent
 takes them as block devices by what they are (origin_block_devices = any,
 origin/origin_policy.c).  This host's kernel has neither device-mapper
-nor md, so the agent runs in user-mode-linux (tests/uml/umlvm.py, as
-test_dmcache_uml.py) with its default origin configuration, and
-tests/uml/guest/origins_ucache.py builds a dm-multipath device (two loop
-devices over one LUN as its paths) and an md raid1 (mdadm, over two loop
-devices), attaches each by its os-brick name, writes through the NBD
-export, and refuses a path of the multipath device, a member of the array,
-a mounted filesystem's disk, the cache disk, a device-mapper device over
-the cache disk and a regular file outside origin_prefixes.  The host then
-reads the written bytes in the disk images themselves: on the LUN, and on
-both mirrors of the raid1.  A loop device over the cache disk is refused
+nor md, so the agent runs in user-mode-linux
+(fcache_testkit/uml/umlvm.py, as test_dmcache_uml.py) with its default
+origin configuration, and fcache_testkit/uml/guest/origins_ucache.py
+builds a dm-multipath device (two loop devices over one LUN as its paths)
+and an md raid1 (mdadm, over two loop devices), attaches each by its
+os-brick name, writes through the NBD export, and refuses a path of the
+multipath device, a member of the array, a mounted filesystem's disk,
+the cache disk, a device-mapper device over the cache disk and a regular
+file outside origin_prefixes.  The host then reads the written bytes in
+the disk images themselves: on the LUN, and on both mirrors of the
+raid1.  A loop device over the cache disk is refused
 too (its backing device is followed as a dm device's slaves are).
 """
 
@@ -23,18 +24,17 @@ import os
 import random
 import shutil
 import subprocess
-import sys
 import tempfile
 
 import pytest
 
+from fcache_testkit.uml import umlvm
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
-sys.path.insert(0, os.path.join(ROOT, 'tests', 'uml'))
 
-import umlvm  # noqa: E402
-
-GUEST = os.path.join(ROOT, 'tests', 'uml', 'guest', 'origins_ucache.py')
+GUEST = os.path.join(ROOT, 'fcache_testkit', 'uml', 'guest',
+                     'origins_ucache.py')
 # ubda is the cache; the LUN and the two mirrors back loop devices.
 DISKS = [('flash_a', 48 << 20), ('lun', 16 << 20), ('md_a', 16 << 20),
          ('md_b', 16 << 20), ('mnt', 8 << 20)]

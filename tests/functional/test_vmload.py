@@ -20,7 +20,7 @@ import time
 
 import pytest
 
-from . import harness
+from fcache_testkit import harness
 
 VMLOAD = os.path.join(harness.AGENT_DIR, 'build', 'vmload')
 MiB = 1 << 20

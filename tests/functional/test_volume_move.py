@@ -27,8 +27,8 @@ import pytest
 from nova_ext import exception
 from nova_ext import movecost
 
-from . import harness
-from . import oracle as om
+from fcache_testkit import harness
+from fcache_testkit import oracle as om
 
 MiB = 1 << 20
 SIZE = 8 * MiB

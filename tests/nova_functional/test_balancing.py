@@ -64,6 +64,7 @@ from nova.tests.functional import integrated_helpers
 from nova.tests.functional.libvirt import base
 
 from cinder_ext import policy as cinder_policy
+from fcache_testkit import harness
 from nova_ext import agent as agent_mod
 from nova_ext.balancer import decision
 from nova_ext.balancer import nova as nova_mod
@@ -73,7 +74,6 @@ from nova_ext.balancer import sources
 from nova_ext import cli
 from nova_ext import notifications
 from nova_ext import opts
-from tests.functional import harness
 from tests.nova_functional import luns
 from tests.nova_functional import patience
 

@@ -58,13 +58,13 @@ from nova.virt.libvirt import driver as libvirt_driver
 from nova.virt.libvirt import migration as libvirt_migration
 
 from cinder_ext import policy as cinder_policy
+from fcache_testkit import harness
 from nova_ext import agent as agent_mod
 from nova_ext import migration as migration_mod
 from nova_ext import opts
 from nova_ext.virt import channel
 from nova_ext.virt import driver as fcache_driver
 from nova_ext.virt import outgoing
-from tests.functional import harness
 from tests.nova_functional import luns
 from tests.nova_functional import patience
 from tests.nova_functional import tcpproxy

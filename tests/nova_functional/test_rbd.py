@@ -48,10 +48,10 @@ from oslo_utils import uuidutils
 from nova.tests.fixtures import libvirt as fakelibvirt
 
 from cinder_ext import policy as cinder_policy
+from fcache_testkit import harness
 from nova_ext import opts
 from nova_ext.virt import driver as fcache_driver
 from nova_ext.virt import rbd as rbd_mod
-from tests.functional import harness
 from tests.nova_functional import test_live_migration as lm
 
 CONF = cfg.CONF

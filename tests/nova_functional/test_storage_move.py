@@ -42,7 +42,7 @@ from nova import objects
 from nova.tests.functional.api import client as api_client
 
 from cinder_ext import policy as cinder_policy
-from tests.functional import harness
+from fcache_testkit import harness
 from tests.nova_functional import luns
 from tests.nova_functional import test_live_migration as base_lm
 

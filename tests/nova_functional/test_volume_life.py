@@ -41,7 +41,7 @@ import time
 
 from nova.tests.functional.api import client as api_client
 
-from tests.functional import harness
+from fcache_testkit import harness
 from tests.nova_functional import test_live_migration as lm
 
 MiB = lm.MiB

@@ -27,8 +27,8 @@ import pytest
 
 from nova_ext.virt import reconnect
 
-from functional import migration_util as mu
-from functional import oracle as om
+from fcache_testkit import migration_util as mu
+from fcache_testkit import oracle as om
 
 from . import guest as guest_mod
 

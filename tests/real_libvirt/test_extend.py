@@ -19,8 +19,8 @@ import pytest
 
 from nova_ext.virt import extend
 
-from functional import migration_util as mu
-from functional import oracle as om
+from fcache_testkit import migration_util as mu
+from fcache_testkit import oracle as om
 
 from . import guest as guest_mod
 

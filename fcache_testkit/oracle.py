@@ -425,14 +425,18 @@ def close(h):
         pass
 
 
-def read_all(h, size, chunk=1 << 20, depth=8, timeout=60):
-    """Read ``size`` bytes through ``h``, many requests in flight."""
-    out = bytearray(size)
+def aio_reads(h, pieces, depth=8, timeout=60, what='reads'):
+    """Read each ``(offset, length)`` of ``pieces`` through ``h``.
+
+    ``depth`` requests in flight at once (libnbd's aio_pread).  Yields
+    ``(offset, data, errno)`` as each one completes: ``data`` is a
+    bytearray, or None when the server answered ``errno``.  Raises
+    AssertionError when they have not all completed within ``timeout`` s.
+    """
+    queue = iter(pieces)
     pending = {}
-    offsets = list(range(0, size, chunk))
     done = []
     deadline = time.monotonic() + timeout
-    errors = []
 
     def cb_for(off, buf):
         def cb(err):
@@ -440,23 +444,41 @@ def read_all(h, size, chunk=1 << 20, depth=8, timeout=60):
             return 1
         return cb
 
-    while offsets or pending:
-        while offsets and len(pending) < depth:
-            off = offsets.pop(0)
-            buf = nbd.Buffer(min(chunk, size - off))
+    nxt = next(queue, None)
+    while nxt is not None or pending:
+        while nxt is not None and len(pending) < depth:
+            off, length = nxt
+            buf = nbd.Buffer(length)
             pending[off] = buf
             h.aio_pread(buf, off, completion=cb_for(off, buf))
+            nxt = next(queue, None)
         h.poll(1000)
         while done:
             off, buf, err = done.pop()
             del pending[off]
-            if err:
-                errors.append('read at %d: errno %d' % (off, err))
-            else:
-                out[off:off + len(buf)] = buf.to_bytearray()
+            yield off, (None if err else buf.to_bytearray()), err
         if time.monotonic() > deadline:
-            raise AssertionError('read_all did not finish in %s s' % timeout)
-    assert not errors, errors[:5]
+            raise AssertionError('%s did not finish in %s s' % (what, timeout))
+
+
+def read_range(h, lo, hi, chunk=64 * 1024, depth=8, timeout=60):
+    """Read [lo, hi) through ``h``; returns (data, [(offset, errno)])."""
+    out = bytearray(hi - lo)
+    errors = []
+    pieces = ((off, min(chunk, hi - off)) for off in range(lo, hi, chunk))
+    for off, data, err in aio_reads(h, pieces, depth, timeout,
+                                    'read of [%d, %d)' % (lo, hi)):
+        if err:
+            errors.append((off, err))
+        else:
+            out[off - lo:off - lo + len(data)] = data
+    return out, errors
+
+
+def read_all(h, size, chunk=1 << 20, depth=8, timeout=60):
+    """Read ``size`` bytes through ``h``, many requests in flight."""
+    out, errors = read_range(h, 0, size, chunk, depth, timeout)
+    assert not errors, ['read at %d: errno %d' % e for e in errors[:5]]
     return out
 
 

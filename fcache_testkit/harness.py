@@ -18,8 +18,7 @@ import time
 
 from nova_ext import agent as agent_mod
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__))))
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 AGENT_DIR = os.path.join(REPO, 'fcache_agent')
 ASAN_AGENT = os.path.join(AGENT_DIR, 'build', 'asan', 'fcache-agent')
 

@@ -221,7 +221,7 @@ def warmed_volume(make_agent, make_origin, policy='write_back',
     for lo in range(0, VOLUME_SIZE, 4 * MiB):
         if src.show('vol1')['cached_blocks'] * BS >= cache:
             break
-        data, errors = read_range(h, lo, lo + 4 * MiB)
+        data, errors = om.read_range(h, lo, lo + 4 * MiB)
         assert not errors and not check_range(orc, lo, data, 'fill')
     om.close(h)
     # A miss goes around the cache when the oldest blocks it may look at
@@ -242,41 +242,6 @@ def warmed_volume(make_agent, make_origin, policy='write_back',
 # Reads, checked by the oracle, and their hit ratio
 # ---------------------------------------------------------------------------
 
-def read_range(h, lo, hi, chunk=64 * 1024, depth=8, timeout=60):
-    """Read [lo, hi) through ``h``; returns (data, [(offset, errno)])."""
-    out = bytearray(hi - lo)
-    offsets = list(range(lo, hi, chunk))
-    pending = {}
-    done = []
-    errors = []
-    deadline = time.monotonic() + timeout
-
-    def cb_for(off, buf):
-        def cb(err):
-            done.append((off, buf, err.value))
-            return 1
-        return cb
-
-    while offsets or pending:
-        while offsets and len(pending) < depth:
-            off = offsets.pop(0)
-            buf = nbd.Buffer(min(chunk, hi - off))
-            pending[off] = buf
-            h.aio_pread(buf, off, completion=cb_for(off, buf))
-        h.poll(1000)
-        while done:
-            off, buf, err = done.pop()
-            del pending[off]
-            if err:
-                errors.append((off, err))
-            else:
-                out[off - lo:off - lo + len(buf)] = buf.to_bytearray()
-        if time.monotonic() > deadline:
-            raise AssertionError('read of [%d, %d) did not finish in %s s' %
-                                 (lo, hi, timeout))
-    return out, errors
-
-
 def check_range(oracle, lo, data, what):
     """Oracle mismatches of ``data`` read at ``lo`` (1 MiB pieces)."""
     out = []
@@ -294,7 +259,7 @@ def hit_pass(agent, volume_id, h, oracle, lo, hi, what):
     from volume-show before and after (nothing else may use the volume).
     """
     before = agent.show(volume_id)
-    data, errors = read_range(h, lo, hi)
+    data, errors = om.read_range(h, lo, hi)
     after = agent.show(volume_id)
     assert not errors, '%s: read errors %s' % (what, errors[:5])
     mism = check_range(oracle, lo, data, what)
@@ -311,41 +276,19 @@ def scan_blocks(h, size, oracle, depth=32, timeout=120):
     A block either reads back what the oracle says (where it knows) or
     fails; ``bad`` lists the failed block numbers.
     """
-    n = size // BS
-    nxt = [0]
-    pending = {}
-    done = []
     mism = []
     errs = {}
     bad = []
-    deadline = time.monotonic() + timeout
-
-    def cb_for(b, buf):
-        def cb(err):
-            done.append((b, buf, err.value))
-            return 1
-        return cb
-
-    while nxt[0] < n or pending:
-        while nxt[0] < n and len(pending) < depth:
-            b = nxt[0]
-            nxt[0] += 1
-            buf = nbd.Buffer(BS)
-            pending[b] = buf
-            h.aio_pread(buf, b * BS, completion=cb_for(b, buf))
-        h.poll(1000)
-        while done:
-            b, buf, err = done.pop()
-            del pending[b]
-            if err:
-                errs[err] = errs.get(err, 0) + 1
-                bad.append(b)
-                continue
-            m = oracle.check(b * BS, buf.to_bytearray(), what='scan read')
-            if m:
-                mism.append(m)
-        if time.monotonic() > deadline:
-            raise AssertionError('block scan did not finish in %s s' % timeout)
+    pieces = ((off, BS) for off in range(0, size // BS * BS, BS))
+    for off, data, err in om.aio_reads(h, pieces, depth, timeout,
+                                       'block scan'):
+        if err:
+            errs[err] = errs.get(err, 0) + 1
+            bad.append(off // BS)
+            continue
+        m = oracle.check(off, data, what='scan read')
+        if m:
+            mism.append(m)
     return mism, errs, sorted(bad)
 
 

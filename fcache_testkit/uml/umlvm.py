@@ -140,7 +140,7 @@ def kernel_version():
 
 
 INIT = r"""#!/bin/sh
-# PID 1 inside UML: written by tests/uml/umlvm.py.
+# PID 1 inside UML: written by fcache_testkit/uml/umlvm.py.
 export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 export HOME=/root LANG=C.UTF-8
 # Nothing beyond SSE in the guest's processes (see GUEST_CPU_ENV).
@@ -260,7 +260,7 @@ class UmlVM(object):
 
 
 def main(argv=None):
-    """``python3 tests/uml/umlvm.py WORKDIR 'command'``: a manual run."""
+    """``python3 -m fcache_testkit.uml.umlvm WORKDIR 'command'``: by hand."""
     import sys
     argv = sys.argv[1:] if argv is None else argv
     vm = UmlVM(argv[0], disks=[('origin', 64 << 20), ('flash_a', 48 << 20),
