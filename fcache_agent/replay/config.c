@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "replay_priv.h"
+#include "common/enum_names.h"
 
 void
 fc_replay_config_default(struct fc_replay_config *c)
@@ -68,45 +69,36 @@ static const char *const enforce_names[] = {
   [FC_ENFORCE_STRICT] = "strict",
 };
 
-static int
-lookup(const char *const *names, size_t n, const char *name)
-{
-  for (size_t i = 0; name && i < n; i++)
-    if (strcmp(names[i], name) == 0)
-      return (int)i;
-  return -EINVAL;
-}
-
 const char *
 fc_replay_policy_name(enum fc_replay_policy p)
 {
-  return (unsigned)p <= FC_REPLAY_HEC ? policy_names[p] : "unknown";
+  return fc_enum_name(policy_names, FC_NAMES_COUNT(policy_names), p);
 }
 
 int
 fc_replay_policy_parse(const char *name, enum fc_replay_policy *out)
 {
-  int i = lookup(policy_names, sizeof policy_names / sizeof policy_names[0], name);
+  int v = fc_enum_parse(policy_names, FC_NAMES_COUNT(policy_names), name);
 
-  if (i < 0)
-    return i;
-  *out = (enum fc_replay_policy)i;
+  if (v < 0)
+    return v;
+  *out = (enum fc_replay_policy)v;
   return 0;
 }
 
 const char *
 fc_replay_enforce_name(enum fc_replay_enforce e)
 {
-  return (unsigned)e <= FC_ENFORCE_STRICT ? enforce_names[e] : "unknown";
+  return fc_enum_name(enforce_names, FC_NAMES_COUNT(enforce_names), e);
 }
 
 int
 fc_replay_enforce_parse(const char *name, enum fc_replay_enforce *out)
 {
-  int i = lookup(enforce_names, sizeof enforce_names / sizeof enforce_names[0], name);
+  int v = fc_enum_parse(enforce_names, FC_NAMES_COUNT(enforce_names), name);
 
-  if (i < 0)
-    return i;
-  *out = (enum fc_replay_enforce)i;
+  if (v < 0)
+    return v;
+  *out = (enum fc_replay_enforce)v;
   return 0;
 }

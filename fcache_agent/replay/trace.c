@@ -8,29 +8,28 @@
 #include <strings.h>
 
 #include "trace_priv.h"
+#include "common/enum_names.h"
 
 static const char *const format_names[] = {
   [FC_TRACE_CSV] = "csv",
   [FC_TRACE_ORACLE] = "oracle",
 };
 
-int
-fc_trace_format_parse(const char *name, enum fc_trace_format *out)
-{
-  for (size_t i = 0; i < sizeof format_names / sizeof format_names[0]; i++) {
-    if (name && strcmp(name, format_names[i]) == 0) {
-      *out = (enum fc_trace_format)i;
-      return 0;
-    }
-  }
-  return -EINVAL;
-}
-
 const char *
 fc_trace_format_name(enum fc_trace_format f)
 {
-  return (unsigned)f < sizeof format_names / sizeof format_names[0] ?
-         format_names[f] : "unknown";
+  return fc_enum_name(format_names, FC_NAMES_COUNT(format_names), f);
+}
+
+int
+fc_trace_format_parse(const char *name, enum fc_trace_format *out)
+{
+  int v = fc_enum_parse(format_names, FC_NAMES_COUNT(format_names), name);
+
+  if (v < 0)
+    return v;
+  *out = (enum fc_trace_format)v;
+  return 0;
 }
 
 static bool

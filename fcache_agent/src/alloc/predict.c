@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "predict.h"
+#include "common/enum_names.h"
 
 /* Self-tuning weighs a candidate's past errors down by this much per
  * window: an error ten windows old counts a third as much as today's, so
@@ -190,21 +191,20 @@ static const char *const kind_names[] = {
   [FC_PRED_DEXP] = "dexp",
   [FC_PRED_DEXP_SELF] = "dexp_self",
 };
-#define NR_KINDS (sizeof kind_names / sizeof kind_names[0])
 
 const char *
 fc_predictor_name(enum fc_predictor_kind kind)
 {
-  return (unsigned)kind < NR_KINDS ? kind_names[kind] : "?";
+  return fc_enum_name(kind_names, FC_NAMES_COUNT(kind_names), kind);
 }
 
 int
 fc_predictor_parse(const char *name, enum fc_predictor_kind *out)
 {
-  for (unsigned i = 0; i < NR_KINDS; i++)
-    if (!strcmp(name, kind_names[i])) {
-      *out = (enum fc_predictor_kind)i;
-      return 0;
-    }
-  return -EINVAL;
+  int v = fc_enum_parse(kind_names, FC_NAMES_COUNT(kind_names), name);
+
+  if (v < 0)
+    return v;
+  *out = (enum fc_predictor_kind)v;
+  return 0;
 }

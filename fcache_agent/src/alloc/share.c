@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "share.h"
+#include "common/enum_names.h"
 
 typedef unsigned __int128 u128;
 
@@ -149,21 +150,20 @@ static const char *const spare_names[] = {
   [FC_SPARE_PROPORTIONAL] = "proportional",
   [FC_SPARE_IDLE] = "idle",
 };
-#define NR_SPARE_MODES (sizeof spare_names / sizeof spare_names[0])
 
 const char *
 fc_spare_mode_name(enum fc_spare_mode m)
 {
-  return (unsigned)m < NR_SPARE_MODES ? spare_names[m] : "?";
+  return fc_enum_name(spare_names, FC_NAMES_COUNT(spare_names), m);
 }
 
 int
 fc_spare_mode_parse(const char *name, enum fc_spare_mode *out)
 {
-  for (unsigned i = 0; i < NR_SPARE_MODES; i++)
-    if (!strcmp(name, spare_names[i])) {
-      *out = (enum fc_spare_mode)i;
-      return 0;
-    }
-  return -EINVAL;
+  int v = fc_enum_parse(spare_names, FC_NAMES_COUNT(spare_names), name);
+
+  if (v < 0)
+    return v;
+  *out = (enum fc_spare_mode)v;
+  return 0;
 }

@@ -30,6 +30,7 @@
 #include "reuse_history.h"
 #include "rws.h"
 #include "staging.h"
+#include "common/enum_names.h"
 
 #define NONE UINT32_MAX
 
@@ -511,34 +512,25 @@ fc_staging_get_stats(const struct fc_staging *st, struct fc_staging_stats *out)
   out->history_bytes = st->hist ? fc_rhist_memory(st->hist) : 0;
 }
 
+static const char *const kind_names[] = {
+  [FC_STAGING_ADDRESS] = "address",
+  [FC_STAGING_DATA] = "data",
+  [FC_STAGING_HYBRID] = "hybrid",
+};
+
 const char *
 fc_staging_kind_name(enum fc_staging_kind kind)
 {
-  switch (kind) {
-  case FC_STAGING_ADDRESS:
-    return "address";
-  case FC_STAGING_DATA:
-    return "data";
-  case FC_STAGING_HYBRID:
-    return "hybrid";
-  }
-  return "unknown";
+  return fc_enum_name(kind_names, FC_NAMES_COUNT(kind_names), kind);
 }
 
 int
 fc_staging_kind_parse(const char *name, enum fc_staging_kind *out)
 {
-  static const enum fc_staging_kind kinds[] = {
-    FC_STAGING_ADDRESS, FC_STAGING_DATA, FC_STAGING_HYBRID,
-  };
+  int v = fc_enum_parse(kind_names, FC_NAMES_COUNT(kind_names), name);
 
-  if (!name)
-    return -EINVAL;
-  for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
-    if (strcmp(name, fc_staging_kind_name(kinds[k])) == 0) {
-      *out = kinds[k];
-      return 0;
-    }
-  }
-  return -EINVAL;
+  if (v < 0)
+    return v;
+  *out = (enum fc_staging_kind)v;
+  return 0;
 }

@@ -6,13 +6,14 @@
 #include <string.h>
 
 #include "dm_cache.h"
+#include "common/enum_names.h"
 
 static const char *const mode_names[] = { "writethrough", "writeback", "passthrough" };
 
 const char *
 fc_dmc_mode_name(enum fc_dmc_mode m)
 {
-  return (unsigned)m < 3 ? mode_names[m] : "?";
+  return fc_enum_name(mode_names, FC_NAMES_COUNT(mode_names), m);
 }
 
 enum fc_dmc_mode

@@ -8,6 +8,7 @@
 #include <sys/random.h>
 #include <unistd.h>
 
+#include "common/enum_names.h"
 #include "common/fdio.h"
 #include "common/random_hex.h"
 #include "engine.h"
@@ -35,35 +36,35 @@ static const char *const admission_names[] = { "all", "rws" };
 const char *
 fc_write_policy_name(enum fc_write_policy p)
 {
-  return (unsigned)p < 3 ? policy_names[p] : "?";
+  return fc_enum_name(policy_names, FC_NAMES_COUNT(policy_names), p);
 }
 
 int
 fc_write_policy_parse(const char *s, enum fc_write_policy *out)
 {
-  for (unsigned i = 0; i < 3; i++)
-    if (!strcmp(s, policy_names[i])) {
-      *out = (enum fc_write_policy)i;
-      return 0;
-    }
-  return -EINVAL;
+  int v = fc_enum_parse(policy_names, FC_NAMES_COUNT(policy_names), s);
+
+  if (v < 0)
+    return v;
+  *out = (enum fc_write_policy)v;
+  return 0;
 }
 
 const char *
 fc_admission_name(enum fc_admission a)
 {
-  return (unsigned)a < 2 ? admission_names[a] : "?";
+  return fc_enum_name(admission_names, FC_NAMES_COUNT(admission_names), a);
 }
 
 int
 fc_admission_parse(const char *s, enum fc_admission *out)
 {
-  for (unsigned i = 0; i < 2; i++)
-    if (!strcmp(s, admission_names[i])) {
-      *out = (enum fc_admission)i;
-      return 0;
-    }
-  return -EINVAL;
+  int v = fc_enum_parse(admission_names, FC_NAMES_COUNT(admission_names), s);
+
+  if (v < 0)
+    return v;
+  *out = (enum fc_admission)v;
+  return 0;
 }
 
 int

@@ -20,6 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/enum_names.h"
 #include "common/lockcheck.h"
 #include "common/log.h"
 #include "move_priv.h"
@@ -989,28 +990,32 @@ static const char *const scheme_names[] = { "dbt", "mirror", "lr", "slr", "aio",
                                             "dbt_capped" };
 static const char *const state_names[] = { "none", "copying", "switching", "done",
                                            "failed", "aborted" };
+_Static_assert(FC_NAMES_COUNT(scheme_names) == FC_MOVE_NR_SCHEMES,
+               "a move scheme without a name");
+_Static_assert(FC_NAMES_COUNT(state_names) == FC_MOVE_ABORTED + 1,
+               "a move state without a name");
 
 const char *
 fc_move_scheme_name(enum fc_move_scheme s)
 {
-  return (unsigned)s < FC_MOVE_NR_SCHEMES ? scheme_names[s] : "?";
+  return fc_enum_name(scheme_names, FC_NAMES_COUNT(scheme_names), s);
 }
 
 int
-fc_move_scheme_parse(const char *s, enum fc_move_scheme *out)
+fc_move_scheme_parse(const char *name, enum fc_move_scheme *out)
 {
-  for (unsigned i = 0; i < FC_MOVE_NR_SCHEMES; i++)
-    if (strcmp(s, scheme_names[i]) == 0) {
-      *out = (enum fc_move_scheme)i;
-      return 0;
-    }
-  return -EINVAL;
+  int v = fc_enum_parse(scheme_names, FC_NAMES_COUNT(scheme_names), name);
+
+  if (v < 0)
+    return v;
+  *out = (enum fc_move_scheme)v;
+  return 0;
 }
 
 const char *
 fc_move_state_name(enum fc_move_state s)
 {
-  return (unsigned)s <= FC_MOVE_ABORTED ? state_names[s] : "?";
+  return fc_enum_name(state_names, FC_NAMES_COUNT(state_names), s);
 }
 
 int
