@@ -400,6 +400,53 @@ a_only:
   return r;
 }
 
+/* A request no move routes passes through to the current origin: from
+ * passer_enter_locked(), which gives it that origin, to passer_leave() it
+ * counts in `passers`, so that a move starting (its copier reads only
+ * after what is on its way to A) or ending waits until it is done. */
+static struct fc_origin *
+passer_enter_locked(struct move_origin *m)
+{
+  FC_ASSERT_HELD(&m->mu);
+  m->passers++;
+  return m->cur;
+}
+
+static void
+passer_leave_locked(struct move_origin *m)
+{
+  FC_ASSERT_HELD(&m->mu);
+  if (--m->passers == 0)
+    pthread_cond_broadcast(&m->cond);
+}
+
+static void
+passer_leave(struct move_origin *m)
+{
+  pthread_mutex_lock(&m->mu);
+  passer_leave_locked(m);
+  pthread_mutex_unlock(&m->mu);
+}
+
+/* For the operations a move does not route (trim, zero, block status):
+ * once no pause holds them, true with *cur the origin to use, a passer
+ * until passer_leave(); false while a move runs.  mu is not held on
+ * return. */
+static bool
+pass_unrouted(struct move_origin *m, struct fc_origin **cur)
+{
+  bool pass;
+
+  pthread_mutex_lock(&m->mu);
+  while (m->paused)
+    pthread_cond_wait(&m->cond, &m->mu);
+  pass = !m->moving;
+  if (pass)
+    *cur = passer_enter_locked(m);
+  pthread_mutex_unlock(&m->mu);
+  return pass;
+}
+
 enum req_kind { REQ_READ, REQ_WRITE };
 
 /* One request: unrouted when no move runs, else routed; retried
@@ -419,15 +466,11 @@ request(struct move_origin *m, enum req_kind kind, void *buf, uint32_t count,
     while (m->paused)
       pthread_cond_wait(&m->cond, &m->mu);
     if (!m->moving) {
-      m->passers++;
-      o = m->cur;
+      o = passer_enter_locked(m);
       pthread_mutex_unlock(&m->mu);
       r = kind == REQ_READ ? fc_origin_pread(o, buf, count, off) :
                              fc_origin_pwrite(o, buf, count, off, fua);
-      pthread_mutex_lock(&m->mu);
-      if (--m->passers == 0)
-        pthread_cond_broadcast(&m->cond);
-      pthread_mutex_unlock(&m->mu);
+      passer_leave(m);
       return r;
     }
     if (kind == REQ_WRITE && m->p.scheme == FC_MOVE_AIO) {
@@ -482,15 +525,6 @@ struct mv_async {
 };
 
 static void
-passer_leave(struct move_origin *m)
-{
-  pthread_mutex_lock(&m->mu);
-  if (--m->passers == 0)
-    pthread_cond_broadcast(&m->cond);
-  pthread_mutex_unlock(&m->mu);
-}
-
-static void
 mv_async_done(void *arg, int err)
 {
   struct mv_async a = *(struct mv_async *)arg;
@@ -523,8 +557,7 @@ mv_pread_async(struct fc_origin *o, void *buf, uint32_t count, uint64_t off,
     free(a);
     return -EAGAIN;
   }
-  m->passers++;
-  cur = m->cur;
+  cur = passer_enter_locked(m);
   pthread_mutex_unlock(&m->mu);
   r = fc_origin_pread_async(cur, buf, count, off, mv_async_done, a);
   if (r) {
@@ -553,14 +586,10 @@ mv_flush(struct fc_origin *o)
     while (m->paused)
       pthread_cond_wait(&m->cond, &m->mu);
     if (!m->moving) {
-      m->passers++;
-      a = m->cur;
+      a = passer_enter_locked(m);
       pthread_mutex_unlock(&m->mu);
       r = fc_origin_flush(a);
-      pthread_mutex_lock(&m->mu);
-      if (--m->passers == 0)
-        pthread_cond_broadcast(&m->cond);
-      pthread_mutex_unlock(&m->mu);
+      passer_leave(m);
       return r;
     }
     /* AIO: a flush covers every write acknowledged before it, their
@@ -573,8 +602,7 @@ mv_flush(struct fc_origin *o)
     }
     r = m->a_error;
     m->a_error = 0;
-    m->passers++;
-    a = m->cur;
+    a = passer_enter_locked(m);
     b = m->b;
     logging = m->logging;
     pthread_mutex_unlock(&m->mu);
@@ -588,17 +616,13 @@ mv_flush(struct fc_origin *o)
       /* B failed: once the copier has made A whole, flush A instead. */
       pthread_mutex_lock(&m->mu);
       mv_b_failed_locked(m, -EIO);
-      if (--m->passers == 0)
-        pthread_cond_broadcast(&m->cond);
+      passer_leave_locked(m);
       while (m->moving)
         pthread_cond_wait(&m->cond, &m->mu);
       pthread_mutex_unlock(&m->mu);
       continue;
     }
-    pthread_mutex_lock(&m->mu);
-    if (--m->passers == 0)
-      pthread_cond_broadcast(&m->cond);
-    pthread_mutex_unlock(&m->mu);
+    passer_leave(m);
     return r;
   }
 }
@@ -613,21 +637,10 @@ mv_trim(struct fc_origin *o, uint32_t count, uint64_t off)
   struct fc_origin *a;
   int r;
 
-  pthread_mutex_lock(&m->mu);
-  while (m->paused)
-    pthread_cond_wait(&m->cond, &m->mu);
-  if (m->moving) {
-    pthread_mutex_unlock(&m->mu);
+  if (!pass_unrouted(m, &a))
     return 0;
-  }
-  m->passers++;
-  a = m->cur;
-  pthread_mutex_unlock(&m->mu);
   r = fc_origin_trim(a, count, off);
-  pthread_mutex_lock(&m->mu);
-  if (--m->passers == 0)
-    pthread_cond_broadcast(&m->cond);
-  pthread_mutex_unlock(&m->mu);
+  passer_leave(m);
   return r;
 }
 
@@ -642,21 +655,10 @@ mv_zero(struct fc_origin *o, uint32_t count, uint64_t off, bool may_trim)
   struct fc_origin *a;
   int r;
 
-  pthread_mutex_lock(&m->mu);
-  while (m->paused)
-    pthread_cond_wait(&m->cond, &m->mu);
-  if (m->moving) {
-    pthread_mutex_unlock(&m->mu);
+  if (!pass_unrouted(m, &a))
     return -EOPNOTSUPP;
-  }
-  m->passers++;
-  a = m->cur;
-  pthread_mutex_unlock(&m->mu);
   r = fc_origin_zero(a, count, off, may_trim);
-  pthread_mutex_lock(&m->mu);
-  if (--m->passers == 0)
-    pthread_cond_broadcast(&m->cond);
-  pthread_mutex_unlock(&m->mu);
+  passer_leave(m);
   return r;
 }
 
@@ -670,21 +672,10 @@ mv_block_status(struct fc_origin *o, uint32_t count, uint64_t off,
   struct fc_origin *a;
   int r;
 
-  pthread_mutex_lock(&m->mu);
-  while (m->paused)
-    pthread_cond_wait(&m->cond, &m->mu);
-  if (m->moving) {
-    pthread_mutex_unlock(&m->mu);
+  if (!pass_unrouted(m, &a))
     return fc_origin_block_status_unknown(count, ext);
-  }
-  m->passers++;
-  a = m->cur;
-  pthread_mutex_unlock(&m->mu);
   r = fc_origin_block_status(a, count, off, ext, max);
-  pthread_mutex_lock(&m->mu);
-  if (--m->passers == 0)
-    pthread_cond_broadcast(&m->cond);
-  pthread_mutex_unlock(&m->mu);
+  passer_leave(m);
   return r;
 }
 
