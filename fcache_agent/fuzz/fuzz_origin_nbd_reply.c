@@ -39,6 +39,7 @@
 #include <stdbool.h>
 #include <sys/un.h>
 
+#include "common/fdio.h"
 #include "fuzz.h"
 #include "nbd/nbd_handshake.h"
 #include "origin/origin.h"
@@ -102,26 +103,14 @@ struct stub {
 
 static bool recv_all(int fd, uint8_t *buf, size_t len)
 {
-  while (len > 0) {
-    ssize_t n = recv(fd, buf, len, 0);
-    if (n <= 0)
-      return false;
-    buf += n;
-    len -= (size_t)n;
-  }
-  return true;
+  return nbd_recv_full(fd, buf, len) == 0;
 }
 
-static bool send_all(int fd, const uint8_t *buf, size_t len)
+static bool send_all(int fd, uint8_t *buf, size_t len)
 {
-  while (len > 0) {
-    ssize_t n = send(fd, buf, len, MSG_NOSIGNAL);
-    if (n <= 0)
-      return false;
-    buf += n;
-    len -= (size_t)n;
-  }
-  return true;
+  struct iovec iov = { buf, len };
+
+  return fc_full_sendmsg(fd, &iov, 1) == 0;
 }
 
 /* The client's next request: its cookie; a write's payload is read and

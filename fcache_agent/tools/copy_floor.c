@@ -73,24 +73,6 @@ recv_full(int fd, void *buf, size_t len)
   return 0;
 }
 
-/* iov is consumed. */
-static int
-send_full(int fd, struct iovec *iov, int n)
-{
-  while (n > 0) {
-    struct msghdr msg = { .msg_iov = iov, .msg_iovlen = (size_t)n };
-    ssize_t w = sendmsg(fd, &msg, MSG_NOSIGNAL);
-
-    if (w < 0) {
-      if (errno == EINTR)
-        continue;
-      return -errno;
-    }
-    fc_iov_advance(&iov, &n, (size_t)w);
-  }
-  return 0;
-}
-
 static int
 do_recv(int port, const char *path)
 {
@@ -177,7 +159,7 @@ do_send(const char *host, int port, const char *path, uint64_t bytes)
     fc_xfer_encode_header(hdr, FC_XFER_BLOCK, 0, frame, n * STRIDE);
     out[0] = (struct iovec){ hdr, sizeof hdr };
     out[1] = (struct iovec){ frame, n * STRIDE };
-    if (send_full(s, out, 2)) {
+    if (fc_full_sendmsg(s, out, 2)) {
       perror("copy_floor: send");
       return 1;
     }

@@ -4,6 +4,7 @@
 #include <limits.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -58,6 +59,24 @@ fc_iov_advance(struct iovec **iov, int *cnt, size_t n)
     (*iov)->iov_base = (char *)(*iov)->iov_base + n;
     (*iov)->iov_len -= n;
   }
+}
+
+int
+fc_full_sendmsg(int fd, struct iovec *iov, int n)
+{
+  while (n > 0) {
+    struct msghdr msg = { .msg_iov = iov, .msg_iovlen = (size_t)n };
+    ssize_t w = sendmsg(fd, &msg, MSG_NOSIGNAL);
+
+    if (w < 0) {
+      if (errno == EINTR)
+        continue;
+      return -errno;
+    }
+    /* Partial send: skip what went out and resume mid-iovec. */
+    fc_iov_advance(&iov, &n, (size_t)w);
+  }
+  return 0;
 }
 
 static int

@@ -19,6 +19,11 @@ int fc_full_pwritev(int fd, struct iovec *iov, int n, off_t off);
  * it stopped. */
 void fc_iov_advance(struct iovec **iov, int *cnt, size_t n);
 
+/* Send every byte of iov[0..n) (consumed) on a socket, with MSG_NOSIGNAL
+ * so that a vanished peer is an -EPIPE, not a SIGPIPE.  0, or -errno
+ * (EAGAIN when a SO_SNDTIMEO expired). */
+int fc_full_sendmsg(int fd, struct iovec *iov, int n);
+
 /* fsync the directory dir, so that a rename or unlink in it is durable. */
 int fc_fsync_dir(const char *dir);
 

@@ -46,22 +46,6 @@ int nbd_recv_discard(int fd, uint64_t len)
   return 0;
 }
 
-int nbd_send_full(int fd, struct iovec *iov, int iovcnt)
-{
-  while (iovcnt > 0) {
-    struct msghdr msg = { .msg_iov = iov, .msg_iovlen = (size_t)iovcnt };
-    ssize_t n = sendmsg(fd, &msg, MSG_NOSIGNAL);
-    if (n < 0) {
-      if (errno == EINTR)
-        continue;
-      return -errno;
-    }
-    /* Partial send: skip what went out and resume mid-iovec. */
-    fc_iov_advance(&iov, &iovcnt, (size_t)n);
-  }
-  return 0;
-}
-
 /* One option reply: header plus the concatenation of `parts`. */
 static int send_opt_reply(int fd, uint32_t opt, uint32_t type,
                           const struct iovec *parts, int nparts)
@@ -80,7 +64,7 @@ static int send_opt_reply(int fd, uint32_t opt, uint32_t type,
   nbd_put32(hdr + 8, opt);
   nbd_put32(hdr + 12, type);
   nbd_put32(hdr + 16, (uint32_t)len);
-  return nbd_send_full(fd, iov, nparts + 1);
+  return fc_full_sendmsg(fd, iov, nparts + 1);
 }
 
 static int send_ack(int fd, uint32_t opt)
@@ -127,7 +111,7 @@ static int do_export_name(int fd, const struct fc_export *exp,
   }
   nbd_put64(buf, fc_export_size(exp));
   nbd_put16(buf + 8, nbd_export_tflags(exp));
-  r = nbd_send_full(fd, iov, no_zeroes ? 1 : 2);
+  r = fc_full_sendmsg(fd, iov, no_zeroes ? 1 : 2);
   return r < 0 ? r : 1;
 }
 
@@ -314,7 +298,7 @@ int nbd_handshake(int fd, const struct fc_export *exp,
   nbd_put64(greet, NBD_INIT_MAGIC);
   nbd_put64(greet + 8, NBD_OPTS_MAGIC);
   nbd_put16(greet + 16, NBD_FLAG_FIXED_NEWSTYLE | NBD_FLAG_NO_ZEROES);
-  if ((r = nbd_send_full(fd, &iov, 1)) < 0)
+  if ((r = fc_full_sendmsg(fd, &iov, 1)) < 0)
     return r;
   if ((r = nbd_recv_full(fd, cflags, sizeof cflags)) < 0)
     return r == -ENODATA ? 0 : r;

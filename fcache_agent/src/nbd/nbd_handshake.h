@@ -49,8 +49,4 @@ int nbd_recv_full(int fd, void *buf, size_t len);
 /* Read and throw away `len` bytes using a small stack buffer. */
 int nbd_recv_discard(int fd, uint64_t len);
 
-/* Send every byte described by iov (which is consumed) with
- * MSG_NOSIGNAL, so a vanished client is an -EPIPE, not a SIGPIPE. */
-int nbd_send_full(int fd, struct iovec *iov, int iovcnt);
-
 #endif
