@@ -69,36 +69,6 @@ static const char *const enforce_names[] = {
   [FC_ENFORCE_STRICT] = "strict",
 };
 
-const char *
-fc_replay_policy_name(enum fc_replay_policy p)
-{
-  return fc_enum_name(policy_names, FC_NAMES_COUNT(policy_names), p);
-}
+FC_DEFINE_ENUM_NAMES(fc_replay_policy, enum fc_replay_policy, policy_names)
 
-int
-fc_replay_policy_parse(const char *name, enum fc_replay_policy *out)
-{
-  int v = fc_enum_parse(policy_names, FC_NAMES_COUNT(policy_names), name);
-
-  if (v < 0)
-    return v;
-  *out = (enum fc_replay_policy)v;
-  return 0;
-}
-
-const char *
-fc_replay_enforce_name(enum fc_replay_enforce e)
-{
-  return fc_enum_name(enforce_names, FC_NAMES_COUNT(enforce_names), e);
-}
-
-int
-fc_replay_enforce_parse(const char *name, enum fc_replay_enforce *out)
-{
-  int v = fc_enum_parse(enforce_names, FC_NAMES_COUNT(enforce_names), name);
-
-  if (v < 0)
-    return v;
-  *out = (enum fc_replay_enforce)v;
-  return 0;
-}
+FC_DEFINE_ENUM_NAMES(fc_replay_enforce, enum fc_replay_enforce, enforce_names)

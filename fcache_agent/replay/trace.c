@@ -15,22 +15,7 @@ static const char *const format_names[] = {
   [FC_TRACE_ORACLE] = "oracle",
 };
 
-const char *
-fc_trace_format_name(enum fc_trace_format f)
-{
-  return fc_enum_name(format_names, FC_NAMES_COUNT(format_names), f);
-}
-
-int
-fc_trace_format_parse(const char *name, enum fc_trace_format *out)
-{
-  int v = fc_enum_parse(format_names, FC_NAMES_COUNT(format_names), name);
-
-  if (v < 0)
-    return v;
-  *out = (enum fc_trace_format)v;
-  return 0;
-}
+FC_DEFINE_ENUM_NAMES(fc_trace_format, enum fc_trace_format, format_names)
 
 static bool
 has_suffix(const char *s, const char *suffix)

@@ -192,19 +192,4 @@ static const char *const kind_names[] = {
   [FC_PRED_DEXP_SELF] = "dexp_self",
 };
 
-const char *
-fc_predictor_name(enum fc_predictor_kind kind)
-{
-  return fc_enum_name(kind_names, FC_NAMES_COUNT(kind_names), kind);
-}
-
-int
-fc_predictor_parse(const char *name, enum fc_predictor_kind *out)
-{
-  int v = fc_enum_parse(kind_names, FC_NAMES_COUNT(kind_names), name);
-
-  if (v < 0)
-    return v;
-  *out = (enum fc_predictor_kind)v;
-  return 0;
-}
+FC_DEFINE_ENUM_NAMES(fc_predictor, enum fc_predictor_kind, kind_names)

@@ -151,19 +151,4 @@ static const char *const spare_names[] = {
   [FC_SPARE_IDLE] = "idle",
 };
 
-const char *
-fc_spare_mode_name(enum fc_spare_mode m)
-{
-  return fc_enum_name(spare_names, FC_NAMES_COUNT(spare_names), m);
-}
-
-int
-fc_spare_mode_parse(const char *name, enum fc_spare_mode *out)
-{
-  int v = fc_enum_parse(spare_names, FC_NAMES_COUNT(spare_names), name);
-
-  if (v < 0)
-    return v;
-  *out = (enum fc_spare_mode)v;
-  return 0;
-}
+FC_DEFINE_ENUM_NAMES(fc_spare_mode, enum fc_spare_mode, spare_names)

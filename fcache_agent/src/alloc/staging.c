@@ -518,19 +518,4 @@ static const char *const kind_names[] = {
   [FC_STAGING_HYBRID] = "hybrid",
 };
 
-const char *
-fc_staging_kind_name(enum fc_staging_kind kind)
-{
-  return fc_enum_name(kind_names, FC_NAMES_COUNT(kind_names), kind);
-}
-
-int
-fc_staging_kind_parse(const char *name, enum fc_staging_kind *out)
-{
-  int v = fc_enum_parse(kind_names, FC_NAMES_COUNT(kind_names), name);
-
-  if (v < 0)
-    return v;
-  *out = (enum fc_staging_kind)v;
-  return 0;
-}
+FC_DEFINE_ENUM_NAMES(fc_staging_kind, enum fc_staging_kind, kind_names)

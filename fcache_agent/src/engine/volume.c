@@ -33,39 +33,9 @@ fc_volume_id_valid(const char *id)
 static const char *const policy_names[] = { "read_only", "write_through", "write_back" };
 static const char *const admission_names[] = { "all", "rws" };
 
-const char *
-fc_write_policy_name(enum fc_write_policy p)
-{
-  return fc_enum_name(policy_names, FC_NAMES_COUNT(policy_names), p);
-}
+FC_DEFINE_ENUM_NAMES(fc_write_policy, enum fc_write_policy, policy_names)
 
-int
-fc_write_policy_parse(const char *s, enum fc_write_policy *out)
-{
-  int v = fc_enum_parse(policy_names, FC_NAMES_COUNT(policy_names), s);
-
-  if (v < 0)
-    return v;
-  *out = (enum fc_write_policy)v;
-  return 0;
-}
-
-const char *
-fc_admission_name(enum fc_admission a)
-{
-  return fc_enum_name(admission_names, FC_NAMES_COUNT(admission_names), a);
-}
-
-int
-fc_admission_parse(const char *s, enum fc_admission *out)
-{
-  int v = fc_enum_parse(admission_names, FC_NAMES_COUNT(admission_names), s);
-
-  if (v < 0)
-    return v;
-  *out = (enum fc_admission)v;
-  return 0;
-}
+FC_DEFINE_ENUM_NAMES(fc_admission, enum fc_admission, admission_names)
 
 int
 fc_volume_params_save(const char *dir, const struct fc_volume_params *p,

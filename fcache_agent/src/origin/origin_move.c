@@ -986,22 +986,7 @@ _Static_assert(FC_NAMES_COUNT(scheme_names) == FC_MOVE_NR_SCHEMES,
 _Static_assert(FC_NAMES_COUNT(state_names) == FC_MOVE_ABORTED + 1,
                "a move state without a name");
 
-const char *
-fc_move_scheme_name(enum fc_move_scheme s)
-{
-  return fc_enum_name(scheme_names, FC_NAMES_COUNT(scheme_names), s);
-}
-
-int
-fc_move_scheme_parse(const char *name, enum fc_move_scheme *out)
-{
-  int v = fc_enum_parse(scheme_names, FC_NAMES_COUNT(scheme_names), name);
-
-  if (v < 0)
-    return v;
-  *out = (enum fc_move_scheme)v;
-  return 0;
-}
+FC_DEFINE_ENUM_NAMES(fc_move_scheme, enum fc_move_scheme, scheme_names)
 
 const char *
 fc_move_state_name(enum fc_move_state s)
