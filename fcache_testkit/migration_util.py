@@ -314,18 +314,14 @@ def modify_errnos(h, off):
     return out
 
 
-def gated(h, off, length, wait=0.4):
-    """Issue a read; return (still_pending_after_wait, finish) .
-
-    ``finish(timeout)`` waits for the read and returns (errno, data).
-    """
-    buf = nbd.Buffer(length)
+def _gated(h, issue, what, wait):
+    """Issue one aio request with ``issue(completion)``; see gated()."""
     res = []
 
     def cb(err):
         res.append(err.value)
         return 1
-    h.aio_pread(buf, off, completion=cb)
+    issue(cb)
     deadline = time.monotonic() + wait
     while not res and time.monotonic() < deadline:
         h.poll(50)
@@ -335,10 +331,25 @@ def gated(h, off, length, wait=0.4):
         end = time.monotonic() + timeout
         while not res:
             if time.monotonic() > end:
-                raise AssertionError('gated read did not complete in %s s'
-                                     % timeout)
+                raise AssertionError('%s did not complete in %s s'
+                                     % (what, timeout))
             h.poll(200)
-        return res[0], bytes(buf.to_bytearray())
+        return res[0]
+    return pending, finish
+
+
+def gated(h, off, length, wait=0.4):
+    """Issue a read; return (still_pending_after_wait, finish) .
+
+    ``finish(timeout)`` waits for the read and returns (errno, data).
+    """
+    buf = nbd.Buffer(length)
+    pending, done = _gated(
+        h, lambda cb: h.aio_pread(buf, off, completion=cb), 'gated read',
+        wait)
+
+    def finish(timeout=30):
+        return done(timeout), bytes(buf.to_bytearray())
     return pending, finish
 
 
@@ -347,26 +358,9 @@ def gated_write(h, off, data, wait=0.4):
 
     ``finish(timeout)`` waits for the write and returns its errno.
     """
-    res = []
-
-    def cb(err):
-        res.append(err.value)
-        return 1
-    h.aio_pwrite(bytes(data), off, completion=cb)
-    deadline = time.monotonic() + wait
-    while not res and time.monotonic() < deadline:
-        h.poll(50)
-    pending = not res
-
-    def finish(timeout=30):
-        end = time.monotonic() + timeout
-        while not res:
-            if time.monotonic() > end:
-                raise AssertionError('gated write did not complete in %s s'
-                                     % timeout)
-            h.poll(200)
-        return res[0]
-    return pending, finish
+    return _gated(
+        h, lambda cb: h.aio_pwrite(bytes(data), off, completion=cb),
+        'gated write', wait)
 
 
 # ---------------------------------------------------------------------------
