@@ -4,25 +4,14 @@
 import json
 import os
 import re
-import shutil
 import subprocess
-import sys
 
 from nova_ext import exception
 
+from fcache_testkit import migration_util as mu
 from fcache_testkit import oracle as om
 
 MiB = 1 << 20
-
-
-def fcache_argv():
-    exe = os.path.join(os.path.dirname(sys.executable), 'fcache')
-    if os.path.exists(exe):
-        return [exe]
-    exe = shutil.which('fcache')
-    if exe:
-        return [exe]
-    return [sys.executable, '-m', 'nova_ext.cli']
 
 
 def run(args, env=None, timeout=60):
@@ -30,7 +19,7 @@ def run(args, env=None, timeout=60):
     full_env.pop('FCACHE_SOCKET', None)
     if env:
         full_env.update(env)
-    r = subprocess.run(fcache_argv() + list(args), stdout=subprocess.PIPE,
+    r = subprocess.run(mu.fcache_argv() + list(args), stdout=subprocess.PIPE,
                        stderr=subprocess.PIPE, timeout=timeout, env=full_env)
     return r.returncode, r.stdout.decode(), r.stderr.decode()
 
