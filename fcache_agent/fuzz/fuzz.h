@@ -21,8 +21,10 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
+#include "common/fdio.h"
 #include "common/log.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -110,6 +112,16 @@ static inline const char *fuzz_file(const char *name, const uint8_t *data,
   return path;
 }
 
+/* Send all of buf to a peer of the harness (fc_full_sendmsg); on a
+ * non-blocking socket, as much as fits.  What did not go is the peer's
+ * business: it sees the stream end early. */
+static inline void fuzz_send(int fd, const void *buf, size_t len)
+{
+  struct iovec iov = { (void *)buf, len };
+
+  (void)fc_full_sendmsg(fd, &iov, 1);
+}
+
 /* A unix socket pair whose first end already holds the input and then
  * EOF, as if a peer had sent it and hung up: the code under test reads
  * the second end and runs to the end of the stream in this thread.  Both
@@ -121,7 +133,6 @@ static inline const char *fuzz_file(const char *name, const uint8_t *data,
 static inline int fuzz_socket(const uint8_t *data, size_t size, int *peer)
 {
   int sv[2], buf = 1 << 20;
-  size_t done = 0;
 
   if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv)) {
     perror("fuzz: socketpair");
@@ -131,12 +142,7 @@ static inline int fuzz_socket(const uint8_t *data, size_t size, int *peer)
   (void)setsockopt(sv[1], SOL_SOCKET, SO_RCVBUF, &buf, sizeof buf);
   (void)setsockopt(sv[1], SOL_SOCKET, SO_SNDBUF, &buf, sizeof buf);
   (void)setsockopt(sv[0], SOL_SOCKET, SO_RCVBUF, &buf, sizeof buf);
-  while (done < size) {
-    ssize_t n = send(sv[0], data + done, size - done, MSG_NOSIGNAL);
-    if (n <= 0)
-      break;
-    done += (size_t)n;
-  }
+  fuzz_send(sv[0], data, size);
   shutdown(sv[0], SHUT_WR);
   *peer = sv[0];
   return sv[1];

@@ -92,7 +92,7 @@ static bool over(void)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
   uint8_t *stream = malloc(size * 4 + 16), sink[4096];
-  size_t len, done = 0;
+  size_t len;
   int fd, waited = 0;
 
   if (!stream)
@@ -101,12 +101,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
   fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0 || connect(fd, (struct sockaddr *)&addr, sizeof addr))
     abort();
-  while (done < len) {
-    ssize_t n = send(fd, stream + done, len - done, MSG_NOSIGNAL);
-    if (n <= 0)
-      break;
-    done += (size_t)n;
-  }
+  fuzz_send(fd, stream, len);
   free(stream);
   shutdown(fd, SHUT_WR);
   /* Until the agent hangs up (a refusal, or the destination giving up on

@@ -74,16 +74,10 @@ static void *destination(void *arg)
   struct peer *p = arg;
   int fd = accept4(listen_fd, NULL, NULL, SOCK_CLOEXEC);
   uint8_t sink[65536];
-  size_t done = 0;
 
   if (fd < 0)
     return NULL;
-  while (done < p->len) {
-    ssize_t n = send(fd, p->stream + done, p->len - done, MSG_NOSIGNAL);
-    if (n <= 0)
-      break;
-    done += (size_t)n;
-  }
+  fuzz_send(fd, p->stream, p->len);
   shutdown(fd, SHUT_WR);
   while (recv(fd, sink, sizeof sink, 0) > 0)
     ;
