@@ -9,18 +9,7 @@
 #include "common/lockcheck.h"
 #include "common/log.h"
 
-#include "ucache_priv.h"
-
-cblock_t
-uc_lookup_locked(struct fc_ucache *uc, oblock_t ob)
-{
-  FC_ASSERT_HELD(&uc->lock);
-  cblock_t cb = fc_blockmap_lookup(&uc->map, uc->dev->table, ob);
-
-  if (cb.n != CBLOCK_NONE && !(uc->dev->table[cb.n].flags & FC_ENTRY_VALID))
-    cb.n = CBLOCK_NONE;
-  return cb;
-}
+#include "ucache_layer.h"
 
 void
 uc_drop_locked(struct fc_ucache *uc, cblock_t cb)
@@ -101,34 +90,6 @@ uc_device_bitmap_locked(struct fc_ucache *uc, bool (*want)(const struct fc_entry
     return NULL;
   fc_lru_walk_both_ends(&uc->lru, uc->dev->table, mark_block, &m);
   return m.mark;
-}
-
-int
-uc_evict_clean_locked(struct fc_ucache *uc, cblock_t *out)
-{
-  FC_ASSERT_HELD(&uc->lock);
-  struct fc_entry *table = uc->dev->table;
-  uint32_t i = uc->lru.tail;
-
-  for (unsigned scanned = 0; i != CBLOCK_NONE && scanned < FC_EVICT_SCAN;
-       scanned++, i = table[i].lru_prev) {
-    /* ON_DISK_DIRTY: just written back, its clean record not synced yet
-     * (the write-back pass does that in a moment). */
-    if (table[i].flags & (FC_ENTRY_BUSY | FC_ENTRY_DIRTY | FC_ENTRY_ON_DISK_DIRTY))
-      continue;
-    /* The record goes before the block leaves the map: no block ever
-     * holds other data than its record names (metadata.h). */
-    if (fc_md_forget(uc->md, to_cblock(i)))
-      continue;
-    fc_blockmap_remove(&uc->map, table, to_cblock(i));
-    fc_lru_remove(&uc->lru, table, to_cblock(i));
-    table[i].flags = FC_ENTRY_ALLOCATED;
-    uc->used--;
-    STAT_ADD(&uc->stats, evictions, 1);
-    *out = to_cblock(i);
-    return 0;
-  }
-  return -ENOSPC;
 }
 
 /* Under uc->lock: a block to fill.  Below its share a volume takes a free
@@ -220,7 +181,7 @@ install(struct fc_ucache *uc, oblock_t ob, const void *data, bool dirty,
     /* Not reused enough yet.  A read miss leaves its data staged, so a
      * re-read before admission is served from memory; never during a
      * migration, whose installs the staged copies would not see. */
-    if (!is_write && !dirty && !atomic_load(&uc->m.on))
+    if (!is_write && !dirty && !uc_layer_on(uc))
       fc_staging_put_data(uc->stage, ob.n, data);
     pthread_mutex_unlock(&uc->lock);
     return 1;

@@ -2,7 +2,8 @@
 /* The user-space cache as a whole: create and destroy it, adopt the blocks
  * recovery found and release them all, and report its counts.  The stripe
  * locks are in stripes.c, a block's install and eviction in blocks.c, the
- * request paths in ucache_io.c. */
+ * request paths in ucache_read.c and ucache_write.c (their table in
+ * ucache_ops.c). */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,7 +11,7 @@
 
 #include "common/lockcheck.h"
 #include "common/log.h"
-#include "ucache_priv.h"
+#include "ucache_layer.h"
 
 /* uc->lock is taken twice per request by every connection's reader, for a
  * lookup and a few list updates: a waiter that spins that long instead of
@@ -48,6 +49,9 @@ fc_ucache_create(struct fc_cachedev *dev, struct fc_metadata *md,
   uc->nr_oblocks = (origin->size + uc->bs - 1) / uc->bs;
   uc->share = params->share_blocks ? params->share_blocks : params->quota_blocks;
   fc_lru_init(&uc->lru);
+  r = uc_layer_init(uc);
+  if (r)
+    goto out;
   r = fc_blockmap_init(&uc->map, params->quota_blocks);
   if (r)
     goto out;
@@ -65,12 +69,9 @@ fc_ucache_create(struct fc_cachedev *dev, struct fc_metadata *md,
   }
   init_adaptive_mutex(&uc->lock);
   pthread_cond_init(&uc->wb_cond, NULL);
-  pthread_cond_init(&uc->m.gate_cond, NULL);
-  pthread_mutex_init(&uc->m.durable_lock, NULL);
   pthread_mutex_init(&uc->durable_lock, NULL);
   pthread_cond_init(&uc->around_cond, NULL);
   pthread_cond_init(&uc->pause_cond, NULL);
-  uc->m.superseded_fd = -1;
   for (unsigned i = 0; i < FC_STRIPES; i++)
     pthread_mutex_init(&uc->stripes[i], NULL);
   if (params->pool && (r = fc_ucache_pool_add(params->pool, uc))) {
@@ -82,6 +83,7 @@ fc_ucache_create(struct fc_cachedev *dev, struct fc_metadata *md,
   return 0;
 
 out:
+  uc_layer_destroy(uc);
   fc_blockmap_destroy(&uc->map);
   fc_staging_free(uc->stage);
   fc_rws_free(uc->rws);
@@ -98,14 +100,7 @@ fc_ucache_destroy(struct fc_ucache *uc)
   if (uc->p.pool)
     fc_ucache_pool_remove(uc->p.pool, uc);
   fc_ucache_stop(uc);
-  fc_invfilter_destroy(&uc->m.written);
-  fc_invfilter_destroy(&uc->m.remote_dirty);
-  fc_invfilter_destroy(&uc->m.remote_clean);
-  fc_invfilter_destroy(&uc->m.pinned);
-  if (uc->m.superseded_fd >= 0)
-    close(uc->m.superseded_fd);
-  pthread_cond_destroy(&uc->m.gate_cond);
-  pthread_mutex_destroy(&uc->m.durable_lock);
+  uc_layer_destroy(uc);
   pthread_mutex_destroy(&uc->durable_lock);
   uc_unsynced_free(uc);
   /* Held dropped blocks: after a sync they are free; without one they

@@ -1,13 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* ucache request paths: the fc_io_ops the NBD server calls.  This file
- * holds their table and the helpers both sides use (pinning, invalidating,
- * the origin's counted I/O); the read and prefetch paths are in
- * ucache_read.c, block status in ucache_status.c, the write, trim, zero
- * and flush paths in ucache_write.c. */
+/* ucache request paths: the helpers the read and write sides share
+ * (pinning, invalidating, the origin's counted I/O).  The read and
+ * prefetch paths are in ucache_read.c, block status in ucache_status.c,
+ * the write, trim, zero and flush paths in ucache_write.c, and the table
+ * of them the NBD server calls in ucache_ops.c. */
 #include <errno.h>
 
 #include "common/lockcheck.h"
-#include "common/log.h"
 #include "ucache_io.h"
 
 /* The VM's own access to blocks [first, first+n), whose cache blocks (or
@@ -144,29 +143,3 @@ uc_origin_write(struct fc_ucache *uc, const void *buf, uint32_t len, uint64_t of
     STAT_ADD(&uc->stats, origin_write_bytes, len);
   return r;
 }
-
-/* A client that opens the export is the volume's VM (QEMU reconnecting
- * after an agent restart, or starting): the volume is in use here, so
- * its dirty blocks are current and their write-back may go on. */
-static void
-uc_opened(void *handle, const char *where)
-{
-  struct fc_ucache *uc = handle;
-
-  if (fc_ucache_claim(uc))
-    log_warning("volume %s: a client opened its export: the write-back of "
-                "its %u unwritten blocks, held since the agent restarted, "
-                "resumes (export %s)", uc_volume(uc), fc_ucache_dirty(uc), where);
-}
-
-const struct fc_io_ops fc_ucache_io_ops = {
-  .pread = uc_pread,
-  .pread_start = uc_pread_start,
-  .pwrite = uc_pwrite,
-  .flush = uc_flush,
-  .trim = uc_trim,
-  .zero = uc_zero,
-  .block_status = uc_block_status,
-  .cache = uc_cache,
-  .opened = uc_opened,
-};

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* What the request paths share: the helpers in ucache_io.c, and the
- * fc_io_ops callbacks of ucache_read.c and ucache_write.c that its table
- * names.  Not a public header. */
+ * fc_io_ops callbacks of ucache_read.c and ucache_write.c that the table
+ * in ucache_ops.c names.  Not a public header. */
 #ifndef FCACHE_UCACHE_IO_H
 #define FCACHE_UCACHE_IO_H
 

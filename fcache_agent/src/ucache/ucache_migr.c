@@ -33,11 +33,53 @@
 #include "common/lockcheck.h"
 #include "common/log.h"
 #include "common/superseded.h"
-#include "ucache_priv.h"
+#include "ucache_layer.h"
+#include "ucache_migr_priv.h"
 
 /* A write_back volume's reads before the source connects wait this long
  * for it: until then only the source knows which blocks it holds dirty. */
 #define PRECONNECT_READ_WAIT_MS 30000
+
+int
+uc_layer_init(struct fc_ucache *uc)
+{
+  struct uc_migr *m = calloc(1, sizeof *m);
+
+  if (!m)
+    return -ENOMEM;
+  pthread_cond_init(&m->dst.gate_cond, NULL);
+  pthread_mutex_init(&m->dst.durable_lock, NULL);
+  m->dst.superseded_fd = -1;
+  uc->m = m;
+  return 0;
+}
+
+void
+uc_layer_destroy(struct fc_ucache *uc)
+{
+  struct uc_migr *m = uc->m;
+
+  if (!m)
+    return;
+  fc_invfilter_destroy(&m->dst.written);
+  fc_invfilter_destroy(&m->dst.remote_dirty);
+  fc_invfilter_destroy(&m->dst.remote_clean);
+  fc_invfilter_destroy(&m->dst.pinned);
+  if (m->dst.superseded_fd >= 0)
+    close(m->dst.superseded_fd);
+  pthread_cond_destroy(&m->dst.gate_cond);
+  pthread_mutex_destroy(&m->dst.durable_lock);
+  free(m);
+  uc->m = NULL;
+}
+
+void
+uc_migr_update_on_locked(struct fc_ucache *uc)
+{
+  FC_ASSERT_HELD(&uc->lock);
+  atomic_store(&uc->layer_on, uc->m->src.frozen || uc->m->dst.tracking ||
+                              uc->m->dst.gated || uc->m->dst.failed);
+}
 
 int
 uc_migr_gate(struct fc_ucache *uc)
@@ -45,9 +87,9 @@ uc_migr_gate(struct fc_ucache *uc)
   int r = 0;
 
   pthread_mutex_lock(&uc->lock);
-  while (uc->m.gated && !uc->m.failed)
-    pthread_cond_wait(&uc->m.gate_cond, &uc->lock);
-  if (uc->m.gated && uc->m.failed)
+  while (uc->m->dst.gated && !uc->m->dst.failed)
+    pthread_cond_wait(&uc->m->dst.gate_cond, &uc->lock);
+  if (uc->m->dst.gated && uc->m->dst.failed)
     r = -EIO;
   pthread_mutex_unlock(&uc->lock);
   return r;
@@ -57,7 +99,7 @@ bool
 uc_migr_gated_locked(const struct fc_ucache *uc)
 {
   FC_ASSERT_HELD(&uc->lock);
-  return uc->m.gated;
+  return uc->m->dst.gated;
 }
 
 /* Before the source connects the origin answers if every write the source
@@ -78,24 +120,24 @@ uc_migr_read_gated(struct fc_ucache *uc, void *buf, uint32_t count, uint64_t off
 
   pthread_mutex_lock(&uc->lock);
   for (;;) {
-    if (!uc->m.gated) {
+    if (!uc->m->dst.gated) {
       r = 1;
       break;
     }
-    if (uc->m.failed) {
+    if (uc->m->dst.failed) {
       r = -EIO;
       break;
     }
-    if (!uc->m.source_connected && origin_is_current(uc)) {
+    if (!uc->m->dst.source_connected && origin_is_current(uc)) {
       pthread_mutex_unlock(&uc->lock);
       r = fc_origin_pread(uc->origin, buf, count, off);
       if (r == 0)
         STAT_ADD(&uc->stats, origin_read_bytes, count);
       return r;
     }
-    if (uc->m.source_connected && uc->m.read_source && !source_declined) {
-      fc_ucache_read_fn fn = uc->m.read_source;
-      void *ctx = uc->m.fetch_ctx;
+    if (uc->m->dst.source_connected && uc->m->dst.read_source && !source_declined) {
+      fc_ucache_read_fn fn = uc->m->dst.read_source;
+      void *ctx = uc->m->dst.fetch_ctx;
 
       pthread_mutex_unlock(&uc->lock);
       r = fn(ctx, buf, count, off);
@@ -106,9 +148,9 @@ uc_migr_read_gated(struct fc_ucache *uc, void *buf, uint32_t count, uint64_t off
       pthread_mutex_lock(&uc->lock);
       continue;
     }
-    if (uc->m.source_connected) {
-      pthread_cond_wait(&uc->m.gate_cond, &uc->lock);
-    } else if (pthread_cond_timedwait(&uc->m.gate_cond, &uc->lock, &until) ==
+    if (uc->m->dst.source_connected) {
+      pthread_cond_wait(&uc->m->dst.gate_cond, &uc->lock);
+    } else if (pthread_cond_timedwait(&uc->m->dst.gate_cond, &uc->lock, &until) ==
                ETIMEDOUT) {
       r = -ETIMEDOUT;
       break;
@@ -130,10 +172,10 @@ fc_ucache_migr_in_begin(struct fc_ucache *uc, enum fc_ucache_migr_mode mode,
 {
   int r;
 
-  if ((r = fc_invfilter_init(&uc->m.written, 1024)) ||
-      (r = fc_invfilter_init(&uc->m.remote_dirty, 1024)) ||
-      (r = fc_invfilter_init(&uc->m.remote_clean, uc->p.quota_blocks)) ||
-      (r = fc_invfilter_init(&uc->m.pinned, 1024)))
+  if ((r = fc_invfilter_init(&uc->m->dst.written, 1024)) ||
+      (r = fc_invfilter_init(&uc->m->dst.remote_dirty, 1024)) ||
+      (r = fc_invfilter_init(&uc->m->dst.remote_clean, uc->p.quota_blocks)) ||
+      (r = fc_invfilter_init(&uc->m->dst.pinned, 1024)))
     return r;
   r = fc_superseded_create(superseded_path);
   if (r < 0) {
@@ -141,20 +183,20 @@ fc_ucache_migr_in_begin(struct fc_ucache *uc, enum fc_ucache_migr_mode mode,
               strerror(-r));
     return r;
   }
-  uc->m.superseded_fd = r;
-  snprintf(uc->m.superseded_path, sizeof uc->m.superseded_path, "%s",
+  uc->m->dst.superseded_fd = r;
+  snprintf(uc->m->dst.superseded_path, sizeof uc->m->dst.superseded_path, "%s",
            superseded_path);
   pthread_mutex_lock(&uc->lock);
-  uc->m.gated = true;
-  uc->m.source_connected = false;
-  uc->m.failed = false;
-  uc->m.tracking = true;
-  uc->m.bypass = mode == FC_MIGR_BYPASS;
-  uc->m.fetch = mode == FC_MIGR_ONDEMAND ? fetch : NULL;
-  uc->m.read_source = read_source;
-  uc->m.fetch_ctx = ctx;
-  uc->m.copied_dirty = uc->m.source_dirty = false;
-  atomic_store(&uc->m.on, true);
+  uc->m->dst.gated = true;
+  uc->m->dst.source_connected = false;
+  uc->m->dst.failed = false;
+  uc->m->dst.tracking = true;
+  uc->m->dst.bypass = mode == FC_MIGR_BYPASS;
+  uc->m->dst.fetch = mode == FC_MIGR_ONDEMAND ? fetch : NULL;
+  uc->m->dst.read_source = read_source;
+  uc->m->dst.fetch_ctx = ctx;
+  uc->m->dst.copied_dirty = uc->m->dst.source_dirty = false;
+  uc_migr_update_on_locked(uc);
   /* What this host staged before holds nothing of what the source wrote. */
   uc_stage_forget_locked(uc, 0, UINT64_MAX);
   pthread_mutex_unlock(&uc->lock);
@@ -169,10 +211,10 @@ fc_ucache_migr_add_remote(struct fc_ucache *uc, oblock_t ob, bool dirty)
   if (ob.n >= uc->nr_oblocks)
     return -ERANGE;
   pthread_mutex_lock(&uc->lock);
-  r = fc_invfilter_add(dirty ? &uc->m.remote_dirty : &uc->m.remote_clean, ob);
+  r = fc_invfilter_add(dirty ? &uc->m->dst.remote_dirty : &uc->m->dst.remote_clean, ob);
   if (r >= 0 && dirty)
-    r = fc_invfilter_add(&uc->m.pinned, ob);
-  uc->m.source_dirty |= dirty;
+    r = fc_invfilter_add(&uc->m->dst.pinned, ob);
+  uc->m->dst.source_dirty |= dirty;
   pthread_mutex_unlock(&uc->lock);
   return r < 0 ? r : 0;
 }
@@ -191,34 +233,37 @@ collect_oblock(void *opaque, oblock_t ob)
 }
 
 bool
-uc_migr_pinned_locked(struct fc_ucache *uc, oblock_t ob)
+uc_layer_pinned_locked(struct fc_ucache *uc, oblock_t ob)
 {
   FC_ASSERT_HELD(&uc->lock);
-  return atomic_load(&uc->m.on) && uc->m.pinned.count &&
-         fc_invfilter_contains(&uc->m.pinned, ob);
+  return uc_layer_on(uc) && uc->m->dst.pinned.count &&
+         fc_invfilter_contains(&uc->m->dst.pinned, ob);
 }
 
 int
-uc_migr_release_pinned(struct fc_ucache *uc, uint64_t b)
+uc_layer_to_origin(struct fc_ucache *uc, uint64_t b)
 {
   bool p;
   int r;
 
+  /* Nothing is pinned while no layer is on (uc_layer_pinned_locked). */
+  if (!uc_layer_on(uc))
+    return 0;
   pthread_mutex_lock(&uc->lock);
-  p = uc_migr_pinned_locked(uc, to_oblock(b)) && uc->m.superseded_fd >= 0;
+  p = uc_layer_pinned_locked(uc, to_oblock(b)) && uc->m->dst.superseded_fd >= 0;
   pthread_mutex_unlock(&uc->lock);
   if (!p)
     return 0;
-  r = fc_superseded_append(uc->m.superseded_fd, b);
+  r = fc_superseded_append(uc->m->dst.superseded_fd, b);
   if (r) {
     log_error("volume %s: block %llu: cannot record in %s that the migration "
               "source's copy is superseded (%s): the write is refused",
               uc_volume(uc), (unsigned long long)b,
-              uc->m.superseded_path, strerror(-r));
+              uc->m->dst.superseded_path, strerror(-r));
     return -EIO;
   }
   pthread_mutex_lock(&uc->lock);
-  fc_invfilter_remove(&uc->m.pinned, to_oblock(b));
+  fc_invfilter_remove(&uc->m->dst.pinned, to_oblock(b));
   pthread_mutex_unlock(&uc->lock);
   return 0;
 }
@@ -228,18 +273,18 @@ static void
 drop_superseded_locked(struct fc_ucache *uc)
 {
   FC_ASSERT_HELD(&uc->lock);
-  if (uc->m.superseded_fd < 0)
+  if (uc->m->dst.superseded_fd < 0)
     return;
-  close(uc->m.superseded_fd);
-  uc->m.superseded_fd = -1;
-  unlink(uc->m.superseded_path);
+  close(uc->m->dst.superseded_fd);
+  uc->m->dst.superseded_fd = -1;
+  unlink(uc->m->dst.superseded_path);
 }
 
 void
 fc_ucache_migr_unpin(struct fc_ucache *uc)
 {
   pthread_mutex_lock(&uc->lock);
-  fc_invfilter_clear(&uc->m.pinned);
+  fc_invfilter_clear(&uc->m->dst.pinned);
   drop_superseded_locked(uc);
   pthread_cond_signal(&uc->wb_cond);
   pthread_mutex_unlock(&uc->lock);
@@ -251,9 +296,9 @@ fc_ucache_migr_remote_list(struct fc_ucache *uc, uint64_t **list, uint32_t *n)
   struct oblock_list c = { NULL, 0 };
 
   pthread_mutex_lock(&uc->lock);
-  c.v = malloc(((size_t)uc->m.remote_dirty.count + 1) * sizeof *c.v);
+  c.v = malloc(((size_t)uc->m->dst.remote_dirty.count + 1) * sizeof *c.v);
   if (c.v)
-    fc_invfilter_for_each(&uc->m.remote_dirty, collect_oblock, &c);
+    fc_invfilter_for_each(&uc->m->dst.remote_dirty, collect_oblock, &c);
   pthread_mutex_unlock(&uc->lock);
   if (!c.v)
     return -ENOMEM;
@@ -271,19 +316,19 @@ fc_ucache_migr_settled(struct fc_ucache *uc)
    * given up): the origin answers for it from here on. */
   uc_lock_stripes(uc, 0, FC_STRIPES, &set);
   pthread_mutex_lock(&uc->lock);
-  fc_invfilter_clear(&uc->m.remote_dirty);
-  fc_invfilter_clear(&uc->m.remote_clean);
-  fc_invfilter_clear(&uc->m.written);
-  fc_invfilter_clear(&uc->m.pinned);
+  fc_invfilter_clear(&uc->m->dst.remote_dirty);
+  fc_invfilter_clear(&uc->m->dst.remote_clean);
+  fc_invfilter_clear(&uc->m->dst.written);
+  fc_invfilter_clear(&uc->m->dst.pinned);
   drop_superseded_locked(uc);
-  uc->m.failed = false;
-  uc->m.fetch = NULL;
-  uc->m.read_source = NULL;
-  uc->m.tracking = false;
-  uc->m.bypass = false;
-  uc->m.gated = false;
-  atomic_store(&uc->m.on, uc->m.frozen);
-  pthread_cond_broadcast(&uc->m.gate_cond);
+  uc->m->dst.failed = false;
+  uc->m->dst.fetch = NULL;
+  uc->m->dst.read_source = NULL;
+  uc->m->dst.tracking = false;
+  uc->m->dst.bypass = false;
+  uc->m->dst.gated = false;
+  uc_migr_update_on_locked(uc);
+  pthread_cond_broadcast(&uc->m->dst.gate_cond);
   pthread_cond_signal(&uc->wb_cond);
   pthread_mutex_unlock(&uc->lock);
   uc_unlock_stripes(uc, &set);
@@ -293,9 +338,9 @@ void
 fc_ucache_migr_source_connected(struct fc_ucache *uc)
 {
   pthread_mutex_lock(&uc->lock);
-  uc->m.source_connected = true;
+  uc->m->dst.source_connected = true;
   /* A write_back volume's early reads were waiting for this. */
-  pthread_cond_broadcast(&uc->m.gate_cond);
+  pthread_cond_broadcast(&uc->m->dst.gate_cond);
   pthread_mutex_unlock(&uc->lock);
 }
 
@@ -303,8 +348,8 @@ void
 fc_ucache_migr_open_gate(struct fc_ucache *uc)
 {
   pthread_mutex_lock(&uc->lock);
-  uc->m.gated = false;
-  pthread_cond_broadcast(&uc->m.gate_cond);
+  uc->m->dst.gated = false;
+  pthread_cond_broadcast(&uc->m->dst.gate_cond);
   pthread_mutex_unlock(&uc->lock);
 }
 
@@ -314,8 +359,8 @@ fc_ucache_migr_shutdown(struct fc_ucache *uc)
   /* The agent is stopping: a request held at the gate must end (EIO)
    * so the export can stop. */
   pthread_mutex_lock(&uc->lock);
-  uc->m.failed = true;
-  pthread_cond_broadcast(&uc->m.gate_cond);
+  uc->m->dst.failed = true;
+  pthread_cond_broadcast(&uc->m->dst.gate_cond);
   pthread_mutex_unlock(&uc->lock);
 }
 
@@ -323,11 +368,11 @@ void
 fc_ucache_migr_source_lost(struct fc_ucache *uc)
 {
   pthread_mutex_lock(&uc->lock);
-  uc->m.failed = true;
-  uc->m.fetch = NULL;
-  uc->m.read_source = NULL;
-  fc_invfilter_clear(&uc->m.remote_clean);
-  pthread_cond_broadcast(&uc->m.gate_cond);
+  uc->m->dst.failed = true;
+  uc->m->dst.fetch = NULL;
+  uc->m->dst.read_source = NULL;
+  fc_invfilter_clear(&uc->m->dst.remote_clean);
+  pthread_cond_broadcast(&uc->m->dst.gate_cond);
   pthread_mutex_unlock(&uc->lock);
 }
 
@@ -342,7 +387,7 @@ drop_written(void *opaque, oblock_t ob)
   struct drop_ctx *d = opaque;
   cblock_t cb = uc_lookup_locked(d->uc, ob);
 
-  if (cb.n != CBLOCK_NONE && d->uc->m.bypass &&
+  if (cb.n != CBLOCK_NONE && d->uc->m->dst.bypass &&
       !(d->uc->dev->table[cb.n].flags & (FC_ENTRY_BUSY | FC_ENTRY_DIRTY))) {
     uc_drop_locked(d->uc, cb);
     d->dropped++;
@@ -360,17 +405,17 @@ fc_ucache_migr_in_end(struct fc_ucache *uc)
   pthread_mutex_lock(&uc->lock);
   /* Algorithm 1's after-copy check, done once for the whole table: any
    * block written during the copy that still has a copied block. */
-  fc_invfilter_for_each(&uc->m.written, drop_written, &d);
+  fc_invfilter_for_each(&uc->m->dst.written, drop_written, &d);
   STAT_ADD(&uc->stats, invalidations, d.dropped);
-  uc->m.bypass = false;
-  uc->m.tracking = false;
-  uc->m.fetch = NULL;
-  uc->m.read_source = NULL;
-  uc->m.gated = false;
-  atomic_store(&uc->m.on, uc->m.frozen || uc->m.failed);
-  fc_invfilter_clear(&uc->m.written);
-  fc_invfilter_clear(&uc->m.remote_clean);
-  pthread_cond_broadcast(&uc->m.gate_cond);
+  uc->m->dst.bypass = false;
+  uc->m->dst.tracking = false;
+  uc->m->dst.fetch = NULL;
+  uc->m->dst.read_source = NULL;
+  uc->m->dst.gated = false;
+  uc_migr_update_on_locked(uc);
+  fc_invfilter_clear(&uc->m->dst.written);
+  fc_invfilter_clear(&uc->m->dst.remote_clean);
+  pthread_cond_broadcast(&uc->m->dst.gate_cond);
   pthread_mutex_unlock(&uc->lock);
   uc_unlock_stripes(uc, &set);
   return d.dropped;
@@ -382,7 +427,7 @@ fc_ucache_migr_remote_dirty(struct fc_ucache *uc)
   uint32_t n;
 
   pthread_mutex_lock(&uc->lock);
-  n = uc->m.remote_dirty.count;
+  n = uc->m->dst.remote_dirty.count;
   pthread_mutex_unlock(&uc->lock);
   return n;
 }
@@ -391,12 +436,12 @@ void
 fc_ucache_migr_stats(struct fc_ucache *uc, struct fc_ucache_migr_stats *st)
 {
   pthread_mutex_lock(&uc->lock);
-  st->fetched = uc->m.fetched;
-  st->fetch_fallbacks = uc->m.fetch_fallbacks;
-  st->discarded = uc->m.discarded;
-  st->installed_copies = uc->m.installed_copies;
-  st->written = uc->m.written.count;
-  st->remote_dirty = uc->m.remote_dirty.count;
-  st->remote_clean = uc->m.remote_clean.count;
+  st->fetched = uc->m->dst.fetched;
+  st->fetch_fallbacks = uc->m->dst.fetch_fallbacks;
+  st->discarded = uc->m->dst.discarded;
+  st->installed_copies = uc->m->dst.installed_copies;
+  st->written = uc->m->dst.written.count;
+  st->remote_dirty = uc->m->dst.remote_dirty.count;
+  st->remote_clean = uc->m->dst.remote_clean.count;
   pthread_mutex_unlock(&uc->lock);
 }

@@ -21,7 +21,8 @@
 #include <stdlib.h>
 #include <sys/uio.h>
 
-#include "ucache_priv.h"
+#include "ucache_layer.h"
+#include "ucache_migr_priv.h"
 #include "common/lockcheck.h"
 
 struct slot {
@@ -204,12 +205,12 @@ judge_locked(struct fc_ucache *uc, struct slot *s, uint32_t n, struct slot **byo
     if (!x->have)
       continue;
     x->stale = (k && byob[k - 1]->ob == x->ob) ||
-               fc_invfilter_contains(&uc->m.written, ob) ||
+               fc_invfilter_contains(&uc->m->dst.written, ob) ||
                uc_lookup_locked(uc, ob).n != CBLOCK_NONE;
-    fc_invfilter_remove(&uc->m.remote_dirty, ob);
-    fc_invfilter_remove(&uc->m.remote_clean, ob);
+    fc_invfilter_remove(&uc->m->dst.remote_dirty, ob);
+    fc_invfilter_remove(&uc->m->dst.remote_clean, ob);
     if (x->stale)
-      uc->m.discarded++;
+      uc->m->dst.discarded++;
   }
 }
 
@@ -289,13 +290,13 @@ fc_ucache_migr_install_many(struct fc_ucache *uc, const uint64_t *ids,
       uc_unalloc_locked(uc, to_cblock(x->cb));
     } else {
       uc_publish_cold_locked(uc, to_cblock(x->cb), x->dirty);
-      uc->m.copied_dirty |= x->dirty;
-      uc->m.source_dirty |= x->dirty;
+      uc->m->dst.copied_dirty |= x->dirty;
+      uc->m->dst.source_dirty |= x->dirty;
       installed++;
     }
     res[i] = x->stale ? 1 : 0;
   }
-  uc->m.installed_copies += installed;
+  uc->m->dst.installed_copies += installed;
   pthread_mutex_unlock(&uc->lock);
   uc_unlock_stripes(uc, &set);
   if (r)

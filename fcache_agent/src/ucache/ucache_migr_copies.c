@@ -11,7 +11,8 @@
 #include <string.h>
 
 #include "common/log.h"
-#include "ucache_priv.h"
+#include "ucache_layer.h"
+#include "ucache_migr_priv.h"
 
 /* Look up remote state of ob and claim it (remove from the sets). */
 static int
@@ -20,9 +21,9 @@ take_remote(struct fc_ucache *uc, oblock_t ob, bool *dirty)
   int where = 0;
 
   pthread_mutex_lock(&uc->lock);
-  if (fc_invfilter_remove(&uc->m.remote_dirty, ob)) {
+  if (fc_invfilter_remove(&uc->m->dst.remote_dirty, ob)) {
     where = 2;
-  } else if (fc_invfilter_remove(&uc->m.remote_clean, ob)) {
+  } else if (fc_invfilter_remove(&uc->m->dst.remote_clean, ob)) {
     where = 1;
   }
   *dirty = where == 2;
@@ -30,8 +31,17 @@ take_remote(struct fc_ucache *uc, oblock_t ob, bool *dirty)
   return where;
 }
 
+/* Read without uc->lock, as the request paths always did: a miss that
+ * races a change of either is looked at again under the lock in
+ * uc_layer_read_miss. */
+bool
+uc_layer_serves_misses(const struct fc_ucache *uc)
+{
+  return uc->m->dst.fetch || uc->m->dst.failed;
+}
+
 int
-uc_migr_fetch_miss(struct fc_ucache *uc, oblock_t ob, void *data)
+uc_layer_read_miss(struct fc_ucache *uc, oblock_t ob, void *data)
 {
   fc_ucache_fetch_fn fetch;
   void *ctx;
@@ -39,9 +49,9 @@ uc_migr_fetch_miss(struct fc_ucache *uc, oblock_t ob, void *data)
   int where, r;
 
   pthread_mutex_lock(&uc->lock);
-  fetch = uc->m.fetch;
-  ctx = uc->m.fetch_ctx;
-  if (uc->m.failed && fc_invfilter_contains(&uc->m.remote_dirty, ob)) {
+  fetch = uc->m->dst.fetch;
+  ctx = uc->m->dst.fetch_ctx;
+  if (uc->m->dst.failed && fc_invfilter_contains(&uc->m->dst.remote_dirty, ob)) {
     pthread_mutex_unlock(&uc->lock);
     log_error("volume %s: block %llu is dirty on a migration source that was "
               "lost: refusing to serve the stale origin copy", uc_volume(uc),
@@ -57,17 +67,17 @@ uc_migr_fetch_miss(struct fc_ucache *uc, oblock_t ob, void *data)
   r = fetch(ctx, ob, data, &src_dirty, dirty);
   if (r == 0) {
     pthread_mutex_lock(&uc->lock);
-    uc->m.fetched++;
+    uc->m->dst.fetched++;
     pthread_mutex_unlock(&uc->lock);
     /* Dirty data now lives only here: it must be installed, or written
      * to the origin if the cache has no room. */
     r = uc_install(uc, ob, data, src_dirty, UC_FETCHED);
     if (r == 0 && src_dirty) {
       pthread_mutex_lock(&uc->lock);
-      uc->m.copied_dirty = uc->m.source_dirty = true;
+      uc->m->dst.copied_dirty = uc->m->dst.source_dirty = true;
       pthread_mutex_unlock(&uc->lock);
     }
-    if (r < 0 && src_dirty && !(r = uc_migr_release_pinned(uc, ob.n)))
+    if (r < 0 && src_dirty && !(r = uc_layer_to_origin(uc, ob.n)))
       r = fc_origin_pwrite(uc->origin, data, uc_block_bytes(uc, ob.n),
                            ob.n * uc->bs, true);
     /* A clean block is also at the origin: the data in hand is good, and
@@ -78,13 +88,13 @@ uc_migr_fetch_miss(struct fc_ucache *uc, oblock_t ob, void *data)
     /* A clean block is also at the origin: the VM need not wait for a
      * source that is slow or gone. */
     pthread_mutex_lock(&uc->lock);
-    uc->m.fetch_fallbacks++;
+    uc->m->dst.fetch_fallbacks++;
     pthread_mutex_unlock(&uc->lock);
     return 1;
   }
   /* Put it back: it is still only on the source. */
   pthread_mutex_lock(&uc->lock);
-  fc_invfilter_add(&uc->m.remote_dirty, ob);
+  fc_invfilter_add(&uc->m->dst.remote_dirty, ob);
   pthread_mutex_unlock(&uc->lock);
   log_error("volume %s: cannot fetch dirty block %llu from the migration source: %s",
             uc_volume(uc), (unsigned long long)ob.n, strerror(-r));
@@ -112,13 +122,13 @@ uc_migr_note_write(struct fc_ucache *uc, uint64_t first, uint32_t n,
     if (b >= uc->nr_oblocks || (off <= bstart && off + count >= bstart + uc->bs))
       continue;
     pthread_mutex_lock(&uc->lock);
-    remote_dirty = fc_invfilter_contains(&uc->m.remote_dirty, to_oblock(b));
+    remote_dirty = fc_invfilter_contains(&uc->m->dst.remote_dirty, to_oblock(b));
     pthread_mutex_unlock(&uc->lock);
     if (!remote_dirty)
       continue;
     if (!buf && !(buf = malloc(uc->bs)))
       return -ENOMEM;
-    r = uc_migr_fetch_miss(uc, to_oblock(b), buf);
+    r = uc_layer_read_miss(uc, to_oblock(b), buf);
     if (r == 1)
       r = 0;
     fetched[i != 0] = r == 0;
@@ -134,10 +144,10 @@ uc_migr_note_write(struct fc_ucache *uc, uint64_t first, uint32_t n,
     pthread_mutex_lock(&uc->lock);
     /* The VM's data supersedes the source's copy (a partial block's was
      * fetched above and is under it now). */
-    fc_invfilter_add(&uc->m.written, to_oblock(b));
-    fc_invfilter_remove(&uc->m.remote_dirty, to_oblock(b));
-    fc_invfilter_remove(&uc->m.remote_clean, to_oblock(b));
-    if (uc->m.bypass && !(i == 0 && fetched[0]) &&
+    fc_invfilter_add(&uc->m->dst.written, to_oblock(b));
+    fc_invfilter_remove(&uc->m->dst.remote_dirty, to_oblock(b));
+    fc_invfilter_remove(&uc->m->dst.remote_clean, to_oblock(b));
+    if (uc->m->dst.bypass && !(i == 0 && fetched[0]) &&
         !(i == n - 1 && n > 1 && fetched[1])) {
       cblock_t cb = uc_lookup_locked(uc, to_oblock(b));
       /* Only a copied block can be here; the VM's write makes it stale. */
@@ -163,12 +173,12 @@ fc_ucache_migr_install_copy(struct fc_ucache *uc, oblock_t ob, const void *data,
     return -ERANGE;
   uc_lock_stripes(uc, ob.n, ob.n, &set);
   pthread_mutex_lock(&uc->lock);
-  stale = fc_invfilter_contains(&uc->m.written, ob) ||
+  stale = fc_invfilter_contains(&uc->m->dst.written, ob) ||
           uc_lookup_locked(uc, ob).n != CBLOCK_NONE;
-  fc_invfilter_remove(&uc->m.remote_dirty, ob);
-  fc_invfilter_remove(&uc->m.remote_clean, ob);
+  fc_invfilter_remove(&uc->m->dst.remote_dirty, ob);
+  fc_invfilter_remove(&uc->m->dst.remote_clean, ob);
   if (stale)
-    uc->m.discarded++;
+    uc->m->dst.discarded++;
   pthread_mutex_unlock(&uc->lock);
   if (stale) {
     uc_unlock_stripes(uc, &set);
@@ -178,16 +188,16 @@ fc_ucache_migr_install_copy(struct fc_ucache *uc, oblock_t ob, const void *data,
   if (r == 1 || r == -ENOSPC) {
     /* Admission or space said no.  A clean copy can be dropped; a dirty
      * one is the only copy and goes to the origin. */
-    r = dirty ? uc_migr_release_pinned(uc, ob.n) : 1;
+    r = dirty ? uc_layer_to_origin(uc, ob.n) : 1;
     if (r == 0)
       r = fc_origin_pwrite(uc->origin, data, uc_block_bytes(uc, ob.n),
                            ob.n * uc->bs, true);
   }
   if (r == 0) {
     pthread_mutex_lock(&uc->lock);
-    uc->m.installed_copies++;
-    uc->m.copied_dirty |= dirty;
-    uc->m.source_dirty |= dirty;
+    uc->m->dst.installed_copies++;
+    uc->m->dst.copied_dirty |= dirty;
+    uc->m->dst.source_dirty |= dirty;
     pthread_mutex_unlock(&uc->lock);
   }
   uc_unlock_stripes(uc, &set);
@@ -202,10 +212,10 @@ fc_ucache_migr_durable(struct fc_ucache *uc, bool final)
 
   /* Serialised: a caller that finds nothing to sync may be relying on
    * blocks whose sync another caller has started and not finished. */
-  pthread_mutex_lock(&uc->m.durable_lock);
+  pthread_mutex_lock(&uc->m->dst.durable_lock);
   pthread_mutex_lock(&uc->lock);
-  sync = uc->m.copied_dirty || (final && uc->m.source_dirty);
-  uc->m.copied_dirty = false;
+  sync = uc->m->dst.copied_dirty || (final && uc->m->dst.source_dirty);
+  uc->m->dst.copied_dirty = false;
   pthread_mutex_unlock(&uc->lock);
   if (sync) {
     /* The source forgets what we acknowledge: our records must survive a
@@ -213,11 +223,11 @@ fc_ucache_migr_durable(struct fc_ucache *uc, bool final)
     r = uc_make_durable(uc);
     if (r) {
       pthread_mutex_lock(&uc->lock);
-      uc->m.copied_dirty = true;
+      uc->m->dst.copied_dirty = true;
       pthread_mutex_unlock(&uc->lock);
     }
   }
-  pthread_mutex_unlock(&uc->m.durable_lock);
+  pthread_mutex_unlock(&uc->m->dst.durable_lock);
   return r;
 }
 

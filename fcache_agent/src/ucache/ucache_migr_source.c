@@ -8,7 +8,8 @@
 #include <sched.h>
 #include <stdlib.h>
 
-#include "ucache_priv.h"
+#include "ucache_layer.h"
+#include "ucache_migr_priv.h"
 #include "common/lockcheck.h"
 
 void
@@ -20,8 +21,8 @@ fc_ucache_migr_freeze(struct fc_ucache *uc, bool frozen)
 
   uc_lock_stripes(uc, 0, FC_STRIPES, &set);
   pthread_mutex_lock(&uc->lock);
-  uc->m.frozen = frozen;
-  atomic_store(&uc->m.on, frozen || uc->m.tracking || uc->m.gated || uc->m.failed);
+  uc->m->src.frozen = frozen;
+  uc_migr_update_on_locked(uc);
   pthread_mutex_unlock(&uc->lock);
   uc_unlock_stripes(uc, &set);
   pthread_mutex_lock(&uc->lock);

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Internals shared by ucache.c (structure), stripes.c (the stripe locks),
- * blocks.c (install, evict), the request paths (ucache_io.c, whose
- * ucache_io.h the read and write paths share) and writeback.c.  Not a
- * public header. */
+ * blocks.c (install, evict), the request paths (ucache_io.h, which the
+ * read and write paths share), writeback.c and the migration layer
+ * (ucache_layer.h, ucache_migr_priv.h).  Not a public header. */
 #ifndef FCACHE_UCACHE_PRIV_H
 #define FCACHE_UCACHE_PRIV_H
 
@@ -11,7 +11,7 @@
 #include <stdbool.h>
 
 #include "common/blockmap.h"
-#include "common/invfilter.h"
+#include "common/lockcheck.h"
 #include "common/lru.h"
 #include "ucache.h"
 
@@ -119,39 +119,12 @@ struct fc_ucache {
   pthread_cond_t around_cond;
   struct fc_stats stats;
 
-  /* Live migration (ucache_migr*.c); all under uc->lock. */
-  struct {
-    bool gated;               /* dest: before the source's switch */
-    bool source_connected;    /* dest: reads may be forwarded to the source */
-    bool failed;              /* dest: the source was lost before the switch */
-    bool frozen;              /* source: the VM left; refuse writes */
-    bool bypass;              /* firepan_if copy: cache not attached yet */
-    bool tracking;            /* dest: record writes to discard late copies */
-    atomic_bool on;           /* any of the above: lets the fast path skip the lock */
-    struct fc_invfilter written;       /* the invalidation filter's table */
-    struct fc_invfilter remote_dirty;  /* newest copy only on the source */
-    struct fc_invfilter remote_clean;  /* cached on the source, also at origin */
-    /* dest: dirty on the source at the switch.  Until the migration
-     * completes or is settled none of these reaches the origin from here:
-     * so that, if this host crashes, "the destination does not hold it"
-     * always means "the source's copy is the last durable one". */
-    struct fc_invfilter pinned;
-    int superseded_fd;        /* see superseded.h; -1 when not migrating in */
-    char superseded_path[4200];
-    fc_ucache_fetch_fn fetch;
-    fc_ucache_read_fn read_source;
-    void *fetch_ctx;          /* for both */
-    pthread_cond_t gate_cond;
-    uint64_t fetched, fetch_fallbacks, discarded, installed_copies;
-    /* dest: a dirty block came from the source (copied or fetched) since
-     * the last fc_ucache_migr_durable, which must then sync; source_dirty:
-     * one came or was listed at all, so the final one syncs whatever the
-     * VM wrote over it too.  A migration with neither needs no sync: after
-     * a crash only dirty records are trusted, the origin holds what a clean
-     * block holds, and it is as current as the source's copy was. */
-    bool copied_dirty, source_dirty;
-    pthread_mutex_t durable_lock;     /* one fc_ucache_migr_durable at a time */
-  } m;
+  /* What is layered on the data path: a live migration, either end
+   * (ucache_layer.h).  Its state is the layer's own, opaque here
+   * (ucache_migr_priv.h); layer_on, set by the layer under lock, lets a
+   * request skip every hook point with one load. */
+  struct uc_migr *m;
+  atomic_bool layer_on;
 
   /* A change of write policy (ucache_policy.c) holds the VM's writes,
    * trims and zeroes at their start, before they take a stripe, while it
@@ -202,8 +175,20 @@ uint64_t uc_stripe_seq(const struct fc_ucache *uc, oblock_t ob);
  * the stripe since seq was taken and nobody installed ob meanwhile. */
 bool uc_fill_allowed(struct fc_ucache *uc, oblock_t ob, uint64_t seq);
 
-/* Under uc->lock: the cached block for ob, VALID, or CBLOCK_NONE. */
-cblock_t uc_lookup_locked(struct fc_ucache *uc, oblock_t ob);
+/* Under uc->lock: the cached block for ob, VALID, or CBLOCK_NONE.
+ * Inline: every request looks its blocks up, and the files that keep the
+ * map in step with the records (blocks.c, durable.c) both need it. */
+static inline cblock_t
+uc_lookup_locked(struct fc_ucache *uc, oblock_t ob)
+{
+  FC_ASSERT_HELD(&uc->lock);
+  cblock_t cb = fc_blockmap_lookup(&uc->map, uc->dev->table, ob);
+
+  if (cb.n != CBLOCK_NONE && !(uc->dev->table[cb.n].flags & FC_ENTRY_VALID))
+    cb.n = CBLOCK_NONE;
+  return cb;
+}
+
 /* Under uc->lock: unmap and free a clean block. */
 void uc_drop_locked(struct fc_ucache *uc, cblock_t cb);
 /* A volume leaving drops its blocks in batches of at most this many: one
@@ -317,34 +302,6 @@ void uc_pause_gate(struct fc_ucache *uc);
  * stripe): record first, flag second. */
 int uc_mark_dirty(struct fc_ucache *uc, cblock_t cb);
 
-/* Must not be called with uc->lock held. */
-/* Migration hooks called by the request paths (ucache_migr.c,
- * ucache_migr_copies.c). */
-/* Writes, trims and flushes wait here until the switchover. */
-int uc_migr_gate(struct fc_ucache *uc);
-/* A read before the switchover, answered with current data without
- * waiting for it (doc/reference/migration.rst, "Reads before the switchover").
- * 1 if the gate is open (the caller reads as usual), 0 when buf holds the
- * data, or -errno. */
-int uc_migr_read_gated(struct fc_ucache *uc, void *buf, uint32_t count,
-                       uint64_t off);
-/* Under uc->lock: is the gate closed? */
-bool uc_migr_gated_locked(const struct fc_ucache *uc);
-/* Under the block's stripe: a miss during an incoming migration may be
- * served from the source.  Returns 1 if not remote (caller reads origin),
- * 0 if data holds the block (installed), or -errno. */
-int uc_migr_fetch_miss(struct fc_ucache *uc, oblock_t ob, void *data);
-/* Under the stripes: note the VM writing [first, first+n); fetch remote
- * dirty blocks a partial write needs first. */
-int uc_migr_note_write(struct fc_ucache *uc, uint64_t first, uint32_t n,
-                       uint64_t off, uint32_t count);
-
-/* Under uc->lock: may this block's data go to the origin from here? */
-bool uc_migr_pinned_locked(struct fc_ucache *uc, oblock_t ob);
-/* Under the block's stripe, before any origin write or trim of block b:
- * if it is pinned, record durably that the source's copy is superseded,
- * and unpin it. */
-int uc_migr_release_pinned(struct fc_ucache *uc, uint64_t b);
 
 void uc_wake_writeback(struct fc_ucache *uc);
 /* Start the write-back thread whatever the policy (a policy change about

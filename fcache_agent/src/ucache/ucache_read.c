@@ -10,6 +10,7 @@
 
 #include "common/log.h"
 #include "ucache_io.h"
+#include "ucache_layer.h"
 
 /* Not waiting for the origin: the block was served in the first phase. */
 #define NO_FILL UINT64_MAX
@@ -207,13 +208,13 @@ read_cached(struct fc_ucache *uc, char *buf, uint32_t count, uint64_t off,
     if (cbs[i] != CBLOCK_NONE) {
       r = read_hit(uc, buf, count, off, b, &cbs[i]);
     } else {
-      if (uc->m.fetch || uc->m.failed) {
+      if (uc_layer_serves_misses(uc)) {
         /* Incoming migration: the source may hold this block. */
         if (!blk && !(blk = malloc(uc->bs))) {
           r = -ENOMEM;
           break;
         }
-        r = uc_migr_fetch_miss(uc, to_oblock(b), blk);
+        r = uc_layer_read_miss(uc, to_oblock(b), blk);
         if (r == 0) {
           memcpy(buf + s.in_buf, blk + s.in_block, s.len);
           STAT_ADD(&uc->stats, read_hits, 1);
@@ -269,13 +270,12 @@ pread_any(struct fc_ucache *uc, char *buf, uint32_t count, uint64_t off,
   }
   STAT_ADD(&uc->stats, reads, 1);
   STAT_ADD(&uc->stats, read_bytes, count);
-  if (atomic_load(&uc->m.on)) {
-    r = uc_migr_read_gated(uc, buf, count, off);
+  if (uc_layer_on(uc)) {
+    r = uc_layer_read(uc, buf, count, off);
     if (r <= 0)
-      goto out;     /* served before the switchover, or failed */
-    r = 0;
-    if (uc->m.bypass) {
-      /* firepan_if copy in progress: the cache is not attached yet. */
+      goto out;     /* served by the layer, or failed */
+    if (r == UC_READ_ORIGIN) {
+      /* The cache is not attached yet (a firepan_if copy). */
       STAT_ADD(&uc->stats, read_misses, n);
       r = uc_origin_read(uc, buf, count, off);
       goto out;
@@ -354,7 +354,7 @@ read_cached_nowait(struct fc_ucache *uc, char *buf, uint32_t count,
       }
       (*hits)++;
       *hit_bytes += s.len;
-    } else if (uc->m.fetch || uc->m.failed) {
+    } else if (uc_layer_serves_misses(uc)) {
       r = -EAGAIN;
     } else {
       seq[i] = uc_stripe_seq(uc, to_oblock(b));
@@ -387,7 +387,7 @@ pread_nowait(struct fc_ucache *uc, char *buf, uint32_t count, uint64_t off,
   uint64_t seq[NOWAIT_MAX_BLOCKS], hit_bytes = 0;
   int r = 0;
 
-  if (n > NOWAIT_MAX_BLOCKS || atomic_load(&uc->m.on) ||
+  if (n > NOWAIT_MAX_BLOCKS || uc_layer_on(uc) ||
       read_cached_nowait(uc, buf, count, off, first, n, cbs, seq, &hits,
                          &hit_bytes) != 0)
     return -EAGAIN;

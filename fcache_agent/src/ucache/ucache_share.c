@@ -1,102 +1,20 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* On-demand allocation inside one host's cache (CloudCache §4.3): each
- * volume's demand window, its share, the staging area that goes with it,
- * and the replacement-time enforcement that lets a volume under its share
- * take a clean block from one above it.  What the shares are is decided
- * above, by the engine's allocator (allocator.c); here they are obeyed. */
+ * volume's demand window, its share and the staging area that goes with
+ * it.  What the shares are is decided above, by the engine's allocator
+ * (allocator.c); here they are obeyed, and the replacement-time
+ * enforcement that lets a volume under its share take a clean block from
+ * one above it is pool.c. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "ucache_priv.h"
+#include "ucache_layer.h"
 #include "common/lockcheck.h"
 
 /* A staging area under this holds too few entries to see any reuse; its
  * memory is nothing next to the cache it guards. */
 #define STAGING_AREA_MIN (64u << 10)
-
-struct fc_ucache_pool {
-  pthread_mutex_t lock;
-  struct fc_ucache *members[FC_UCACHE_POOL_MAX];
-  unsigned n;
-  unsigned cursor;        /* where the next search for a victim starts */
-};
-
-struct fc_ucache_pool *
-fc_ucache_pool_new(void)
-{
-  struct fc_ucache_pool *pool = calloc(1, sizeof *pool);
-
-  if (pool)
-    pthread_mutex_init(&pool->lock, NULL);
-  return pool;
-}
-
-void
-fc_ucache_pool_free(struct fc_ucache_pool *pool)
-{
-  if (!pool)
-    return;
-  pthread_mutex_destroy(&pool->lock);
-  free(pool);
-}
-
-int
-fc_ucache_pool_add(struct fc_ucache_pool *pool, struct fc_ucache *uc)
-{
-  int r = -EMFILE;
-
-  pthread_mutex_lock(&pool->lock);
-  if (pool->n < FC_UCACHE_POOL_MAX) {
-    pool->members[pool->n++] = uc;
-    r = 0;
-  }
-  pthread_mutex_unlock(&pool->lock);
-  return r;
-}
-
-void
-fc_ucache_pool_remove(struct fc_ucache_pool *pool, struct fc_ucache *uc)
-{
-  pthread_mutex_lock(&pool->lock);
-  for (unsigned i = 0; i < pool->n; i++)
-    if (pool->members[i] == uc) {
-      pool->members[i] = pool->members[--pool->n];
-      break;
-    }
-  pthread_mutex_unlock(&pool->lock);
-}
-
-int
-uc_take_from_pool_locked(struct fc_ucache *uc, cblock_t *out)
-{
-  FC_ASSERT_HELD(&uc->lock);
-  struct fc_ucache_pool *pool = uc->p.pool;
-  int r = -ENOSPC;
-
-  if (!pool)
-    return r;
-  pthread_mutex_lock(&pool->lock);
-  for (unsigned k = 0; k < pool->n && r; k++) {
-    unsigned i = (pool->cursor + k) % pool->n;
-    struct fc_ucache *victim = pool->members[i];
-
-    /* Only tried: the victim may be taking from us at this moment, and
-     * one miss served by the origin is cheaper than a lock order. */
-    if (victim == uc || pthread_mutex_trylock(&victim->lock))
-      continue;
-    if (victim->used > victim->share) {
-      r = uc_evict_clean_locked(victim, out);
-      if (r == 0) {
-        victim->given++;
-        pool->cursor = i + 1;
-      }
-    }
-    pthread_mutex_unlock(&victim->lock);
-  }
-  pthread_mutex_unlock(&pool->lock);
-  return r;
-}
 
 size_t
 uc_staging_area(const struct fc_ucache *uc, uint32_t share_blocks)
@@ -142,7 +60,7 @@ uc_stage_read(struct fc_ucache *uc, oblock_t ob, void *data)
   pthread_mutex_lock(&uc->lock);
   /* During a migration the staged copies are not kept current by its
    * installs: they are neither made nor used then. */
-  served = !atomic_load(&uc->m.on) && fc_staging_read_data(uc->stage, ob.n, data);
+  served = !uc_layer_on(uc) && fc_staging_read_data(uc->stage, ob.n, data);
   if (served)
     admit = fc_staging_access(uc->stage, ob.n, false);
   pthread_mutex_unlock(&uc->lock);

@@ -25,6 +25,7 @@
 #include "common/lockcheck.h"
 #include "common/log.h"
 #include "ucache_io.h"
+#include "ucache_layer.h"
 
 /* Blocks one answer looks at: the client asks again for the rest. */
 #define BS_SCAN_BLOCKS 65536u
@@ -59,8 +60,7 @@ static bool
 unsure_locked(const struct fc_ucache *uc)
 {
   FC_ASSERT_HELD(&uc->lock);
-  return atomic_load(&uc->m.on) || uc->m.fetch || uc->m.failed ||
-         uc->m.remote_dirty.count > 0;
+  return uc_layer_unsure_locked(uc);
 }
 
 /* The origin's flags at pos (inside [pos, chunk_end)), moving the cursor;

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "ucache_io.h"
+#include "ucache_layer.h"
 
 /* Whole blocks zeroed per hold of their stripes (zero_blocks). */
 #define ZERO_CHUNK (64u << 20)
@@ -79,7 +80,7 @@ write_back(struct fc_ucache *uc, const char *buf, uint32_t count,
           fc_md_forget(uc->md, to_cblock(cbs[i]))) {
         STAT_ADD(&uc->stats, io_errors, 1);
         uc_invalidate(uc, &cbs[i], 1);
-        r = uc_migr_release_pinned(uc, b);
+        r = uc_layer_to_origin(uc, b);
         if (!r)
           r = uc_origin_write(uc, buf + s.in_buf, s.len, s.start, fua);
         continue;
@@ -97,7 +98,7 @@ write_back(struct fc_ucache *uc, const char *buf, uint32_t count,
          * origin.  Drop it and send the write around it. */
         STAT_ADD(&uc->stats, io_errors, 1);
         uc_invalidate(uc, &cbs[i], 1);
-        r = uc_migr_release_pinned(uc, b);
+        r = uc_layer_to_origin(uc, b);
         if (!r)
           r = uc_origin_write(uc, buf + s.in_buf, s.len, s.start, fua);
         continue;
@@ -107,7 +108,7 @@ write_back(struct fc_ucache *uc, const char *buf, uint32_t count,
         continue;   /* r stands: the only copy may now be damaged */
       /* A clean block can be dropped and the write sent around it. */
       uc_invalidate(uc, &cbs[i], 1);
-      r = uc_migr_release_pinned(uc, b);
+      r = uc_layer_to_origin(uc, b);
       if (!r)
         r = uc_origin_write(uc, buf + s.in_buf, s.len, s.start, fua);
       continue;
@@ -121,7 +122,7 @@ write_back(struct fc_ucache *uc, const char *buf, uint32_t count,
         continue;
       }
     }
-    r = uc_migr_release_pinned(uc, b);
+    r = uc_layer_to_origin(uc, b);
     if (!r)
       r = uc_origin_write(uc, buf + s.in_buf, s.len, s.start, fua);
   }
@@ -213,24 +214,18 @@ write_range(struct fc_ucache *uc, const char *buf, uint32_t count,
 
   if (!cbs)
     return -ENOMEM;
-  if (atomic_load(&uc->m.on)) {
-    r = uc_migr_gate(uc);
-    if (!r && uc->m.frozen)
-      r = -EROFS;     /* the VM has moved on: this host must not diverge */
-    if (r)
-      goto out;
-  }
+  if (uc_layer_on(uc) && (r = uc_layer_before_change(uc)))
+    goto out;
   uc_pause_gate(uc);
   /* The policy is read under the stripes: a change takes them all. */
   uc_lock_stripes(uc, first, last, &set);
-  if (atomic_load(&uc->m.on) && uc->m.tracking) {
-    r = uc_migr_note_write(uc, first, n, off, count);
-    if (r) {
+  if (uc_layer_on(uc)) {
+    r = uc_layer_changing(uc, first, n, off, count, UC_CHANGE_WRITE);
+    if (r < 0) {
       uc_unlock_stripes(uc, &set);
       goto out;
     }
-    if (uc->m.bypass) {
-      /* note_write dropped the copied blocks this write makes stale. */
+    if (r == 1) {
       r = write_around(uc, buf, count, off, fua, first, n, &set);
       goto out;
     }
@@ -271,20 +266,8 @@ uc_flush(void *handle)
   int r = 0;
 
   STAT_ADD(&uc->stats, flushes, 1);
-  if (atomic_load(&uc->m.on)) {
-    bool gated;
-
-    pthread_mutex_lock(&uc->lock);
-    gated = uc_migr_gated_locked(uc) && !uc->m.failed;
-    pthread_mutex_unlock(&uc->lock);
-    /* Before the switchover writes wait at the gate, so this export has
-     * acknowledged none: there is nothing to make durable.  (The
-     * hypervisor flushed the source's before it let the VM go.) */
-    if (gated)
-      return 0;
-    if ((r = uc_migr_gate(uc)))
-      return r;
-  }
+  if (uc_layer_on(uc) && (r = uc_layer_flush(uc)))
+    return r > 0 ? 0 : r;     /* 1: nothing acknowledged to make durable */
   /* Under the lock: a policy change may be under way.  A flush that
    * sees the new policy (not write_back) finds no dirty block: the change
    * wrote them all back and synced their records before it switched. */
@@ -338,28 +321,17 @@ uc_trim(void *handle, uint32_t count, uint64_t off, bool fua)
   int r;
 
   STAT_ADD(&uc->stats, trims, 1);
-  if (atomic_load(&uc->m.on)) {
-    r = uc_migr_gate(uc);
-    if (!r && uc->m.frozen)
-      r = -EROFS;
-    if (r)
-      return r;
-  }
+  if (uc_layer_on(uc) && (r = uc_layer_before_change(uc)))
+    return r;
   uc_pause_gate(uc);
   uc_lock_stripes(uc, first, last, &set);
-  if (atomic_load(&uc->m.on) && uc->m.tracking) {
-    /* A trim changes the origin like a write: late copies are stale. */
-    r = uc_migr_note_write(uc, first, (uint32_t)(last - first + 1), off, count);
-    if (r) {
-      uc_unlock_stripes(uc, &set);
-      return r;
-    }
+  /* A trim changes the origin like a write: late copies are stale. */
+  if (uc_layer_on(uc) &&
+      (r = uc_layer_changing(uc, first, (uint32_t)(last - first + 1), off, count,
+                             UC_CHANGE_ORIGIN))) {
+    uc_unlock_stripes(uc, &set);
+    return r;
   }
-  for (uint64_t b = first; atomic_load(&uc->m.on) && b <= last && b < uc->nr_oblocks; b++)
-    if ((r = uc_migr_release_pinned(uc, b))) {
-      uc_unlock_stripes(uc, &set);
-      return r;
-    }
   /* Clean copies go before the origin changes under them (their records
    * with them: metadata.h); dirty ones after, as below. */
   drop_clean(uc, first, (uint32_t)(last - first + 1), false);
@@ -427,10 +399,8 @@ zero_blocks(struct fc_ucache *uc, uint64_t first, uint32_t n, bool may_trim,
 
   uc_lock_stripes(uc, first, first + n - 1, &set);
   /* A change of the origin like a write: late copies are stale. */
-  if (atomic_load(&uc->m.on) && uc->m.tracking)
-    r = uc_migr_note_write(uc, first, n, off, count);
-  for (uint64_t b = first; !r && atomic_load(&uc->m.on) && b < first + n; b++)
-    r = uc_migr_release_pinned(uc, b);
+  if (uc_layer_on(uc))
+    r = uc_layer_changing(uc, first, n, off, count, UC_CHANGE_ORIGIN);
   if (!r) {
     drop_clean(uc, first, n, true);
     r = fc_origin_zero(uc->origin, count, off, may_trim);
@@ -477,13 +447,8 @@ uc_zero(void *handle, uint32_t count, uint64_t off, bool fua, bool may_trim)
     return -ENOMEM;
   STAT_ADD(&uc->stats, writes, 1);
   STAT_ADD(&uc->stats, write_bytes, count);
-  if (atomic_load(&uc->m.on)) {
-    r = uc_migr_gate(uc);
-    if (!r && uc->m.frozen)
-      r = -EROFS;     /* the VM has moved on: this host must not diverge */
-    if (r)
-      goto out;
-  }
+  if (uc_layer_on(uc) && (r = uc_layer_before_change(uc)))
+    goto out;
   uc_pause_gate(uc);
   if (first >= stop) {
     /* No whole block: a write, FUA and all. */

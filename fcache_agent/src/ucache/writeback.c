@@ -20,7 +20,7 @@
 #include "common/deadline.h"
 #include "common/lockcheck.h"
 #include "common/log.h"
-#include "ucache_priv.h"
+#include "ucache_layer.h"
 
 #define WB_BATCH 256u
 
@@ -39,7 +39,7 @@ collect_dirty(struct fc_ucache *uc, struct wb_item *items, uint32_t max)
   for (uint32_t i = uc->lru.tail; i != CBLOCK_NONE && n < max;
        i = table[i].lru_prev) {
     if ((table[i].flags & FC_ENTRY_DIRTY) && !(table[i].flags & FC_ENTRY_BUSY) &&
-        !uc_migr_pinned_locked(uc, to_oblock(table[i].oblock)))
+        !uc_layer_pinned_locked(uc, to_oblock(table[i].oblock)))
       items[n++] = (struct wb_item){ i, table[i].oblock };
   }
   pthread_mutex_unlock(&uc->lock);
