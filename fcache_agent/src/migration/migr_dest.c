@@ -146,20 +146,6 @@ send_complete(struct fc_migration *m)
   return r;
 }
 
-/* Both the receiver and the acknowledger can be first to see the link go:
- * whichever it is stops relying on the source at once (clean remote blocks
- * fall back to the origin, dirty ones fail until the source's copy is back)
- * and tells the operator the same thing. */
-void
-fc_migr_dest_source_lost(struct fc_migration *m, const char *when, const char *why)
-{
-  OPS(m)->in_lost(&m->e);
-  fc_migr_fail(m, "transfer stream from the source lost%s: %s%s", when, why,
-               OPS(m)->in_remote_dirty(&m->e) ?
-               "; dirty blocks still on the source are unreadable here until "
-               "they are written back there" : "");
-}
-
 static void *
 dest_rx(void *arg)
 {
@@ -453,21 +439,3 @@ fc_migr_dest_accept(struct fc_migration *m, struct fc_xfer_conn *c)
   return 0;
 }
 
-void
-fc_migr_join(struct fc_migration *m)
-{
-  pthread_mutex_lock(&m->lock);
-  m->stopping = true;
-  pthread_cond_broadcast(&m->cond);
-  pthread_mutex_unlock(&m->lock);
-  if (m->conn.fd >= 0)
-    fc_xfer_conn_shutdown(&m->conn);
-  if (m->rx_running)
-    pthread_join(m->rx_thread, NULL);
-  if (m->worker_running)
-    pthread_join(m->worker_thread, NULL);
-  m->rx_running = m->worker_running = false;
-  if (m->conn.fd >= 0)
-    fc_xfer_conn_destroy(&m->conn);
-  fc_migr_dest_queue_free(m);
-}

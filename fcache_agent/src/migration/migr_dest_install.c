@@ -39,6 +39,7 @@ fc_migr_dest_queue_new(struct fc_migration *m)
   if (q->credits < per_frame)
     q->credits = per_frame ? per_frame : 1;
   m->inq = q;
+  m->inq_free = fc_migr_dest_queue_free;
   return 0;
 }
 
@@ -303,4 +304,18 @@ fc_migr_dest_installers_join(struct fc_migration *m)
   for (unsigned i = 0; i < q->nthr; i++)
     pthread_join(q->thr[i], NULL);
   q->nthr = 0;
+}
+
+/* Both the receiver and the acknowledger can be first to see the link go:
+ * whichever it is stops relying on the source at once (clean remote blocks
+ * fall back to the origin, dirty ones fail until the source's copy is back)
+ * and tells the operator the same thing. */
+void
+fc_migr_dest_source_lost(struct fc_migration *m, const char *when, const char *why)
+{
+  OPS(m)->in_lost(&m->e);
+  fc_migr_fail(m, "transfer stream from the source lost%s: %s%s", when, why,
+               OPS(m)->in_remote_dirty(&m->e) ?
+               "; dirty blocks still on the source are unreadable here until "
+               "they are written back there" : "");
 }

@@ -54,7 +54,7 @@ struct dest_queue {
   unsigned nthr;
 };
 
-/* migr_dest_install.c */
+/* migr_dest_install.c.  queue_new sets m->inq_free to queue_free. */
 int fc_migr_dest_queue_new(struct fc_migration *m);
 void fc_migr_dest_queue_free(struct fc_migration *m);
 /* Receiver: a background BLOCK frame of len bytes in *buf.  The frame is
@@ -71,7 +71,8 @@ bool fc_migr_dest_installed_locked(const struct fc_migration *m);
 /* Acknowledge the dirty blocks installed (once durable) and return
  * credits. */
 void fc_migr_dest_flush_acks(struct fc_migration *m, uint32_t credits);
-/* migr_dest.c: stop relying on the source, and say why. */
+/* Stop relying on the source, and say why: the receiver (migr_dest.c)
+ * or the acknowledger, whichever sees the stream go first. */
 void fc_migr_dest_source_lost(struct fc_migration *m, const char *when, const char *why);
 
 struct fetch_wait {

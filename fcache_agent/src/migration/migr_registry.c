@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The registry of an agent's migrations: finding one (with a reference),
  * giving it back, making room, the volume-detach rule that consults it,
- * and starting and stopping the listener with it.  Separate from
- * migration.c, which creates migrations and runs their phases. */
+ * and dropping them all at exit.  Below the files that find migrations
+ * in it (the listener, the keys, settling, migration.c): it calls none of
+ * them.  Starting and stopping the service -- the listener, the host's
+ * forgetting hook -- is migration.c's. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,7 +15,6 @@
 #include "common/lockcheck.h"
 #include "common/log.h"
 #include "migration.h"
-#include "xfer_tls.h"
 
 struct fc_migration *
 fc_migration_find(struct fc_agent *agent, const char *id)
@@ -165,50 +166,10 @@ fc_migration_detach_locked(struct fc_agent *agent, const char *id,
                          fc_agent_detach_locked(agent, id, err, errlen);
 }
 
-/* The host's forgetting hook (engine.h): the volume is going away, so no
- * migration may keep pointing at it. */
-static void
-drop_volume(struct fc_host *host, struct fc_volume *v)
-{
-  struct fc_agent *agent = host->forgetting_ctx;
-
-  pthread_mutex_lock(&agent->migr_lock);
-  for (unsigned i = 0; i < agent->nr_migrations; i++) {
-    struct fc_migration *m = agent->migrations[i];
-    if (m->e.vol != v)
-      continue;
-    /* Its threads may still be finishing with the volume. */
-    fc_migr_join(m);
-    pthread_mutex_lock(&m->lock);
-    m->e.vol = NULL;
-    pthread_mutex_unlock(&m->lock);
-  }
-  pthread_mutex_unlock(&agent->migr_lock);
-}
-
-int
-fc_migrations_start(struct fc_agent *agent, char *err, size_t errlen)
-{
-  int r = fc_xfer_tls_new(&agent->host.cfg, &agent->tls, err, errlen);
-
-  if (r)
-    return r;
-  agent->host.forgetting = drop_volume;
-  agent->host.forgetting_ctx = agent;
-  agent->listener = fc_migr_listen(agent, agent->host.cfg.migration_listen, err, errlen);
-  if (!agent->listener) {
-    fc_xfer_tls_free(agent->tls);
-    agent->tls = NULL;
-    return -EADDRNOTAVAIL;
-  }
-  log_info("migration streams: TLS %s", fc_xfer_tls_mode_name(agent->tls));
-  return 0;
-}
-
 /* At exit, once the control socket and the listener are closed: nobody
  * else holds a reference any more. */
-static void
-stop_all(struct fc_agent *agent)
+void
+fc_migr_registry_stop_all(struct fc_agent *agent)
 {
   pthread_mutex_lock(&agent->migr_lock);
   for (unsigned i = 0; i < agent->nr_migrations; i++) {
@@ -225,15 +186,3 @@ stop_all(struct fc_agent *agent)
   pthread_mutex_unlock(&agent->migr_lock);
 }
 
-void
-fc_migrations_stop(struct fc_agent *agent)
-{
-  /* No stream may arrive and no migration thread may run while the
-   * engine saves its state. */
-  fc_migr_listener_stop(agent->listener);
-  agent->listener = NULL;
-  stop_all(agent);
-  fc_migr_keys_clear();
-  fc_xfer_tls_free(agent->tls);
-  agent->tls = NULL;
-}

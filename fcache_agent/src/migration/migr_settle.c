@@ -330,20 +330,12 @@ static int settle_step(struct settle_ctx *c, const char *step, json_t *args,
                        json_t **result, char *err, size_t errlen);
 
 int
-fc_migration_settle(struct fc_agent *agent, json_t *args, json_t **result,
-                    char *err, size_t errlen)
+fc_migr_settle_step(struct fc_agent *agent, const char *step, json_t *args,
+                    json_t **result, char *err, size_t errlen)
 {
-  const char *step = json_string_value(json_object_get(args, "step"));
   struct settle_ctx c = { 0 };
   int r;
 
-  if (!step) {
-    snprintf(err, errlen, "settle needs a step: all (this agent and its peer), "
-             "list or end (destination), writeback, drop or release (source)");
-    return -EINVAL;
-  }
-  if (!strcmp(step, "all"))
-    return fc_migr_settle_here(agent, args, result, err, errlen);
   r = locate(agent, args, &c, err, errlen);
   if (!r)
     r = settle_step(&c, step, args, result, err, errlen);

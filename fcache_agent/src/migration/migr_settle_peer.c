@@ -564,3 +564,21 @@ fc_migr_settle_serve(struct fc_agent *agent, struct fc_xfer_conn *c, json_t *hel
 out:
   free(buf);
 }
+
+/* migration-settle: step "all" is this file's (both agents, over the
+ * peer's listener), every other step one agent's own (migr_settle.c). */
+int
+fc_migration_settle(struct fc_agent *agent, json_t *args, json_t **result,
+                    char *err, size_t errlen)
+{
+  const char *step = json_string_value(json_object_get(args, "step"));
+
+  if (!step) {
+    snprintf(err, errlen, "settle needs a step: all (this agent and its peer), "
+             "list or end (destination), writeback, drop or release (source)");
+    return -EINVAL;
+  }
+  if (!strcmp(step, "all"))
+    return fc_migr_settle_here(agent, args, result, err, errlen);
+  return fc_migr_settle_step(agent, step, args, result, err, errlen);
+}

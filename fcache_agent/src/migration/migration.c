@@ -1,6 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Migration registry, the listener that authenticates incoming streams,
- * and the phase operations the control socket calls. */
+/* The top of migration/: creating a migration and the phase operations
+ * the control socket calls (incoming, outgoing, start, switchover,
+ * finish, abort, status), and starting and stopping the agent's migration
+ * service (TLS, the listener, the host's forgetting hook).  It calls the
+ * ends (migr_source.c, migr_dest.c), the keys and the registry; none of
+ * them calls it: what they share is migr_common.c. */
 #include <errno.h>
 #include <netdb.h>
 #include <stdarg.h>
@@ -22,75 +26,6 @@
 #include "engine/engine.h"
 #include "engine/volume.h"
 
-static const char *const state_names[] = {
-  "prepared", "connected", "switched", "completed", "failed", "aborted",
-  "settled",
-};
-
-const char *
-fc_migr_state_name(enum fc_migr_state s)
-{
-  return (unsigned)s <= FC_MS_SETTLED ? state_names[s] : "?";
-}
-
-void
-fc_migr_thread_setup(const char *name)
-{
-  pthread_setname_np(pthread_self(), name);
-  /* A copy under a rate limit takes only what the limit allows, but on a
-   * host whose cores are busy with the VMs and their neighbours a thread
-   * at the default weight gets too little of it to keep the rate (the
-   * testbed showed copies 4x slower than the link while the VM ran).
-   * Root may raise it; otherwise it stays where it is. */
-  if (setpriority(PRIO_PROCESS, (id_t)gettid(), FC_MIGR_NICE) == -1)
-    log_debug("migration thread %s keeps its priority: %m", name);
-}
-
-void
-fc_migr_account_locked(struct fc_migration *m)
-{
-  FC_ASSERT_HELD(&m->lock);
-  struct fc_migr_totals *t = &m->agent->migr_totals;
-  int role = m->e.role == FC_MIGR_SOURCE ? 0 : 1;
-  enum fc_migr_outcome o;
-
-  if (m->accounted)
-    return;
-  switch (m->state) {
-  case FC_MS_COMPLETED: o = FC_MIGR_COMPLETED; break;
-  case FC_MS_FAILED: o = FC_MIGR_FAILED; break;
-  case FC_MS_ABORTED: o = FC_MIGR_ABORTED; break;
-  default: return;
-  }
-  m->accounted = true;
-  atomic_fetch_add(&t->ended[role][o], 1);
-  atomic_fetch_add(&t->bytes[role], m->bytes_done);
-  if (o == FC_MIGR_COMPLETED) {
-    atomic_store(&t->last_duration_ns[role], m->completed_ns - m->started_ns);
-    atomic_store(&t->last_downtime_ns[role], m->downtime_ns);
-  }
-}
-
-void
-fc_migr_fail(struct fc_migration *m, const char *fmt, ...)
-{
-  va_list ap;
-
-  pthread_mutex_lock(&m->lock);
-  if (m->state != FC_MS_FAILED && m->state != FC_MS_ABORTED &&
-      m->state != FC_MS_COMPLETED) {
-    va_start(ap, fmt);
-    vsnprintf(m->error, sizeof m->error, fmt, ap);
-    va_end(ap);
-    m->state = FC_MS_FAILED;
-    fc_migr_account_locked(m);
-    log_error("migration %s of volume %s (%s): %s", m->e.id, m->e.volume_id,
-              m->e.role == FC_MIGR_SOURCE ? "source" : "destination", m->error);
-  }
-  pthread_cond_broadcast(&m->cond);
-  pthread_mutex_unlock(&m->lock);
-}
-
 /* struct fc_engine_migr's fail(). */
 static void
 engine_fail(void *ctx, const char *msg)
@@ -105,19 +40,6 @@ token_valid(const char *t)
     return false;
   for (size_t i = 0; i < FC_TOKEN_HEX; i++)
     if (!strchr("0123456789abcdef", t[i]))
-      return false;
-  return true;
-}
-
-bool
-fc_migration_id_valid(const char *id)
-{
-  size_t n = strlen(id);
-
-  if (n == 0 || n > FC_MIGRATION_ID_MAX)
-    return false;
-  for (size_t i = 0; i < n; i++)
-    if (!strchr("0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ-_.", id[i]))
       return false;
   return true;
 }
@@ -209,45 +131,6 @@ migration_new(struct fc_agent *agent, json_t *args, enum fc_migr_role role,
   return m;
 }
 
-
-/* Persist (or clear, with tag NULL) the volume's unfinished migration. */
-int
-fc_migr_mark_volume(struct fc_migration *m, const char *tag)
-{
-  struct fc_agent *agent = m->agent;
-  char err[256];
-  int r;
-
-  pthread_mutex_lock(&agent->host.lock);
-  if (!m->e.vol) {
-    pthread_mutex_unlock(&agent->host.lock);
-    return 0;
-  }
-  if (tag) {
-    struct fc_volume_params *p = &m->e.vol->p;
-
-    snprintf(p->migration, sizeof p->migration, "%s:%s", tag, m->e.id);
-    pthread_mutex_lock(&m->lock);
-    /* Both or neither: a secret is of use only with the peer to use it on. */
-    if (m->settle_secret[0] && m->settle_peer[0]) {
-      snprintf(p->settle_secret, sizeof p->settle_secret, "%s", m->settle_secret);
-      snprintf(p->settle_peer, sizeof p->settle_peer, "%s", m->settle_peer);
-    } else {
-      explicit_bzero(p->settle_secret, sizeof p->settle_secret);
-      p->settle_peer[0] = '\0';
-    }
-    pthread_mutex_unlock(&m->lock);
-  } else {
-    m->e.vol->p.migration[0] = '\0';
-    explicit_bzero(m->e.vol->p.settle_secret, sizeof m->e.vol->p.settle_secret);
-    m->e.vol->p.settle_peer[0] = '\0';
-  }
-  r = fc_volume_params_save(agent->host.volumes_dir, &m->e.vol->p, err, sizeof err);
-  pthread_mutex_unlock(&agent->host.lock);
-  if (r)
-    log_error("migration %s of volume %s: %s", m->e.id, m->e.volume_id, err);
-  return r;
-}
 
 int
 fc_migration_incoming(struct fc_agent *agent, json_t *args, json_t **result,
@@ -610,4 +493,57 @@ fc_migration_json(struct fc_migration *m)
     m->agent->host.ops->migr->stats_json(&m->e, o);
   pthread_mutex_unlock(&m->lock);
   return o;
+}
+
+/* The host's forgetting hook (engine.h): the volume is going away, so no
+ * migration may keep pointing at it. */
+static void
+drop_volume(struct fc_host *host, struct fc_volume *v)
+{
+  struct fc_agent *agent = host->forgetting_ctx;
+
+  pthread_mutex_lock(&agent->migr_lock);
+  for (unsigned i = 0; i < agent->nr_migrations; i++) {
+    struct fc_migration *m = agent->migrations[i];
+    if (m->e.vol != v)
+      continue;
+    /* Its threads may still be finishing with the volume. */
+    fc_migr_join(m);
+    pthread_mutex_lock(&m->lock);
+    m->e.vol = NULL;
+    pthread_mutex_unlock(&m->lock);
+  }
+  pthread_mutex_unlock(&agent->migr_lock);
+}
+
+int
+fc_migrations_start(struct fc_agent *agent, char *err, size_t errlen)
+{
+  int r = fc_xfer_tls_new(&agent->host.cfg, &agent->tls, err, errlen);
+
+  if (r)
+    return r;
+  agent->host.forgetting = drop_volume;
+  agent->host.forgetting_ctx = agent;
+  agent->listener = fc_migr_listen(agent, agent->host.cfg.migration_listen, err, errlen);
+  if (!agent->listener) {
+    fc_xfer_tls_free(agent->tls);
+    agent->tls = NULL;
+    return -EADDRNOTAVAIL;
+  }
+  log_info("migration streams: TLS %s", fc_xfer_tls_mode_name(agent->tls));
+  return 0;
+}
+
+void
+fc_migrations_stop(struct fc_agent *agent)
+{
+  /* No stream may arrive and no migration thread may run while the
+   * engine saves its state. */
+  fc_migr_listener_stop(agent->listener);
+  agent->listener = NULL;
+  fc_migr_registry_stop_all(agent);
+  fc_migr_keys_clear();
+  fc_xfer_tls_free(agent->tls);
+  agent->tls = NULL;
 }

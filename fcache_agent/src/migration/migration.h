@@ -107,6 +107,10 @@ struct fc_migration {
 
   /* destination */
   struct dest_queue *inq;        /* background blocks awaiting install */
+  /* Frees inq: set with it, so that fc_migr_join (migr_common.c), which
+   * every end and phase calls, frees it without calling up into the
+   * destination's files. */
+  void (*inq_free)(struct fc_migration *m);
   struct fetch_wait *waiters;    /* on-demand fetches in flight */
   uint64_t *hot;                 /* cachemior: hot list to preload */
   uint32_t hot_n, hot_cap;
@@ -129,6 +133,7 @@ struct fc_migration {
   bool accounted;
 };
 
+/* migr_common.c */
 const char *fc_migr_state_name(enum fc_migr_state s);
 
 /* The agent's listener for incoming streams (migration_listen). */
@@ -138,7 +143,9 @@ struct fc_migr_listener *fc_migr_listen(struct fc_agent *agent, const char *host
 void fc_migr_listener_stop(struct fc_migr_listener *l);
 
 /* The listener and the registry live in struct fc_agent but belong here:
- * start them after fc_agent_open, stop them before fc_agent_close. */
+ * start them after fc_agent_open, stop them before fc_agent_close
+ * (migration.c, at the top of the folder: it starts the listener and
+ * registers the host's forgetting hook). */
 int fc_migrations_start(struct fc_agent *agent, char *err, size_t errlen);
 void fc_migrations_stop(struct fc_agent *agent);
 
@@ -177,12 +184,17 @@ int fc_migration_switchover(struct fc_migration *m, char *err, size_t errlen);
 int fc_migration_finish(struct fc_migration *m, int timeout_ms, char *err, size_t errlen);
 int fc_migration_abort(struct fc_migration *m, char *err, size_t errlen);
 json_t *fc_migration_json(struct fc_migration *m);
-/* migr_settle.c: after a failure past the switchover.  A page of the
- * destination's list, and the blocks one writeback or drop step names,
- * hold at most FC_SETTLE_LIST_MAX blocks. */
+/* After a failure past the switchover: step "all" runs both agents'
+ * steps (migr_settle_peer.c), any other step is fc_migr_settle_step.  A
+ * page of the destination's list, and the blocks one writeback or drop
+ * step names, hold at most FC_SETTLE_LIST_MAX blocks. */
 #define FC_SETTLE_LIST_MAX 4096u
 int fc_migration_settle(struct fc_agent *agent, json_t *args, json_t **result,
                         char *err, size_t errlen);
+/* migr_settle.c: one of this agent's own settle steps (list, end,
+ * writeback, drop, release). */
+int fc_migr_settle_step(struct fc_agent *agent, const char *step, json_t *args,
+                        json_t **result, char *err, size_t errlen);
 
 /* migr_settle_peer.c: step "all" of migration-settle, run by one agent
  * with its peer over the peer's migration listener. */
@@ -198,20 +210,11 @@ int fc_migr_settle_auth(struct fc_agent *agent, const char *identity,
 void fc_migr_settle_serve(struct fc_agent *agent, struct fc_xfer_conn *c,
                           json_t *hello, const char *identity, const char *peer);
 
-/* Internal, shared by the files of migration/. */
+/* Internal, shared by the files of migration/.
+ *
+ * migr_common.c, the bottom of the folder (it calls none of the files
+ * below but the transfer stream's): */
 bool fc_migration_id_valid(const char *id);
-/* The key migration-key made for id and volume_id, taken out of the store
- * (*out is the caller's): 0, or -ENOENT / -EINVAL with a message. */
-int fc_migr_key_take(const char *id, const char *volume_id, struct fc_xfer_key **out,
-                     char *err, size_t errlen);
-/* Drop every key no migration took (at exit). */
-void fc_migr_keys_clear(void);
-/* Add a new migration to the registry (its one reference becomes the
- * registry's), evicting a finished one if full; -EBUSY with a message. */
-int fc_migr_registry_add(struct fc_agent *agent, struct fc_migration *m, char *err,
-                         size_t errlen);
-/* Its threads joined, everything it owns freed (the last reference). */
-void fc_migr_free(struct fc_migration *m);
 /* The nice value of the threads that move blocks (sender, receivers,
  * installers): what lets a rate-limited copy keep its rate on a busy host. */
 #define FC_MIGR_NICE (-5)
@@ -223,17 +226,39 @@ void fc_migr_thread_setup(const char *name);
 void fc_migr_account_locked(struct fc_migration *m);
 void fc_migr_fail(struct fc_migration *m, const char *fmt, ...)
   __attribute__((format(printf, 2, 3)));
+/* Stop m's transfer threads and close its stream, either end. */
+void fc_migr_join(struct fc_migration *m);
+/* Persist (or clear, with tag NULL) the volume's unfinished migration. */
+int fc_migr_mark_volume(struct fc_migration *m, const char *tag);
+
+/* migr_keys.c: the key migration-key made for id and volume_id, taken out
+ * of the store (*out is the caller's): 0, or -ENOENT / -EINVAL with a
+ * message. */
+int fc_migr_key_take(const char *id, const char *volume_id, struct fc_xfer_key **out,
+                     char *err, size_t errlen);
+/* Drop every key no migration took (at exit). */
+void fc_migr_keys_clear(void);
+/* migr_registry.c: add a new migration to the registry (its one reference
+ * becomes the registry's), evicting a finished one if full; -EBUSY with a
+ * message. */
+int fc_migr_registry_add(struct fc_agent *agent, struct fc_migration *m, char *err,
+                         size_t errlen);
+/* Its threads joined, everything it owns freed (the last reference). */
+void fc_migr_free(struct fc_migration *m);
+/* At exit, once the control socket and the listener are closed: drop
+ * every migration (nobody else holds a reference any more). */
+void fc_migr_registry_stop_all(struct fc_agent *agent);
+/* migr_source.c */
 int fc_migr_source_connect(struct fc_migration *m, char *err, size_t errlen);
 int fc_migr_source_switch(struct fc_migration *m, char *err, size_t errlen);
 int fc_migr_source_copy_before_switch(struct fc_migration *m, char *err, size_t errlen);
-/* The listener authenticated a stream for m: m takes it over (c is left
- * empty). */
+/* migr_dest.c.  The listener authenticated a stream for m: m takes it
+ * over (c is left empty). */
 int fc_migr_dest_accept(struct fc_migration *m, struct fc_xfer_conn *c);
-/* The engine's way to the source (struct fc_engine_migr's calls). */
+int fc_migr_dest_begin(struct fc_migration *m);
+/* migr_dest_remote.c: the engine's way to the source (struct
+ * fc_engine_migr's calls). */
 int fc_migr_dest_read(void *ctx, void *buf, uint32_t count, uint64_t off);
 int fc_migr_dest_fetch(void *ctx, oblock_t ob, void *data, bool *dirty, bool required);
-int fc_migr_dest_begin(struct fc_migration *m);
-void fc_migr_join(struct fc_migration *m);
-int fc_migr_mark_volume(struct fc_migration *m, const char *tag);
 
 #endif
