@@ -12,6 +12,11 @@ folder missing from the table.
     tools/check-layering.py fcache_agent/src          # check; 1: a violation
     tools/check-layering.py --graph fcache_agent/src  # the folder graph
 
+Inside the folders of NO_FILE_CIRCLES it also checks the files: no .c file
+may use a function of another .c file of its folder that, through others
+of the folder, uses one of its own (a circle of files).  A function counts
+as used where its name appears, called or taken as a pointer.
+
 The graph printed by --graph is the one shown in doc/contributor/design.rst.
 """
 import argparse
@@ -59,7 +64,21 @@ BESIDE = {
     'replay': {'alloc', 'common'},
 }
 
+# Folders whose .c files must form no circle among themselves: each file
+# is below or above each other one it uses, so it can be read (and
+# changed) knowing only the files below it.  ucache/'s data path calls
+# the migration layer through ucache_layer.h's hook points only, and
+# migration/ has migr_common.c at its bottom and migration.c at its top.
+NO_FILE_CIRCLES = ('ucache', 'migration')
+
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
+# Comments, string and character literals: names in them use nothing.
+NOT_CODE = re.compile(r'/\*.*?\*/|//[^\n]*|"(?:\\.|[^"\\\n])*"|'
+                      r"'(?:\\.|[^'\\\n])*'", re.S)
+# A function definition in the code's style: its name at the start of a
+# line, its parameters, then its body (a prototype ends with ';').
+DEFINITION = re.compile(r'^([A-Za-z_]\w*)\([^;{]*\)\s*\{', re.M)
+NAME = re.compile(r'\b[A-Za-z_]\w*\b')
 
 
 def folders(src):
@@ -144,6 +163,77 @@ def graph(src):
     return edges
 
 
+def file_graph(src, folder):
+    """{file: {file it uses: [names]}} for the .c files of one folder."""
+    defs, names = {}, {}
+    d = os.path.join(src, folder)
+    for name in sorted(os.listdir(d)):
+        if not name.endswith('.c'):
+            continue
+        with open(os.path.join(d, name)) as f:
+            code = NOT_CODE.sub(' ', f.read())
+        for m in DEFINITION.finditer(code):
+            line_before = code[:m.start()].rstrip('\n').rsplit('\n', 1)[-1]
+            if 'static' not in line_before.split():
+                defs[m.group(1)] = name
+        names[name] = set(NAME.findall(code))
+    edges = {}
+    for name, used in names.items():
+        for fn in sorted(used):
+            to = defs.get(fn)
+            if to and to != name:
+                edges.setdefault(name, {}).setdefault(to, []).append(fn)
+    return edges
+
+
+def strong_components(edges):
+    """Each circle of a graph, as a sorted list of its nodes (Tarjan)."""
+    index, low, stack, on_stack, found = {}, {}, [], set(), []
+
+    def visit(node):
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in sorted(edges.get(node, ())):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            part = []
+            while True:
+                top = stack.pop()
+                on_stack.discard(top)
+                part.append(top)
+                if top == node:
+                    break
+            if len(part) > 1:
+                found.append(sorted(part))
+
+    for node in sorted(edges):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def file_circles(src):
+    """Problems: the circles of files inside the NO_FILE_CIRCLES folders."""
+    problems = []
+    for folder in NO_FILE_CIRCLES:
+        if not os.path.isdir(os.path.join(src, folder)):
+            continue
+        edges = file_graph(src, folder)
+        for part in strong_components(edges):
+            uses = ['%s -> %s (%s)' % (a, b, ', '.join(edges[a][b]))
+                    for a in part for b in sorted(edges.get(a, ()))
+                    if b in part]
+            problems.append('%s/: a circle of %d files, each using the next '
+                            '(%s/ keeps its files in layers): %s'
+                            % (folder, len(part), folder, '; '.join(uses)))
+    return problems
+
+
 def cycles(edges):
     """Folders on a circle of the include graph (empty when it has none)."""
     state, on_circle = {}, set()
@@ -187,6 +277,7 @@ def main():
     if circle:
         problems.append('the folder include graph has a circle through: %s'
                         % ', '.join(sorted(circle)))
+    problems += file_circles(args.src)
     for p in problems:
         print('layering: ' + p, file=sys.stderr)
     if problems:
@@ -194,8 +285,9 @@ def main():
               'doc/contributor/design.rst'
               % len(problems), file=sys.stderr)
         return 1
-    print('layering: %d folders, every include follows the layers'
-          % len(folders(args.src)))
+    print('layering: %d folders, every include follows the layers; no circle '
+          'of files in %s' % (len(folders(args.src)),
+                              ', '.join(f + '/' for f in NO_FILE_CIRCLES)))
     return 0
 
 
