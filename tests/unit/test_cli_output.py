@@ -5,7 +5,7 @@ Every listing and show takes the OpenStack client's -f, -c (and --long);
 each machine format must parse back to the agent's raw numbers, and a
 default table must fit 120 characters for a realistic volume: the fixture
 fixtures/volume_show.json has every field the real agent's volume-show
-and volume-list report (fcache_agent/src/ucache/ucache_engine.c,
+and volume-list report (fcache_agent/src/ucache/ucache_engine_ops.c,
 uc_volume_json, and control_ops.c's volume_json), with a Cinder volume id,
 a long origin URI and a migration under way.
 """

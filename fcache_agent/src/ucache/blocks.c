@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* One cached block's life: looked up, allocated (evicting a clean idle
  * block when the quota is used), installed and placed in the LRU, marked
- * dirty, dropped.  Separate from ucache.c so the map, LRU and quota rules
+ * dirty, dropped.  Separate from ucache_lifecycle.c so the map, LRU and quota rules
  * sit in one place that the request, migration and write-back paths call. */
 #include <errno.h>
 #include <stdlib.h>

@@ -71,7 +71,7 @@ check_unwritten(struct fc_host *host, struct fc_volume *v, uint64_t size,
     r = -ENOSPC;
   }
   for (uint32_t i = 0; i < n && !r; i++) {
-    if (obs[i] >= size / host->cfg.block_size) {     /* as ucache.c counts */
+    if (obs[i] >= size / host->cfg.block_size) {     /* as ucache_lifecycle.c counts */
       snprintf(err, errlen, "unwritten block %llu lies past the end of the "
                "origin (%llu bytes): is it the same volume?",
                (unsigned long long)obs[i], (unsigned long long)size);

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The stripe locks: what serialises requests on the same blocks, and the
  * per-stripe sequence a read miss checks before installing what it read.
- * Separate from ucache.c because every path takes them (requests,
+ * Separate from ucache_lifecycle.c because every path takes them (requests,
  * migration, write-back) and none needs to know how they are laid out. */
 #include <errno.h>
 #include <string.h>

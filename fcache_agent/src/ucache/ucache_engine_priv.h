@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Inside the ucache engine: shared by ucache_engine.c (open, close,
+/* Inside the ucache engine: shared by ucache_engine_ops.c (open, close,
  * attach, detach, status), ucache_volume.c (a volume's origin, cache and
  * export), ucache_engine_migr.c (live migration and settling) and
  * recovery.c (start-up).  Not for other modules. */

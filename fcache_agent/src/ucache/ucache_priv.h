@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Internals shared by ucache.c (structure), stripes.c (the stripe locks),
- * blocks.c (install, evict), the request paths (ucache_io.h, which the
- * read and write paths share), writeback.c and the migration layer
- * (ucache_layer.h, ucache_migr_priv.h).  Not a public header. */
+/* Internals shared by ucache_lifecycle.c (create, destroy), stripes.c
+ * (the stripe locks), blocks.c (install, evict), the request paths
+ * (ucache_io.h, which the read and write paths share), writeback.c and
+ * the migration layer (ucache_layer.h, ucache_migr_priv.h).  Not a
+ * public header. */
 #ifndef FCACHE_UCACHE_PRIV_H
 #define FCACHE_UCACHE_PRIV_H
 

@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The user-space cache as a whole: create and destroy it, adopt the blocks
- * recovery found and release them all, and report its counts.  The stripe
- * locks are in stripes.c, a block's install and eviction in blocks.c, the
- * request paths in ucache_read.c and ucache_write.c (their table in
- * ucache_ops.c). */
+ * recovery found and release them all, and report its counts.  The top of
+ * the cache's files, not the home of its API: ucache.h, which every file
+ * implements part of, and ucache_priv.h, its structure, are below them
+ * all.  The stripe locks are in stripes.c, a block's install in blocks.c
+ * and eviction in pool.c, the request paths in ucache_read.c and
+ * ucache_write.c (their table in ucache_ops.c). */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -211,7 +213,7 @@ fc_ucache_dump_records(struct fc_ucache *uc, struct fc_md_record *recs)
     memset(rec, 0, sizeof *rec);
     rec->oblock = table[i].oblock;
     rec->volume_tag = uc->p.volume_tag;
-    /* The caller synced the cache file first (ucache_engine.c). */
+    /* The caller synced the cache file first (ucache_engine_ops.c). */
     rec->flags = FC_MD_VALID |
                  (table[i].flags & FC_ENTRY_DIRTY ? FC_MD_DIRTY | FC_MD_SYNCED : 0);
     rec->lru_rank = rank++;

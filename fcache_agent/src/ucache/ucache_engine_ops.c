@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The ucache engine: the host's cache file and its metadata, one ucache
- * per volume behind an NBD export.  Its migration side is in
- * ucache_engine_migr.c. */
+ * per volume behind an NBD export, and the engine's ops table.  The top of
+ * the engine's files: ucache_engine.h (its public side) and
+ * ucache_engine_priv.h (its state) are below them all.  Its migration
+ * side is in ucache_engine_migr.c. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
