@@ -68,7 +68,7 @@ BESIDE = {
 # is below or above each other one it uses, so it can be read (and
 # changed) knowing only the files below it.  ucache/'s data path calls
 # the migration layer through ucache_layer.h's hook points only, and
-# migration/ has migr_common.c at its bottom and migration.c at its top.
+# migration/ has migr_common.c at its bottom and migr_phases.c at its top.
 NO_FILE_CIRCLES = ('ucache', 'migration')
 
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)

@@ -2,9 +2,9 @@
 /* The registry of an agent's migrations: finding one (with a reference),
  * giving it back, making room, the volume-detach rule that consults it,
  * and dropping them all at exit.  Below the files that find migrations
- * in it (the listener, the keys, settling, migration.c): it calls none of
+ * in it (the listener, the keys, settling, migr_phases.c): it calls none of
  * them.  Starting and stopping the service -- the listener, the host's
- * forgetting hook -- is migration.c's. */
+ * forgetting hook -- is migr_phases.c's. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -144,7 +144,7 @@ void fc_migr_listener_stop(struct fc_migr_listener *l);
 
 /* The listener and the registry live in struct fc_agent but belong here:
  * start them after fc_agent_open, stop them before fc_agent_close
- * (migration.c, at the top of the folder: it starts the listener and
+ * (migr_phases.c, at the top of the folder: it starts the listener and
  * registers the host's forgetting hook). */
 int fc_migrations_start(struct fc_agent *agent, char *err, size_t errlen);
 void fc_migrations_stop(struct fc_agent *agent);

@@ -4,7 +4,10 @@
  * finish, abort, status), and starting and stopping the agent's migration
  * service (TLS, the listener, the host's forgetting hook).  It calls the
  * ends (migr_source.c, migr_dest.c), the keys and the registry; none of
- * them calls it: what they share is migr_common.c. */
+ * them calls it: what they share is migr_common.c.  Not named after
+ * migration.h, the folder's public header: that header (struct
+ * fc_migration, the operations control/ calls) is below every file here,
+ * this file above them all. */
 #include <errno.h>
 #include <netdb.h>
 #include <stdarg.h>
