@@ -26,7 +26,7 @@ def tree(tmp_path, files):
     """An agent source tree with every folder the layering knows."""
     src = tmp_path / 'src'
     for folder in ('control', 'migration', 'agent', 'ucache', 'dmcache',
-                   'replay', 'engine', 'alloc', 'nbd', 'origin', 'common'):
+                   'engine', 'alloc', 'nbd', 'origin', 'common'):
         (src / folder).mkdir(parents=True)
     for path, text in files.items():
         (src / path).write_text(HEADER + text)
