@@ -471,7 +471,11 @@ test_dbt_capped_gives_up_when_rounds_stall(void **state)
 
   move_under_writes(&p, 4000, 0, false, 1000, 0, &st, NULL);
   assert_int_equal(st.state, FC_MOVE_FAILED);
-  assert_true(st.rounds < 20);
+  /* Far short of max_rounds: it gave up on the stall rule, not at the
+   * cap.  (Not a tighter bound: on a loaded machine the writer wakes late
+   * now and then, a round shrinks the set by a tenth, and the three in a
+   * row start again: a loaded run saw more than 20 rounds.) */
+  assert_true(st.rounds < p.max_rounds / 5);
   assert_non_null(strstr(st.error, "did not converge"));
   assert_non_null(strstr(st.error, "less than a tenth"));
 }
@@ -493,7 +497,9 @@ test_dbt_pauses_however_long_once_stable(void **state)
 
   move_under_writes(&p, 4000, 0, false, 1000, 0, &st, NULL);
   assert_int_equal(st.state, FC_MOVE_DONE);
-  assert_true(st.rounds >= 3 && st.rounds < 20);
+  /* Paused on the stable rule (three rounds at least), far short of
+   * max_rounds (see the test above for why not a tighter bound). */
+  assert_true(st.rounds >= 3 && st.rounds < p.max_rounds / 5);
   assert_int_equal(st.held_rounds_cut, 0);
   assert_true(st.downtime_us > 200 * 1000);
 }
