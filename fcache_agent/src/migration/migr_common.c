@@ -118,8 +118,8 @@ fc_migr_join(struct fc_migration *m)
     fc_xfer_conn_destroy(&m->conn);
   /* The destination's queue of blocks awaiting install, if it made one
    * (migr_dest_install.c sets the way to free it with the queue). */
-  if (m->inq_free)
-    m->inq_free(m);
+  if (m->dst.inq_free)
+    m->dst.inq_free(m);
 }
 
 /* Persist (or clear, with tag NULL) the volume's unfinished migration. */

@@ -37,33 +37,33 @@ on_list(struct fc_migration *m, const uint8_t *p, uint32_t len)
   uint64_t most = list_bound(m);
   int r = 0;
 
-  if (len % 8 || m->listed + len / 8 > most) {
+  if (len % 8 || m->dst.listed + len / 8 > most) {
     log_warning("migration %s of volume %s: LIST of %u bytes after %llu entries: more than "
                 "the %llu blocks of the volume's cache, or not whole entries",
-                m->e.id, m->e.volume_id, len, (unsigned long long)m->listed,
+                m->e.id, m->e.volume_id, len, (unsigned long long)m->dst.listed,
                 (unsigned long long)most);
     return -EPROTO;
   }
-  m->listed += len / 8;
+  m->dst.listed += len / 8;
 
   for (uint32_t i = 0; i + 8 <= len && !r; i += 8) {
     uint64_t id = fc_get_le64(p + i);
 
     if (fc_strategy(m->e.strategy)->preload) {
       pthread_mutex_lock(&m->lock);
-      if (m->hot_n == m->hot_cap) {
-        uint32_t cap = m->hot_cap ? m->hot_cap * 2 : 4096;
-        uint64_t *h = realloc(m->hot, cap * sizeof *h);
+      if (m->dst.hot_n == m->dst.hot_cap) {
+        uint32_t cap = m->dst.hot_cap ? m->dst.hot_cap * 2 : 4096;
+        uint64_t *h = realloc(m->dst.hot, cap * sizeof *h);
         if (!h)
           r = -ENOMEM;
         else {
-          m->hot = h;
-          m->hot_cap = cap;
+          m->dst.hot = h;
+          m->dst.hot_cap = cap;
         }
       }
       if (!r)
-        m->hot[m->hot_n++] = id & ~FC_XFER_DIRTY_BIT;
-      m->blocks_total = m->hot_n;
+        m->dst.hot[m->dst.hot_n++] = id & ~FC_XFER_DIRTY_BIT;
+      m->blocks_total = m->dst.hot_n;
       pthread_mutex_unlock(&m->lock);
     } else {
       r = OPS(m)->in_add_remote(&m->e, to_oblock(id & ~FC_XFER_DIRTY_BIT),
@@ -84,14 +84,14 @@ on_order(struct fc_migration *m, uint8_t *p, uint32_t len)
   uint64_t *ids = (uint64_t *)(void *)p;    /* the receive buffer: malloc'd */
   bool go;
 
-  if (!m->order_after || len % 8 || m->ordered + len / 8 > most) {
+  if (!m->order_after || len % 8 || m->dst.ordered + len / 8 > most) {
     log_warning("migration %s of volume %s: ordering LIST of %u bytes after %llu entries: %s",
-                m->e.id, m->e.volume_id, len, (unsigned long long)m->ordered,
+                m->e.id, m->e.volume_id, len, (unsigned long long)m->dst.ordered,
                 !m->order_after ? "not offered" : "more than the volume's cache holds, "
                 "or not whole entries");
     return -EPROTO;
   }
-  m->ordered += len / 8;
+  m->dst.ordered += len / 8;
   pthread_mutex_lock(&m->lock);
   while (!fc_migr_dest_installed_locked(m) && !m->stopping && m->state != FC_MS_FAILED &&
          m->state != FC_MS_ABORTED)
@@ -135,12 +135,12 @@ send_complete(struct fc_migration *m)
   if (r)
     return r;
   pthread_mutex_lock(&m->lock);
-  m->complete_sending = true;
+  m->dst.complete_sending = true;
   pthread_mutex_unlock(&m->lock);
   r = fc_xfer_send(&m->conn, FC_XFER_COMPLETE, 0, NULL, 0, NULL, 0);
   pthread_mutex_lock(&m->lock);
-  m->complete_sent = r == 0;
-  m->complete_sending = false;
+  m->dst.complete_sent = r == 0;
+  m->dst.complete_sending = false;
   pthread_cond_broadcast(&m->cond);
   pthread_mutex_unlock(&m->lock);
   return r;
@@ -166,7 +166,7 @@ dest_rx(void *arg)
       break;
     case FC_XFER_SWITCH:
       pthread_mutex_lock(&m->lock);
-      m->switch_received = true;
+      m->dst.switch_received = true;
       m->switched_ns = fc_monotonic_ns();
       if (m->state == FC_MS_CONNECTED)
         m->state = FC_MS_SWITCHED;
@@ -191,7 +191,7 @@ dest_rx(void *arg)
       break;
     case FC_XFER_DONE:
       pthread_mutex_lock(&m->lock);
-      m->done_received = true;
+      m->dst.done_received = true;
       pthread_cond_broadcast(&m->cond);
       pthread_mutex_unlock(&m->lock);
       break;
@@ -207,16 +207,16 @@ dest_rx(void *arg)
   free(buf);
   /* After COMPLETE the source owes us nothing: its going away is normal. */
   pthread_mutex_lock(&m->lock);
-  while (m->complete_sending)
+  while (m->dst.complete_sending)
     pthread_cond_wait(&m->cond, &m->lock);
-  lost = !m->stopping && !m->complete_sent && m->state != FC_MS_COMPLETED &&
+  lost = !m->stopping && !m->dst.complete_sent && m->state != FC_MS_COMPLETED &&
          m->state != FC_MS_ABORTED;
   pthread_mutex_unlock(&m->lock);
   if (lost) {
     /* in_end stops recording the VM's writes: no batch may be installed
      * after it, judged against a filter that no longer records them. */
     fc_migr_dest_installers_stop(m);
-    if (fc_strategy(m->e.strategy)->invalidation_filter && m->switch_received)
+    if (fc_strategy(m->e.strategy)->invalidation_filter && m->dst.switch_received)
       m->invalidated += OPS(m)->in_end(&m->e);
     fc_migr_dest_source_lost(m, "", r == -ECONNABORTED ? "source aborted" : strerror(-r));
     /* A stream that broke its rules (a bad frame, a record that failed its
@@ -250,9 +250,9 @@ preload_thread(void *arg)
     pthread_mutex_lock(&p->lock);
     i = p->next++;
     pthread_mutex_unlock(&p->lock);
-    if (i >= m->hot_n || m->stopping || m->state == FC_MS_ABORTED)
+    if (i >= m->dst.hot_n || m->stopping || m->state == FC_MS_ABORTED)
       break;
-    r = OPS(m)->in_preload(&m->e, to_oblock(m->hot[i]));
+    r = OPS(m)->in_preload(&m->e, to_oblock(m->dst.hot[i]));
     pthread_mutex_lock(&m->lock);
     m->blocks_done++;
     if (r == 0)
@@ -293,11 +293,11 @@ preload(struct fc_migration *m)
 
   if (OPS(m)->in_warm) {
     unsigned peak = 0;
-    int r = OPS(m)->in_warm(&m->e, m->hot, m->hot_n, m->agent->host.cfg.migration_preload_depth,
+    int r = OPS(m)->in_warm(&m->e, m->dst.hot, m->dst.hot_n, m->agent->host.cfg.migration_preload_depth,
                             warmed, m, &peak);
 
     pthread_mutex_lock(&m->lock);
-    m->preload_peak = peak;
+    m->dst.preload_peak = peak;
     pthread_mutex_unlock(&m->lock);
     if (r)
       log_warning("migration %s of volume %s: the preload stopped: %s", m->e.id,
@@ -312,7 +312,7 @@ preload(struct fc_migration *m)
     pthread_join(t[i], NULL);
   pthread_mutex_destroy(&p.lock);
   pthread_mutex_lock(&m->lock);
-  m->preload_peak = (unsigned)started;
+  m->dst.preload_peak = (unsigned)started;
   pthread_mutex_unlock(&m->lock);
 }
 
@@ -322,7 +322,7 @@ static bool
 done_at_switch_locked(const struct fc_migration *m)
 {
   FC_ASSERT_HELD(&m->lock);
-  return m->switch_received && m->state == FC_MS_SWITCHED &&
+  return m->dst.switch_received && m->state == FC_MS_SWITCHED &&
          !fc_strategy(m->e.strategy)->background_copy;
 }
 
@@ -346,7 +346,7 @@ dest_worker(void *arg)
           m->state == FC_MS_COMPLETED)
         break;
       /* Every block the source had is here (or was superseded). */
-      if ((m->done_received && !m->complete_sent && fc_migr_dest_installed_locked(m)) ||
+      if ((m->dst.done_received && !m->dst.complete_sent && fc_migr_dest_installed_locked(m)) ||
           done_at_switch_locked(m)) {
         finish = true;
         break;
@@ -357,7 +357,7 @@ dest_worker(void *arg)
     if (!finish)
       break;
     if (how->copy_before_switch) {
-      if (!m->switch_received) {
+      if (!m->dst.switch_received) {
         send_complete(m);         /* the source's start() returns */
         continue;
       }
@@ -415,7 +415,7 @@ fc_migr_dest_accept(struct fc_migration *m, struct fc_xfer_conn *c)
    * of either host finds it on both. */
   if (!m->settle_peer[0] || fc_migr_mark_volume(m, "in"))
     explicit_bzero(m->settle_secret, sizeof m->settle_secret);
-  snprintf(welcome, sizeof welcome, "{\"credits\": %u%s%s%s%s}", m->inq->credits,
+  snprintf(welcome, sizeof welcome, "{\"credits\": %u%s%s%s%s}", m->dst.inq->credits,
            m->order_after ? ", \"order\": true" : "",
            m->settle_secret[0] ? ", \"settle_secret\": \"" : "", m->settle_secret,
            m->settle_secret[0] ? "\"" : "");

@@ -38,15 +38,15 @@ fc_migr_dest_queue_new(struct fc_migration *m)
   q->credits = CREDIT_BYTES / m->bs;
   if (q->credits < per_frame)
     q->credits = per_frame ? per_frame : 1;
-  m->inq = q;
-  m->inq_free = fc_migr_dest_queue_free;
+  m->dst.inq = q;
+  m->dst.inq_free = fc_migr_dest_queue_free;
   return 0;
 }
 
 void
 fc_migr_dest_queue_free(struct fc_migration *m)
 {
-  struct dest_queue *q = m->inq;
+  struct dest_queue *q = m->dst.inq;
 
   if (!q)
     return;
@@ -59,13 +59,13 @@ fc_migr_dest_queue_free(struct fc_migration *m)
   while (q->npool)
     free(q->pool[--q->npool]);
   free(q);
-  m->inq = NULL;
+  m->dst.inq = NULL;
 }
 
 int
 fc_migr_dest_queue_frame(struct fc_migration *m, uint8_t **buf, uint32_t len)
 {
-  struct dest_queue *q = m->inq;
+  struct dest_queue *q = m->dst.inq;
   uint32_t stride = 8 + m->bs, n = len / stride;
   struct dest_batch *b;
   uint8_t *fresh, *frame;
@@ -115,7 +115,7 @@ bool
 fc_migr_dest_installed_locked(const struct fc_migration *m)
 {
   FC_ASSERT_HELD(&m->lock);
-  return !m->inq->head && !m->inq->busy && !m->inq->outstanding;
+  return !m->dst.inq->head && !m->dst.inq->busy && !m->dst.inq->outstanding;
 }
 
 void
@@ -126,11 +126,11 @@ fc_migr_dest_flush_acks(struct fc_migration *m, uint32_t credits)
   int r = 0;
 
   pthread_mutex_lock(&m->lock);
-  n = m->to_ack_n;
+  n = m->dst.to_ack_n;
   if (n && (ids = malloc((size_t)n * 8)))
     for (uint32_t i = 0; i < n; i++)
-      fc_put_le64(ids + 8 * i, m->to_ack[i]);
-  m->to_ack_n = 0;
+      fc_put_le64(ids + 8 * i, m->dst.to_ack[i]);
+  m->dst.to_ack_n = 0;
   pthread_mutex_unlock(&m->lock);
   if (n) {
     /* Acknowledged means durable: the source frees these next. */
@@ -156,7 +156,7 @@ static bool
 over_locked(const struct fc_migration *m)
 {
   FC_ASSERT_HELD(&m->lock);
-  return m->stopping || m->inq->stopped || m->state == FC_MS_FAILED ||
+  return m->stopping || m->dst.inq->stopped || m->state == FC_MS_FAILED ||
          m->state == FC_MS_ABORTED || m->state == FC_MS_COMPLETED;
 }
 
@@ -170,15 +170,15 @@ note_installed_locked(struct fc_migration *m, const uint64_t *ids, const int *re
   for (uint32_t i = 0; i < n; i++) {
     if (!(ids[i] & FC_XFER_DIRTY_BIT) || res[i] != 0)
       continue;
-    if (m->to_ack_n == m->to_ack_cap) {
-      uint32_t cap = m->to_ack_cap ? m->to_ack_cap * 2 : 256;
-      uint64_t *a = realloc(m->to_ack, cap * sizeof *a);
+    if (m->dst.to_ack_n == m->dst.to_ack_cap) {
+      uint32_t cap = m->dst.to_ack_cap ? m->dst.to_ack_cap * 2 : 256;
+      uint64_t *a = realloc(m->dst.to_ack, cap * sizeof *a);
       if (!a)
         continue;       /* unacknowledged: the source keeps it until COMPLETE */
-      m->to_ack = a;
-      m->to_ack_cap = cap;
+      m->dst.to_ack = a;
+      m->dst.to_ack_cap = cap;
     }
-    m->to_ack[m->to_ack_n++] = ids[i] & ~FC_XFER_DIRTY_BIT;
+    m->dst.to_ack[m->dst.to_ack_n++] = ids[i] & ~FC_XFER_DIRTY_BIT;
   }
 }
 
@@ -203,7 +203,7 @@ static void *
 installer(void *arg)
 {
   struct fc_migration *m = arg;
-  struct dest_queue *q = m->inq;
+  struct dest_queue *q = m->dst.inq;
   uint32_t cap = FC_XFER_MAX_PAYLOAD / (8 + m->bs), stride = 8 + m->bs;
   uint64_t *ids = malloc(cap * sizeof *ids);
   const void **data = malloc(cap * sizeof *data);
@@ -271,7 +271,7 @@ out:
 int
 fc_migr_dest_installers_start(struct fc_migration *m)
 {
-  struct dest_queue *q = m->inq;
+  struct dest_queue *q = m->dst.inq;
   unsigned want = OPS(m)->in_install_many ? INSTALLERS : 1;
   int r = 0;
 
@@ -288,9 +288,9 @@ void
 fc_migr_dest_installers_stop(struct fc_migration *m)
 {
   pthread_mutex_lock(&m->lock);
-  m->inq->stopped = true;
+  m->dst.inq->stopped = true;
   pthread_cond_broadcast(&m->cond);
-  while (m->inq->busy)
+  while (m->dst.inq->busy)
     pthread_cond_wait(&m->cond, &m->lock);
   pthread_mutex_unlock(&m->lock);
 }
@@ -298,7 +298,7 @@ fc_migr_dest_installers_stop(struct fc_migration *m)
 void
 fc_migr_dest_installers_join(struct fc_migration *m)
 {
-  struct dest_queue *q = m->inq;
+  struct dest_queue *q = m->dst.inq;
 
   fc_migr_dest_installers_stop(m);
   for (unsigned i = 0; i < q->nthr; i++)

@@ -54,7 +54,7 @@ struct dest_queue {
   unsigned nthr;
 };
 
-/* migr_dest_install.c.  queue_new sets m->inq_free to queue_free. */
+/* migr_dest_install.c.  queue_new sets m->dst.inq_free to queue_free. */
 int fc_migr_dest_queue_new(struct fc_migration *m);
 void fc_migr_dest_queue_free(struct fc_migration *m);
 /* Receiver: a background BLOCK frame of len bytes in *buf.  The frame is

@@ -32,14 +32,14 @@ fc_migr_dest_fetch(void *ctx, oblock_t ob, void *data, bool *dirty, bool require
     pthread_mutex_unlock(&m->lock);
     return -ENOTCONN;
   }
-  for (struct fetch_wait *x = m->waiters; x; x = x->next)
+  for (struct fetch_wait *x = m->dst.waiters; x; x = x->next)
     inflight++;
   if (!required && inflight >= FETCH_CLEAN_MAX_INFLIGHT) {
     pthread_mutex_unlock(&m->lock);
     return -EBUSY;
   }
-  w.next = m->waiters;
-  m->waiters = &w;
+  w.next = m->dst.waiters;
+  m->dst.waiters = &w;
   pthread_mutex_unlock(&m->lock);
 
   fc_put_le64(id, ob.n);
@@ -49,7 +49,7 @@ fc_migr_dest_fetch(void *ctx, oblock_t ob, void *data, bool *dirty, bool require
   while (!r && !w.done && m->state != FC_MS_FAILED && m->state != FC_MS_ABORTED)
     if (pthread_cond_timedwait(&m->cond, &m->lock, &until) == ETIMEDOUT)
       r = -ETIMEDOUT;
-  for (struct fetch_wait **p = &m->waiters; *p; p = &(*p)->next)
+  for (struct fetch_wait **p = &m->dst.waiters; *p; p = &(*p)->next)
     if (*p == &w) {
       *p = w.next;
       break;
@@ -80,24 +80,24 @@ read_chunk(struct fc_migration *m, void *buf, uint32_t count, uint64_t off,
   pthread_mutex_lock(&m->lock);
   /* In accept, the engine hears of the source just before the stream is
    * marked connected. */
-  while (read_live_locked(m) && !m->switch_received &&
-         (!m->connected || m->reads_inflight >= FC_XFER_READS_INFLIGHT))
+  while (read_live_locked(m) && !m->dst.switch_received &&
+         (!m->connected || m->dst.reads_inflight >= FC_XFER_READS_INFLIGHT))
     if (pthread_cond_timedwait(&m->cond, &m->lock, until) == ETIMEDOUT) {
       r = -ETIMEDOUT;
       break;
     }
   if (!r && !read_live_locked(m))
     r = -EIO;
-  else if (!r && (m->switch_received || !m->peer_reads))
+  else if (!r && (m->dst.switch_received || !m->dst.peer_reads))
     r = -EAGAIN;
   if (r) {
     pthread_mutex_unlock(&m->lock);
     return r;
   }
-  w.tag = ++m->next_read_tag;
-  w.next = m->read_waiters;
-  m->read_waiters = &w;
-  m->reads_inflight++;
+  w.tag = ++m->dst.next_read_tag;
+  w.next = m->dst.read_waiters;
+  m->dst.read_waiters = &w;
+  m->dst.reads_inflight++;
   pthread_mutex_unlock(&m->lock);
 
   fc_put_le64(req, w.tag);
@@ -108,16 +108,16 @@ read_chunk(struct fc_migration *m, void *buf, uint32_t count, uint64_t off,
   while (!r && !w.done && read_live_locked(m))
     if (pthread_cond_timedwait(&m->cond, &m->lock, until) == ETIMEDOUT)
       r = -ETIMEDOUT;
-  for (struct read_wait **p = &m->read_waiters; *p; p = &(*p)->next)
+  for (struct read_wait **p = &m->dst.read_waiters; *p; p = &(*p)->next)
     if (*p == &w) {
       *p = w.next;
       break;
     }
-  m->reads_inflight--;
+  m->dst.reads_inflight--;
   if (!r)
     r = w.done ? w.r : -EIO;
   if (!r)
-    m->forwarded_reads++;
+    m->dst.forwarded_reads++;
   pthread_cond_broadcast(&m->cond);
   pthread_mutex_unlock(&m->lock);
   return r;
@@ -157,7 +157,7 @@ fc_migr_dest_deliver_data(struct fc_migration *m, uint16_t flags, const uint8_t 
     return -EPROTO;
   tag = fc_get_le64(p);
   pthread_mutex_lock(&m->lock);
-  for (struct read_wait *w = m->read_waiters; w; w = w->next) {
+  for (struct read_wait *w = m->dst.read_waiters; w; w = w->next) {
     if (w->tag != tag || w->done)
       continue;
     if (flags & FC_XFER_F_RETRY) {
@@ -189,7 +189,7 @@ fc_migr_dest_deliver_reply(struct fc_migration *m, uint64_t id, uint16_t flags, 
   uint64_t ob = id & ~FC_XFER_DIRTY_BIT;
 
   pthread_mutex_lock(&m->lock);
-  for (struct fetch_wait *w = m->waiters; w; w = w->next) {
+  for (struct fetch_wait *w = m->dst.waiters; w; w = w->next) {
     if (w->ob != ob || w->done)
       continue;
     if (flags & FC_XFER_F_ABSENT) {

@@ -260,8 +260,8 @@ fc_migration_outgoing(struct fc_agent *agent, json_t *args, json_t **result,
   if (!m)
     return -EINVAL;
   snprintf(m->peer, sizeof m->peer, "%s", peer);
-  m->rate_limit_bps = rate ? (uint64_t)json_integer_value(rate) : 0;
-  fc_ratelimit_init(&m->rl, m->rate_limit_bps);
+  m->src.rate_limit_bps = rate ? (uint64_t)json_integer_value(rate) : 0;
+  fc_ratelimit_init(&m->src.rl, m->src.rate_limit_bps);
   pthread_mutex_lock(&agent->host.lock);
   v = fc_agent_find_locked(agent, m->e.volume_id);
   if (!v || !agent->host.ops->serving(v)) {
@@ -370,14 +370,14 @@ fc_migration_finish(struct fc_migration *m, int timeout_ms, char *err, size_t er
   for (;;) {
     pthread_mutex_lock(&agent->host.lock);
     pthread_mutex_lock(&m->lock);
-    if (!m->releasing_source)
+    if (!m->src.releasing_source)
       break;
     pthread_mutex_unlock(&agent->host.lock);
     pthread_cond_wait(&m->cond, &m->lock);
     pthread_mutex_unlock(&m->lock);
   }
   mine = m->e.vol != NULL;
-  m->releasing_source = mine;
+  m->src.releasing_source = mine;
   if (mine)
     m->e.vol->leaving = true;
   pthread_mutex_unlock(&m->lock);
@@ -406,7 +406,7 @@ fc_migration_finish(struct fc_migration *m, int timeout_ms, char *err, size_t er
     m->e.vol->leaving = false;
   pthread_mutex_unlock(&agent->host.lock);
   pthread_mutex_lock(&m->lock);
-  m->releasing_source = false;
+  m->src.releasing_source = false;
   pthread_cond_broadcast(&m->cond);
   pthread_mutex_unlock(&m->lock);
   if (r == 0)
@@ -483,13 +483,13 @@ fc_migration_json(struct fc_migration *m)
     double eta = rate > 0 && m->blocks_total > m->blocks_done ?
       (double)((m->blocks_total - m->blocks_done) * m->bs) / rate : 0;
     json_object_set_new(o, "eta_s", json_real(eta));
-    json_object_set_new(o, "rate_limit_bytes_per_s", json_integer((json_int_t)m->rate_limit_bps));
+    json_object_set_new(o, "rate_limit_bytes_per_s", json_integer((json_int_t)m->src.rate_limit_bps));
     if (m->error[0])
       json_object_set_new(o, "error", json_string(m->error));
     if (m->e.role == FC_MIGR_DEST)
-      json_object_set_new(o, "forwarded_reads", json_integer((json_int_t)m->forwarded_reads));
+      json_object_set_new(o, "forwarded_reads", json_integer((json_int_t)m->dst.forwarded_reads));
     if (m->e.role == FC_MIGR_DEST && fc_strategy(m->e.strategy)->preload)
-      json_object_set_new(o, "preload_peak_in_flight", json_integer((json_int_t)m->preload_peak));
+      json_object_set_new(o, "preload_peak_in_flight", json_integer((json_int_t)m->dst.preload_peak));
   }
   /* Under m->lock: a detach clears m->e.vol under it. */
   if (o && m->e.vol)

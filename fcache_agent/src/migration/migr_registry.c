@@ -97,16 +97,16 @@ fc_migr_free(struct fc_migration *m)
   if (!m)
     return;
   fc_migr_join(m);
-  free(m->bg);
-  free(m->fetchq);
-  free(m->readq);
-  free(m->hot);
-  free(m->to_ack);
+  free(m->src.bg);
+  free(m->src.fetchq);
+  free(m->src.readq);
+  free(m->dst.hot);
+  free(m->dst.to_ack);
   fc_xfer_key_free(m->key);
   explicit_bzero(m->settle_secret, sizeof m->settle_secret);
-  if (m->sent_dirty) {
-    fc_invfilter_destroy(m->sent_dirty);
-    free(m->sent_dirty);
+  if (m->src.sent_dirty) {
+    fc_invfilter_destroy(m->src.sent_dirty);
+    free(m->src.sent_dirty);
   }
   pthread_mutex_destroy(&m->lock);
   pthread_cond_destroy(&m->cond);

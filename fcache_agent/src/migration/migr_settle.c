@@ -114,7 +114,7 @@ dest_mode(const struct settle_ctx *c)
 {
   if (!c->v->p.migration[0])
     return SETTLE_COMPLETED;
-  return c->m && c->m->e.role == FC_MIGR_DEST && c->m->switch_received ?
+  return c->m && c->m->e.role == FC_MIGR_DEST && c->m->dst.switch_received ?
     SETTLE_MISSING : SETTLE_HELD;
 }
 
@@ -289,7 +289,7 @@ source_release(struct settle_ctx *c, json_t *args, json_t **result, char *err,
     /* A migration-finish forgets the volume without host.lock: it owns
      * the release until it is done. */
     pthread_mutex_lock(&c->m->lock);
-    r = c->m->releasing_source ? -EBUSY : 0;
+    r = c->m->src.releasing_source ? -EBUSY : 0;
     pthread_mutex_unlock(&c->m->lock);
     if (r) {
       pthread_mutex_unlock(&c->agent->host.lock);

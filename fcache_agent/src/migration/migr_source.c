@@ -48,11 +48,11 @@ queue_read(struct fc_migration *m, const uint8_t *p, uint32_t len)
 
   if (len != FC_XFER_READ_SIZE || !m->agent->host.ops->migr->out_peek)
     return -EPROTO;
-  if (m->readq_n >= FC_XFER_READS_INFLIGHT)
+  if (m->src.readq_n >= FC_XFER_READS_INFLIGHT)
     return -EPROTO;
-  if (!m->readq && !(m->readq = calloc(FC_XFER_READS_INFLIGHT, sizeof *m->readq)))
+  if (!m->src.readq && !(m->src.readq = calloc(FC_XFER_READS_INFLIGHT, sizeof *m->src.readq)))
     return -ENOMEM;
-  q = &m->readq[m->readq_n++];
+  q = &m->src.readq[m->src.readq_n++];
   q->tag = fc_get_le64(p);
   q->off = fc_get_le64(p + 8);
   q->len = fc_get_le32(p + 16);
@@ -76,17 +76,17 @@ source_rx(void *arg)
     switch (h.type) {
     case FC_XFER_FETCH:
       for (uint32_t i = 0; i + 8 <= h.length; i += 8) {
-        if (m->fetchq_n == m->fetchq_cap) {
-          uint32_t cap = m->fetchq_cap ? m->fetchq_cap * 2 : 64;
-          uint64_t *q = cap <= 1u << 20 ? realloc(m->fetchq, cap * sizeof *q) : NULL;
+        if (m->src.fetchq_n == m->src.fetchq_cap) {
+          uint32_t cap = m->src.fetchq_cap ? m->src.fetchq_cap * 2 : 64;
+          uint64_t *q = cap <= 1u << 20 ? realloc(m->src.fetchq, cap * sizeof *q) : NULL;
           if (!q) {
             r = -ENOMEM;
             break;
           }
-          m->fetchq = q;
-          m->fetchq_cap = cap;
+          m->src.fetchq = q;
+          m->src.fetchq_cap = cap;
         }
-        m->fetchq[m->fetchq_n++] = fc_get_le64(buf + i);
+        m->src.fetchq[m->src.fetchq_n++] = fc_get_le64(buf + i);
       }
       break;
     case FC_XFER_READ:
@@ -115,7 +115,7 @@ source_rx(void *arg)
       }
       for (uint32_t i = 0; i + 8 <= h.length; i += 8) {
         oblock_t ob = to_oblock(fc_get_le64(buf + i));
-        if (!m->sent_dirty || !fc_invfilter_remove(m->sent_dirty, ob)) {
+        if (!m->src.sent_dirty || !fc_invfilter_remove(m->src.sent_dirty, ob)) {
           r = -EPROTO;
           break;
         }
@@ -140,7 +140,7 @@ source_rx(void *arg)
     case FC_XFER_COMPLETE:
       /* COMPLETE lets the source forget everything: only once everything
        * it had to send was sent. */
-      if (m->bg_started && !m->done_sent) {
+      if (m->src.bg_started && !m->src.done_sent) {
         pthread_mutex_unlock(&m->lock);
         fc_migr_fail(m, "destination said COMPLETE before this source sent "
                      "every block");
@@ -148,7 +148,7 @@ source_rx(void *arg)
         r = -ECONNABORTED;
         break;
       }
-      m->complete_received = true;
+      m->src.complete_received = true;
       if (m->state == FC_MS_SWITCHED) {
         m->state = FC_MS_COMPLETED;
         m->completed_ns = fc_monotonic_ns();
@@ -214,7 +214,7 @@ serve_read(struct fc_migration *m, const struct peek_req *q, uint8_t *buf)
 
   fc_put_le64(buf, q->tag);
   pthread_mutex_lock(&m->lock);
-  switching = m->switch_begun;
+  switching = m->src.switch_begun;
   pthread_mutex_unlock(&m->lock);
   if (switching)
     return fc_xfer_send(&m->conn, FC_XFER_DATA, FC_XFER_F_RETRY, buf, 8, NULL, 0);
@@ -295,40 +295,40 @@ source_tx(void *arg)
     for (;;) {
       if (!live(m))
         break;
-      if (m->fetchq_n) {
-        ob = m->fetchq[0];
-        memmove(m->fetchq, m->fetchq + 1, --m->fetchq_n * sizeof *m->fetchq);
+      if (m->src.fetchq_n) {
+        ob = m->src.fetchq[0];
+        memmove(m->src.fetchq, m->src.fetchq + 1, --m->src.fetchq_n * sizeof *m->src.fetchq);
         what = 1;
         break;
       }
-      if (m->readq_n) {
-        rq = m->readq[0];
-        memmove(m->readq, m->readq + 1, --m->readq_n * sizeof *m->readq);
+      if (m->src.readq_n) {
+        rq = m->src.readq[0];
+        memmove(m->src.readq, m->src.readq + 1, --m->src.readq_n * sizeof *m->src.readq);
         what = 4;
         break;
       }
-      if (m->bg_started && m->bg_next < m->bg_n && m->credits) {
+      if (m->src.bg_started && m->src.bg_next < m->src.bg_n && m->credits) {
         /* Under a low rate limit, no more than one period's budget per
          * frame, so the copy moves smoothly rather than in bursts a
          * second apart. */
         uint32_t most = batch_max;
 
-        if (m->rl.budget && m->rl.budget / (8 + m->bs) < most)
-          most = m->rl.budget / (8 + m->bs) ? (uint32_t)(m->rl.budget / (8 + m->bs)) : 1;
+        if (m->src.rl.budget && m->src.rl.budget / (8 + m->bs) < most)
+          most = m->src.rl.budget / (8 + m->bs) ? (uint32_t)(m->src.rl.budget / (8 + m->bs)) : 1;
         nbatch = 0;
-        while (nbatch < most && m->bg_next < m->bg_n && m->credits) {
-          batch[nbatch++] = m->bg[m->bg_next++] & ~FC_XFER_DIRTY_BIT;
+        while (nbatch < most && m->src.bg_next < m->src.bg_n && m->credits) {
+          batch[nbatch++] = m->src.bg[m->src.bg_next++] & ~FC_XFER_DIRTY_BIT;
           m->credits--;
         }
         what = 2;
         break;
       }
-      if (m->bg_started && m->bg_next >= m->bg_n && !m->done_sent) {
-        m->done_sent = true;
+      if (m->src.bg_started && m->src.bg_next >= m->src.bg_n && !m->src.done_sent) {
+        m->src.done_sent = true;
         /* Sent: the device-order list is not needed any more. */
-        free(m->bg);
-        m->bg = NULL;
-        m->bg_n = m->bg_next = 0;
+        free(m->src.bg);
+        m->src.bg = NULL;
+        m->src.bg_n = m->src.bg_next = 0;
         what = 3;
         break;
       }
@@ -560,12 +560,12 @@ queue_background(struct fc_migration *m)
   if (r)
     return r;
   pthread_mutex_lock(&m->lock);
-  free(m->bg);
-  m->bg = list;
-  m->bg_n = n;
-  m->bg_next = 0;
+  free(m->src.bg);
+  m->src.bg = list;
+  m->src.bg_n = n;
+  m->src.bg_next = 0;
   m->blocks_total = n;
-  m->bg_started = true;
+  m->src.bg_started = true;
   pthread_cond_broadcast(&m->cond);
   pthread_mutex_unlock(&m->lock);
   return 0;
@@ -587,12 +587,12 @@ fc_migr_source_copy_before_switch(struct fc_migration *m, char *err, size_t errl
     return r;
   }
   pthread_mutex_lock(&m->lock);
-  while (live(m) && !m->complete_received)
+  while (live(m) && !m->src.complete_received)
     pthread_cond_wait(&m->cond, &m->lock);
   m->downtime_ns = fc_monotonic_ns() - t0;
-  m->firepan_copied = m->complete_received;
+  m->src.firepan_copied = m->src.complete_received;
   pthread_mutex_unlock(&m->lock);
-  if (!m->firepan_copied) {
+  if (!m->src.firepan_copied) {
     snprintf(err, errlen, "firepan copy failed: %s", m->error);
     return -EIO;
   }
@@ -638,7 +638,7 @@ fc_migr_source_switch(struct fc_migration *m, char *err, size_t errlen)
    * may let the source forget blocks, so a read served here then could
    * come from an older copy. */
   pthread_mutex_lock(&m->lock);
-  m->switch_begun = true;
+  m->src.switch_begun = true;
   pthread_mutex_unlock(&m->lock);
 
   /* A VM that reads the origin on the destination needs every dirty
@@ -678,7 +678,7 @@ fc_migr_source_switch(struct fc_migration *m, char *err, size_t errlen)
    * answer the SWITCH before this thread gets the lock back.  The
    * receiver moves only a SWITCHED migration on, so it is done here. */
   if (m->state == FC_MS_CONNECTED)
-    m->state = m->complete_received ? FC_MS_COMPLETED : FC_MS_SWITCHED;
+    m->state = m->src.complete_received ? FC_MS_COMPLETED : FC_MS_SWITCHED;
   if (m->state == FC_MS_COMPLETED) {
     m->completed_ns = m->switched_ns;
     fc_migr_account_locked(m);

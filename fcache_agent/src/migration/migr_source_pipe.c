@@ -56,16 +56,16 @@ record_sent_dirty_locked(struct fc_migration *m, uint64_t ob)
   FC_ASSERT_HELD(&m->lock);
   int r;
 
-  if (!m->sent_dirty) {
-    if (!(m->sent_dirty = calloc(1, sizeof *m->sent_dirty)))
+  if (!m->src.sent_dirty) {
+    if (!(m->src.sent_dirty = calloc(1, sizeof *m->src.sent_dirty)))
       return -ENOMEM;
-    if ((r = fc_invfilter_init(m->sent_dirty, 1024))) {
-      free(m->sent_dirty);
-      m->sent_dirty = NULL;
+    if ((r = fc_invfilter_init(m->src.sent_dirty, 1024))) {
+      free(m->src.sent_dirty);
+      m->src.sent_dirty = NULL;
       return r;
     }
   }
-  r = fc_invfilter_add(m->sent_dirty, to_oblock(ob));
+  r = fc_invfilter_add(m->src.sent_dirty, to_oblock(ob));
   return r < 0 ? r : 0;
 }
 
@@ -116,11 +116,11 @@ fc_migr_src_pace(struct fc_migration *m, uint64_t bytes)
     uint64_t wait;
 
     pthread_mutex_lock(&m->lock);
-    wait = fc_ratelimit_reserve(&m->rl, bytes);
+    wait = fc_ratelimit_reserve(&m->src.rl, bytes);
     pthread_mutex_unlock(&m->lock);
     if (!wait)
       return;
-    m->rl.sleep_ns(wait);
+    m->src.rl.sleep_ns(wait);
   }
 }
 
@@ -135,7 +135,7 @@ frees_as_sent(struct fc_migration *m)
   if (!fc_strategy(m->e.strategy)->background_variant)
     return false;
   pthread_mutex_lock(&m->lock);
-  after_switch = m->switch_begun && m->state == FC_MS_SWITCHED;
+  after_switch = m->src.switch_begun && m->state == FC_MS_SWITCHED;
   pthread_mutex_unlock(&m->lock);
   return after_switch;
 }

@@ -68,9 +68,6 @@ struct fc_migration {
   char error[512];
   bool stopping;
   bool connected;
-  /* Source: a migration-finish is forgetting the volume's blocks, without
-   * host.lock; another finish waits on cond for it. */
-  bool releasing_source;
   struct fc_xfer_conn conn;
   pthread_t rx_thread, worker_thread;
   bool rx_running, worker_running;
@@ -82,53 +79,64 @@ struct fc_migration {
   uint64_t invalidated;
   uint64_t origin_read_at_switch;
 
-  /* source */
-  struct fc_ratelimit rl;
-  uint64_t rate_limit_bps;
-  uint64_t *bg;                  /* background list: oblock | dirty bit */
-  uint32_t bg_n, bg_next;
-  bool bg_started, done_sent;
-  /* The destination puts its LRU back in the hot list's order (WELCOME's
-   * "order"): the copy may read the cache in the device's order. */
+  /* Both ends: the destination decides (WELCOME's "order") that it puts
+   * its LRU back in the hot list's order afterwards, so the source's copy
+   * may read the cache in the device's order; and the stream's credits
+   * (blocks the source may send before the destination frees room). */
   bool order_after;
   uint32_t credits;
-  uint64_t *fetchq;              /* on-demand requests, FIFO */
-  uint32_t fetchq_n, fetchq_cap;
-  bool complete_received;
-  bool firepan_copied;
-  /* Dirty blocks sent and not yet acknowledged: an ACK lets the source
-   * forget only these -- the destination cannot hold anything else. */
-  struct fc_invfilter *sent_dirty;
-  /* The switchover has begun: from here on the destination, not this
-   * host, answers for the volume, so READs get F_RETRY. */
-  bool switch_begun;
-  struct peek_req *readq;        /* destination READs, FIFO */
-  uint32_t readq_n;
 
-  /* destination */
-  struct dest_queue *inq;        /* background blocks awaiting install */
-  /* Frees inq: set with it, so that fc_migr_join (migr_common.c), which
-   * every end and phase calls, frees it without calling up into the
-   * destination's files. */
-  void (*inq_free)(struct fc_migration *m);
-  struct fetch_wait *waiters;    /* on-demand fetches in flight */
-  uint64_t *hot;                 /* cachemior: hot list to preload */
-  uint32_t hot_n, hot_cap;
-  unsigned preload_peak;         /* cachemior: most preload reads in flight at once */
-  uint64_t *to_ack;              /* dirty blocks installed, not yet acked */
-  uint32_t to_ack_n, to_ack_cap;
-  bool switch_received, done_received, complete_sent;
-  bool peer_reads;               /* the source answers READ (its HELLO said so) */
-  uint64_t listed;               /* LIST entries so far (receiver thread) */
-  uint64_t ordered;              /* F_ORDER LIST entries so far (same) */
-  struct read_wait *read_waiters;  /* READs in flight */
-  uint32_t reads_inflight;
-  uint64_t next_read_tag;
-  uint64_t forwarded_reads;
-  /* dest: COMPLETE is being sent.  The source may get it, let go and close
-   * the stream before the send returns; the receiver must not take that
-   * close for a lost source. */
-  bool complete_sending;
+  /* What only the source end uses (e.role == FC_MIGR_SOURCE). */
+  struct {
+    struct fc_ratelimit rl;
+    uint64_t rate_limit_bps;
+    uint64_t *bg;                  /* background list: oblock | dirty bit */
+    uint32_t bg_n, bg_next;
+    bool bg_started, done_sent;
+    uint64_t *fetchq;              /* on-demand requests, FIFO */
+    uint32_t fetchq_n, fetchq_cap;
+    bool complete_received;
+    bool firepan_copied;
+    /* Dirty blocks sent and not yet acknowledged: an ACK lets the source
+     * forget only these -- the destination cannot hold anything else. */
+    struct fc_invfilter *sent_dirty;
+    /* The switchover has begun: from here on the destination, not this
+     * host, answers for the volume, so READs get F_RETRY. */
+    bool switch_begun;
+    struct peek_req *readq;        /* destination READs, FIFO */
+    uint32_t readq_n;
+    /* A migration-finish is forgetting the volume's blocks, without
+     * host.lock; another finish waits on cond for it. */
+    bool releasing_source;
+  } src;
+
+  /* What only the destination end uses (e.role == FC_MIGR_DEST). */
+  struct {
+    struct dest_queue *inq;        /* background blocks awaiting install */
+    /* Frees inq: set with it, so that fc_migr_join (migr_common.c), which
+     * every end and phase calls, frees it without calling up into the
+     * destination's files. */
+    void (*inq_free)(struct fc_migration *m);
+    struct fetch_wait *waiters;    /* on-demand fetches in flight */
+    uint64_t *hot;                 /* cachemior: hot list to preload */
+    uint32_t hot_n, hot_cap;
+    unsigned preload_peak;         /* cachemior: most preload reads in flight at once */
+    uint64_t *to_ack;              /* dirty blocks installed, not yet acked */
+    uint32_t to_ack_n, to_ack_cap;
+    bool switch_received, done_received, complete_sent;
+    bool peer_reads;               /* the source answers READ (its HELLO said so) */
+    uint64_t listed;               /* LIST entries so far (receiver thread) */
+    uint64_t ordered;              /* F_ORDER LIST entries so far (same) */
+    struct read_wait *read_waiters;  /* READs in flight */
+    uint32_t reads_inflight;
+    uint64_t next_read_tag;
+    uint64_t forwarded_reads;
+    /* dest: COMPLETE is being sent.  The source may get it, let go and close
+     * the stream before the send returns; the receiver must not take that
+     * close for a lost source. */
+    bool complete_sending;
+  } dst;
+
   /* Counted in agent->migr_totals (fc_migr_account_locked). */
   bool accounted;
 };
