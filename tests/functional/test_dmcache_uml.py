@@ -39,15 +39,21 @@ def agent_path():
     return os.path.join(ROOT, 'fcache_agent', 'build', 'fcache-agent')
 
 
-def _vm(disks):
+def _vm(disks, modules=()):
     d = tempfile.mkdtemp(prefix='fcuml-')
-    yield umlvm.UmlVM(d, disks=disks)
+    yield umlvm.UmlVM(d, disks=disks, modules=modules)
     shutil.rmtree(d, ignore_errors=True)
 
 
 @pytest.fixture
 def vm():
     yield from _vm(DISKS)
+
+
+@pytest.fixture
+def vm_nbd():
+    """One host's flash and the kernel NBD client (nbd.ko)."""
+    yield from _vm(DISKS, modules=('nbd',))
 
 
 @pytest.fixture
@@ -87,6 +93,33 @@ def test_kernel_facts(vm):
     # the stale block back.
     assert not facts['crash_copy_still_maps_written_block']
     assert facts['passthrough_after_crash'] == 'refused'
+
+
+# The kernel facts under hybrid and cloudcache on dmcache (design in
+# doc/reference/dmcache.rst): dm-clone whose source is a kernel NBD device
+# fed from userspace over a socketpair, and dm-cache over that clone.
+@pytest.mark.timeout(400)
+def test_clone_over_nbd_facts(vm_nbd):
+    f = run(vm_nbd, 'clone_nbd_facts.py', timeout=360)
+    assert f['nbd_write_read_only'].startswith('refused')
+    assert f['unhydrated_read_served_by_source']
+    assert not f['reads_hydrate_region']
+    assert not f['whole_region_write_reads_source']
+    assert sum(n for _, n in f['partial_write_hydrates_region']) == 32768
+    assert not f['reads_after_hydration_reach_source']
+    assert f['destination_alone_holds_everything']
+    pacing = f['hydration_pacing']
+    assert (pacing['threshold 32 batch 32, 10 ms']['regions_per_s'] >
+            2 * pacing['defaults, 10 ms']['regions_per_s'])
+    assert f['disable_hydration_stops']['one_s_later'] < 256
+    assert f['origin_current_after_cleaner'] == 8
+    assert f['restored_dirty_written_back']['source_reads']
+    assert f['clone_mode_after_source_eio'] == 'rw'
+    assert f['source_socket_closed_read'].startswith(os.strerror(5))
+    assert f['quiet_source_timeout0'].startswith('blocked')
+    assert f['quiet_source_timeout2']['errno'] == os.strerror(5)
+    assert f['source_swapped_by_reload']['hydrated_kept'] > 0
+    print('clone over nbd:', json.dumps(f, sort_keys=True))
 
 
 @pytest.mark.timeout(300)
