@@ -113,6 +113,7 @@ def test_clone_over_nbd_facts(vm_nbd):
             2 * pacing['defaults, 10 ms']['regions_per_s'])
     assert f['disable_hydration_stops']['one_s_later'] < 256
     assert f['hydration_order'] == 'ascending region number'
+    assert 'hydration_threshold 8' in f['hydration_knobs_by_message']
     assert f['origin_current_after_cleaner'] == 8
     assert f['restored_dirty_written_back']['source_reads']
     assert f['clone_mode_after_source_eio'] == 'rw'

@@ -385,6 +385,18 @@ check(pacing['threshold 32 batch 32, 10 ms']['regions_per_s'] >
       2 * pacing['defaults, 10 ms']['regions_per_s'],
       'more regions in flight did not hydrate faster over a slow source')
 
+# Both knobs change at run time, by message.
+fresh_destination()
+clone('kc-clone', '/dev/nbd0')
+dmsetup('message kc-clone 0 hydration_threshold 8')
+dmsetup('message kc-clone 0 hydration_batch_size 4')
+st = clone_status('kc-clone')
+check('hydration_threshold 8' in st['raw'] and
+      'hydration_batch_size 4' in st['raw'],
+      'hydration messages not in the status: %s' % st['raw'])
+facts['hydration_knobs_by_message'] = st['raw']
+dmsetup('remove kc-clone')
+
 # Pacing by toggling: disable_hydration stops the copy once the copies in
 # flight are done.
 fresh_destination()
