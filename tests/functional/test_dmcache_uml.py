@@ -98,9 +98,9 @@ def test_kernel_facts(vm):
 # The kernel facts under hybrid and cloudcache on dmcache (design in
 # doc/reference/dmcache.rst): dm-clone whose source is a kernel NBD device
 # fed from userspace over a socketpair, and dm-cache over that clone.
-@pytest.mark.timeout(400)
+@pytest.mark.timeout(500)
 def test_clone_over_nbd_facts(vm_nbd):
-    f = run(vm_nbd, 'clone_nbd_facts.py', timeout=360)
+    f = run(vm_nbd, 'clone_nbd_facts.py', timeout=450)
     assert f['nbd_write_read_only'].startswith('refused')
     assert f['unhydrated_read_served_by_source']
     assert not f['reads_hydrate_region']
@@ -121,6 +121,9 @@ def test_clone_over_nbd_facts(vm_nbd):
     assert f['quiet_source_timeout0'].startswith('blocked')
     assert f['quiet_source_timeout2']['errno'] == os.strerror(5)
     assert f['source_swapped_by_reload']['hydrated_kept'] > 0
+    assert f['dead_socket_with_dead_conn_timeout'] == 'read held 3 s'
+    assert 'seconds_after_reconfigure' in f['reconfigure_resumes_held_reads']
+    assert f['inflight_read_after_reconfigure'].startswith('ok after')
     print('clone over nbd:', json.dumps(f, sort_keys=True))
 
 

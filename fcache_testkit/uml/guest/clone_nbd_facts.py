@@ -71,7 +71,10 @@ def check(cond, msg):
 def recv_all(s, n):
     buf = b''
     while len(buf) < n:
-        got = s.recv(n - len(buf))
+        try:
+            got = s.recv(n - len(buf))
+        except OSError:            # our end was closed under us
+            return None
         if not got:
             return None
         buf += got
@@ -92,33 +95,45 @@ class NbdServer(object):
     of order, as the protocol allows: the handle matches them).
     """
 
-    def __init__(self, nbd, backing, size, timeout=0):
+    def __init__(self, nbd, backing, size, timeout=0, netlink=None):
         self.nbd = nbd
         self.backing = os.open(backing, os.O_RDONLY)
         self.reads = []            # (offset, length) in arrival order
         self.writes = 0
         self.hold = threading.Event()
-        self.released = threading.Event()
         self.lock = threading.Lock()
         self.send_lock = threading.Lock()
         self.delay = 0.0
         self.kside, self.mine = socket.socketpair()
-        self.fd = os.open(nbd, os.O_RDWR)
-        fcntl.ioctl(self.fd, NBD_SET_BLKSIZE, 4096)
-        fcntl.ioctl(self.fd, NBD_SET_SIZE_BLOCKS, size // 4096)
-        fcntl.ioctl(self.fd, NBD_SET_FLAGS,
-                    NBD_FLAG_HAS_FLAGS | NBD_FLAG_READ_ONLY)
-        fcntl.ioctl(self.fd, NBD_SET_TIMEOUT, timeout)
-        fcntl.ioctl(self.fd, NBD_SET_SOCK, self.kside.fileno())
         self.do_it_rc = None
-        threading.Thread(target=self._do_it, daemon=True).start()
+        if netlink is not None:
+            # The netlink interface: no thread blocks in the kernel, and a
+            # dead socket can be replaced (NBD_CMD_RECONFIGURE).
+            netlink.connect(int(nbd[len('/dev/nbd'):]), size, timeout,
+                            self.kside.fileno())
+        else:
+            self.fd = os.open(nbd, os.O_RDWR)
+            fcntl.ioctl(self.fd, NBD_SET_BLKSIZE, 4096)
+            fcntl.ioctl(self.fd, NBD_SET_SIZE_BLOCKS, size // 4096)
+            fcntl.ioctl(self.fd, NBD_SET_FLAGS,
+                        NBD_FLAG_HAS_FLAGS | NBD_FLAG_READ_ONLY)
+            fcntl.ioctl(self.fd, NBD_SET_TIMEOUT, timeout)
+            fcntl.ioctl(self.fd, NBD_SET_SOCK, self.kside.fileno())
+            threading.Thread(target=self._do_it, daemon=True).start()
         threading.Thread(target=self._serve, daemon=True).start()
-        # NBD_DO_IT makes the device live; wait for its size to show.
+        # The device is live once its size shows.
         for _ in range(100):
             if blksize(nbd) == size:
                 break
             time.sleep(0.05)
         check(blksize(nbd) == size, '%s did not come up' % nbd)
+
+    def replace_socket(self, netlink):
+        """A new relay end for a dead one, as a restarted agent would."""
+        self.kside, self.mine = socket.socketpair()
+        netlink.reconfigure(int(self.nbd[len('/dev/nbd'):]),
+                            self.kside.fileno())
+        threading.Thread(target=self._serve, daemon=True).start()
 
     def _do_it(self):
         try:
@@ -128,7 +143,7 @@ class NbdServer(object):
             self.do_it_rc = -e.errno
 
     def _serve(self):
-        s = self.mine
+        s = mine = self.mine
         while True:
             hdr = recv_all(s, REQ.size)
             if hdr is None:
@@ -148,8 +163,9 @@ class NbdServer(object):
                 msg = REPLY.pack(REPLY_MAGIC, 0, handle) + os.pread(
                     self.backing, length, off)
                 if self.delay:
-                    threading.Timer(self.delay, self._send, (msg,)).start()
-                elif not self._send(msg):
+                    threading.Timer(self.delay, self._send,
+                                    (msg, mine)).start()
+                elif not self._send(msg, mine):
                     return
             else:
                 if cmd == CMD_WRITE:
@@ -157,12 +173,12 @@ class NbdServer(object):
                     with self.lock:
                         self.writes += 1
                 err = EPERM if cmd == CMD_WRITE else 0
-                self._send(REPLY.pack(REPLY_MAGIC, err, handle))
+                self._send(REPLY.pack(REPLY_MAGIC, err, handle), mine)
 
-    def _send(self, msg):
+    def _send(self, msg, sock):
         try:
             with self.send_lock:
-                self.mine.sendall(msg)
+                sock.sendall(msg)
             return True
         except OSError:
             return False
@@ -179,6 +195,86 @@ class NbdServer(object):
         """The relay's end goes, as when the agent dies."""
         self.mine.shutdown(socket.SHUT_RDWR)
         self.mine.close()
+
+
+class NbdNetlink(object):
+    """The kernel NBD client's generic-netlink interface (nbd-netlink.h)."""
+
+    NLM_F_REQUEST, NLM_F_ACK, NLMSG_ERROR = 1, 4, 2
+    GENL_ID_CTRL, CTRL_CMD_GETFAMILY = 0x10, 3
+    CTRL_ATTR_FAMILY_ID, CTRL_ATTR_FAMILY_NAME = 1, 2
+    CMD_CONNECT, CMD_RECONFIGURE = 1, 3
+    A_INDEX, A_SIZE, A_BLOCK, A_TIMEOUT, A_SFLAGS = 1, 2, 3, 4, 5
+    A_SOCKETS, A_DEAD_CONN_TIMEOUT = 7, 8
+    SOCK_ITEM, SOCK_FD = 1, 1
+    NLA_F_NESTED = 0x8000
+
+    def __init__(self, dead_conn_timeout):
+        self.dead = dead_conn_timeout
+        self.s = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, 16)
+        self.s.bind((0, 0))
+        self.seq = 0
+        reply = self._req(self.GENL_ID_CTRL, self.CTRL_CMD_GETFAMILY,
+                          self._attr(self.CTRL_ATTR_FAMILY_NAME, b'nbd\0'))
+        attrs = self._attrs(reply[20:])
+        self.family = struct.unpack(
+            '<H', attrs[self.CTRL_ATTR_FAMILY_ID][:2])[0]
+
+    @staticmethod
+    def _attr(typ, payload):
+        a = struct.pack('<HH', 4 + len(payload), typ) + payload
+        return a + b'\0' * (-len(a) % 4)
+
+    @staticmethod
+    def _attrs(buf):
+        out = {}
+        while len(buf) >= 4:
+            ln, typ = struct.unpack('<HH', buf[:4])
+            out[typ & 0x3fff] = buf[4:ln]
+            buf = buf[(ln + 3) & ~3:]
+        return out
+
+    def _req(self, family, cmd, attrs):
+        self.seq += 1
+        body = struct.pack('<BBH', cmd, 1, 0) + attrs
+        msg = struct.pack('<IHHII', 16 + len(body), family,
+                          self.NLM_F_REQUEST | self.NLM_F_ACK, self.seq,
+                          0) + body
+        self.s.send(msg)
+        data = None
+        while True:
+            buf = self.s.recv(65536)
+            while buf:
+                ln, typ = struct.unpack('<IH', buf[:6])
+                if typ == self.NLMSG_ERROR:
+                    err = struct.unpack('<i', buf[16:20])[0]
+                    if err:
+                        raise OSError(-err, os.strerror(-err))
+                    return data
+                data = buf[:ln]
+                buf = buf[(ln + 3) & ~3:]
+
+    def _sockets(self, fd):
+        item = self._attr(self.SOCK_FD, struct.pack('<I', fd))
+        nested = self._attr(self.SOCK_ITEM | self.NLA_F_NESTED, item)
+        return self._attr(self.A_SOCKETS | self.NLA_F_NESTED, nested)
+
+    def connect(self, index, size, timeout, fd):
+        q = struct.Struct('<Q').pack
+        self._req(self.family, self.CMD_CONNECT, b''.join([
+            self._attr(self.A_INDEX, struct.pack('<I', index)),
+            self._attr(self.A_SIZE, q(size)),
+            self._attr(self.A_BLOCK, q(4096)),
+            self._attr(self.A_TIMEOUT, q(timeout)),
+            self._attr(self.A_SFLAGS,
+                       q(NBD_FLAG_HAS_FLAGS | NBD_FLAG_READ_ONLY)),
+            self._attr(self.A_DEAD_CONN_TIMEOUT, q(self.dead)),
+            self._sockets(fd)]))
+
+    def reconfigure(self, index, fd):
+        self._req(self.family, self.CMD_RECONFIGURE, b''.join([
+            self._attr(self.A_INDEX, struct.pack('<I', index)),
+            self._sockets(fd)]))
 
 
 def linear(name, off, sect, dev=FLASH):
@@ -584,6 +680,58 @@ facts['source_socket_closed_read'] = (
         os.strerror(out['errno']), out['s'])))
 check(not t.is_alive() and 'errno' in out,
       'a read through a closed relay did not fail: %r' % out)
+dmsetup('remove kc-clone')
+
+# ---- 7. A new relay socket for a dead one, through netlink --------------
+# Set up through netlink with a dead-connection timeout, the device holds
+# the requests of a socket that closed (the agent died) until a new one is
+# attached with NBD_CMD_RECONFIGURE (the agent restarted), instead of
+# failing them.
+nl = NbdNetlink(dead_conn_timeout=30)
+srv3 = NbdServer('/dev/nbd3', SRC, SIZE, netlink=nl)
+fresh_destination()
+clone('kc-clone', '/dev/nbd3')
+check(pread(CL, 12 * BSB, BSB) == src_block(12), 'netlink nbd: wrong bytes')
+srv3.close()
+t, out = timed_read(CL, 25 * BSB, BSB, 3.0)
+held = t.is_alive()
+facts['dead_socket_with_dead_conn_timeout'] = (
+    'read held 3 s' if held else out)
+check(held, 'with dead_conn_timeout a read through a closed relay ended: '
+      '%r' % ({k: v for k, v in out.items() if k != 'data'},))
+n = srv3.served()
+t0 = time.monotonic()
+srv3.replace_socket(nl)
+t.join(20)
+check(not t.is_alive() and out.get('data') == src_block(25),
+      'after NBD_CMD_RECONFIGURE the held read did not complete with the '
+      'source bytes: %r' % ({k: v for k, v in out.items() if k != 'data'},))
+check(srv3.served() > n, 'the held read was not served by the new socket')
+check(pread(CL, 26 * BSB, BSB) == src_block(26),
+      'after NBD_CMD_RECONFIGURE a new read is wrong')
+facts['reconfigure_resumes_held_reads'] = {
+    'seconds_after_reconfigure': round(time.monotonic() - t0, 2)}
+
+# The agent dies with a read in flight (sent to it, not answered): the
+# kernel sends it again on the new socket -- when the request's timer
+# fires (NBD timeout 0 leaves the block layer's default).
+srv3.hold.set()
+n = srv3.served()
+t, out = timed_read(CL, 27 * BSB, BSB, 1.0)
+check(t.is_alive(), 'a read the relay holds ended: %r' % out)
+srv3.close()
+srv3.hold.clear()
+time.sleep(0.5)
+t0 = time.monotonic()
+srv3.replace_socket(nl)
+t.join(90)
+facts['inflight_read_after_reconfigure'] = (
+    'blocked 90 s' if t.is_alive() else
+    'ok after %.1f s' % (time.monotonic() - t0) if out.get('data') ==
+    src_block(27) else {k: v for k, v in out.items() if k != 'data'})
+check(not t.is_alive() and out.get('data') == src_block(27),
+      'a read in flight when the relay died did not complete on the new '
+      'socket: %r' % facts['inflight_read_after_reconfigure'])
 dmsetup('remove kc-clone')
 
 facts['ok'] = True
