@@ -215,7 +215,8 @@ def refusals(a, b):
     out['capabilities_why'] = {s['name']: s.get('why_not', '')
                                for s in caps['strategies']}
     out['move_schemes'] = caps['move_schemes']
-    r = a.call('migration-settle', migration_id='z', step='list')
+    r = a.call('migration-settle', migration_id='z', volume_id='vx',
+               step='list')
     check(not r['ok'] and 'not implemented for engine dmcache' in r['error'],
           r)
 
