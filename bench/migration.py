@@ -117,7 +117,9 @@ class Lab(object):
                     'export_dir = %s/exp\ncache_size = %d\n'
                     'migration_listen = 127.0.0.1:%d\nlog_level = warning\n'
                     'migration_tls = %s\n'
-                    % (sock, d, d, cache_size, free_port(), tls))
+                    # The origin's NBD socket lies in the scratch folder.
+                    'origin_prefixes = %s/\n'
+                    % (sock, d, d, cache_size, free_port(), tls, self.dir))
         self.modes = getattr(self, 'modes', []) + [tls]
         log = open(os.path.join(d, 'agent.log'), 'w')
         self.procs.append(subprocess.Popen([AGENT, '--config', conf],
