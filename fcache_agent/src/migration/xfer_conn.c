@@ -277,23 +277,6 @@ tls_send_all(struct fc_xfer_conn *c, const struct iovec *iov, int n)
   return r;
 }
 
-static int
-send_all(int fd, struct iovec *iov, int n)
-{
-  while (n > 0) {
-    struct msghdr msg = { .msg_iov = iov, .msg_iovlen = (size_t)n };
-    ssize_t w = sendmsg(fd, &msg, MSG_NOSIGNAL);
-
-    if (w < 0) {
-      if (errno == EINTR)
-        continue;
-      return -errno;
-    }
-    fc_iov_advance(&iov, &n, (size_t)w);
-  }
-  return 0;
-}
-
 int
 fc_xfer_send(struct fc_xfer_conn *c, uint8_t type, uint16_t flags,
              const void *p1, uint32_t l1, const void *p2, uint32_t l2)
@@ -316,7 +299,7 @@ fc_xfer_send(struct fc_xfer_conn *c, uint8_t type, uint16_t flags,
   iov[1] = (struct iovec){ (void *)p1, l1 };
   iov[2] = (struct iovec){ (void *)p2, l2 };
   pthread_mutex_lock(&c->send_lock);
-  r = c->tls ? tls_send_all(c, iov, 3) : send_all(c->fd, iov, 3);
+  r = c->tls ? tls_send_all(c, iov, 3) : fc_full_sendmsg(c->fd, iov, 3);
   if (!r)
     c->bytes_sent += sizeof hdr + l1 + l2;
   pthread_mutex_unlock(&c->send_lock);
