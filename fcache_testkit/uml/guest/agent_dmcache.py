@@ -30,11 +30,29 @@ ORIGIN = os.environ.get('DEV_ORIGIN')
 FLASH = os.environ['DEV_FLASH_A']
 MiB = 1 << 20
 out = {}
+# The agents a scenario started: a failed check reports their logs.
+AGENTS = []
+
+
+def diagnose():
+    """What explains a failure: each agent's log tail, the kernel's."""
+    for a in AGENTS:
+        try:
+            out.setdefault('logs', {})[a.dir] = a.logtext()[-2500:]
+        except OSError as e:
+            out.setdefault('logs', {})[a.dir] = repr(e)
+    try:
+        dmesg = subprocess.run(['dmesg'], capture_output=True, text=True,
+                               timeout=10).stdout
+        out['dmesg'] = dmesg[-2500:]
+    except (OSError, subprocess.SubprocessError) as e:
+        out['dmesg'] = 'dmesg: %r' % e
 
 
 def check(cond, msg):
     if not cond:
         out['failed'] = msg
+        diagnose()
         report(out)
         sys.exit(1)
 
@@ -53,6 +71,7 @@ class Agent(object):
         with open(self.conf, 'w') as f:
             f.write(self.config())
         self.proc = None
+        AGENTS.append(self)
 
     def config(self):
         """agent.conf's text (a subclass may configure another agent)."""
@@ -356,6 +375,7 @@ def run_scenario(fn, *args):
         import traceback
         out['failed'] = 'exception: %r' % e
         out['trace'] = traceback.format_exc()[-2000:]
+        diagnose()
         report(out)
         sys.exit(1)
     report(out)
