@@ -11,8 +11,9 @@
  * does) and hands it a stream with fc_migr_dest_accept(), as the listener
  * does once HELLO and the token are checked; the receiver then reads the
  * stream to its end.  Input:
- *   byte 0:  the strategy (value % 6: none, cachemior, firepan, firepan_if,
- *            cloudcache, hybrid)
+ *   byte 0:  the strategy (value & 0x7f, % 6: none, cachemior, firepan,
+ *            firepan_if, cloudcache, hybrid); bit 7: the source's HELLO
+ *            asked for SWITCHED (sent after a SWITCH)
  *   then records: u8 type, u16 flags (LE), u16 length (LE), payload.
  *   The harness seals each record into a frame with a correct CRC, since
  *   random bytes would almost never pass it; a type with bit 7 set sends
@@ -63,7 +64,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                    "migration_id", "m-1", "volume_id", "vol-1",
                    "token", "0123456789abcdef0123456789abcdef"
                             "0123456789abcdef0123456789abcdef",
-                   "strategy", strategies[data[0] % 6], "origin", fuzz_origin,
+                   "strategy", strategies[(data[0] & 0x7f) % 6], "origin", fuzz_origin,
                    "write_policy", "write_back",
                    "cache_size", (json_int_t)(FUZZ_CACHE_BLOCKS / 2 * FUZZ_CACHE_BLOCK));
   if (fc_migration_incoming(agent, args, &result, err, sizeof err)) {
@@ -73,6 +74,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
   json_decref(args);
   json_decref(result);
   m = fc_migration_find(agent, "m-1");
+  m->dst.peer_switch_ack = data[0] & 0x80;
 
   stream = encode(data + 1, size - 1, &len);
   fc_xfer_conn_init(&c, fuzz_socket(stream, len, &peer));

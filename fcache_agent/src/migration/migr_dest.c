@@ -124,6 +124,25 @@ complete(struct fc_migration *m)
            (unsigned long long)m->invalidated);
 }
 
+/* SWITCHED: {} once the volume is served here, or why it is not. */
+static int
+send_switched(struct fc_migration *m)
+{
+  json_t *o;
+  char *text;
+  int r;
+
+  pthread_mutex_lock(&m->lock);
+  o = m->state == FC_MS_FAILED || m->state == FC_MS_ABORTED ?
+    json_pack("{s:s}", "error", m->error[0] ? m->error : "migration ended") : json_object();
+  pthread_mutex_unlock(&m->lock);
+  text = o ? json_dumps(o, JSON_COMPACT) : NULL;
+  json_decref(o);
+  r = text ? fc_xfer_send_json(&m->conn, FC_XFER_SWITCHED, text) : -ENOMEM;
+  free(text);
+  return r;
+}
+
 static int
 send_complete(struct fc_migration *m)
 {
@@ -165,6 +184,11 @@ dest_rx(void *arg)
       r = (h.flags & FC_XFER_F_ORDER) ? on_order(m, buf, h.length) : on_list(m, buf, h.length);
       break;
     case FC_XFER_SWITCH:
+      /* The engine serves the volume first (gate open, final table):
+       * what waits for the SWITCH -- the worker finishing the migration,
+       * forwarded reads, the source's switchover -- then finds it served
+       * here.  A failing engine fails the migration (m->fail). */
+      OPS(m)->in_switch(&m->e);
       pthread_mutex_lock(&m->lock);
       m->dst.switch_received = true;
       m->switched_ns = fc_monotonic_ns();
@@ -172,7 +196,8 @@ dest_rx(void *arg)
         m->state = FC_MS_SWITCHED;
       pthread_cond_broadcast(&m->cond);
       pthread_mutex_unlock(&m->lock);
-      OPS(m)->in_switch(&m->e);
+      if (m->dst.peer_switch_ack)
+        r = send_switched(m);
       break;
     case FC_XFER_BLOCK:
       if (h.flags & FC_XFER_F_REPLY) {
@@ -395,7 +420,7 @@ fc_migr_dest_begin(struct fc_migration *m)
 int
 fc_migr_dest_accept(struct fc_migration *m, struct fc_xfer_conn *c)
 {
-  char welcome[64 + FC_SETTLE_SECRET_HEX + 32];
+  char welcome[96 + FC_SETTLE_SECRET_HEX + 32];
   int r;
 
   fc_xfer_conn_move(&m->conn, c);
@@ -415,8 +440,9 @@ fc_migr_dest_accept(struct fc_migration *m, struct fc_xfer_conn *c)
    * of either host finds it on both. */
   if (!m->settle_peer[0] || fc_migr_mark_volume(m, "in"))
     explicit_bzero(m->settle_secret, sizeof m->settle_secret);
-  snprintf(welcome, sizeof welcome, "{\"credits\": %u%s%s%s%s}", m->dst.inq->credits,
+  snprintf(welcome, sizeof welcome, "{\"credits\": %u%s%s%s%s%s}", m->dst.inq->credits,
            m->order_after ? ", \"order\": true" : "",
+           m->dst.peer_switch_ack ? ", \"switch_ack\": true" : "",
            m->settle_secret[0] ? ", \"settle_secret\": \"" : "", m->settle_secret,
            m->settle_secret[0] ? "\"" : "");
   r = fc_xfer_send_json(&m->conn, FC_XFER_WELCOME, welcome);

@@ -280,6 +280,9 @@ handle(struct fc_migr_listener *l, int fd, int slot, const char *peer)
   m->token_used = true;
   /* An older source does not answer READ: reads then wait for SWITCH. */
   m->dst.peer_reads = json_is_true(json_object_get(hello, "reads"));
+  /* An older source returns from its switchover at once and would take
+   * SWITCHED for a broken stream. */
+  m->dst.peer_switch_ack = json_is_true(json_object_get(hello, "switch_ack"));
   /* Where a settle session reaches the source; an older source does not
    * say, and gets no settle secret. */
   settle_address(json_string_value(json_object_get(hello, "settle_address")),

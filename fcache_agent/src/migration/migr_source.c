@@ -14,6 +14,7 @@
 #include <time.h>
 
 #include "agent/agent.h"
+#include "common/deadline.h"
 #include "common/invfilter.h"
 #include "common/log.h"
 #include "common/random_hex.h"
@@ -23,6 +24,10 @@
 #include "engine/engine.h"
 
 #define HANDSHAKE_TIMEOUT_S 10
+/* What the destination may take to serve the volume after SWITCH: a
+ * dmcache destination loads its final table there (firepan: after a
+ * cache_restore of what is not yet committed).  The VM stays paused. */
+#define FC_SWITCH_ACK_TIMEOUT_S 60
 /* Waits between tries of a stream the destination's busy listener shut. */
 #define DIAL_RETRY_FIRST_MS 20
 #define DIAL_RETRY_MAX_MS 640
@@ -155,6 +160,33 @@ source_rx(void *arg)
         fc_migr_account_locked(m);
       }
       break;
+    case FC_XFER_SWITCHED: {
+      json_t *o;
+      const char *why;
+
+      if (!m->src.switch_ack || !m->src.switch_begun || m->src.switch_acked ||
+          h.length > FC_XFER_MAX_JSON) {
+        r = -EPROTO;
+        break;
+      }
+      buf[h.length] = 0;
+      o = json_loads((const char *)buf, 0, NULL);
+      if (!json_is_object(o)) {
+        json_decref(o);
+        r = -EPROTO;
+        break;
+      }
+      why = json_string_value(json_object_get(o, "error"));
+      if (why) {
+        pthread_mutex_unlock(&m->lock);
+        fc_migr_fail(m, "destination could not take the volume over: %.200s", why);
+        pthread_mutex_lock(&m->lock);
+        r = -ECONNABORTED;
+      } else
+        m->src.switch_acked = true;
+      json_decref(o);
+      break;
+    }
     case FC_XFER_ERROR:
       buf[h.length < FC_XFER_MAX_PAYLOAD ? h.length : FC_XFER_MAX_PAYLOAD - 1] = 0;
       pthread_mutex_unlock(&m->lock);
@@ -448,10 +480,11 @@ fc_migr_source_connect(struct fc_migration *m, char *err, size_t errlen)
     fc_migr_fail(m, "%s", err);
     return r;
   }
-  hello = json_pack("{s:s, s:s, s:s, s:i, s:s, s:b, s:s}", "migration_id", m->e.id,
+  hello = json_pack("{s:s, s:s, s:s, s:i, s:s, s:b, s:b, s:s}", "migration_id", m->e.id,
                     "volume_id", m->e.volume_id, "token", m->token, "block_size", m->bs,
                     "strategy", fc_strategy_name(m->e.strategy),
                     "reads", m->agent->host.ops->migr->out_peek != NULL,
+                    "switch_ack", 1,
                     "settle_address", m->agent->host.cfg.migration_listen);
   text = json_dumps(hello, JSON_COMPACT);
   json_decref(hello);
@@ -489,6 +522,9 @@ fc_migr_source_connect(struct fc_migration *m, char *err, size_t errlen)
   /* Taken only for a copy nobody uses before it ends (migr_dest.c). */
   m->order_after = json_is_true(json_object_get(welcome, "order")) &&
                    fc_strategy(m->e.strategy)->copy_may_reorder;
+  /* An older destination handles the SWITCH without saying when it is
+   * done: the switchover then returns once SWITCH is sent, as it did. */
+  m->src.switch_ack = json_is_true(json_object_get(welcome, "switch_ack"));
   m->connected = true;
   m->state = FC_MS_CONNECTED;
   /* Persisted with the "out" mark at the switchover; a destination that
@@ -624,6 +660,32 @@ send_list(struct fc_migration *m, const uint64_t *list, uint32_t n)
   return r;
 }
 
+/* The caller resumes the VM on the destination when this returns: only
+ * once the destination serves the volume (SWITCHED).  Its time is
+ * downtime; the destination's table load or cache_restore is in it. */
+static int
+wait_switched(struct fc_migration *m, char *err, size_t errlen)
+{
+  struct timespec until = fc_deadline_ms(FC_SWITCH_ACK_TIMEOUT_S * 1000ul);
+  int r = 0;
+
+  pthread_mutex_lock(&m->lock);
+  while (live(m) && !m->src.switch_acked && r != ETIMEDOUT)
+    r = pthread_cond_timedwait(&m->cond, &m->lock, &until);
+  if (m->src.switch_acked)
+    r = 0;
+  else if (!live(m)) {
+    snprintf(err, errlen, "%s", m->error[0] ? m->error : "migration ended");
+    r = -EIO;
+  } else {
+    snprintf(err, errlen, "destination %s did not confirm the switchover within %d s",
+             m->peer, FC_SWITCH_ACK_TIMEOUT_S);
+    r = -ETIMEDOUT;
+  }
+  pthread_mutex_unlock(&m->lock);
+  return r;
+}
+
 int
 fc_migr_source_switch(struct fc_migration *m, char *err, size_t errlen)
 {
@@ -670,6 +732,8 @@ fc_migr_source_switch(struct fc_migration *m, char *err, size_t errlen)
     snprintf(err, errlen, "cannot switch over to %s: %s", m->peer, strerror(-r));
     goto out;
   }
+  if (m->src.switch_ack && (r = wait_switched(m, err, errlen)))
+    goto out;
   pthread_mutex_lock(&m->lock);
   m->switched_ns = fc_monotonic_ns();
   m->downtime_ns += m->switched_ns - t0;

@@ -103,6 +103,9 @@ struct fc_migration {
     /* The switchover has begun: from here on the destination, not this
      * host, answers for the volume, so READs get F_RETRY. */
     bool switch_begun;
+    /* The destination confirms the SWITCH (WELCOME's "switch_ack"), and
+     * has (SWITCHED). */
+    bool switch_ack, switch_acked;
     struct peek_req *readq;        /* destination READs, FIFO */
     uint32_t readq_n;
     /* A migration-finish is forgetting the volume's blocks, without
@@ -125,6 +128,7 @@ struct fc_migration {
     uint32_t to_ack_n, to_ack_cap;
     bool switch_received, done_received, complete_sent;
     bool peer_reads;               /* the source answers READ (its HELLO said so) */
+    bool peer_switch_ack;          /* the source waits for SWITCHED (its HELLO said so) */
     uint64_t listed;               /* LIST entries so far (receiver thread) */
     uint64_t ordered;              /* F_ORDER LIST entries so far (same) */
     struct read_wait *read_waiters;  /* READs in flight */

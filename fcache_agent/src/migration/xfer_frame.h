@@ -55,7 +55,15 @@ enum fc_xfer_type {
    * is accepted on such a stream, and neither is taken on a transfer. */
   FC_XFER_STEP = 14,      /* either    JSON {step, ...}: a settle step */
   FC_XFER_STEP_DONE = 15, /* either    JSON: the step's result */
-  FC_XFER_TYPE_MAX = 15,
+  /* The destination serves the volume: its gate is open or its final
+   * table loaded.  The source's switchover returns only then, because a
+   * kernel data path (dmcache) cannot hold the VM's requests until the
+   * SWITCH is handled: a guest resumed before would get the interim
+   * table's errors, or write beside the cache about to be attached.
+   * JSON {} or {error}; sent only to a source whose HELLO said
+   * "switch_ack": true. */
+  FC_XFER_SWITCHED = 16,  /* dst->src  JSON {} or {error} */
+  FC_XFER_TYPE_MAX = 16,
 };
 
 enum {

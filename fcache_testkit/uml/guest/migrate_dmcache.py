@@ -16,6 +16,7 @@ import mmap
 import os
 import random
 import secrets
+import signal
 import sys
 import threading
 import time
@@ -146,6 +147,33 @@ def probe_before_switch(dev, policy, model):
                       model[:len(buf)]) else 'wrong data'))
 
 
+def switchover_waits_for(src, dst, mid, stopped_s=0.5):
+    """The source's switchover returns once the destination serves.
+
+    The destination agent is stopped (SIGSTOP) while the source switches
+    over: the call must still be waiting when it is let go, as the
+    hypervisor resumes the guest on the destination once it returns.
+    """
+    answer = {}
+
+    def switchover():
+        answer['r'] = src.call('migration-switchover', migration_id=mid)
+
+    dst.proc.send_signal(signal.SIGSTOP)
+    t = threading.Thread(target=switchover, daemon=True)
+    try:
+        t.start()
+        t.join(stopped_s)
+        returned_early = not t.is_alive()
+    finally:
+        dst.proc.send_signal(signal.SIGCONT)
+    t.join(60)
+    check(not returned_early, 'migration %s: the switchover returned while '
+          'the destination agent was stopped: %r' % (mid, answer.get('r')))
+    check(not t.is_alive() and answer['r'].get('ok'),
+          'migration %s: switchover: %r' % (mid, answer.get('r')))
+
+
 def migrate(src, dst, vol, strategy, vm, rate_bps=0):
     """The orchestrator's phases (nova_ext.migration), VM moved between."""
     vshow = src.ok('volume-show', volume_id=vol)
@@ -171,7 +199,15 @@ def migrate(src, dst, vol, strategy, vm, rate_bps=0):
         vm.pause()
     probe_before_switch(inc['export_uri'], vshow['write_policy'], vm.model)
     vm.move(inc['export_uri'])
-    src.ok('migration-switchover', migration_id=mid)
+    switchover_waits_for(src, dst, mid)
+    # The hypervisor resumes the guest as the switchover returns: the
+    # destination's final table must be in by then (a cache, or dm-era
+    # while blocks arrive), not the interim error or linear table.
+    table = dmutil.dmsetup('table %s' % os.path.basename(
+        inc['export_uri'])).stdout.split()
+    check(len(table) > 2 and table[2] in ('cache', 'era'),
+          'destination of %s serves %r after the switchover returned' % (
+              mid, table[2:3]))
     vm.resume()               # on the destination, during any copy
     while True:
         st = dst.ok('migration-status', migration_id=mid)
