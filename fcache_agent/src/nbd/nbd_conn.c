@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* One NBD connection: the handshake, then its workers reading requests,
+/* One NBD connection: the handshake (none for a socket that comes in
+ * transmission already, the kernel's client), then its workers reading requests,
  * running the export's callbacks and sending replies.  Separate from
  * nbd_server.c, which only listens, accepts and keeps the list of
  * connections.
@@ -742,10 +743,16 @@ void *nbd_conn_main(void *arg)
   unsigned n = 0, i;
   int r;
 
-  /* The accept thread enforces the whole handshake's deadline; these
-   * only keep one call from outliving it. */
-  set_timeouts(c->fd, NBD_HANDSHAKE_TIMEOUT_S, NBD_HANDSHAKE_TIMEOUT_S);
-  r = nbd_handshake(c->fd, &srv->exp, &c->sess);
+  if (c->preconnected) {
+    /* The kernel's client: the size and flags were given to it by whoever
+     * handed it the other end, and it sends requests at once. */
+    r = 1;
+  } else {
+    /* The accept thread enforces the whole handshake's deadline; these
+     * only keep one call from outliving it. */
+    set_timeouts(c->fd, NBD_HANDSHAKE_TIMEOUT_S, NBD_HANDSHAKE_TIMEOUT_S);
+    r = nbd_handshake(c->fd, &srv->exp, &c->sess);
+  }
   pthread_mutex_lock(&srv->lock);
   c->in_handshake = false;
   if (r == 1 && !nbd_server_claim_locked(srv, c))

@@ -50,6 +50,10 @@ struct conn {
    * absolute, however slowly the client trickles its options in. */
   bool in_handshake;          /* under srv->lock */
   bool owned;                 /* counted in srv->nowned; under srv->lock */
+  /* In transmission from its first byte, with nothing negotiated (simple
+   * replies): the kernel's NBD client, given its end of the socket by
+   * netlink (nbd_server_serve_socket).  Set before the thread starts. */
+  bool preconnected;
   struct timespec hs_deadline;  /* CLOCK_MONOTONIC */
   /* What the handshake negotiated; read-only in transmission. */
   struct nbd_session sess;

@@ -185,18 +185,21 @@ bool nbd_server_claim_locked(struct nbd_server *srv, struct conn *c)
   return true;
 }
 
-static void add_conn(struct nbd_server *srv, int fd)
+/* Serve fd (ours from here on): a handshake first unless preconnected.
+ * 0 or -errno (logged), fd then closed. */
+static int add_conn(struct nbd_server *srv, int fd, bool preconnected)
 {
   struct conn *c = calloc(1, sizeof *c);
-  int r;
+  int r, err;
 
   if (!c) {
     log_error("nbd: out of memory accepting a connection");
     close(fd);
-    return;
+    return -ENOMEM;
   }
   c->srv = srv;
   c->fd = fd;
+  c->preconnected = preconnected;
   atomic_init(&c->quit, false);
   pthread_mutex_init(&c->read_lock, NULL);
   pthread_mutex_init(&c->write_lock, NULL);
@@ -205,18 +208,21 @@ static void add_conn(struct nbd_server *srv, int fd)
 
   pthread_mutex_lock(&srv->lock);
   if (atomic_load(&srv->stopping) || srv->nconns >= NBD_MAX_CONNS) {
+    err = atomic_load(&srv->stopping) ? -ESHUTDOWN : -EBUSY;
     pthread_mutex_unlock(&srv->lock);
-    if (!atomic_load(&srv->stopping))
+    if (err == -EBUSY)
       log_warning("nbd: volume %s: %u connections already (the limit per export), "
                   "refusing another", nbd_server_volume(srv), NBD_MAX_CONNS);
     goto fail;
   }
   if (srv->exp.one_session && !admit_session_locked(srv, fd)) {
     pthread_mutex_unlock(&srv->lock);
+    err = -EACCES;
     goto fail;
   }
   c->id = ++srv->next_id;
-  c->in_handshake = true;
+  /* A preconnected socket has no handshake, so no deadline for it. */
+  c->in_handshake = !preconnected;
   clock_gettime(CLOCK_MONOTONIC, &c->hs_deadline);
   c->hs_deadline.tv_sec += NBD_HANDSHAKE_TIMEOUT_S;
   /* Created under the lock so the list never holds a conn without a
@@ -224,17 +230,20 @@ static void add_conn(struct nbd_server *srv, int fd)
   if ((r = pthread_create(&c->thread, NULL, nbd_conn_main, c))) {
     pthread_mutex_unlock(&srv->lock);
     log_error("nbd: cannot start connection thread: %s", strerror(r));
+    err = -EAGAIN;
     goto fail;
   }
   c->next = srv->conns;
   srv->conns = c;
   srv->nconns++;
   pthread_mutex_unlock(&srv->lock);
-  log_info("nbd: volume %s: connection %u opened", nbd_server_volume(srv), c->id);
-  return;
+  log_info("nbd: volume %s: connection %u opened%s", nbd_server_volume(srv), c->id,
+           preconnected ? " (in transmission, no handshake)" : "");
+  return 0;
 fail:
   close(fd);
   conn_free(c);
+  return err;
 }
 
 static void *accept_main(void *arg)
@@ -274,7 +283,7 @@ static void *accept_main(void *arg)
     }
     starved = false;
     reap(srv);
-    add_conn(srv, fd);
+    (void)add_conn(srv, fd, false);
   }
   return NULL;
 }
@@ -386,6 +395,66 @@ fail:
   return NULL;
 }
 
+struct nbd_server *nbd_server_start_connected(const char *label,
+                                              const struct fc_export *exp,
+                                              unsigned threads_per_conn)
+{
+  struct nbd_server *srv = NULL;
+  const char *why = NULL;
+  int err;
+
+  if (!label || threads_per_conn < 1 ||
+      threads_per_conn > MAX_THREADS_PER_CONN || (exp && exp->one_session)) {
+    why = "bad label, thread count, or a one-session export";
+    err = -EINVAL;
+    goto fail;
+  }
+  if ((err = nbd_export_check(exp, &why)) < 0)
+    goto fail;
+  if (!(srv = calloc(1, sizeof *srv))) {
+    err = -ENOMEM;
+    goto fail;
+  }
+  srv->listen_fd = srv->stop_fd = -1;
+  atomic_init(&srv->stopping, false);
+  pthread_mutex_init(&srv->lock, NULL);
+  srv->exp = *exp;
+  srv->nthreads = threads_per_conn;
+  if (!(srv->path = strdup(label))) {
+    err = -ENOMEM;
+    goto fail;
+  }
+  log_info("nbd: serving %s (%llu bytes%s) on sockets in transmission",
+           label, (unsigned long long)fc_export_size(exp),
+           exp->read_only ? ", read-only" : "");
+  return srv;
+fail:
+  log_error("nbd: cannot serve %s: %s", label ? label : "(null)",
+            why ? why : strerror(-err));
+  if (srv)
+    server_free(srv);
+  errno = -err;
+  return NULL;
+}
+
+int nbd_server_serve_socket(struct nbd_server *srv, int fd)
+{
+  if (srv->exp.one_session) {
+    close(fd);
+    return -EINVAL;
+  }
+  /* No accept thread reaps a server that does not listen: the finished
+   * connections (a socket the kernel gave up) are joined here. */
+  if (srv->listen_fd < 0)
+    reap(srv);
+  return add_conn(srv, fd, true);
+}
+
+uint16_t nbd_server_tflags(const struct fc_export *exp)
+{
+  return nbd_export_tflags(exp);
+}
+
 void nbd_server_stop(struct nbd_server *srv)
 {
   const uint64_t one = 1;
@@ -396,10 +465,13 @@ void nbd_server_stop(struct nbd_server *srv)
   pthread_mutex_lock(&srv->lock);
   atomic_store(&srv->stopping, true);
   pthread_mutex_unlock(&srv->lock);
-  if (write(srv->stop_fd, &one, sizeof one) < 0)
-    log_error("nbd: volume %s: waking accept thread: %s", nbd_server_volume(srv), strerror(errno));
-  pthread_join(srv->accept_thread, NULL);
-  unlink_own_socket(srv);
+  if (srv->listen_fd >= 0) {
+    if (write(srv->stop_fd, &one, sizeof one) < 0)
+      log_error("nbd: volume %s: waking accept thread: %s", nbd_server_volume(srv),
+                strerror(errno));
+    pthread_join(srv->accept_thread, NULL);
+    unlink_own_socket(srv);
+  }
 
   /* Wake every blocked recv/send; callbacks already running finish and
    * their replies fail harmlessly. */

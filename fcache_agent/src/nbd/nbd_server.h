@@ -24,6 +24,33 @@ struct nbd_server *nbd_server_start(const char *socket_path, unsigned mode,
                                     const struct fc_export *exp,
                                     unsigned threads_per_conn);
 
+/* A server that listens nowhere: it serves the sockets handed to it by
+ * nbd_server_serve_socket, which are in NBD's transmission phase from
+ * their first byte.  That is how the kernel's NBD client speaks once
+ * netlink's NBD_CMD_CONNECT gave it the other end of a socketpair (no
+ * handshake: the kernel was told the size and the transmission flags,
+ * which must be nbd_server_tflags(exp)).  Simple replies; the requests
+ * are validated and bounded as a listening server's are.  `label` names
+ * the server in log lines (e.g. "/dev/nbd3") and is passed to
+ * exp->ops->opened.  exp->one_session must be false (the kernel is the
+ * only client).  NULL with errno set on failure (logged). */
+struct nbd_server *nbd_server_start_connected(const char *label,
+                                              const struct fc_export *exp,
+                                              unsigned threads_per_conn);
+
+/* Serve fd, a connected stream socket in the transmission phase, on a
+ * server of nbd_server_start_connected (or a listening one), with
+ * threads_per_conn workers of its own, until the peer disconnects or the
+ * server stops.  fd is the server's from the call on, even on failure.
+ * 0, or -EINVAL (a listening server's session rules do not apply),
+ * -EBUSY (NBD_MAX_CONNS connections already), -ESHUTDOWN (stopping),
+ * -ENOMEM, -EAGAIN (no thread).  Not concurrently with nbd_server_stop. */
+int nbd_server_serve_socket(struct nbd_server *srv, int fd);
+
+/* The transmission flags (NBD_FLAG_*) a client of exp is told: what the
+ * kernel must be given with a socket for nbd_server_serve_socket. */
+uint16_t nbd_server_tflags(const struct fc_export *exp);
+
 /* Stop accepting, shut down every connection, wait for in-flight
  * requests to finish and every thread to exit, unlink the socket, free.
  * After this returns no callback of exp->ops runs any more. NULL is a no-op. */
