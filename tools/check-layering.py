@@ -34,7 +34,7 @@ ALLOWED = {
     'migration': {'agent', 'engine', 'common'},
     'agent': {'engine', 'common'},
     'ucache': {'engine', 'alloc', 'nbd', 'origin', 'common'},
-    'dmcache': {'engine', 'origin', 'common'},
+    'dmcache': {'engine', 'nbd', 'origin', 'common'},
     'engine': {'alloc', 'common'},
     'alloc': {'common'},
     'nbd': {'common'},
