@@ -127,6 +127,20 @@ def test_clone_over_nbd_facts(vm_nbd):
     print('clone over nbd:', json.dumps(f, sort_keys=True))
 
 
+# The relay's kernel side (dmcache/dm_nbd.c): /dev/nbdN connected through
+# netlink to the agent's NBD server over a socketpair, served from a file.
+@pytest.mark.timeout(300)
+def test_nbd_relay(vm_nbd, agent_path):
+    kdev = os.path.join(os.path.dirname(agent_path), 'nbd_kdev')
+    f = run(vm_nbd, 'nbd_relay.py', env={'NBD_KDEV': kdev})
+    assert f['io']['relay']['flushes'] > 0
+    assert f['clone_hydrated']['regions'] == 256
+    assert f['disconnected']
+    assert f['read_only_write'] == 'refused: ' + os.strerror(1)
+    assert f['held_read_after_reattach_s'] < 30
+    print('nbd relay:', json.dumps(f, sort_keys=True))
+
+
 @pytest.mark.timeout(300)
 def test_attach_detach_restart_adoption_foreign(vm, agent_path):
     r = run(vm, 'agent_dmcache.py', 'lifecycle',
