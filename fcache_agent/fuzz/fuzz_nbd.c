@@ -10,8 +10,10 @@
  * deterministic.  The export behind it is a 1 MiB buffer, writable, with
  * every callback (block status reports its zero sectors as holes), so
  * every command reaches dispatch, structured replies and metadata
- * contexts included; the first input byte picks a read-only export
- * instead, so the EPERM paths are reached too.
+ * contexts included.  The first input byte's bit 0 picks a read-only
+ * export instead, so the EPERM paths are reached too; its bit 1 makes the
+ * connection one the kernel's NBD client holds (nbd_server_serve_socket):
+ * no handshake, the input is requests from its first byte.
  */
 #include <pthread.h>
 #include <stdbool.h>
@@ -141,6 +143,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
   srv.nconns = 1;
   pthread_mutex_init(&srv.lock, NULL);
   c->srv = &srv;
+  c->preconnected = data[0] & 2;
   c->fd = fuzz_socket(data + 1, size - 1, &peer);
   pthread_mutex_init(&c->read_lock, NULL);
   pthread_mutex_init(&c->write_lock, NULL);

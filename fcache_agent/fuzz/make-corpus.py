@@ -101,6 +101,13 @@ def nbd():
           req(0, 0, 512) + req(0, 1 << 30, 512))
     write('nbd', 'block-status-export-name', b'\1' + flags + sr + set_base +
           opt(1, b'vol-1') + req(7, 0, 65536, flags=9) + req(5, 0, 512))
+    # The kernel's client, in transmission from the first byte (bit 1).
+    write('nbd', 'kernel-io', b'\2' + io)
+    write('nbd', 'kernel-read-only', b'\3' + req(1, 0, 512, payload=b'y' * 512)
+          + req(0, 0, 4096) + req(3) + req(2))
+    write('nbd', 'kernel-bad-requests', b'\2' + req(7, 0, 4096) +
+          req(0, 0, 1 << 20) + req(1, 0, 1 << 17, payload=b'z' * 4096) +
+          req(0, 1 << 20, 512) + b'\xde\xad\xbe\xef' * 7)
 
 
 # --- control --------------------------------------------------------------
@@ -523,8 +530,34 @@ def flash_pool():
     write('flash_pool', 'empty', '')
 
 
+# --- the kernel NBD client's netlink answers (dmcache/dm_nbd_msg.c) -------
+def dm_nbd_msg():
+    def nla(typ, payload):
+        a = struct.pack('<HH', 4 + len(payload), typ) + payload
+        return a + b'\0' * (-len(a) % 4)
+
+    def msg(typ, attrs, seq=1):
+        body = struct.pack('<BBH', 1, 1, 0) + attrs
+        return struct.pack('<IHHII', 16 + len(body), typ, 0, seq, 0) + body
+
+    def ack(err, seq=1):
+        return struct.pack('<IHHIIi', 36, 2, 0, seq, 0, err) + b'\0' * 16
+
+    family = nla(2, b'nbd\0') + nla(1, struct.pack('<H', 0x1b))
+    write('dm_nbd_msg', 'family-answer', b'\0' + msg(0x10, family) + ack(0))
+    write('dm_nbd_msg', 'connect-answer', b'\0' + msg(0x1b, nla(1, struct.pack(
+        '<I', 3))) + ack(0))
+    write('dm_nbd_msg', 'error-and-stale', b'\0' + ack(-16, seq=0) +
+          msg(0x1b, nla(1, b'\1\0'), seq=7) + ack(-28))
+    write('dm_nbd_msg', 'nested', b'\0' + msg(0x1b, nla(0x8007, nla(
+        0x8001, nla(1, struct.pack('<I', 9))))) + ack(0))
+    write('dm_nbd_msg', 'build', b'\1' + bytes(range(1, 80)))
+    write('dm_nbd_msg', 'build-any-index', b'\1\xff' * 40)
+
+
 if __name__ == '__main__':
     nbd()
+    dm_nbd_msg()
     control()
     xfer()
     xfer_source()
