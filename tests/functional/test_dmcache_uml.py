@@ -128,7 +128,9 @@ def test_clone_over_nbd_facts(vm_nbd):
 
 
 # The relay's kernel side (dmcache/dm_nbd.c): /dev/nbdN connected through
-# netlink to the agent's NBD server over a socketpair, served from a file.
+# netlink to the agent's NBD server over a socketpair, served from a file
+# by tools/nbd_kdev.c, which `make all` builds beside the agent (so a
+# private FCACHE_UML_AGENT_BIN build has it too).
 @pytest.mark.timeout(300)
 def test_nbd_relay(vm_nbd, agent_path):
     kdev = os.path.join(os.path.dirname(agent_path), 'nbd_kdev')
