@@ -42,7 +42,7 @@ struct nbd_server *nbd_server_start_connected(const char *label,
  * server of nbd_server_start_connected (or a listening one), with
  * threads_per_conn workers of its own, until the peer disconnects or the
  * server stops.  fd is the server's from the call on, even on failure.
- * 0, or -EINVAL (a listening server's session rules do not apply),
+ * 0, or -EINVAL (a one_session export: the kernel has no session to check),
  * -EBUSY (NBD_MAX_CONNS connections already), -ESHUTDOWN (stopping),
  * -ENOMEM, -EAGAIN (no thread).  Not concurrently with nbd_server_stop. */
 int nbd_server_serve_socket(struct nbd_server *srv, int fd);
