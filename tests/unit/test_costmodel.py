@@ -77,3 +77,32 @@ def test_dmcache_never_gets_an_on_demand_strategy_slow_link():
     # Strategies dmcache runs are kept as they are.
     assert costmodel.choose_strategy(dict(vol(1024), engine='dmcache'),
                                      link_bps=1000 * MB)[0] == 'firepan'
+
+
+@pytest.mark.parametrize('strategy,expected', [
+    ('firepan', 0.0),               # paused for the copy
+    ('hybrid', 500 * MB),           # its fetches share the link's limit
+    ('cachemior', 100 * MB),        # its warmer shares the storage
+    ('firepan_if', 200 * MB),       # the copy is not on the VM's path
+    ('cloudcache', 200 * MB),
+    ('none', 200 * MB),
+])
+def test_vm_rate_during_copy(strategy, expected):
+    assert costmodel.vm_rate_during_copy(
+        strategy, 1000 * MB, 200 * MB) == pytest.approx(expected)
+
+
+@pytest.mark.parametrize('link_mb,origin_mb', [
+    (200, 200), (199, 200), (201, 200), (50, 200), (1000, 200), (10, 100),
+    (20, 4.2), (40, 8.4), (80, 16.8)])
+def test_contention_model_keeps_the_link_versus_storage_rule(link_mb,
+                                                             origin_mb):
+    # Before the model, auto took hybrid exactly when link >= origin (for
+    # a cache too large for firepan's downtime); the model's comparison
+    # (the VM's rate during the copy) keeps that, at the boundary too.
+    v = vol(256 * 1024)
+    strategy, reason = costmodel.choose_strategy(
+        v, link_bps=link_mb * MB, origin_bps=origin_mb * MB)
+    assert (strategy == 'hybrid') == (link_mb >= origin_mb)
+    if strategy == 'hybrid':
+        assert 'during the copy' in reason
