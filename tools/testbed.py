@@ -142,6 +142,10 @@ def run(cfg, outdir, verbose=False, log=print):
             % (cfg.storage_rate, cfg.storage_delay_ms,
                ', '.join(T.HOSTS), cfg.neighbours, cfg.neighbour_warm_s))
         time.sleep(cfg.neighbour_warm_s)
+        log('flash probe on %s: %.2f MB/s for one VM whose reads hit '
+            '(hit ratio %.3f)' % (bed.flash['host'],
+                                  bed.flash['vm_flash_bps'] / 1e6,
+                                  bed.flash['hit_ratio'] or 0.0))
         n = len(cfg.strategies) * len(cfg.cache_sizes) * cfg.runs
         i = 0
         for r in range(cfg.runs):
@@ -165,7 +169,8 @@ def run(cfg, outdir, verbose=False, log=print):
         neighbours = bed.stop_neighbours()
         commands = lab.commands
     res = analyse(records, cfg)
-    res.update(neighbour_final=neighbours, commands=commands)
+    res.update(neighbour_final=neighbours, commands=commands,
+               flash=bed.flash)
     return res
 
 
@@ -190,7 +195,7 @@ def reload(path, windows=None):
     cfg = T.Config(**settings)
     res = analyse(old['records'], cfg)
     res.update(neighbour_final=old['neighbour_final'],
-               commands=old['commands'])
+               commands=old['commands'], flash=old.get('flash'))
     return res, cfg
 
 
@@ -200,6 +205,9 @@ def write_outputs(res, cfg, outdir, argv, plot=True):
     paths['table'] = os.path.join(outdir, 'table.txt')
     with open(paths['table'], 'w') as f:
         f.write(tbl + '\n')
+    paths['model'] = os.path.join(outdir, 'model.txt')
+    with open(paths['model'], 'w') as f:
+        f.write(report.model_table(res['rows']) + '\n')
     paths['csv'] = os.path.join(outdir, 'results.csv')
     report.write_csv(paths['csv'], res['rows'])
     paths['json'] = os.path.join(outdir, 'results.json')
@@ -210,7 +218,7 @@ def write_outputs(res, cfg, outdir, argv, plot=True):
         'load_average': os.getloadavg(), 'config': cfg.as_dict(),
         'rows': res['rows'], 'aggregates': res['aggregates'],
         'checks': res['checks'], 'records': res['records'],
-        'neighbour_final': res['neighbour_final'],
+        'neighbour_final': res['neighbour_final'], 'flash': res['flash'],
         'commands': res['commands']})
     if plot:
         paths['plots'] = plots.bandwidth(res['records'], cfg,
@@ -279,12 +287,17 @@ def main(argv):
           % (cfg.runs, cfg.first_s, cfg.total_s))
     print(tbl)
     print()
+    print('read MB/s of the migrated VM during the copy, measured and by '
+          'the FirepanIF model (nova_ext.contention), per run:')
+    print(report.model_table(res['rows']))
+    print()
     print_checks(res['checks'])
     print()
     bad = sum(r['vm_mismatches'] + r['vm_errors'] for r in res['rows'])
     print('every VM read was checked: %d mismatching reads or failed '
           'requests in %d runs' % (bad, len(res['rows'])))
     print('table:   %s' % paths['table'])
+    print('model:   %s' % paths['model'])
     print('results: %s, %s' % (paths['json'], paths['csv']))
     for p in paths.get('plots', []) + ([paths['cost_plot']]
                                        if 'cost_plot' in paths else []):

@@ -67,8 +67,8 @@ def test_testbed_smoke(binaries, workdir):
     assert r.returncode == 0, r.stdout[-4000:]
 
     # Every output, complete.
-    names = ('table.txt', 'results.json', 'results.csv', 'bandwidth-12M.png',
-             'cost.png')
+    names = ('table.txt', 'model.txt', 'results.json', 'results.csv',
+             'bandwidth-12M.png', 'cost.png')
     for name in names:
         path = os.path.join(outdir, name)
         assert os.path.getsize(path) > 0, path
@@ -129,3 +129,15 @@ def test_testbed_smoke(binaries, workdir):
     for st in ('firepan', 'firepan_if', 'hybrid'):
         assert rows[st]['dst_cache_write_bytes'] >= \
             rows[st]['bytes_transferred'] * 0.5, rows[st]
+
+    # The contention model's inputs were recorded and give a prediction
+    # for every run that copies while the VM runs: the flash probe's
+    # reads all hit its cache, and the destination's hit ratio during
+    # the copy is a ratio.
+    flash = res['flash']
+    assert flash['vm_flash_bps'] > 0 and flash['hit_ratio'] >= 0.99, flash
+    for st in ('firepan_if', 'hybrid'):
+        r = rows[st]
+        assert 0.0 <= r['copy_hit_ratio'] <= 1.0, r
+        assert r['copy_model_mbps'] > 0, r
+    assert rows['firepan']['copy_model_mbps'] == 0.0

@@ -65,7 +65,10 @@ class DstSampler(threading.Thread):
     """The destination's counters every 0.1 s after the switch.
 
     Gives counts per VM read rather than per second: storage reads over
-    the first K reads after the switch, and after the copy completed.
+    the first K reads after the switch, and after the copy completed; and
+    the hit ratio during the copy (the contention model's H).  A sample
+    is (seconds since the pause, reads, origin_read_bytes, migration
+    state, read_hits).
     """
 
     def __init__(self, dst, vid, mid, t0):
@@ -85,7 +88,7 @@ class DstSampler(threading.Thread):
                 return
             self.samples.append((round(time.monotonic() - self.t0, 3),
                                  show['reads'], show['origin_read_bytes'],
-                                 state))
+                                 state, show['read_hits']))
             self._halt.wait(0.1)
 
     def stop(self):
@@ -140,7 +143,7 @@ def run_one(bed, strategy, cache_size, run, seed):
     vid = 't-%dm-%s-r%d' % (cache_size >> 20, strategy, run)
     uri = bed.disk(vid)
     rec = {'strategy': strategy, 'cache_size': cache_size, 'run': run,
-           'seed': seed, 'volume_id': vid}
+           'seed': seed, 'volume_id': vid, 'flash': bed.flash}
     a = bed.agents['host-a'].client
     vm = V.Vm(bed.lab, vid, uri, cfg.job_size, seed=seed)
     try:

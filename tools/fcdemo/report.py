@@ -15,6 +15,9 @@ import json
 import math
 import statistics
 
+from fcdemo import lab  # noqa: F401  (puts the repository on sys.path)
+from nova_ext import contention
+
 BASELINE = 'none'
 
 
@@ -103,6 +106,7 @@ def metrics(rec, cfg):
         'vm_mismatches': rec['vm_final']['mismatches'],
         'vm_errors': rec['vm_final']['errors'],
     }
+    m.update(during_copy(rec, cfg, m['nocache_mbps']))
     if rec.get('resolved') == 'cachemior':
         # The source reports the hot list it sent as its bytes (8 per
         # block); kept apart so the cost check can fit it.
@@ -119,6 +123,72 @@ def metrics(rec, cfg):
         m['nb_%s_change_pct' % host] = (100.0 * (after - before) / before
                                         if before else float('nan'))
     return m
+
+
+NOT_RECORDED = 'n/a: not recorded'
+
+
+def copy_hit_ratio(rec):
+    """The destination's hit ratio from the switch to "completed".
+
+    From the destination's samples, which carry ``read_hits`` (their 5th
+    field) since the contention model was added; None before.
+    """
+    smp = rec.get('dst_samples') or []
+    done = next((s for s in smp if s[3] == 'completed'), None)
+    if done is None or len(done) < 5:
+        return None
+    return done[4] / done[1] if done[1] else None
+
+
+def during_copy(rec, cfg, nocache_mbps):
+    """The VM's read MB/s during the copy, measured and by the model.
+
+    The model is FirepanIF's Eq. 3 (nova_ext.contention) with this run's
+    parameters: the storage's rate ``S`` (its rate filter) shared by every
+    VM of the testbed (the target and the neighbours of both hosts), the
+    VM's rate from the storage alone ``S_k`` (``nocache_mbps``, before it
+    had a cache), the VM's rate from the cache ``F_k`` (the testbed's flash
+    probe), the destination's hit ratio during the copy and the copy's
+    rate.  The testbed's cache file and storage path have no rate limit
+    (``F`` and ``N`` unlimited): the copy has its own link.  Measured: the
+    VM's read MB/s over the seconds of the copy (``window``).
+    """
+    st = rec.get('resolved') or rec['strategy']
+    copy_s = rec['migration'].get('duration_s') or 0.0
+    out = {'copy_s': copy_s, 'copy_hit_ratio': None,
+           'copy_vm_mbps': window(rec['vm_series'], 0, copy_s),
+           'copy_model_mbps': None, 'copy_model_note': ''}
+    if st == 'none':
+        out['copy_model_note'] = 'no copy'
+        return out
+    if st == 'firepan':
+        out.update(copy_model_mbps=0.0, copy_model_note='VM paused')
+        return out
+    flash = (rec.get('flash') or {}).get('vm_flash_bps')
+    hit = 0.0 if st == 'firepan_if' else copy_hit_ratio(rec)
+    out['copy_hit_ratio'] = hit
+    missing = [what for what, v in (('H', hit), ('F_k', flash))
+               if v is None and not (what == 'F_k' and hit == 0.0)]
+    if missing:
+        out['copy_model_note'] = '%s (%s)' % (NOT_RECORDED,
+                                              ', '.join(missing))
+        return out
+    sharers = 1 + 2 * cfg.neighbours
+    if st == 'cachemior':
+        sharers += 1        # its warmer reads the storage too
+    copy_bps = (rec['migration']['bytes_transferred'] / copy_s
+                if copy_s else 0.0)
+    bps = contention.vm_rate(
+        hit, flash or 0.0, nocache_mbps * 1e6,
+        vms_on_flash=1 + cfg.neighbours,
+        storage=cfg.storage_bytes_per_s, vms_on_storage=sharers,
+        copy=copy_bps)
+    out['copy_model_mbps'] = bps / 1e6
+    out['copy_model_note'] = 'H %.2f, S/E %.2f, S_k %.2f%s' % (
+        hit, cfg.storage_bytes_per_s / sharers / 1e6, nocache_mbps,
+        '' if hit == 0.0 else ', F_k %.2f' % (flash / 1e6))
+    return out
 
 
 def add_pct_over_none(rows):
@@ -317,6 +387,34 @@ def table(aggs):
     return '\n'.join(out)
 
 
+def model_table(rows):
+    """Per run: the VM's read MB/s during the copy, measured and modelled.
+
+    The model's inputs are printed with it, in MB/s: the storage's fair
+    share ``S/E``, the VM's rate from the storage alone ``S_k``, from its
+    cache ``F_k``; ``H`` the destination's hit ratio during the copy.
+    """
+    hdr = ('cache', 'strategy', 'run', 'copy s', 'measured MB/s',
+           'model MB/s', 'model inputs')
+    out = []
+    for r in rows:
+        def num(key, fmt):
+            v = r.get(key)
+            return '-' if v is None or v != v else fmt % v
+        out.append((
+            '%dM' % (r['cache_size'] >> 20),
+            r['strategy'] + ('' if r['resolved'] in (None, r['strategy'])
+                             else '->' + r['resolved']),
+            str(r['run']), num('copy_s', '%.2f'),
+            num('copy_vm_mbps', '%.2f'), num('copy_model_mbps', '%.2f'),
+            r.get('copy_model_note', '')))
+    widths = [max(len(str(x)) for x in col) for col in zip(hdr, *out)]
+    line = '  '.join('%%-%ds' % w for w in widths)
+    text = [(line % r).rstrip() for r in [hdr] + out]
+    text.insert(1, '  '.join('-' * w for w in widths))
+    return '\n'.join(text)
+
+
 CSV_KEYS = ('cache_size', 'strategy', 'resolved', 'run', 'nocache_mbps',
             'warm_mbps', 'first_mbps', 'first_pct', 'whole_mbps',
             'whole_pct', 'downtime_ms', 'migration_s', 'transfer_s',
@@ -329,7 +427,8 @@ CSV_KEYS = ('cache_size', 'strategy', 'resolved', 'run', 'nocache_mbps',
             'nb_host-a_iops_before', 'nb_host-a_iops_after',
             'nb_host-a_change_pct', 'nb_host-b_iops_before',
             'nb_host-b_iops_after', 'nb_host-b_change_pct',
-            'vm_mismatches', 'vm_errors')
+            'copy_s', 'copy_hit_ratio', 'copy_vm_mbps', 'copy_model_mbps',
+            'copy_model_note', 'vm_mismatches', 'vm_errors')
 
 
 def write_csv(path, rows):

@@ -23,6 +23,7 @@ Sizes follow the paper's proportions: a VM disk is 2.5x the working set
 """
 
 import os
+import time
 
 from fcdemo import lab as L
 from fcdemo import vm as V
@@ -94,6 +95,7 @@ class Testbed(object):
         self.storage_sock = os.path.join(lab.workdir, 'storage.sock')
         self.agents = {}
         self.neighbours = {h: [] for h in HOSTS}
+        self.flash = None
 
     def start(self):
         cfg = self.cfg
@@ -114,10 +116,57 @@ class Testbed(object):
             # otherwise make the agent slower than the VM without cache.
             self.agents[host] = self.lab.agent(
                 host, capacity, origin_connections=16, log_level='warning')
+        self.flash = self.flash_probe('host-b')
         for host in HOSTS:
             for i in range(cfg.neighbours):
                 self.neighbours[host].append(self._neighbour(host, i))
         return self
+
+    # The flash probe's volume: 4 jobs of 512 KiB, in a cache of twice that.
+    PROBE_JOB = 512 * L.KiB
+    PROBE_S = 3.0
+
+    def flash_probe(self, host, timeout_s=60.0):
+        """The read rate one VM gets from the host's cache when all hit.
+
+        The FirepanIF model's ``F_k`` (nova_ext.contention), for the report
+        to predict a VM's rate during a copy.  A vmload reads a small
+        volume, uniformly and only reads, until its cache holds every
+        block, then for ``PROBE_S`` seconds more; the rate and the hit
+        ratio of those seconds come from the agent's counters.  Run alone
+        on the host, before the neighbours start.
+        """
+        name = 'flash-probe'
+        client = self.agents[host].client
+        att = client.attach_volume(name, self.disk(name),
+                                   cache_size=8 * self.PROBE_JOB,
+                                   write_policy='read_only')
+        vm = V.Vm(self.lab, name, att['export_uri'], self.PROBE_JOB,
+                  seed=self.cfg.seed,
+                  extra=('--rwmix-read', '100', '--zoned', '100/100'))
+        try:
+            deadline = time.monotonic() + timeout_s
+            blocks = 4 * self.PROBE_JOB // 4096
+            while client.show_volume(name)['cached_blocks'] < blocks:
+                if time.monotonic() > deadline:
+                    raise L.LabError('flash probe: %s did not cache its %d '
+                                     'blocks in %g s' % (name, blocks,
+                                                         timeout_s))
+                time.sleep(0.2)
+            before, t0 = client.show_volume(name), time.monotonic()
+            time.sleep(self.PROBE_S)
+            after, t1 = client.show_volume(name), time.monotonic()
+            V.check_clean(vm, vm.quit())
+        finally:
+            if vm.proc.alive():
+                self.lab.stop(vm.proc)
+        client.detach_volume(name)
+        self.remove_disk(name)
+        reads = after['reads'] - before['reads']
+        hits = after['read_hits'] - before['read_hits']
+        return {'host': host, 'seconds': t1 - t0,
+                'vm_flash_bps': reads * after['block_size'] / (t1 - t0),
+                'hit_ratio': hits / reads if reads else None}
 
     def disk(self, name):
         """A fresh sparse VM disk; returns its URI on the storage server."""
