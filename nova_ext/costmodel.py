@@ -14,7 +14,7 @@ Costs, from the FirepanIF performance model (``nova_ext.contention``,
 the paper's Eq. 1-3: a VM's rate is a cache part and a shared-storage
 part, each throttled by its device's fair share and the network).  A
 strategy's job is to raise the hit ratio ``H`` early without taking the
-VM's share of ``S``; while its copy runs the destination's cache is still
+VM's share of ``O``; while its copy runs the destination's cache is still
 cold (``H = 0``), so the VM runs at the rate of the path its misses take,
 which the copy may share (:func:`vm_rate_during_copy`):
 
@@ -112,6 +112,8 @@ def vm_rate_during_copy(strategy, link, origin):
     if strategy == 'firepan':
         return 0.0
     if strategy == 'hybrid':
+        # The misses' "storage" is the source's cache, not the limit: the
+        # link, less the copy's half, is (Eq. 3's N).
         return contention.vm_rate(0.0, 0.0, contention.INF, link=link,
                                   copy=link / 2)
     sharers = 2 if strategy == 'cachemior' else 1
