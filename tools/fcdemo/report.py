@@ -149,10 +149,12 @@ def during_copy(rec, cfg, nocache_mbps):
     VM of the testbed (the target and the neighbours of both hosts), the
     VM's rate from the storage alone ``S_k`` (``nocache_mbps``, before it
     had a cache), the VM's rate from the cache ``F_k`` (the testbed's flash
-    probe), the destination's hit ratio during the copy and the copy's
-    rate.  The testbed's cache file and storage path have no rate limit
-    (``F`` and ``N`` unlimited): the copy has its own link.  Measured: the
-    VM's read MB/s over the seconds of the copy (``window``).
+    probe), the destination's hit ratio during the copy (the agent counts
+    a read fetched from the source as a hit: the model has no such path)
+    and the copy's rate.  The testbed's cache file and storage path have
+    no rate limit (``F`` and ``N`` unlimited): the copy has its own link.
+    Measured: the VM's read MB/s over the seconds of the copy
+    (``window``).
     """
     st = rec.get('resolved') or rec['strategy']
     copy_s = rec['migration'].get('duration_s') or 0.0
