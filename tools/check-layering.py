@@ -52,7 +52,8 @@ PUBLIC = {
     'engine': {'engine.h', 'volume.h'},
     'ucache': {'ucache_engine.h'},
     'dmcache': {'dm_engine.h'},
-    'alloc': {'rws.h', 'predict.h', 'knee.h', 'share.h', 'staging.h'},
+    'alloc': {'rws.h', 'predict.h', 'knee.h', 'share.h', 'staging.h',
+              'victim.h'},
     'nbd': {'nbd_server.h', 'io_ops.h'},
     'origin': {'origin.h', 'origin_policy.h', 'origin_move.h'},
 }

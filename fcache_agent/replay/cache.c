@@ -111,28 +111,34 @@ take_free(struct rp_sim *s)
 }
 
 /* The volume whose blocks go first: for noalloc the one holding the
- * cache's least recently used block, otherwise the one most over its
- * share.  "Most over" may still be under (limits that overcommit the
- * cache under the lru policy): then it is the least under. */
+ * cache's least recently used block (a global LRU, which the agent does
+ * not have), otherwise the agent's own rule, alloc/victim: the one most
+ * over its share.  The limits of the lru policy may add up to more than
+ * the cache, so "most over" may still be under: then the least under
+ * (under_ok; the agent's shares never overcommit its device). */
 static struct rp_vol *
 victim_volume(struct rp_sim *s)
 {
   struct rp_vol *best = NULL;
+  size_t i;
 
-  for (size_t i = 0; i < s->nr_vols; i++) {
-    struct rp_vol *o = s->vols[i];
+  if (s->stamp) {
+    for (i = 0; i < s->nr_vols; i++) {
+      struct rp_vol *o = s->vols[i];
 
-    if (!o->used)
-      continue;
-    if (s->stamp) {
-      if (!best || s->stamp[o->lru.tail] < s->stamp[best->lru.tail])
+      if (o->used && (!best || s->stamp[o->lru.tail] < s->stamp[best->lru.tail]))
         best = o;
-    } else if (!best || (double)o->used - (double)o->share >
-                        (double)best->used - (double)best->share) {
-      best = o;
     }
+    return best;
   }
-  return best;
+  for (i = 0; i < s->nr_vols; i++) {
+    s->victim_cand[i] = (struct fc_victim_cand){
+      .used = s->vols[i]->used, .share = s->vols[i]->share,
+    };
+  }
+  if (fc_victim_pick(s->victim_cand, s->nr_vols, true, &s->victim_cursor, &i))
+    return NULL;
+  return s->vols[i];
 }
 
 static int

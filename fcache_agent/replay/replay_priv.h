@@ -15,6 +15,7 @@
 #include "alloc/rws.h"
 #include "alloc/share.h"
 #include "alloc/staging.h"
+#include "alloc/victim.h"
 #include "common/blockmap.h"
 #include "common/entry.h"
 #include "common/lru.h"
@@ -95,6 +96,10 @@ struct rp_sim {
   struct rp_vol *last_vol;
   struct fc_share_demand *demand;
   uint64_t *shares;
+  /* The replacement rule's input (alloc/victim, the agent's rule), one
+   * per volume, and its state. */
+  struct fc_victim_cand *victim_cand;
+  struct fc_victim_cursor victim_cursor;
   /* Windows. */
   bool started;
   double t0;

@@ -36,6 +36,7 @@ grow(struct rp_sim *s)
   struct rp_vol **vols = realloc(s->vols, cap * sizeof *vols);
   struct fc_share_demand *d;
   uint64_t *sh;
+  struct fc_victim_cand *vc;
   uint32_t *slots;
 
   if (!vols)
@@ -49,6 +50,10 @@ grow(struct rp_sim *s)
   if (!sh)
     return -ENOMEM;
   s->shares = sh;
+  vc = realloc(s->victim_cand, cap * sizeof *vc);
+  if (!vc)
+    return -ENOMEM;
+  s->victim_cand = vc;
   slots = calloc(nslots, sizeof *slots);
   if (!slots)
     return -ENOMEM;
@@ -174,6 +179,8 @@ rp_vols_destroy(struct rp_sim *s)
   free(s->vol_slots);
   free(s->demand);
   free(s->shares);
+  free(s->victim_cand);
+  s->victim_cand = NULL;
   s->vols = NULL;
   s->nr_vols = s->cap_vols = 0;
 }
