@@ -11,8 +11,6 @@
 #include "alloc/knee.h"
 #include "replay_priv.h"
 
-#define KNEE_MIN_GAIN 0.05
-
 static int
 cmp_double(const void *a, const void *b)
 {
@@ -80,7 +78,7 @@ fc_replay_profile(const struct fc_replay_config *c, const double *windows,
     y[i] = out->points[i].hit_ratio;
     fc_replay_result_free(res);
   }
-  r = fc_knee_point(x, y, n, KNEE_MIN_GAIN, &out->knee);
+  r = fc_knee_point(x, y, n, FC_KNEE_MIN_GAIN, &out->knee);
   if (r)
     snprintf(err, len, "knee point: %s", strerror(-r));
 out:

@@ -11,6 +11,10 @@
 
 #include <stddef.h>
 
+/* The minimum gain the agent and fcache-replay ask for: a bend smaller
+ * than 5 % of the normalised curve is no knee. */
+#define FC_KNEE_MIN_GAIN 0.05
+
 /* x strictly increasing, n >= 2; min_gain in [0, 1) (0.05 is a good
  * default).  The knee's index in *knee; -EINVAL on bad input. */
 int fc_knee_point(const double *x, const double *y, size_t n, double min_gain,
