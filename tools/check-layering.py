@@ -53,7 +53,7 @@ PUBLIC = {
     'ucache': {'ucache_engine.h'},
     'dmcache': {'dm_engine.h'},
     'alloc': {'rws.h', 'predict.h', 'knee.h', 'share.h', 'staging.h',
-              'victim.h'},
+              'victim.h', 'window_knee.h'},
     'nbd': {'nbd_server.h', 'io_ops.h'},
     'origin': {'origin.h', 'origin_policy.h', 'origin_move.h'},
 }

@@ -246,6 +246,32 @@ static void test_value_errors(void **state)
                "metrics_interval", "from 1 to 300");
 }
 
+/* allocation_window: seconds or auto; its bounds in order. */
+static void test_allocation_window(void **state)
+{
+  struct tmpconf t;
+
+  assert_int_equal(load_text(&t, "[agent]\nallocation_window = auto\n"
+                                 "allocation_window_min = 60\n"
+                                 "allocation_window_max = 86400\n"), 0);
+  assert_int_equal(t.cfg.allocation_window, FC_ALLOCATION_WINDOW_AUTO);
+  assert_int_equal(t.cfg.allocation_window_min, 60);
+  assert_int_equal(t.cfg.allocation_window_max, 86400);
+  assert_int_equal(load_text(&t, "[agent]\nallocation_window = 7200\n"), 0);
+  assert_int_equal(t.cfg.allocation_window, 7200);
+  assert_int_equal(t.cfg.allocation_window_min, 600);
+  assert_int_equal(t.cfg.allocation_window_max, 172800);
+  expect_error("[agent]\nallocation_window = 0\n", EINVAL, 2, "allocation_window",
+               "use auto or an integer from 1 to 2592000");
+  expect_error("[agent]\nallocation_window = Auto\n", EINVAL, 2, "allocation_window",
+               "use auto or an integer");
+  expect_error("[agent]\nallocation_window_min = 0\n", EINVAL, 2,
+               "allocation_window_min", "use an integer from 1 to 2592000");
+  expect_error("[agent]\nallocation_window_max = 60\nallocation_window_min = 61\n",
+               EINVAL, 3, "allocation_window_min",
+               "61 is above allocation_window_max 60");
+}
+
 static void test_least_privilege_keys(void **state)
 {
   struct tmpconf t;
@@ -418,7 +444,7 @@ static void test_sample_matches_defaults(void **state)
   if (load_text(&t, text) != 0)
     fail_msg("sample: %s", t.err);
   free(text);
-  assert_int_equal(keys, 42);   /* every key of struct fc_config */
+  assert_int_equal(keys, 44);   /* every key of struct fc_config */
   fc_config_defaults(&d);
   assert_memory_equal(&t.cfg, &d, sizeof d);
 }
@@ -432,6 +458,7 @@ int main(void)
     cmocka_unit_test(test_cache_path_resolution),
     cmocka_unit_test(test_syntax_errors),
     cmocka_unit_test(test_value_errors),
+    cmocka_unit_test(test_allocation_window),
     cmocka_unit_test(test_least_privilege_keys),
     cmocka_unit_test(test_block_and_cache_size),
     cmocka_unit_test(test_file_errors),

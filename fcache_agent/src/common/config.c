@@ -48,6 +48,7 @@ enum key_type {
   K_PREFIXES,     /* comma-separated absolute paths */
   K_CHOICE,       /* one of the '|'-separated names in choices */
   K_FRACTION,     /* a decimal fraction, STAGING_FRACTION_MIN..MAX */
+  K_WINDOW,       /* auto, or seconds in [min, max] */
 };
 
 /* CloudCache sizes the staging area at 0.1 % to 1 % of the flash cache
@@ -94,7 +95,8 @@ enum key_index {
   KEY_ORIGIN_BLOCK_DEVICES, KEY_ORIGIN_RBD_DIRS, KEY_ORIGIN_RBD_MS_MODE,
   KEY_ORIGIN_STALL_TIMEOUT_S, KEY_EXPORT_SEND_TIMEOUT_S,
   KEY_CONTROL_IDLE_TIMEOUT_S, KEY_METRICS_PATH, KEY_METRICS_INTERVAL,
-  KEY_MIGRATION_PRELOAD_DEPTH, KEY_CLOUDCACHE_VARIANT, N_KEYS
+  KEY_MIGRATION_PRELOAD_DEPTH, KEY_CLOUDCACHE_VARIANT,
+  KEY_ALLOCATION_WINDOW_MIN, KEY_ALLOCATION_WINDOW_MAX, N_KEYS
 };
 
 static const struct key_desc keys[N_KEYS] = {
@@ -131,7 +133,11 @@ static const struct key_desc keys[N_KEYS] = {
   [KEY_ORIGIN_TLS_PSK_FILE] = STR_KEY(origin_tls_psk_file, K_OPT_PATH),
   [KEY_ALLOCATION] = CHOICE_KEY(allocation, "rwss|fixed"),
   /* Up to 30 days: the paper's windows are 12 to 48 hours. */
-  [KEY_ALLOCATION_WINDOW] = UINT_KEY(allocation_window, 1, 2592000),
+  [KEY_ALLOCATION_WINDOW] = { "allocation_window", K_WINDOW,
+                              offsetof(struct fc_config, allocation_window),
+                              sizeof(unsigned), 1, FC_ALLOCATION_WINDOW_MAX_S, NULL, 0 },
+  [KEY_ALLOCATION_WINDOW_MIN] = UINT_KEY(allocation_window_min, 1, FC_ALLOCATION_WINDOW_MAX_S),
+  [KEY_ALLOCATION_WINDOW_MAX] = UINT_KEY(allocation_window_max, 1, FC_ALLOCATION_WINDOW_MAX_S),
   [KEY_ALLOCATION_SPARE] = CHOICE_KEY(allocation_spare, "proportional|idle"),
   [KEY_ALLOCATION_HEADROOM_PERCENT] = UINT_KEY(allocation_headroom_percent, 0, 100),
   [KEY_STAGING_FRACTION] = OTHER_KEY(staging_fraction, K_FRACTION),
@@ -187,6 +193,8 @@ void fc_config_defaults(struct fc_config *cfg)
   strcpy(cfg->dm_prefix, "fcache");
   strcpy(cfg->allocation, "rwss");
   cfg->allocation_window = 3600;
+  cfg->allocation_window_min = 600;
+  cfg->allocation_window_max = 172800;
   strcpy(cfg->allocation_spare, "proportional");
   cfg->allocation_headroom_percent = 10;
   cfg->staging_fraction = 0.01;
@@ -320,6 +328,18 @@ static int set_value(struct parser *p, const struct key_desc *k,
                   "'%s' is not allowed; use a power of two from 512 to "
                   "1048576 (1M)", v);
     *(uint32_t *)field = (uint32_t)size;
+    return 0;
+  case K_WINDOW:
+    if (!strcmp(v, "auto")) {
+      *(unsigned *)field = FC_ALLOCATION_WINDOW_AUTO;
+      return 0;
+    }
+    r = fc_parse_uint(v, &u);
+    if (r < 0 || u < k->min || u > k->max)
+      return fail(p, p->line, k->name,
+                  "'%s' is not allowed; use auto or an integer from %u to %u",
+                  v, k->min, k->max);
+    *(unsigned *)field = u;
     return 0;
   case K_UINT:
     r = fc_parse_uint(v, &u);
@@ -524,6 +544,15 @@ static int check_config(struct parser *p)
                 "use a larger block_size",
                 (unsigned long long)cfg->cache_size,
                 (unsigned long long)MAX_CACHE_BLOCKS, cfg->block_size);
+
+  if (cfg->allocation_window_min > cfg->allocation_window_max)
+    return fail(p, p->set_line[KEY_ALLOCATION_WINDOW_MIN] ?
+                     p->set_line[KEY_ALLOCATION_WINDOW_MIN] :
+                     p->set_line[KEY_ALLOCATION_WINDOW_MAX],
+                "allocation_window_min",
+                "%u is above allocation_window_max %u; the automatic window "
+                "is chosen between them", cfg->allocation_window_min,
+                cfg->allocation_window_max);
 
   /* dm_prefix names device-mapper devices: keep it to a safe alphabet. */
   if (!cfg->dm_prefix[0] ||

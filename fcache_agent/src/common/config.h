@@ -26,6 +26,10 @@
  * from libvirt's secrets). */
 #define FC_ORIGIN_RBD_DIRS_DEFAULT "/etc/ceph/,/run/fcache/ceph/"
 
+/* allocation_window: its longest fixed value (30 days), and "auto". */
+#define FC_ALLOCATION_WINDOW_MAX_S 2592000u
+#define FC_ALLOCATION_WINDOW_AUTO 0u
+
 /* How agents authenticate and encrypt the migration stream
  * (migration/xfer_tls.h). */
 enum fc_migration_tls { FC_TLS_PSK = 0, FC_TLS_X509, FC_TLS_NONE, FC_TLS_PINNED };
@@ -73,7 +77,13 @@ struct fc_config {
    * kept as their names, checked here against their lists, and turned
    * into the allocator's enums by the engine, which owns them. */
   char allocation[16];                /* rwss (default) | fixed */
-  unsigned allocation_window;         /* seconds; default 3600 */
+  /* Seconds, default 3600, or FC_ALLOCATION_WINDOW_AUTO ("auto"): each
+   * volume's window chosen at the knee of its hit ratio against the
+   * window (alloc/window_knee.h) between allocation_window_min (default
+   * 600) and allocation_window_max (default 172800, 48 h). */
+  unsigned allocation_window;
+  unsigned allocation_window_min;
+  unsigned allocation_window_max;
   char allocation_spare[16];          /* proportional (default) | idle */
   unsigned allocation_headroom_percent;  /* default 10 */
   double staging_fraction;            /* of a volume's share; 0.001..0.01 */

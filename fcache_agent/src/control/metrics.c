@@ -89,6 +89,7 @@ struct seen {
   uint64_t block_size, cache_size, cached_blocks, dirty_blocks;
   bool has_alloc;
   uint64_t share_bytes, alloc_used_bytes, limit_bytes;
+  uint64_t window_s, window_auto;
   bool has_move, move_running;
   int move_outcome;                   /* enum move_outcome, or -1: running */
   uint64_t move_copied, move_total;
@@ -209,6 +210,8 @@ read_volume(struct fc_agent *agent, struct fc_volume *v, struct seen *s)
       s->share_bytes = get_u64(alloc, "share_bytes", NULL);
       s->alloc_used_bytes = get_u64(alloc, "used_bytes", NULL);
       s->limit_bytes = get_u64(alloc, "limit_bytes", NULL);
+      s->window_s = get_u64(alloc, "window_s", NULL);
+      s->window_auto = json_is_true(json_object_get(alloc, "window_auto"));
     }
   }
   if (mv) {
@@ -480,6 +483,12 @@ render_volumes_locked(struct fc_metrics *mt, struct fc_prom *p, uint64_t now_s)
       "Bytes of its share the volume uses.", offsetof(struct seen, alloc_used_bytes) },
     { "fcache_volume_allocation_limit_bytes",
       "The most the volume may hold now.", offsetof(struct seen, limit_bytes) },
+    { "fcache_volume_allocation_window_seconds",
+      "The volume's RWS window in force (allocation_window, its own "
+      "rws_window_s, or the knee when automatic).", offsetof(struct seen, window_s) },
+    { "fcache_volume_allocation_window_auto",
+      "1 when the volume's window is chosen at the knee of its hit ratio "
+      "(allocation_window = auto).", offsetof(struct seen, window_auto) },
   };
   for (size_t g = 0; g < sizeof alloc / sizeof alloc[0]; g++) {
     fc_prom_family(p, alloc[g].name, "gauge", alloc[g].help);

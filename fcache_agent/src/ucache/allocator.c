@@ -31,7 +31,9 @@ struct uc_allocator {
   bool rwss;                      /* false: allocation = fixed */
   enum fc_spare_mode spare;
   double headroom;
-  unsigned window_s;
+  unsigned window_s;               /* fixed; with window_auto, window_min */
+  bool window_auto;
+  unsigned window_min, window_max;
   enum fc_predictor_kind kind;
   pthread_mutex_t lock;           /* stopping, and the condition's */
   pthread_cond_t cond;
@@ -53,7 +55,12 @@ uc_allocator_new(struct fc_host *host, struct uc_allocator **out, char *err,
   a->host = host;
   a->rwss = !strcmp(cfg->allocation, "rwss");
   a->headroom = cfg->allocation_headroom_percent / 100.0;
-  a->window_s = cfg->allocation_window;
+  a->window_auto = cfg->allocation_window == FC_ALLOCATION_WINDOW_AUTO;
+  a->window_min = cfg->allocation_window_min;
+  a->window_max = cfg->allocation_window_max;
+  /* A window any volume may have: the host's cadence as the balancer
+   * reads it (the shortest, under auto). */
+  a->window_s = a->window_auto ? a->window_min : cfg->allocation_window;
   /* config.c checked the names against the same lists. */
   if (fc_spare_mode_parse(cfg->allocation_spare, &a->spare) ||
       fc_predictor_parse(cfg->rws_predictor, &a->kind)) {
@@ -80,7 +87,19 @@ uc_allocator_reserves(const struct uc_allocator *a)
 static unsigned
 window_of(const struct uc_allocator *a, const struct fc_volume *v)
 {
+  const struct uc_vol_alloc *va = &UV(v)->alloc;
+
+  if (va->window_auto)
+    return va->window_s;
   return v->p.rws_window_s ? v->p.rws_window_s : a->window_s;
+}
+
+static unsigned
+clamp_window(const struct uc_allocator *a, json_int_t s)
+{
+  if (s < (json_int_t)a->window_min)
+    return a->window_min;
+  return s > (json_int_t)a->window_max ? a->window_max : (unsigned)s;
 }
 
 static unsigned
@@ -140,6 +159,10 @@ persist(struct uc_allocator *a, struct fc_volume *v)
                 "error_sum", va->error_sum, "error_n", (json_int_t)va->error_n);
   if (!o)
     return;
+  /* The knee found, so a restart does not begin again from the lower
+   * bound (the reuse times themselves are not kept: 49 KB a volume). */
+  if (va->window_auto && va->knee_known)
+    json_object_set_new(o, "window_s", json_integer(va->window_s));
   state_path(a, v, path, sizeof path);
   snprintf(tmp, sizeof tmp, "%s.tmp", path);
   /* Rename over the old: a crash leaves one whole file.  Not synced: a
@@ -162,10 +185,22 @@ uc_allocator_volume_init(struct uc_allocator *a, struct fc_volume *v,
   memset(va, 0, sizeof *va);
   predictor_reset(a, va);
   va->window_start_ms = fc_now_ms();
+  /* Until its knee is known a volume has the shortest window, as a curve
+   * without a knee would: its first choice comes soonest. */
+  va->window_auto = a->window_auto && !v->p.rws_window_s;
+  va->window_s = a->window_min;
   state_path(a, v, path, sizeof path);
   o = json_load_file(path, 0, NULL);
   if (!o)
     return quota_blocks;
+  if (va->window_auto) {
+    json_t *w = json_object_get(o, "window_s");
+
+    if (json_is_integer(w)) {
+      va->window_s = clamp_window(a, json_integer_value(w));
+      va->knee_known = true;
+    }
+  }
   if (json_unpack(o, "{s:o, s:I, s:F, s:I}", "history", &hist, "share_blocks", &share,
                   "error_sum", &sum, "error_n", &n) || !json_is_array(hist)) {
     log_warning("volume %s: ignoring unreadable allocation state %s", v->p.id, path);
@@ -194,6 +229,22 @@ uc_allocator_volume_init(struct uc_allocator *a, struct fc_volume *v,
   log_info("volume %s: allocation restored: %u windows of history, share %lld blocks",
            v->p.id, va->hist_len, (long long)share);
   return (uint32_t)share;
+}
+
+void
+uc_allocator_volume_follow(struct uc_allocator *a, struct fc_volume *v)
+{
+  struct uc_vol_alloc *va = &UV(v)->alloc;
+  int r;
+
+  if (!va->window_auto)
+    return;
+  r = fc_ucache_follow_reuse(UV(v)->uc, a->window_max);
+  if (r) {
+    va->window_auto = false;
+    log_warning("volume %s: cannot follow its reuse times (%s): its window "
+                "stays %u s", v->p.id, strerror(-r), window_of(a, v));
+  }
 }
 
 void
@@ -236,6 +287,25 @@ uc_allocator_rebalance_locked(struct uc_allocator *a)
     fc_ucache_set_share(UV(vs[i])->uc, (uint32_t)share[i]);
 }
 
+/* At the close of each of its windows an automatic volume's next window
+ * is the knee of its hit ratio against the window; until enough of its
+ * past is known (-EAGAIN) it keeps the one it has. */
+static void
+choose_window(struct uc_allocator *a, struct fc_volume *v)
+{
+  struct uc_vol_alloc *va = &UV(v)->alloc;
+  uint32_t w;
+  int r = fc_ucache_knee_window(UV(v)->uc, a->window_min, a->window_max, &w);
+
+  if (r)
+    return;
+  if (w != va->window_s)
+    log_info("volume %s: window %u s, at the knee of its hit ratio (was %u s)",
+             v->p.id, w, va->window_s);
+  va->window_s = w;
+  va->knee_known = true;
+}
+
 static void
 close_window(struct uc_allocator *a, struct fc_volume *v, uint64_t now)
 {
@@ -255,6 +325,8 @@ close_window(struct uc_allocator *a, struct fc_volume *v, uint64_t now)
   va->observed_blocks = demand;
   va->windows++;
   observe(va, (double)demand);
+  if (va->window_auto)
+    choose_window(a, v);
 }
 
 static void
@@ -371,9 +443,15 @@ uc_allocator_volume_json(struct uc_allocator *a, struct fc_volume *v)
   if (!o)
     return NULL;
   json_object_set_new(o, "windows", json_integer(va->windows));
-  json_object_set_new(o, "tracker", json_pack("{s:I, s:f}", "memory_bytes",
+  /* window_s above is the window in force; automatic or fixed, and, when
+   * automatic, whether it is the knee yet or still the lower bound. */
+  json_object_set_new(o, "window_auto", json_boolean(va->window_auto));
+  json_object_set_new(o, "window_at_knee", json_boolean(va->window_auto && va->knee_known));
+  json_object_set_new(o, "tracker", json_pack("{s:I, s:f, s:I}", "memory_bytes",
                                               (json_int_t)info.rws_memory,
-                                              "sample_rate", info.rws_sample_rate));
+                                              "sample_rate", info.rws_sample_rate,
+                                              "knee_memory_bytes",
+                                              (json_int_t)info.knee_memory));
   if (info.staging)
     json_object_set_new(o, "staging", json_pack(
         "{s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}",
@@ -410,10 +488,14 @@ uc_allocator_json(struct uc_allocator *a)
       json_object_set_new(vo, "id", json_string(v->p.id));
     json_array_append_new(vols, vo);
   }
-  return json_pack("{s:s, s:s, s:I, s:f, s:I, s:o}",
+  return json_pack("{s:s, s:s, s:I, s:b, s:I, s:I, s:f, s:I, s:o}",
                    "mode", a->rwss ? "rwss" : "fixed",
                    "spare", fc_spare_mode_name(a->spare),
-                   "window_s", (json_int_t)a->window_s, "headroom", a->headroom,
+                   "window_s", (json_int_t)a->window_s,
+                   "window_auto", a->window_auto,
+                   "window_min_s", (json_int_t)a->window_min,
+                   "window_max_s", (json_int_t)a->window_max,
+                   "headroom", a->headroom,
                    "capacity_bytes",
                    (json_int_t)UCE(host)->dev->nr_blocks * host->cfg.block_size,
                    "volumes", vols);

@@ -41,6 +41,12 @@ struct uc_vol_alloc {
   double last_error;
   double hist[UC_ALLOC_HISTORY];    /* observed demand, oldest first */
   unsigned hist_len;
+  /* allocation_window = auto and no rws_window_s of its own: the window
+   * in force is window_s, chosen at the knee at each window's close
+   * (alloc/window_knee.h); knee_known once a knee was found. */
+  bool window_auto;
+  bool knee_known;
+  unsigned window_s;
 };
 
 /* Parse the [agent] allocation keys; -EINVAL with a message. */
@@ -56,6 +62,11 @@ bool uc_allocator_reserves(const struct uc_allocator *a);
  * its restored predictor; under host->lock. */
 uint32_t uc_allocator_volume_init(struct uc_allocator *a, struct fc_volume *v,
                                   uint32_t quota_blocks);
+/* Once the volume's cache exists: an automatic window starts following
+ * its reuse times (out of memory, the volume keeps a fixed window, with a
+ * warning).  Where uc_allocator_volume_init is: at attach under
+ * host->lock, at start-up before the allocator's thread runs. */
+void uc_allocator_volume_follow(struct uc_allocator *a, struct fc_volume *v);
 /* Recompute every share now (a volume came or went); under host->lock. */
 void uc_allocator_rebalance_locked(struct uc_allocator *a);
 /* The volume's state file goes with it (detach). */

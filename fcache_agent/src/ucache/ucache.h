@@ -27,6 +27,7 @@
 #include "stats.h"
 #include "alloc/rws.h"
 #include "alloc/staging.h"
+#include "alloc/window_knee.h"
 #include "common/types.h"
 
 struct fc_ucache;
@@ -287,6 +288,15 @@ void fc_ucache_pool_remove(struct fc_ucache_pool *pool, struct fc_ucache *uc);
 
 /* Close the volume's demand window: the sizes of its reuse working sets. */
 void fc_ucache_close_window(struct fc_ucache *uc, struct fc_rws_sizes *out);
+/* An automatic window: from now on follow the reuse times of the
+ * volume's accesses (alloc/window_knee.h), longest_s the longest window
+ * that will be asked about.  Once; -ENOMEM. */
+int fc_ucache_follow_reuse(struct fc_ucache *uc, uint32_t longest_s);
+/* The window at the knee of the volume's hit ratio against the window,
+ * within [min_s, max_s]: fc_wknee_choose's answers (-EAGAIN: not known
+ * yet), -ENOENT when the volume does not follow reuse times. */
+int fc_ucache_knee_window(struct fc_ucache *uc, uint32_t min_s, uint32_t max_s,
+                          uint32_t *window_s);
 /* A new share (blocks, at most the quota) and with it the staging area.
  * Blocks above the share stay until a cache under its share needs them. */
 void fc_ucache_set_share(struct fc_ucache *uc, uint32_t share_blocks);
@@ -301,6 +311,7 @@ struct fc_ucache_alloc_info {
   uint64_t taken, given;            /* blocks taken from / given to others */
   size_t rws_memory;
   double rws_sample_rate;
+  size_t knee_memory;               /* 0: the window is not automatic */
 };
 void fc_ucache_alloc_info(struct fc_ucache *uc, struct fc_ucache_alloc_info *info);
 

@@ -115,6 +115,7 @@ fc_ucache_destroy(struct fc_ucache *uc)
   fc_blockmap_destroy(&uc->map);
   fc_staging_free(uc->stage);
   fc_rws_free(uc->rws);
+  fc_wknee_free(uc->wknee);
   for (unsigned i = 0; i < FC_STRIPES; i++)
     pthread_mutex_destroy(&uc->stripes[i]);
   pthread_cond_destroy(&uc->wb_cond);

@@ -83,6 +83,9 @@ struct fc_ucache {
   struct fc_lru lru;
   struct fc_staging *stage;     /* admission rws; NULL for all */
   struct fc_rws *rws;           /* every block the VM touches */
+  /* The same accesses' reuse times, for a volume whose window is
+   * automatic (fc_ucache_follow_reuse); NULL otherwise. */
+  struct fc_wknee *wknee;
   uint8_t reuse_epoch;          /* the demand window's number, mod 256 (FC_ENTRY_REUSE_SHIFT) */
   uint32_t used;                /* blocks owned, including installs in flight */
   uint32_t share;               /* blocks this volume may grow to now */

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "ucache_layer.h"
+#include "common/clock.h"
 #include "common/lockcheck.h"
 
 /* A staging area under this holds too few entries to see any reuse; its
@@ -40,8 +41,45 @@ void
 uc_track_access_locked(struct fc_ucache *uc, uint64_t first, uint32_t n)
 {
   FC_ASSERT_HELD(&uc->lock);
-  for (uint32_t i = 0; i < n && first + i < uc->nr_oblocks; i++)
+  uint64_t now_ms = uc->wknee ? fc_now_ms() : 0;
+
+  for (uint32_t i = 0; i < n && first + i < uc->nr_oblocks; i++) {
     fc_rws_access(uc->rws, first + i);
+    if (uc->wknee)
+      fc_wknee_access(uc->wknee, first + i, now_ms);
+  }
+}
+
+int
+fc_ucache_follow_reuse(struct fc_ucache *uc, uint32_t longest_s)
+{
+  struct fc_wknee *w;
+  int r = fc_wknee_new(longest_s, &w);
+
+  if (r)
+    return r;
+  pthread_mutex_lock(&uc->lock);
+  if (uc->wknee) {
+    fc_wknee_free(w);
+    r = -EEXIST;
+  } else {
+    uc->wknee = w;
+  }
+  pthread_mutex_unlock(&uc->lock);
+  return r;
+}
+
+int
+fc_ucache_knee_window(struct fc_ucache *uc, uint32_t min_s, uint32_t max_s,
+                      uint32_t *window_s)
+{
+  int r = -ENOENT;
+
+  pthread_mutex_lock(&uc->lock);
+  if (uc->wknee)
+    r = fc_wknee_choose(uc->wknee, min_s, max_s, fc_now_ms(), window_s);
+  pthread_mutex_unlock(&uc->lock);
+  return r;
 }
 
 void
@@ -116,6 +154,7 @@ fc_ucache_alloc_info(struct fc_ucache *uc, struct fc_ucache_alloc_info *info)
   info->given = uc->given;
   info->rws_memory = fc_rws_memory(uc->rws);
   info->rws_sample_rate = fc_rws_sample_rate(uc->rws);
+  info->knee_memory = uc->wknee ? fc_wknee_memory(uc->wknee) : 0;
   pthread_mutex_unlock(&uc->lock);
   info->staging_hits = STAT_GET(&uc->stats, staging_hits);
 }

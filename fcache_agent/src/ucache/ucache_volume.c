@@ -69,8 +69,10 @@ uc_volume_build(struct fc_host *host, struct fc_volume *v, char *err, size_t err
              strerror(-r));
     fc_origin_close(uv->origin);
     uv->origin = NULL;
+    return r;
   }
-  return r;
+  uc_allocator_volume_follow(UCE(host)->alloc, v);
+  return 0;
 }
 
 int
