@@ -118,11 +118,15 @@ class AgentClient(object):
         """Return the on-demand cache allocation of the agent.
 
         ``{"mode": "fixed"|"rwss", "spare": "proportional"|"idle",
-        "window_s", "headroom", "capacity_bytes", "volumes": [...]}``; each
+        "window_s", "window_auto", "window_min_s", "window_max_s",
+        "headroom", "capacity_bytes", "volumes": [...]}``; each
         volume is ``{"id", "share_bytes", "used_bytes", "limit_bytes",
         "rwss_observed_bytes", "rwss_predicted_bytes", "prediction_error",
-        "window_s", "rws_n", "staging": {...}}`` (the ``rwss_*`` figures and
-        ``prediction_error`` are None until the first window closes).
+        "window_s", "window_auto", "window_at_knee", "rws_n",
+        "staging": {...}}`` (the ``rwss_*`` figures and
+        ``prediction_error`` are None until the first window closes;
+        ``window_s`` is the window in force, chosen at the knee when
+        ``window_auto``).
         """
         return self.call('allocation')
 

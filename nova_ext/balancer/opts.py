@@ -46,7 +46,8 @@ BALANCER_OPTS = [
                  help='Seconds to wait for one agent to answer.'),
     cfg.FloatOpt('interval', default=0.0, min=0.0,
                  help='Seconds between two observations.  0: the agents\' '
-                      'allocation window (allocation_window), so that each '
+                      'allocation window (allocation_window, or '
+                      'allocation_window_min when it is auto), so that each '
                       'observation sees a new prediction.'),
     cfg.FloatOpt('threshold', default=decision.DEFAULT_THRESHOLD,
                  min=0.01, max=1.0,
