@@ -102,6 +102,11 @@ def test_known_blocks_read_twice(setup):
     assert value(samples, 'fcache_host_volumes') == 1
     assert value(samples, 'fcache_volume_info', volume='v1', engine='ucache',
                  write_policy='write_through', state='attached') == 1
+    # The window in force: the default, a fixed hour.
+    assert value(samples, 'fcache_volume_allocation_window_seconds',
+                 volume='v1') == 3600
+    assert value(samples, 'fcache_volume_allocation_window_auto',
+                 volume='v1') == 0
     # Conventions: counters end in _total, every family has its HELP.
     types = {f.name: f.type for f in families}
     assert types['fcache_volume_cache_hits'] == 'counter'
