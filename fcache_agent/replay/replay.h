@@ -113,6 +113,14 @@ struct fc_replay_profile {
   struct fc_replay_profile_point *points;   /* window_s increasing */
   size_t knee;                              /* index of the proposed window */
   double elapsed_s;
+  /* What the agent's allocation_window = auto would choose over the
+   * whole trace (alloc/window_knee, no decay) among the powers of two
+   * seconds within the profile's first and last window: the window (0
+   * when the trace is too short for three candidates) and its estimated
+   * curve, online_n points. */
+  double online_window_s;
+  size_t online_n;
+  struct fc_replay_profile_point online[32];
 };
 
 /* open: reopens the trace for each pass (a trace is read once).  windows:

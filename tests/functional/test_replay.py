@@ -331,6 +331,34 @@ def test_profile_prints_a_knee(replay_bin, tmp_path):
     assert doc['profile'][0]['hit_ratio'] <= doc['profile'][-1]['hit_ratio']
 
 
+def test_profile_gives_the_online_knee(replay_bin, tmp_path):
+    # What the agent's allocation_window = auto would choose: block 1 read
+    # every 50 s between cold blocks, so 39 of the 80 accesses are reuses
+    # after 50 s.  The estimate over the powers of two seconds within the
+    # profile's windows (16 .. 512 s) is 0 up to 32 s and 39/80 from 64 s;
+    # its knee is 64 s.
+    rows = []
+    for k in range(40):
+        rows.append((k * 50, 'a', 'R', 1, 1))
+        rows.append((k * 50 + 1, 'a', 'R', 1000 + k, 1))
+    trace = write_csv(tmp_path / 't.csv', rows)
+    doc = run_json(replay_bin, trace, '--profile-windows', '10,100,400,1000',
+                   '--cache-size', '1M')
+    assert [(p['window_s'], p['hit_ratio']) for p in doc['online_profile']] \
+        == [(16, 0), (32, 0)] + [(w, 39 / 80) for w in (64, 128, 256, 512)]
+    assert doc['online_knee_window_s'] == 64
+    out, _ = run(replay_bin, trace, '--profile-windows', '10,100,400,1000',
+                 '--cache-size', '1M')
+    assert 'online (allocation_window = auto, from reuse times): ' \
+        'window 64 s' in out
+
+    # A trace shorter than three candidates: no online choice.
+    short = write_csv(tmp_path / 's.csv', rows[:4])
+    doc = run_json(replay_bin, short, '--profile-windows', '10,100,400,1000',
+                   '--cache-size', '1M')
+    assert doc['online_knee_window_s'] is None
+
+
 @pytest.mark.parametrize('line,what', [
     ('1,a,R,0', 'expected 5 fields'),
     ('1,a,X,0,4096', "unknown op 'X'"),
