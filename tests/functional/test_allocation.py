@@ -144,6 +144,45 @@ def test_shares_follow_demand_and_are_enforced(make_agent, make_origin):
     om.close(hb)
 
 
+def test_blocks_are_taken_from_the_volume_most_over_its_share(
+        make_agent, make_origin):
+    # alloc/victim, the rule fcache-replay simulates: a volume under its
+    # share on a full device takes from the volume most over its share,
+    # not in turn from every volume over it.  The window is long, so the
+    # shares are those of attach time (no demand known: each wants its
+    # limit, cut in proportion to fit the 2048 blocks).
+    agent = make_agent(cache_size='8M', allocation_window=3600).start()
+    origins = {v: make_origin(16 * MiB) for v in 'abc'}
+    orcs = {v: om.Oracle(o.content) for v, o in origins.items()}
+    h = {}
+    _, h['a'] = attach(agent, 'a', origins['a'], cache_size=8 * MiB,
+                       admission='all')
+    read_range(h['a'], orcs['a'], 0, 1500 * BS)
+    # b (limit 512 blocks) cuts a's share to 1638; b fills its own 410.
+    _, h['b'] = attach(agent, 'b', origins['b'], cache_size=2 * MiB,
+                       admission='all')
+    read_range(h['b'], orcs['b'], 0, 600 * BS)
+    # c cuts the shares to about 910, 228 and 910: a holds 1500 (590
+    # over), b 410 (182 over), and 138 blocks are free.
+    _, h['c'] = attach(agent, 'c', origins['c'], cache_size=8 * MiB,
+                       admission='all')
+    a, b = alloc_of(agent, 'a'), alloc_of(agent, 'b')
+    over_a = a['used_bytes'] - a['share_bytes']
+    over_b = b['used_bytes'] - b['share_bytes']
+    assert over_a > over_b + 300 * BS and over_b > 0, (a, b)
+    b_used = b['used_bytes']
+    # c reads 438 blocks: 138 free ones, then 300 taken.  a stays the most
+    # over throughout (590 - 300 > 182): every one comes from a.
+    read_range(h['c'], orcs['c'], 0, 438 * BS)
+    a, b, c = (alloc_of(agent, v) for v in 'abc')
+    assert c['taken_blocks'] >= 250, c
+    assert a['given_blocks'] == c['taken_blocks'], (a, c)
+    assert b['given_blocks'] == 0, b
+    assert b['used_bytes'] == b_used, b
+    for v in h.values():
+        om.close(v)
+
+
 def test_fixed_allocation_reserves(make_agent, make_origin):
     agent = make_agent(cache_size='8M', allocation='fixed').start()
     attach(agent, 'a', make_origin(16 * MiB), cache_size=6 * MiB)[1].shutdown()
