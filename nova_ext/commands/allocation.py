@@ -14,9 +14,11 @@ from nova_ext.commands import output
 # (a volume id is 36).
 COLUMNS = ('id', 'share_bytes', 'used_bytes', 'limit_bytes',
            'rwss_predicted_bytes')
-# With --long, in this order: the observed demand, the staging area (and
+# With --long, in this order: the observed demand, the window (and whether
+# it is chosen at the knee: allocation_window = auto), the staging area (and
 # the reuse history beneath it) and the demand tracker too.
 LONG_COLUMNS = ('rwss_observed_bytes', 'prediction_error', 'window_s',
+                'window_auto', 'window_at_knee',
                 'rws_n', 'windows', 'taken_blocks',
                 'given_blocks', 'staging.kind', 'staging.used_bytes',
                 'staging.area_bytes', 'staging.data_hits',
@@ -24,7 +26,8 @@ LONG_COLUMNS = ('rwss_observed_bytes', 'prediction_error', 'window_s',
                 'staging.data_blocks', 'staging.recalled',
                 'staging.history_blocks', 'staging.history_bytes',
                 'tracker.memory_bytes',
-                'tracker.sample_rate', 'rwss_by_n_bytes')
+                'tracker.sample_rate', 'tracker.knee_memory_bytes',
+                'rwss_by_n_bytes')
 
 
 def register(subparsers, parents):

@@ -414,7 +414,10 @@ ALLOCATION = {
          'used_bytes': 1536 * units.Mi, 'limit_bytes': 3 * units.Gi,
          'rwss_observed_bytes': 1800 * units.Mi,
          'rwss_predicted_bytes': 1900 * units.Mi,
-         'prediction_error': 0.0556, 'window_s': 86400, 'rws_n': 1,
+         'prediction_error': 0.0556, 'window_s': 65536, 'rws_n': 1,
+         'window_auto': True, 'window_at_knee': True,
+         'tracker': {'memory_bytes': 1048574, 'sample_rate': 0.25,
+                     'knee_memory_bytes': 49448},
          'staging': {'kind': 'hybrid', 'area_bytes': 64 * units.Mi,
                      'used_bytes': 40 * units.Mi, 'addresses': 81920,
                      'data_blocks': 8960, 'admitted': 12000,
@@ -465,6 +468,11 @@ def test_allocation_long(capsys, sock, fake_agent):
     assert web['staging.data_hits'] == '4321'
     assert web['staging.recalled'] == '650'
     assert web['staging.history_bytes'] == '1.0 MiB'
+    # Its window chosen at the knee; an older agent's volume: '-'.
+    assert (web['window_s'], web['window_auto'], web['window_at_knee']) == (
+        '65536', 'true', 'true')
+    assert web['tracker.knee_memory_bytes'] == '48.3 KiB'
+    assert (new['window_auto'], new['tracker.knee_memory_bytes']) == ('-', '-')
     # An agent without the reuse history: '-'.
     assert new['staging.history_bytes'] == '-'
     assert (new['rwss_observed_bytes'], new['prediction_error']) == ('-', '-')

@@ -34,8 +34,8 @@
  * candidate, as the paper advises.
  *
  * Cost per volume, allocated only for a volume whose window is automatic:
- * one fixed block of 49,496 bytes (fc_wknee_memory: 12 bytes per slot
- * of the table, 16 per block followed, and 344 of counters), whatever the
+ * one fixed block of 49,448 bytes (fc_wknee_memory: 12 bytes per slot
+ * of the table, 16 per block followed, and 296 of counters), whatever the
  * volume's size.  Per access: one 64-bit mix and a compare; for a sampled block
  * a probe of the table.  Per choice: a pass over FC_WKNEE_BUCKETS
  * counters.  Not thread-safe: the owner's lock protects it. */

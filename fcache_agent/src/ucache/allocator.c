@@ -160,7 +160,7 @@ persist(struct uc_allocator *a, struct fc_volume *v)
   if (!o)
     return;
   /* The knee found, so a restart does not begin again from the lower
-   * bound (the reuse times themselves are not kept: 49 KB a volume). */
+   * bound (the reuse times themselves are not kept: 48 KiB a volume). */
   if (va->window_auto && va->knee_known)
     json_object_set_new(o, "window_s", json_integer(va->window_s));
   state_path(a, v, path, sizeof path);
