@@ -162,6 +162,32 @@ test_sampling_keeps_the_curve(void **state)
   fc_wknee_free(w);
 }
 
+/* A full table first forgets the blocks not seen for longer than the
+ * longest window (their next access is a miss at every window anyway),
+ * without sampling fewer, and every block it keeps is still found after
+ * the table is rebuilt in place. */
+static void
+test_full_table_forgets_the_old_first(void **state)
+{
+  struct fc_wknee *w;
+
+  assert_int_equal(fc_wknee_new(10, &w), 0);
+  for (uint64_t b = 0; b < 3000; b++)
+    fc_wknee_access(w, b, 0);
+  /* 20 s later the table fills at the 73rd new block: the 3000 go. */
+  for (uint64_t b = 10000; b < 10100; b++)
+    fc_wknee_access(w, b, 20000);
+  for (uint64_t b = 10000; b < 10100; b++)
+    fc_wknee_access(w, b, 22000);
+  /* Forgotten: first accesses again, not reuses after 23 s. */
+  for (uint64_t b = 0; b < 2900; b++)
+    fc_wknee_access(w, b, 23000);
+  assert_true(fc_wknee_hit_ratio(w, 0) == 0.0);
+  assert_true(fc_wknee_hit_ratio(w, 1) == 100.0 / 6100);
+  assert_true(fc_wknee_hit_ratio(w, 31) == 100.0 / 6100);
+  fc_wknee_free(w);
+}
+
 /* The reuse time grows from 6 s to 40 s: the counters halve at every
  * choice, so the knee follows, from 8 s to 64 s, within a few choices. */
 static void
@@ -194,6 +220,7 @@ main(void)
     cmocka_unit_test(test_scan_gets_the_smallest),
     cmocka_unit_test(test_too_short_a_history),
     cmocka_unit_test(test_sampling_keeps_the_curve),
+    cmocka_unit_test(test_full_table_forgets_the_old_first),
     cmocka_unit_test(test_knee_follows_a_change),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -53,10 +53,12 @@ fc_wknee_memory(const struct fc_wknee *w)
   return sizeof *w;
 }
 
+/* The key's low bits: uniform (keys are uniform below the limit), and
+ * still so however far the limit falls, which the high bits are not. */
 static uint32_t
 slot_of(uint64_t key)
 {
-  return (uint32_t)(key >> 20) & (FC_WKNEE_SLOTS - 1);
+  return (uint32_t)key & (FC_WKNEE_SLOTS - 1);
 }
 
 /* The slot holding key, or the empty one where it would go. */
