@@ -2,12 +2,11 @@
 """One direction of the storage-move benchmark, looked at request by request.
 
 bench/storage_move.py gives medians per cell; this runs a few systems in
-one direction, on the same emulated media and workload, and prints for
-each run what the medians hide: the move's lambdas and MC at gamma 0,
-the downtime, and every workload request that took longer than its slot
-(5 ms at the defaults) with when it started in the move.  That is how
-the stalls of AIO's switch were found
-(doc/research/storage-migration-bench.rst).
+one direction, on the same emulated media and with one of its workloads,
+and prints for each run what the medians hide: the move's lambdas and MC
+at gamma 0.1, the downtime, and every workload request that took longer
+than --late-ms with when it started in the move.  That is how the stalls
+of AIO's switch were found (doc/research/storage-migration-bench.rst).
 
     .venv/bin/python bench/storage_move_probe.py --direction ssd-hdd \\
         --systems aio,qemu-bg --runs 3
@@ -15,8 +14,8 @@ the stalls of AIO's switch were found
         --move-args downtime_ms=6,converge_bytes=16384,max_rounds=200
 
 ``--move-args`` are passed to the agent's ``volume-move`` (fcache schemes
-only).  Nothing is written; the media and workload options are
-bench/storage_move.py's defaults.
+only).  Nothing is written; the media are bench/storage_move.py's
+defaults.
 """
 
 import argparse
@@ -47,14 +46,14 @@ def parse_move_args(text):
     return out
 
 
-def late_requests(wl, slot_s):
-    """(start in the run, latency, 'r'/'w') of requests over one slot."""
+def late_requests(wl, late_s):
+    """(start in the run, latency, 'r'/'w') of requests over ``late_s``."""
     recs = [r for rs in wl.records for r in rs]
     if not recs:
         return []
     t0 = min(end - lat for end, _, lat in recs)
     return sorted((end - lat - t0, lat, 'w' if write else 'r')
-                  for end, write, lat in recs if lat > slot_s)
+                  for end, write, lat in recs if lat > late_s)
 
 
 def main(argv=None):
@@ -66,6 +65,10 @@ def main(argv=None):
                     help='comma-separated, of %s' % ', '.join(sm.SYSTEMS))
     ap.add_argument('--runs', type=int, default=3)
     ap.add_argument('--size', default='64M')
+    ap.add_argument('--profile', default='IOM_4',
+                    choices=list(sm.smm.PROFILES))
+    ap.add_argument('--late-ms', type=float, default=50.0,
+                    help='print the requests slower than this (50)')
     ap.add_argument('--move-args', default='',
                     help='k=v,... for the agent volume-move')
     a = ap.parse_args(argv)
@@ -75,48 +78,50 @@ def main(argv=None):
         ap.error('unknown system(s) %s' % ', '.join(bad))
     extra = parse_move_args(a.move_args)
     src, dst = a.direction.split('-')
-    args = sm.build_parser().parse_args(['--size', a.size])
-    args.size = fclab.parse_size(args.size)
-    slot_s = args.threads / args.rate_iops
+    args = sm.parse_args(['--size', a.size])
+    profile = sm.smm.PROFILES[a.profile]
     stamp = time.strftime('%Y%m%d-%H%M%S')
     imgdir = '/dev/shm/fcache-smprobe-%s' % stamp
+    made = []
+
+    class KeptWorkload(sm.Workload):
+        def __init__(self, *p, **k):
+            super(KeptWorkload, self).__init__(*p, **k)
+            made.append(self)
+
+    sm.Workload = KeptWorkload
     with fclab.Lab('/var/tmp/fcache-smprobe-%s' % stamp) as lab:
         os.makedirs(imgdir)
         try:
             agent = lab.agent('agent', 16 * sm.MiB, log_level='warning')
             bench = sm.Bench(args, lab, imgdir, agent)
-            made = []
-            make_workload = bench.workload
-
-            def keep_workload(uri, seed):
-                made.append(make_workload(uri, seed))
-                return made[-1]
-
-            bench.workload = keep_workload
             move_volume = agent.client.move_volume
             agent.client.move_volume = lambda *p, **k: move_volume(
                 *p, **dict(k, **extra))
-            plain = bench.plain_copy(src, dst)
-            fast = 'ssd' if 'ssd' in (src, dst) else 'hdd'
-            best = dict((fam, bench.baseline(fam, fast, 1000))
+            plain = bench.plain_copy(src, dst, args.size)
+            fast = sm.faster(src, dst)
+            best = dict((fam, bench.baseline(fam, fast, profile, 1000))
                         for fam in ('fcache', 'qemu'))
-            print('%s->%s: plain copy %.2f s; no-move workload %s KB/s'
-                  % (src, dst, plain, dict((f, round(v / 1e3))
-                                           for f, v in best.items())))
+            print('%s->%s: plain copy %.2f s; no-move %s KB/s %s'
+                  % (src, dst, plain, profile.name, dict(
+                      (f, round(v['bytes_per_s'] / 1e3))
+                      for f, v in best.items())))
             for rep in range(a.runs):
                 for system in systems:
-                    cell = bench.move(system, src, dst, 2000 + rep)
+                    cell = bench.move(system, src, dst, profile, 2000 + rep)
                     fam = 'qemu' if system in sm.QEMU_MODES else 'fcache'
-                    m = sm.cell_metrics(cell, plain, best[fam], src, dst,
-                                        args.size)
-                    late = late_requests(made[-1], slot_s)
+                    m = sm._figures(cell, plain, best[fam]['bytes_per_s'],
+                                    src, dst, args.size, (0.1,))
+                    late = late_requests(made[-1], a.late_ms / 1e3)
                     print('run %d %-8s %s %.2f s  lambda_time %.2f  '
-                          'lambda_io %.4f  MC(g=0) %.4f  downtime %s ms  '
-                          '%d requests, %d late' % (
-                              rep + 1, system,
-                              'done' if cell['ok'] else 'FAILED (%s)'
-                              % cell.get('error'), cell['move_s'],
-                              m['lambda_time'], m['lambda_io'], m['mc_0'],
+                          'lambda_io %.4f  lambda_wear %.2f  MC(g=0.1) %s  '
+                          'downtime %s ms  %d requests, %d late' % (
+                              rep + 1, system, cell['outcome'] +
+                              (' (%s)' % cell['error']
+                               if cell['outcome'] != sm.DONE else ''),
+                              cell['move_s'], m['lambda_time'],
+                              m['lambda_io'], m['lambda_wear'],
+                              sm.fmt(m['mc_0.1'], 4),
                               sm.fmt(cell['downtime_ms'], 1),
                               cell['workload']['ops'], len(late)),
                           flush=True)

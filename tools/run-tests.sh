@@ -192,6 +192,10 @@ section "Python unit and functional tests, and live migration under real libvirt
 # never time; the first, every other file (new ones included), with the
 # timing bounds of the agent's own tests (rate limits, refusals within a
 # second).  Run alone, one after the other, they took 25 minutes.
+# test_storage_move_bench (the storage-move benchmark at CI size, 1.5 to 3
+# minutes of nbdkit media, QEMU and the agent) goes there too: its one
+# comparison of times, a move against the idle copy of its image on the
+# same emulated media, has a whole workload's competition as its margin.
 # test_migration_settle_peer ends the machines' stream: its one time bound
 # (an agent restart under 10 s) is far from what it takes, and the stream
 # has time to spare once its machines are done.
@@ -200,6 +204,7 @@ machines=(tests/functional/test_dmcache_uml.py tests/functional/test_rbd_origin.
   tests/functional/test_oracle_workload.py tests/functional/test_ceph_box.py
   tests/functional/test_qemu_migration.py tests/functional/test_uml_origins.py
   tests/functional/test_vmload.py tests/real_libvirt
+  tests/functional/test_storage_move_bench.py
   tests/functional/test_migration_settle_peer.py)
 others=(tests/unit)
 for t in tests/functional/test_*.py; do
