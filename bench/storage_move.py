@@ -1225,7 +1225,7 @@ def finish(res, out):
 
 # -- main -------------------------------------------------------------------
 
-SMOKE = {'size': '16M', 'runs': 1, 'profiles': 'IOM_4', 'plain_repeats': 1,
+SMOKE = {'size': '16M', 'runs': 1, 'profiles': 'IOM_4', 'plain_repeats': 2,
          'baseline_s': 0.5, 'timeout_s': 8.0, 'mix_eps': '0.25',
          'mix_volumes': 4, 'mix_size': '8M'}
 

@@ -236,3 +236,33 @@ def test_the_paper_table_covers_every_direction_and_gamma():
         assert set(figs) == {'lambda_time', 'lambda_io'} | set(
             'mc_%g' % g for g in smm.GAMMAS), d
     assert set(smm.PAPER_BEST) == set(smm.PAPER_DOWNTIME_MS)
+
+
+T = '2026-11-29 06:16:22.3489 '
+LOG = ''.join(T + line + '\n' for line in (
+    'connection=1 Connect export=v1 tls=0 size=0x400000',
+    'connection=2 Connect export=v2 tls=0 size=0x400000',
+    'connection=1 Write id=1 offset=0x0 count=0x1000 fua=0 ...',
+    'connection=1 ...Write id=1 return=0',
+    'connection=2 Zero id=1 offset=0x0 count=0x10000 fua=0 may_trim=1 ...',
+    'connection=2 Read id=2 offset=0x0 count=0x100000 ...',
+    'connection=2 Trim id=3 offset=0x0 count=0x100000 fua=0 ...',
+    'connection=3 Connect export=v1 tls=0 size=0x400000',
+    'connection=3 Write id=1 offset=0x2000 count=0x200 fua=0 ...'))
+
+
+def test_nbdkit_log_gives_each_exports_writes(tmp_path):
+    from bench import storage_move as sm
+    path = tmp_path / 'log'
+    path.write_text(LOG)
+    # v1: 0x1000 + 0x200 (two connections) = 4608; v2: a 64 KiB zero.
+    # Reads and trims write nothing; the return lines count once.
+    assert sm.parse_nbdkit_log(str(path)) == {'v1': 4608, 'v2': 65536}
+
+
+def test_qemu_nbd_node_names_the_export():
+    from bench import storage_move as sm
+    assert sm.nbd_node('nbd+unix:///v3?socket=/tmp/x/s.sock') == \
+        'server.type=unix,server.path=/tmp/x/s.sock,export=v3'
+    assert sm.nbd_node('nbd+unix:///?socket=/tmp/x/s.sock') == \
+        'server.type=unix,server.path=/tmp/x/s.sock'
