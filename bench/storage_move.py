@@ -554,7 +554,10 @@ class Bench(object):
                     ended[vid] = (st, DONE if st['state'] == 'done'
                                   else FAILED, end)
                 elif now > deadline:
-                    c.abort_move(vid)
+                    try:
+                        c.abort_move(vid)
+                    except Exception as exc:   # it may have just ended
+                        st = dict(st, abort_error=str(exc))
                     limit = time.monotonic() + 30
                     while st['state'] not in TERMINAL and \
                             time.monotonic() < limit:
@@ -633,9 +636,13 @@ class Bench(object):
             except fclab.LabError as exc:
                 # Background mode may never become ready (the workload
                 # dirties faster than the job copies): like DBT that does
-                # not converge, a move that did not end in time.
-                outcome, err = TIMEOUT, 'timed out after %g s (%s)' % (
-                    self.args.timeout_s, exc)
+                # not converge, a move that did not end in time.  Any
+                # other QMP error is a failed move.
+                if 'no QMP event' in str(exc):
+                    outcome, err = TIMEOUT, 'timed out after %g s (%s)' % (
+                        self.args.timeout_s, exc)
+                else:
+                    outcome, err = FAILED, str(exc)
                 try:
                     qsd.qmp.cmd('block-job-cancel', device='mv', force=True)
                 except Exception:   # the QMP stream may be cut mid-line
