@@ -134,6 +134,9 @@ enum fc_list_order {
 
 enum fc_migr_role { FC_MIGR_SOURCE, FC_MIGR_DEST };
 
+/* The end of a fc_engine_migr.fetch_source_start. */
+typedef void fc_engine_fetch_done_fn(void *arg, int r, bool dirty);
+
 /* What an engine sees of one live migration of one of its volumes; the
  * migration (migration/) owns it and passes it to every call below. */
 struct fc_engine_migr {
@@ -150,9 +153,20 @@ struct fc_engine_migr {
   /* Destination, on-demand strategies: fetch block ob from the source's
    * cache (required: the source holds its only current copy). */
   int (*fetch_source)(void *ctx, oblock_t ob, void *data, bool *dirty, bool required);
+  /* The same fetch, ended by a call instead of in the caller's thread, so
+   * that one thread can keep many in flight (dmcache's relay).  0: started;
+   * done(arg, r, dirty) is called exactly once, never from inside this
+   * call, with r 0 (data filled), -ENOENT (the source does not hold ob),
+   * -ETIMEDOUT, or -errno; data is the fetch's until then.  A fetch waits
+   * through a reconnect of the source, within the bound fetch_source
+   * gives up after.  -EBUSY: too many in flight (not started); -ENOTCONN:
+   * the migration has ended.  May send on the migration's stream: not
+   * from a thread that must never wait on the network. */
+  int (*fetch_source_start)(void *ctx, oblock_t ob, void *data, bool required,
+                            fc_engine_fetch_done_fn *done, void *arg);
   /* The migration cannot go on: fail it with this message. */
   void (*fail)(void *ctx, const char *msg);
-  void *ctx;                        /* for the three calls above */
+  void *ctx;                        /* for the calls above */
 };
 
 /* Settling a migration that failed after its switchover, block by block

@@ -116,6 +116,10 @@ fc_migr_join(struct fc_migration *m)
   m->rx_running = m->worker_running = false;
   if (m->conn.fd >= 0)
     fc_xfer_conn_destroy(&m->conn);
+  /* The destination's fetches still in flight end (-ECONNRESET) and
+   * their thread with them (migr_dest_remote.c, if one was started). */
+  if (m->dst.fetcher_join)
+    m->dst.fetcher_join(m);
   /* The destination's queue of blocks awaiting install, if it made one
    * (migr_dest_install.c sets the way to free it with the queue). */
   if (m->dst.inq_free)

@@ -453,6 +453,7 @@ fc_migr_dest_accept(struct fc_migration *m, struct fc_xfer_conn *c)
   }
   pthread_mutex_lock(&m->lock);
   m->connected = true;
+  m->dst.conn_gen++;            /* fetches waiting for a stream are sent */
   m->state = FC_MS_CONNECTED;
   pthread_cond_broadcast(&m->cond);     /* reads waiting to be forwarded */
   pthread_mutex_unlock(&m->lock);

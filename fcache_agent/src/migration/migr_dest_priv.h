@@ -7,6 +7,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <time.h>
 
 #include "migration.h"
 
@@ -75,11 +76,20 @@ void fc_migr_dest_flush_acks(struct fc_migration *m, uint32_t credits);
  * or the acknowledger, whichever sees the stream go first. */
 void fc_migr_dest_source_lost(struct fc_migration *m, const char *when, const char *why);
 
+/* Fetches in flight at once, whoever started them: bounds the memory and
+ * the source's queue a destination can cause. */
+#define FETCH_MAX_INFLIGHT 256
+
+/* One fetch in flight (m->dst.waiters, under m->lock), ended by done. */
 struct fetch_wait {
   struct fetch_wait *next;
   uint64_t ob;
   void *data;
-  bool done, dirty;
+  fc_engine_fetch_done_fn *done;
+  void *arg;
+  struct timespec until;       /* gives up then (CLOCK_REALTIME) */
+  uint64_t sent_gen;           /* m->dst.conn_gen it was sent on; 0: not sent */
+  bool dirty;
   int r;
 };
 
@@ -97,7 +107,8 @@ struct read_wait {
  * stream (-EPROTO). */
 int fc_migr_dest_deliver_data(struct fc_migration *m, uint16_t flags, const uint8_t *p,
                               uint32_t len);
-/* A fetched block (or F_ABSENT) for the fetches waiting on it. */
+/* A fetched block (or F_ABSENT) for the fetches waiting on it: ended
+ * here, in the receiver's thread. */
 void fc_migr_dest_deliver_reply(struct fc_migration *m, uint64_t id, uint16_t flags,
                                 const uint8_t *data);
 

@@ -121,6 +121,15 @@ struct fc_migration {
      * destination's files. */
     void (*inq_free)(struct fc_migration *m);
     struct fetch_wait *waiters;    /* on-demand fetches in flight */
+    /* Streams connected so far: a fetch sent on an older one (or none)
+     * is sent again on the current one (migr_dest_remote.c). */
+    uint64_t conn_gen;
+    /* The thread that ends fetches past their time and sends those that
+     * waited for a stream; started with the first fetch, and stopped by
+     * fc_migr_join through fetcher_join (set with it, as inq_free). */
+    pthread_t fetcher;
+    bool fetcher_running, fetcher_stop;
+    void (*fetcher_join)(struct fc_migration *m);
     uint64_t *hot;                 /* cachemior: hot list to preload */
     uint32_t hot_n, hot_cap;
     unsigned preload_peak;         /* cachemior: most preload reads in flight at once */
@@ -272,5 +281,7 @@ int fc_migr_dest_begin(struct fc_migration *m);
  * fc_engine_migr's calls). */
 int fc_migr_dest_read(void *ctx, void *buf, uint32_t count, uint64_t off);
 int fc_migr_dest_fetch(void *ctx, oblock_t ob, void *data, bool *dirty, bool required);
+int fc_migr_dest_fetch_start(void *ctx, oblock_t ob, void *data, bool required,
+                             fc_engine_fetch_done_fn *done, void *arg);
 
 #endif
