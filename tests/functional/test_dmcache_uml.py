@@ -143,6 +143,21 @@ def test_nbd_relay(vm_nbd, agent_path):
     print('nbd relay:', json.dumps(f, sort_keys=True))
 
 
+# The relay's source side (dmcache/dm_relay.c): the same device answered
+# from the destination's cache-data layout, each block fetched with the
+# migration's own fetch (fc_migr_dest_fetch_start) from a source played
+# by tools/relay_kdev.c over a transfer stream.
+@pytest.mark.timeout(300)
+def test_relay_source(vm_nbd, agent_path):
+    kdev = os.path.join(os.path.dirname(agent_path), 'relay_kdev')
+    f = run(vm_nbd, 'relay_source.py', env={'RELAY_KDEV': kdev})
+    assert f['reads']['zero_blocks'] > 0
+    assert f['held_read_s'] >= 1.5
+    assert f['clone_hydrated']['regions'] == 256
+    assert f['clone_hydrated']['inflight_peak'] > 1
+    print('relay source:', json.dumps(f, sort_keys=True))
+
+
 @pytest.mark.timeout(300)
 def test_attach_detach_restart_adoption_foreign(vm, agent_path):
     r = run(vm, 'agent_dmcache.py', 'lifecycle',
