@@ -69,6 +69,7 @@ fetcher_main(void *arg)
 {
   struct fc_migration *m = arg;
 
+  fc_migr_thread_setup("fc-migr-fetch");
   pthread_mutex_lock(&m->lock);
   for (;;) {
     struct fetch_wait *ended = NULL, **p = &m->dst.waiters;
