@@ -76,8 +76,9 @@ void fc_migr_dest_flush_acks(struct fc_migration *m, uint32_t credits);
  * or the acknowledger, whichever sees the stream go first. */
 void fc_migr_dest_source_lost(struct fc_migration *m, const char *when, const char *why);
 
-/* Fetches in flight at once, whoever started them: bounds the memory and
- * the source's queue a destination can cause. */
+/* Fetches in flight at once past which fc_migr_dest_fetch_start declines:
+ * bounds the memory and the source's queue a relay can cause.  The
+ * synchronous fetch is bounded by the threads that wait in it. */
 #define FETCH_MAX_INFLIGHT 256
 
 /* One fetch in flight (m->dst.waiters, under m->lock), ended by done. */

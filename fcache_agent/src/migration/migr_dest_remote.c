@@ -132,11 +132,12 @@ fetcher_join(struct fc_migration *m)
   m->dst.fetcher_running = false;
 }
 
-int
-fc_migr_dest_fetch_start(void *ctx, oblock_t ob, void *data, bool required,
-                         fc_engine_fetch_done_fn *done, void *arg)
+/* bounded: at most FETCH_MAX_INFLIGHT in flight.  A caller that waits
+ * for its fetch in its own thread is bounded by its threads instead. */
+static int
+fetch_start(struct fc_migration *m, oblock_t ob, void *data, bool required, bool bounded,
+            fc_engine_fetch_done_fn *done, void *arg)
 {
-  struct fc_migration *m = ctx;
   struct fetch_wait *w = NULL;
   unsigned inflight = 0;
   bool send = false;
@@ -147,7 +148,8 @@ fc_migr_dest_fetch_start(void *ctx, oblock_t ob, void *data, bool required,
     inflight++;
   if (!fetch_live_locked(m) || m->dst.fetcher_stop)
     r = -ENOTCONN;
-  else if (inflight >= FETCH_MAX_INFLIGHT || (!required && inflight >= FETCH_CLEAN_MAX_INFLIGHT))
+  else if ((bounded && inflight >= FETCH_MAX_INFLIGHT) ||
+           (!required && inflight >= FETCH_CLEAN_MAX_INFLIGHT))
     r = -EBUSY;
   else if (!(w = calloc(1, sizeof *w)))
     r = -ENOMEM;
@@ -181,6 +183,13 @@ fc_migr_dest_fetch_start(void *ctx, oblock_t ob, void *data, bool required,
   if (send)
     (void)fetch_send(m, ob.n);
   return 0;
+}
+
+int
+fc_migr_dest_fetch_start(void *ctx, oblock_t ob, void *data, bool required,
+                         fc_engine_fetch_done_fn *done, void *arg)
+{
+  return fetch_start(ctx, ob, data, required, true, done, arg);
 }
 
 struct fetch_sync {
@@ -222,7 +231,7 @@ fc_migr_dest_fetch(void *ctx, oblock_t ob, void *data, bool *dirty, bool require
     return -ENOTCONN;
   pthread_mutex_init(&s.lock, NULL);
   pthread_cond_init(&s.cond, NULL);
-  r = fc_migr_dest_fetch_start(m, ob, data, required, fetch_sync_done, &s);
+  r = fetch_start(m, ob, data, required, false, fetch_sync_done, &s);
   if (!r) {
     pthread_mutex_lock(&s.lock);
     while (!s.ended)
