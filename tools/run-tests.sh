@@ -182,33 +182,32 @@ operations() {
   bats tests/packaging
 }
 
-section "Python unit and functional tests, and live migration under real libvirt, in two streams"
+section "Python unit and functional tests, and live migration under real libvirt, in three streams"
 # One pytest process per functional test file: memory the oracle's libnbd
 # handles leave behind (a few tens of MiB per test, in C, out of Python's
 # reach) is returned with each process instead of piling up to >10 GiB.
-# Two streams share the two cores.  The second holds the suites that run
-# whole machines -- user-mode Linux kernels, QEMU guests, a Ceph cluster,
-# the testbed's VMs -- whose checks are data against an oracle and counts,
-# never time; the first, every other file (new ones included), with the
-# timing bounds of the agent's own tests (rate limits, refusals within a
-# second).  Run alone, one after the other, they took 25 minutes.
-# test_storage_move_bench (the storage-move benchmark at CI size, 1.5 to 3
-# minutes of nbdkit media, QEMU and the agent) goes there too: its one
-# comparison of times, a move against the idle copy of its image on the
-# same emulated media, has a whole workload's competition as its margin.
-# test_migration_settle_peer ends the machines' stream: its one time bound
-# (an agent restart under 10 s) is far from what it takes, and the stream
-# has time to spare once its machines are done.
+# Run alone, one after the other, the files took 25 minutes; they mostly
+# wait on agents, nbdkit, QEMU and UML (a run of them all averages about
+# one core of two), so three streams share the two cores:
+# - the machines' stream: the suites that run whole machines -- user-mode
+#   Linux kernels, QEMU guests, a Ceph cluster, the testbed's VMs --, whose
+#   checks are data against an oracle and counts, never time; then the
+#   operations' checks and the packages;
+# - the migrations' stream: the long files of live migration and storage
+#   moves, whose time bounds (rate limits, an agent restart under 10 s, a
+#   handshake cut within 8 s) are far from what they take;
+# - every other file (new ones included), to the console as it goes.
 machines=(tests/functional/test_dmcache_uml.py tests/functional/test_rbd_origin.py
   tests/functional/test_testbed.py tests/functional/test_soak.py
   tests/functional/test_oracle_workload.py tests/functional/test_ceph_box.py
   tests/functional/test_qemu_migration.py tests/functional/test_uml_origins.py
-  tests/functional/test_vmload.py tests/real_libvirt
-  tests/functional/test_storage_move_bench.py
-  tests/functional/test_migration_settle_peer.py)
+  tests/functional/test_vmload.py tests/real_libvirt)
+migrations=(tests/functional/test_migration.py tests/functional/test_migration_faults.py
+  tests/functional/test_migration_settle_peer.py tests/functional/test_migration_tls.py
+  tests/functional/test_origin_faults.py tests/functional/test_volume_move.py)
 others=(tests/unit)
 for t in tests/functional/test_*.py; do
-  case " ${machines[*]} " in
+  case " ${machines[*]} ${migrations[*]} " in
     *" $t "*) ;;
     *) others+=("$t") ;;
   esac
@@ -224,10 +223,10 @@ run_stream() {
 }
 pytest_args=("$@")
 failures=$(mktemp)
-stream_log=$(mktemp)
-# The machines' stream (then the operations' checks and the packages)
-# logs to a file, printed once it ends; the other to the console as it
-# goes.
+machines_log=$(mktemp)
+migrations_log=$(mktemp)
+# The machines' and the migrations' streams log to files, printed once
+# they end.
 {
   run_stream "$failures" "${machines[@]}"
   # Not "(operations) || ...": a command list with || turns set -e off in
@@ -240,13 +239,22 @@ stream_log=$(mktemp)
     echo "the operations' checks or the packages (exit status $ops_rc)" >>"$failures"
   fi
   echo "-- [${SECONDS}s] the machines' stream ended"
-} >"$stream_log" 2>&1 &
+} >"$machines_log" 2>&1 &
 machines_pid=$!
+{
+  run_stream "$failures" "${migrations[@]}"
+  echo "-- [${SECONDS}s] the migrations' stream ended"
+} >"$migrations_log" 2>&1 &
+migrations_pid=$!
 run_stream "$failures" "${others[@]}"
+echo "-- [${SECONDS}s] the other files' stream ended"
+wait "$migrations_pid" || true
 wait "$machines_pid" || true
+echo "-- the migrations' stream:"
+cat "$migrations_log"
 echo "-- the machines' stream, the operations' checks and the packages:"
-cat "$stream_log"
-rm -f "$stream_log"
+cat "$machines_log"
+rm -f "$machines_log" "$migrations_log"
 if [ -s "$failures" ]; then
   echo "FAILED: $(tr '\n' ' ' <"$failures")" >&2
   rm -f "$failures"
