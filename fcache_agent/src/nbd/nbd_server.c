@@ -342,6 +342,31 @@ static void server_free(struct nbd_server *srv)
   free(srv);
 }
 
+/* What a listening server and one fed connected sockets share: the
+ * export checked, no socket yet (the caller opens the listener, or the
+ * sockets arrive by nbd_server_serve_socket). */
+static int server_new(const char *path, const struct fc_export *exp,
+                      unsigned threads_per_conn, struct nbd_server **out,
+                      const char **why)
+{
+  struct nbd_server *srv;
+  int err = nbd_export_check(exp, why);
+
+  if (err < 0)
+    return err;
+  if (!(srv = calloc(1, sizeof *srv)))
+    return -ENOMEM;
+  srv->listen_fd = srv->stop_fd = -1;
+  atomic_init(&srv->stopping, false);
+  pthread_mutex_init(&srv->lock, NULL);
+  srv->exp = *exp;
+  srv->nthreads = threads_per_conn;
+  *out = srv;
+  if (!(srv->path = strdup(path)))
+    return -ENOMEM;
+  return 0;
+}
+
 struct nbd_server *nbd_server_start(const char *socket_path, unsigned mode,
                                     const struct fc_export *exp,
                                     unsigned threads_per_conn)
@@ -356,21 +381,8 @@ struct nbd_server *nbd_server_start(const char *socket_path, unsigned mode,
     err = -EINVAL;
     goto fail;
   }
-  if ((err = nbd_export_check(exp, &why)) < 0)
+  if ((err = server_new(socket_path, exp, threads_per_conn, &srv, &why)) < 0)
     goto fail;
-  if (!(srv = calloc(1, sizeof *srv))) {
-    err = -ENOMEM;
-    goto fail;
-  }
-  srv->listen_fd = srv->stop_fd = -1;
-  atomic_init(&srv->stopping, false);
-  pthread_mutex_init(&srv->lock, NULL);
-  srv->exp = *exp;
-  srv->nthreads = threads_per_conn;
-  if (!(srv->path = strdup(socket_path))) {
-    err = -ENOMEM;
-    goto fail;
-  }
   if ((srv->stop_fd = eventfd(0, EFD_CLOEXEC)) < 0) {
     err = -errno;
     goto fail;
@@ -409,21 +421,8 @@ struct nbd_server *nbd_server_start_connected(const char *label,
     err = -EINVAL;
     goto fail;
   }
-  if ((err = nbd_export_check(exp, &why)) < 0)
+  if ((err = server_new(label, exp, threads_per_conn, &srv, &why)) < 0)
     goto fail;
-  if (!(srv = calloc(1, sizeof *srv))) {
-    err = -ENOMEM;
-    goto fail;
-  }
-  srv->listen_fd = srv->stop_fd = -1;
-  atomic_init(&srv->stopping, false);
-  pthread_mutex_init(&srv->lock, NULL);
-  srv->exp = *exp;
-  srv->nthreads = threads_per_conn;
-  if (!(srv->path = strdup(label))) {
-    err = -ENOMEM;
-    goto fail;
-  }
   log_info("nbd: serving %s (%llu bytes%s) on sockets in transmission",
            label, (unsigned long long)fc_export_size(exp),
            exp->read_only ? ", read-only" : "");

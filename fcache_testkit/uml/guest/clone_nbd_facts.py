@@ -25,7 +25,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from dmutil import (blksize, cache_status, dmsetup, pattern, pread,  # noqa
+from dmutil import (blksize, cache_status, checks, dmsetup, pattern, pread,  # noqa
                     pwrite, report, sh)
 
 ORIGIN = os.environ['DEV_ORIGIN']
@@ -55,16 +55,7 @@ EPERM = 1
 facts = {'kernel': os.uname().release}
 
 
-def fail(msg):
-    facts['failed'] = msg
-    report(facts)
-    sys.stdout.flush()
-    os._exit(1)
-
-
-def check(cond, msg):
-    if not cond:
-        fail(msg)
+fail, check = checks(facts)
 
 
 def recv_all(s, n):

@@ -9,6 +9,7 @@ import json
 import mmap
 import os
 import subprocess
+import sys
 
 SECTOR = 512
 
@@ -80,3 +81,21 @@ def cache_status(name):
 
 def report(obj):
     print('RESULT ' + json.dumps(obj, sort_keys=True))
+
+
+def checks(facts):
+    """fail(msg) and check(cond, msg) for a scenario reporting ``facts``.
+
+    The first failure prints the RESULT line and ends the whole process
+    (os._exit: from a scenario's helper thread too).
+    """
+    def fail(msg):
+        facts['failed'] = msg
+        report(facts)
+        sys.stdout.flush()
+        os._exit(1)
+
+    def check(cond, msg):
+        if not cond:
+            fail(msg)
+    return fail, check

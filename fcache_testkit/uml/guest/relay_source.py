@@ -36,7 +36,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from dmutil import blksize, dmsetup, pattern, pread, pwrite, report  # noqa
+from dmutil import blksize, checks, dmsetup, pattern, pread, pwrite, report  # noqa
 
 KDEV = os.environ['RELAY_KDEV']
 FLASH = os.environ['DEV_FLASH_A']
@@ -52,16 +52,7 @@ UNMAPPED = 5                    # a cache block read alone below
 facts = {}
 
 
-def fail(msg):
-    facts['failed'] = msg
-    report(facts)
-    sys.stdout.flush()
-    os._exit(1)
-
-
-def check(cond, msg):
-    if not cond:
-        fail(msg)
+fail, check = checks(facts)
 
 
 def block_of(ob):
