@@ -40,16 +40,20 @@ def migrated(make_agent, make_origin, cache, suffix=''):
     res = src.attach('vol1', origin.uri, cache_size=cache,
                      write_policy='write_through')
     orc = om.Oracle(origin.content)
-    h = om.connect(res['export_uri'], name='fill')
-    data, errors = om.read_range(h, 0, cache, chunk=MiB, depth=16,
-                                 timeout=240)
-    om.close(h)
-    assert not errors and not mu.check_range(orc, 0, data, 'fill')
-    # The last misses may be served without being cached: once the volume
-    # is at its size, eviction looks at the 128 least recently used blocks
-    # only, and those may all be still installing (doc/reference/ucache.rst).
-    # Nearly all of it is enough.
-    full = src.status()['used_bytes']
+    # A miss may be served without being cached: once the volume is at its
+    # size, eviction looks at the 128 least recently used blocks only, and
+    # those may all be still installing (doc/reference/ucache.rst), and
+    # on a loaded machine installs lag further behind.  A pass more reads
+    # what the last left out; nearly all of the cache is enough.
+    for _ in range(3):
+        h = om.connect(res['export_uri'], name='fill')
+        data, errors = om.read_range(h, 0, cache, chunk=MiB, depth=16,
+                                     timeout=240)
+        om.close(h)
+        assert not errors and not mu.check_range(orc, 0, data, 'fill')
+        full = src.status()['used_bytes']
+        if full > 0.9 * cache:
+            break
     assert full > 0.9 * cache, src.status()
     s, d = src.client(), dst.client()
     p = migration.prepare(s, d, 'vol1', 'firepan')
