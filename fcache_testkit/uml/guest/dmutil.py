@@ -83,6 +83,30 @@ def report(obj):
     print('RESULT ' + json.dumps(obj, sort_keys=True))
 
 
+class KdevProcess(object):
+    """A test program that connects a /dev/nbdN, driven by its stdin.
+
+    fcache_agent/tools' nbd_kdev and relay_kdev print ``DEVICE
+    /dev/nbdN`` once connected, then answer each command line with one
+    line.  ``check`` is the scenario's (checks()).
+    """
+
+    def __init__(self, argv, check):
+        self.p = subprocess.Popen(argv, stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE,
+                                  universal_newlines=True)
+        line = self.p.stdout.readline().split()
+        check(line[:1] == ['DEVICE'],
+              '%s did not connect a device (rc %s)' % (
+                  os.path.basename(argv[0]), self.p.poll()))
+        self.dev = line[1]
+
+    def cmd(self, c):
+        self.p.stdin.write(c + '\n')
+        self.p.stdin.flush()
+        return self.p.stdout.readline().split()
+
+
 def checks(facts):
     """fail(msg) and check(cond, msg) for a scenario reporting ``facts``.
 

@@ -26,13 +26,12 @@ loaded; prints one ``RESULT {json}`` line.  Devices: $DEV_FLASH_A.
 import os
 import random
 import signal
-import subprocess
 import sys
 import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from dmutil import blksize, checks, dmsetup, pattern, pread, pwrite, report  # noqa
+from dmutil import KdevProcess, blksize, checks, dmsetup, pattern, pread, pwrite, report  # noqa
 
 KDEV = os.environ['NBD_KDEV']
 FLASH = os.environ['DEV_FLASH_A']
@@ -50,23 +49,11 @@ facts = {}
 fail, check = checks(facts)
 
 
-class Relay(object):
+class Relay(KdevProcess):
     """One nbd_kdev process: a /dev/nbdN served from ``path``."""
 
     def __init__(self, path, *args):
-        self.p = subprocess.Popen([KDEV] + list(args) + [path],
-                                  stdin=subprocess.PIPE,
-                                  stdout=subprocess.PIPE,
-                                  universal_newlines=True)
-        line = self.p.stdout.readline().split()
-        check(line[:1] == ['DEVICE'],
-              'nbd_kdev did not connect a device (rc %s)' % self.p.poll())
-        self.dev = line[1]
-
-    def cmd(self, c):
-        self.p.stdin.write(c + '\n')
-        self.p.stdin.flush()
-        return self.p.stdout.readline().split()
+        KdevProcess.__init__(self, [KDEV] + list(args) + [path], check)
 
     def stats(self):
         f = self.cmd('stats')

@@ -30,13 +30,12 @@ nbd.ko loaded; prints one ``RESULT {json}`` line.  Devices: $DEV_FLASH_A.
 
 import os
 import random
-import subprocess
 import sys
 import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from dmutil import blksize, checks, dmsetup, pattern, pread, pwrite, report  # noqa
+from dmutil import KdevProcess, blksize, checks, dmsetup, pattern, pread, pwrite, report  # noqa
 
 KDEV = os.environ['RELAY_KDEV']
 FLASH = os.environ['DEV_FLASH_A']
@@ -84,21 +83,9 @@ oracle = b''.join(block_of(dmap[c]) if c in dmap else bytes(BS)
                   for c in range(NB))
 
 
-class Relay(object):
+class Relay(KdevProcess):
     def __init__(self, *args):
-        self.p = subprocess.Popen([KDEV] + list(args),
-                                  stdin=subprocess.PIPE,
-                                  stdout=subprocess.PIPE,
-                                  universal_newlines=True)
-        line = self.p.stdout.readline().split()
-        check(line[:1] == ['DEVICE'],
-              'relay_kdev did not connect a device (rc %s)' % self.p.poll())
-        self.dev = line[1]
-
-    def cmd(self, c):
-        self.p.stdin.write(c + '\n')
-        self.p.stdin.flush()
-        return self.p.stdout.readline().split()
+        KdevProcess.__init__(self, [KDEV] + list(args), check)
 
     def do(self, c, answer):
         got = self.cmd(c)
