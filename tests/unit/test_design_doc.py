@@ -9,11 +9,12 @@ of doc/ names a repository file that is missing.
 """
 
 import glob
-import importlib.util
 import os
 import re
 import subprocess
 import sys
+
+from tests.unit import tool_module
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
@@ -105,11 +106,7 @@ def _adding_section():
 
 
 def _layering():
-    spec = importlib.util.spec_from_file_location(
-        'check_layering', os.path.join(ROOT, 'tools', 'check-layering.py'))
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return tool_module.load('check_layering', 'check-layering.py')
 
 
 def _exists(ref):

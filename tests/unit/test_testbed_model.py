@@ -7,12 +7,12 @@ whose records predate the flash probe and the hit counts, and from a
 record that has them.
 """
 
-import importlib.util
 import os
 
 import pytest
 
 from nova_ext import contention
+from tests.unit import tool_module
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
@@ -20,15 +20,7 @@ RESULTS = os.path.join(REPO, 'doc', 'results', 'testbed-4x-20261127',
                        'results.json')
 
 
-def _testbed():
-    spec = importlib.util.spec_from_file_location(
-        'testbed_cli', os.path.join(REPO, 'tools', 'testbed.py'))
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-TB = _testbed()
+TB = tool_module.load('testbed_cli', 'testbed.py')
 from fcdemo import report  # noqa: E402  (on sys.path through testbed.py)
 
 

@@ -5,24 +5,11 @@ Parsing only: what each scale sets, that explicit options win, and the
 refusals.  The runs themselves are the benchmark's (doc/results/).
 """
 
-import importlib.util
-import os
-
 import pytest
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__))))
+from tests.unit import tool_module
 
-
-def _testbed():
-    spec = importlib.util.spec_from_file_location(
-        'testbed_cli', os.path.join(REPO, 'tools', 'testbed.py'))
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-TB = _testbed()
+TB = tool_module.load('testbed_cli', 'testbed.py')
 MiB = 1 << 20
 
 
