@@ -95,11 +95,12 @@ source_answer(struct source *s, uint64_t ob, uint8_t *buf)
                         NULL, 0);
   if ((r = fc_full_pread(s->cache_fd, buf + 8, s->bs, (off_t)(sb * s->bs))))
     return r;
-  r = fc_xfer_send(&s->conn, FC_XFER_BLOCK, FC_XFER_F_REPLY, buf, 8 + s->bs, NULL, 0);
+  /* Counted before the send: once the reply is on the stream the kernel's
+   * read can complete, and a "stats" the test sends then must see it. */
   pthread_mutex_lock(&s->lock);
   s->answered++;
   pthread_mutex_unlock(&s->lock);
-  return r;
+  return fc_xfer_send(&s->conn, FC_XFER_BLOCK, FC_XFER_F_REPLY, buf, 8 + s->bs, NULL, 0);
 }
 
 static void *
