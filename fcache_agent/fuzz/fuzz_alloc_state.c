@@ -8,7 +8,9 @@
  * file, feeds its history to the outlier filter and the predictor and
  * recomputes the host's shares; volume-show, which reports the
  * prediction; volume-detach, which removes the file.  The history values
- * are demands in blocks as persist() writes them (JSON reals). */
+ * are demands in blocks as persist() writes them (JSON reals).  A
+ * migration's source sends the same object in its HELLO, and the
+ * destination checks it with the same code (apply_state). */
 #include "fuzz_agent.h"
 #include "control/control_ops.h"
 

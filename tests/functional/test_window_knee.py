@@ -15,9 +15,14 @@ lower bound (no knee within the bounds); a volume attached with its own
 oracle.
 """
 
+import json
 import time
 
+import pytest
+
+from fcache_testkit import migration_util as mu
 from fcache_testkit import oracle as om
+from nova_ext import migration
 
 MiB = 1 << 20
 BS = 4096
@@ -103,6 +108,26 @@ def test_window_settles_at_the_knee(make_agent, make_origin):
     a = agent.show('auto')['allocation']
     assert (a['window_at_knee'], a['window_s']) == (True, 8), a
 
+    # And it goes with the volume when it live-migrates, with the demand
+    # history behind its prediction: the destination neither starts again
+    # from the lower bound nor without a prediction.
+    assert a['rwss_predicted_bytes'] is not None, a
+    dst = make_agent(name='dst', cache_size='16M',
+                     allocation_window='auto', allocation_window_min=1,
+                     allocation_window_max=16).start()
+    res = migration.migrate(agent.client(), dst.client(), 'auto', 'firepan')
+    assert res['state'] == 'completed', res
+    d = dst.show('auto')['allocation']
+    assert (d['window_auto'], d['window_at_knee'], d['window_s']) == (
+        True, True, 8), d
+    assert d['rwss_predicted_bytes'] is not None, d
+    h = om.connect(dst.show('auto')['export_uri'], name='auto')
+    orc = om.Oracle(origin.content)
+    for i in range(BLOCKS):
+        m = orc.check(i * 7 * BS, h.pread(BS, i * 7 * BS))
+        assert m is None, m
+    om.close(h)
+
 
 def test_window_stays_within_its_bounds(make_agent, make_origin):
     # The knee (8 s) is above the upper bound: within 1..4 s the curve is
@@ -121,3 +146,41 @@ def test_window_stays_within_its_bounds(make_agent, make_origin):
     assert (a['window_auto'], a['window_at_knee'], a['window_s']) == (
         True, True, 1), a
     om.close(h)
+
+
+@pytest.mark.scripted_peer
+def test_a_sources_account_is_checked(make_agent, make_origin):
+    """A source's "allocation" is taken value by value, as a file's is.
+
+    A scripted source (plaintext, the frames an authenticated peer may
+    send) offers an account with a window beyond the bounds and history
+    values no cache could hold, a string among them: the window is held
+    to the upper bound, the damaged values are dropped, and the prediction
+    comes from the two real ones alone.
+    """
+    dst = make_agent(name='dst', cache_size='16M',
+                     allocation_window='auto', allocation_window_min=1,
+                     allocation_window_max=16).start()
+    origin = make_origin(8 * MiB)
+    inc = mu.incoming_only(dst, 'vol1', origin.uri, 4 * MiB,
+                           'write_through', strategy='firepan')
+    fresh = dst.show('vol1')['allocation']
+    assert fresh['rwss_predicted_bytes'] is None, fresh
+    msg = {'migration_id': inc['migration_id'], 'volume_id': 'vol1',
+           'token': inc['token'], 'block_size': BS, 'strategy': 'firepan',
+           'allocation': {'history': [1e308, -5.0, 'x', 100.0, 100.0],
+                          'share_blocks': 10 ** 15, 'error_sum': -1.0,
+                          'error_n': 2 ** 40, 'window_s': 10 ** 12}}
+    s = mu.connect_listen(inc['listen'])
+    try:
+        s.sendall(mu.frame(mu.T_HELLO, json.dumps(msg).encode()))
+        first = mu.recv_frame(s)
+        assert first is not None and first[0] == mu.T_WELCOME, first
+        a = dst.show('vol1')['allocation']
+    finally:
+        s.close()
+    assert (a['window_auto'], a['window_at_knee'], a['window_s']) == (
+        True, True, 16), a
+    assert a['rwss_predicted_bytes'] == 100 * BS, a
+    assert a['prediction_error'] is None, a
+    assert a['share_bytes'] <= a['limit_bytes'], a

@@ -325,6 +325,15 @@ struct fc_engine_migr_ops {
   int (*in_forget_all)(struct fc_engine_migr *m);
   /* Engine figures for migration-status; under m->lock. */
   void (*stats_json)(struct fc_engine_migr *m, json_t *o);
+
+  /* ---- both: what the volume's allocation learned goes with it ---- */
+  /* Source: its account (demand history, window), sent in HELLO, or NULL
+   * when there is none yet.  Caller frees.  NULL op: the engine keeps
+   * none (the destination then starts as a new volume). */
+  json_t *(*out_allocation)(struct fc_engine_migr *m);
+  /* Destination: the source's account, from its authenticated HELLO but
+   * checked value by value all the same.  Takes host->lock. */
+  void (*in_allocation)(struct fc_engine_migr *m, json_t *state);
 };
 
 /* What volume-move asks (doc/reference/storage-migration.rst); checked by the

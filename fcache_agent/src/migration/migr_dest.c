@@ -417,6 +417,15 @@ fc_migr_dest_begin(struct fc_migration *m)
   return r ? r : OPS(m)->in_begin(&m->e);
 }
 
+void
+fc_migr_dest_allocation(struct fc_migration *m, json_t *state)
+{
+  /* An older source sends none; a malformed one is the engine's to
+   * refuse value by value, and costs only the volume's history. */
+  if (json_is_object(state) && OPS(m)->in_allocation)
+    OPS(m)->in_allocation(&m->e, state);
+}
+
 int
 fc_migr_dest_accept(struct fc_migration *m, struct fc_xfer_conn *c)
 {

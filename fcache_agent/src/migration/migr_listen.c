@@ -293,6 +293,7 @@ handle(struct fc_migr_listener *l, int fd, int slot, const char *peer)
   settle_slot(l, slot);
   log_info("migration %s: stream from %s authenticated (TLS %s)", id, peer,
            fc_xfer_tls_mode_name(l->agent->tls));
+  fc_migr_dest_allocation(m, json_object_get(hello, "allocation"));
   json_decref(hello);
   fc_migr_dest_accept(m, &c);
   fc_migration_put(m);

@@ -486,7 +486,20 @@ fc_migr_source_connect(struct fc_migration *m, char *err, size_t errlen)
                     "reads", m->agent->host.ops->migr->out_peek != NULL,
                     "switch_ack", 1,
                     "settle_address", m->agent->host.cfg.migration_listen);
+  if (hello && m->agent->host.ops->migr->out_allocation) {
+    json_t *alloc = m->agent->host.ops->migr->out_allocation(&m->e);
+
+    if (alloc)
+      json_object_set_new(hello, "allocation", alloc);
+  }
   text = json_dumps(hello, JSON_COMPACT);
+  /* The account is at most 64 numbers: should it ever outgrow a HELLO,
+   * the destination starts as a new volume rather than the stream fail. */
+  if (text && strlen(text) > FC_XFER_MAX_JSON) {
+    free(text);
+    json_object_del(hello, "allocation");
+    text = json_dumps(hello, JSON_COMPACT);
+  }
   json_decref(hello);
   r = text ? fc_xfer_send_json(&m->conn, FC_XFER_HELLO, text) : -ENOMEM;
   free(text);

@@ -273,8 +273,11 @@ void fc_migr_registry_stop_all(struct fc_agent *agent);
 int fc_migr_source_connect(struct fc_migration *m, char *err, size_t errlen);
 int fc_migr_source_switch(struct fc_migration *m, char *err, size_t errlen);
 int fc_migr_source_copy_before_switch(struct fc_migration *m, char *err, size_t errlen);
-/* migr_dest.c.  The listener authenticated a stream for m: m takes it
- * over (c is left empty). */
+/* migr_dest.c.  The source's HELLO carried the volume's allocation
+ * account (state: its "allocation", or NULL): the engine takes it. */
+void fc_migr_dest_allocation(struct fc_migration *m, json_t *state);
+/* The listener authenticated a stream for m: m takes it over (c is left
+ * empty). */
 int fc_migr_dest_accept(struct fc_migration *m, struct fc_xfer_conn *c);
 int fc_migr_dest_begin(struct fc_migration *m);
 /* migr_dest_remote.c: the engine's way to the source (struct

@@ -141,28 +141,38 @@ observe(struct uc_vol_alloc *va, double demand)
   va->observed = true;
 }
 
-static void
-persist(struct uc_allocator *a, struct fc_volume *v)
+/* What a volume's allocation has learned: its demand history, its share,
+ * its prediction error and, once found, its window at the knee (the reuse
+ * times themselves are not kept: 48 KiB a volume).  Kept in its state
+ * file across a restart, and sent to a migration's destination. */
+static json_t *
+state_json(struct fc_volume *v)
 {
   struct uc_vol_alloc *va = &UV(v)->alloc;
   struct fc_ucache_alloc_info info;
-  char path[FC_PATH_MAX + 200], tmp[FC_PATH_MAX + 210];
   json_t *o, *hist = json_array();
 
   if (!hist)
-    return;
+    return NULL;
   for (unsigned i = 0; i < va->hist_len; i++)
     json_array_append_new(hist, json_real(va->hist[i]));
   fc_ucache_alloc_info(UV(v)->uc, &info);
   o = json_pack("{s:o, s:I, s:f, s:I}", "history", hist,
                 "share_blocks", (json_int_t)info.share_blocks,
                 "error_sum", va->error_sum, "error_n", (json_int_t)va->error_n);
+  if (o && va->window_auto && va->knee_known)
+    json_object_set_new(o, "window_s", json_integer(va->window_s));
+  return o;
+}
+
+static void
+persist(struct uc_allocator *a, struct fc_volume *v)
+{
+  char path[FC_PATH_MAX + 200], tmp[FC_PATH_MAX + 210];
+  json_t *o = state_json(v);
+
   if (!o)
     return;
-  /* The knee found, so a restart does not begin again from the lower
-   * bound (the reuse times themselves are not kept: 48 KiB a volume). */
-  if (va->window_auto && va->knee_known)
-    json_object_set_new(o, "window_s", json_integer(va->window_s));
   state_path(a, v, path, sizeof path);
   snprintf(tmp, sizeof tmp, "%s.tmp", path);
   /* Rename over the old: a crash leaves one whole file.  Not synced: a
@@ -172,15 +182,62 @@ persist(struct uc_allocator *a, struct fc_volume *v)
   json_decref(o);
 }
 
+/* Take what state_json made (read back from `from`, a file or a peer):
+ * the window at the knee, the demand history fed again through this
+ * host's predictor.  Every value is checked, as a damaged file or a peer
+ * may send anything.  false: unreadable, nothing taken but the window. */
+static bool
+apply_state(struct uc_vol_alloc *va, const struct fc_volume *v,
+            const struct uc_allocator *a, json_t *o, const char *from,
+            json_int_t *share)
+{
+  json_int_t n = 0;
+  json_t *hist = NULL;
+  double sum = 0;
+
+  if (va->window_auto) {
+    json_t *w = json_object_get(o, "window_s");
+
+    if (json_is_integer(w)) {
+      va->window_s = clamp_window(a, json_integer_value(w));
+      va->knee_known = true;
+    }
+  }
+  if (json_unpack(o, "{s:o, s:I, s:F, s:I}", "history", &hist, "share_blocks", share,
+                  "error_sum", &sum, "error_n", &n) || !json_is_array(hist)) {
+    log_warning("volume %s: ignoring unreadable allocation state from %s", v->p.id, from);
+    return false;
+  }
+  for (size_t i = json_array_size(hist) > UC_ALLOC_HISTORY ?
+                  json_array_size(hist) - UC_ALLOC_HISTORY : 0;
+       i < json_array_size(hist); i++) {
+    json_t *e = json_array_get(hist, i);
+    double d = json_number_value(e);
+
+    /* A window's demand is a block count: a value no cache could hold
+     * (1e308, negative) or no number at all is damage, not history to
+     * learn from. */
+    if (!json_is_number(e) || !(d >= 0 && d <= FC_DEMAND_MAX)) {
+      log_warning("volume %s: ignoring allocation history value %g from %s",
+                  v->p.id, d, from);
+      continue;
+    }
+    observe(va, d);
+  }
+  va->error_sum = sum >= 0 && sum <= FC_DEMAND_MAX ? sum : 0;
+  va->error_n = n > 0 && n <= UINT32_MAX ? (unsigned)n : 0;
+  return true;
+}
+
 uint32_t
 uc_allocator_volume_init(struct uc_allocator *a, struct fc_volume *v,
                          uint32_t quota_blocks)
 {
   struct uc_vol_alloc *va = &UV(v)->alloc;
   char path[FC_PATH_MAX + 200];
-  json_int_t share = 0, n = 0;
-  json_t *o, *hist = NULL;
-  double sum = 0;
+  json_int_t share = 0;
+  bool ok;
+  json_t *o;
 
   memset(va, 0, sizeof *va);
   predictor_reset(a, va);
@@ -193,42 +250,47 @@ uc_allocator_volume_init(struct uc_allocator *a, struct fc_volume *v,
   o = json_load_file(path, 0, NULL);
   if (!o)
     return quota_blocks;
-  if (va->window_auto) {
-    json_t *w = json_object_get(o, "window_s");
-
-    if (json_is_integer(w)) {
-      va->window_s = clamp_window(a, json_integer_value(w));
-      va->knee_known = true;
-    }
-  }
-  if (json_unpack(o, "{s:o, s:I, s:F, s:I}", "history", &hist, "share_blocks", &share,
-                  "error_sum", &sum, "error_n", &n) || !json_is_array(hist)) {
-    log_warning("volume %s: ignoring unreadable allocation state %s", v->p.id, path);
-    json_decref(o);
-    return quota_blocks;
-  }
-  for (size_t i = json_array_size(hist) > UC_ALLOC_HISTORY ?
-                  json_array_size(hist) - UC_ALLOC_HISTORY : 0;
-       i < json_array_size(hist); i++) {
-    double d = json_number_value(json_array_get(hist, i));
-
-    /* A window's demand is a block count: a value no cache could hold
-     * (1e308, negative) is a damaged file, not history to learn from. */
-    if (!(d >= 0 && d <= FC_DEMAND_MAX)) {
-      log_warning("volume %s: ignoring allocation history value %g in %s",
-                  v->p.id, d, path);
-      continue;
-    }
-    observe(va, d);
-  }
-  va->error_sum = sum >= 0 && sum <= FC_DEMAND_MAX ? sum : 0;
-  va->error_n = n > 0 ? (unsigned)n : 0;
+  ok = apply_state(va, v, a, o, path, &share);
   json_decref(o);
-  if (!a->rwss || share <= 0 || (uint64_t)share > quota_blocks)
+  if (!ok || !a->rwss || share <= 0 || (uint64_t)share > quota_blocks)
     return quota_blocks;
   log_info("volume %s: allocation restored: %u windows of history, share %lld blocks",
            v->p.id, va->hist_len, (long long)share);
   return (uint32_t)share;
+}
+
+json_t *
+uc_allocator_volume_export(struct uc_allocator *a, struct fc_volume *v)
+{
+  const struct uc_vol_alloc *va = &UV(v)->alloc;
+
+  if (!UV(v)->uc || (!va->observed && !(va->window_auto && va->knee_known)))
+    return NULL;
+  (void)a;
+  return state_json(v);
+}
+
+void
+uc_allocator_volume_adopt(struct uc_allocator *a, struct fc_volume *v, json_t *o,
+                          const char *from)
+{
+  FC_ASSERT_HELD(&a->host->lock);
+  struct uc_vol_alloc *va = &UV(v)->alloc;
+  json_int_t share = 0;
+
+  /* A volume that has closed windows here already knows more of its
+   * present than the peer's account; otherwise the peer's history is all
+   * there is.  The peer's share was of its own cache device: this host's
+   * shares follow the prediction instead. */
+  if (!UV(v)->uc || va->observed || (va->window_auto && va->knee_known))
+    return;
+  apply_state(va, v, a, o, from, &share);
+  if (!va->observed && !(va->window_auto && va->knee_known))
+    return;
+  log_info("volume %s: allocation taken from %s: %u windows of history%s", v->p.id, from,
+           va->hist_len, va->window_auto && va->knee_known ? ", window at its knee" : "");
+  persist(a, v);
+  uc_allocator_rebalance_locked(a);
 }
 
 void

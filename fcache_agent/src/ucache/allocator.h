@@ -69,6 +69,14 @@ uint32_t uc_allocator_volume_init(struct uc_allocator *a, struct fc_volume *v,
 void uc_allocator_volume_follow(struct uc_allocator *a, struct fc_volume *v);
 /* Recompute every share now (a volume came or went); under host->lock. */
 void uc_allocator_rebalance_locked(struct uc_allocator *a);
+/* A migration's source: what the volume's allocation learned, for the
+ * destination (NULL: nothing yet, or no memory).  Caller frees. */
+json_t *uc_allocator_volume_export(struct uc_allocator *a, struct fc_volume *v);
+/* A migration's destination: take the source's account (from: the peer,
+ * for the log) unless the volume has closed a window here; its share then
+ * follows the prediction.  Under host->lock. */
+void uc_allocator_volume_adopt(struct uc_allocator *a, struct fc_volume *v, json_t *o,
+                               const char *from);
 /* The volume's state file goes with it (detach). */
 void uc_allocator_volume_forget(struct uc_allocator *a, const struct fc_volume *v);
 

@@ -323,6 +323,29 @@ settle_source_forget_all(struct fc_volume *v)
   return fc_ucache_migr_forget_all(UV(v)->uc);
 }
 
+static json_t *
+out_allocation(struct fc_engine_migr *m)
+{
+  json_t *o;
+
+  pthread_mutex_lock(&m->host->lock);
+  o = m->vol ? uc_allocator_volume_export(UCE(m->host)->alloc, m->vol) : NULL;
+  pthread_mutex_unlock(&m->host->lock);
+  return o;
+}
+
+static void
+in_allocation(struct fc_engine_migr *m, json_t *state)
+{
+  char from[FC_MIGRATION_ID_MAX + 32];
+
+  snprintf(from, sizeof from, "migration %s's source", m->id);
+  pthread_mutex_lock(&m->host->lock);
+  if (m->vol)
+    uc_allocator_volume_adopt(UCE(m->host)->alloc, m->vol, state, from);
+  pthread_mutex_unlock(&m->host->lock);
+}
+
 static const struct fc_engine_settle_ops settle_ops = {
   .usable = settle_usable,
   .dest_list = settle_dest_list,
@@ -363,4 +386,6 @@ const struct fc_engine_migr_ops fc_ucache_migr_ops = {
   .in_completed = in_completed,
   .in_forget_all = in_forget_all,
   .stats_json = stats_json,
+  .out_allocation = out_allocation,
+  .in_allocation = in_allocation,
 };
