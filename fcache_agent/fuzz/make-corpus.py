@@ -247,6 +247,14 @@ def hello():
     write('hello', 'malformed', frame(HELLO, b'{"migration_id": 5}') +
           frame(HELLO, b'not json'))
     write('hello', 'not-hello-first', frame(LIST, b'\0' * 8) + hi())
+    # The source's allocation account (ucache/allocator.c, apply_state),
+    # whole and damaged: taken value by value by the destination.
+    write('hello', 'allocation', hi(allocation={
+        'history': [100.0, 120.5, 90.0], 'share_blocks': 8,
+        'error_sum': 0.25, 'error_n': 2, 'window_s': 4096}) + rest)
+    write('hello', 'allocation-damaged', hi(allocation={
+        'history': [1e308, -1.0, 'x', None], 'share_blocks': -1,
+        'error_sum': 'x', 'error_n': 2 ** 40, 'window_s': -5}))
     write('hello', 'raw-garbage', raw(b'GET / HTTP/1.1\r\n\r\n'))
     # Settle sessions (migration/migr_settle_peer.c): the harness keeps
     # SETTLE_SECRET with the volume; its migration has not failed, so even
