@@ -444,7 +444,7 @@ static void test_sample_matches_defaults(void **state)
   if (load_text(&t, text) != 0)
     fail_msg("sample: %s", t.err);
   free(text);
-  assert_int_equal(keys, 44);   /* every key of struct fc_config */
+  assert_int_equal(keys, 45);   /* every key of struct fc_config */
   fc_config_defaults(&d);
   assert_memory_equal(&t.cfg, &d, sizeof d);
 }

@@ -11,7 +11,9 @@ the rate-limited background copy.  Per the source agent's
 
 * ``bg_rws`` (the paper's cloudcache): REUSED and DIRTY, not ONCE;
 * ``bg_dirty``: DIRTY only;
-* ``bg_ws``: all three (the whole cache, the paper's rejected baseline).
+* ``bg_ws``: all three (the whole cache, the paper's rejected baseline);
+* ``on_demand``: nothing for a while, only what the VM fetches; then the
+  DIRTY blocks it did not (test_cloudcache_on_demand).
 
 Each variant: the bytes moved are exactly those blocks', the source's
 cache shrinks as they move (a clean block is freed once sent, a dirty one
@@ -40,6 +42,7 @@ def blocks(r):
     return (r[1] - r[0]) // BS
 
 
+CACHED = blocks(REUSED) + blocks(ONCE) + blocks(DIRTY)
 EXPECTED = {
     'bg_rws': blocks(REUSED) + blocks(DIRTY),
     'bg_dirty': blocks(DIRTY),
@@ -47,12 +50,14 @@ EXPECTED = {
 }
 
 
-@pytest.mark.parametrize('variant', ('bg_rws', 'bg_dirty', 'bg_ws'))
-def test_cloudcache_variant(make_agent, make_origin, variant):
+def three_sets(make_agent, make_origin, **src_extra):
+    """Two agents; vol1 on the first, its cache holding the three sets.
+
+    Returns (src, dst, oracle).
+    """
     # No write-back on the source: DIRTY stays dirty until it moves.
-    src, dst = mu.agent_pair(make_agent, src_extra={
-        'cloudcache_variant': variant, 'writeback_interval_ms': 3600000,
-        'dirty_high_percent': 100})
+    src_extra.update(writeback_interval_ms=3600000, dirty_high_percent=100)
+    src, dst = mu.agent_pair(make_agent, src_extra=src_extra)
     origin = make_origin(mu.VOLUME_SIZE, seed=7)
     res = src.attach('vol1', origin.uri, cache_size=mu.VOLUME_CACHE,
                      write_policy='write_back')
@@ -66,9 +71,15 @@ def test_cloudcache_variant(make_agent, make_origin, variant):
     orc.write(DIRTY[0], payload)
     om.close(h)
     before = src.show('vol1')
-    cached = blocks(REUSED) + blocks(ONCE) + blocks(DIRTY)
-    assert before['cached_blocks'] == cached, before
+    assert before['cached_blocks'] == CACHED, before
     assert before['dirty_blocks'] == blocks(DIRTY), before
+    return src, dst, orc
+
+
+@pytest.mark.parametrize('variant', ('bg_rws', 'bg_dirty', 'bg_ws'))
+def test_cloudcache_variant(make_agent, make_origin, variant):
+    src, dst, orc = three_sets(make_agent, make_origin,
+                               cloudcache_variant=variant)
 
     s, d = src.client(), dst.client()
     # 1 MB/s: the copy takes about a second per 1,000 blocks, long enough
@@ -108,7 +119,7 @@ def test_cloudcache_variant(make_agent, make_origin, variant):
     # most the DIRTY ones among them (freed on their ACK) are still there.
     mid_copy = [(k, c) for k, c in samples if 0 < k < sent]
     for k, c in samples:
-        assert c <= cached - max(0, k - blocks(DIRTY)), (variant, samples)
+        assert c <= CACHED - max(0, k - blocks(DIRTY)), (variant, samples)
     if variant != 'bg_dirty':
         # The copy was watched while it ran (a clean block freed on send).
         assert mid_copy, samples
@@ -122,4 +133,47 @@ def test_cloudcache_variant(make_agent, make_origin, variant):
     mism = om.verify_all(h, orc, 'destination after %s' % variant)
     om.close(h)
     vm.close()
+    assert not mism, mism
+
+
+def test_cloudcache_on_demand(make_agent, make_origin):
+    """Figure 11's "On-demand": only what the VM asks for moves, at first.
+
+    For ``cloudcache_on_demand_s`` after the switch the source queues no
+    background copy: the VM, reading half of DIRTY at the destination,
+    fetches exactly those blocks from the source.  Then the dirty blocks
+    it did not read follow in the background (the migration can end only
+    once every dirty block has moved); REUSED and ONCE never move.
+    """
+    hold_s = 8
+    src, dst, orc = three_sets(make_agent, make_origin,
+                               cloudcache_variant='on_demand',
+                               cloudcache_on_demand_s=hold_s)
+
+    s, d = src.client(), dst.client()
+    p = migration.prepare(s, d, 'vol1', 'cloudcache')
+    mid = p['migration_id']
+    migration.start(s, d, mid)
+    migration.switchover(s, d, mid)
+    half = (DIRTY[0], DIRTY[0] + (DIRTY[1] - DIRTY[0]) // 2)
+    h = om.connect(p['export_uri'], name='vm')
+    data, errors = om.read_range(h, *half)
+    assert not errors and not mu.check_range(orc, half[0], data, 'fetched')
+    held = mu.status(src, mid)
+    # Still within the on-demand period: nothing queued, the VM's reads
+    # fetched (bytes_done counts the fetch replies).
+    assert held['state'] == 'switched', held
+    assert held['blocks_total'] == 0, held
+    assert 0 < held['background_in_s'] <= hold_s, held
+    assert held['bytes_done'] == blocks(half) * BS, held
+    summ = migration.finish(s, d, mid)
+    assert summ['state'] == 'completed', summ
+    assert summ['fetched_blocks'] == blocks(half), summ
+    # What was left of DIRTY followed once the period was over; nothing
+    # clean moved.
+    assert summ['bytes_transferred'] == blocks(DIRTY) * BS, summ
+    assert summ['duration_s'] >= hold_s, summ
+    assert mu.volume_gone(src, 'vol1')
+    mism = om.verify_all(h, orc, 'destination after on_demand')
+    om.close(h)
     assert not mism, mism

@@ -95,7 +95,7 @@ enum key_index {
   KEY_ORIGIN_BLOCK_DEVICES, KEY_ORIGIN_RBD_DIRS, KEY_ORIGIN_RBD_MS_MODE,
   KEY_ORIGIN_STALL_TIMEOUT_S, KEY_EXPORT_SEND_TIMEOUT_S,
   KEY_CONTROL_IDLE_TIMEOUT_S, KEY_METRICS_PATH, KEY_METRICS_INTERVAL,
-  KEY_MIGRATION_PRELOAD_DEPTH, KEY_CLOUDCACHE_VARIANT,
+  KEY_MIGRATION_PRELOAD_DEPTH, KEY_CLOUDCACHE_VARIANT, KEY_CLOUDCACHE_ON_DEMAND_S,
   KEY_ALLOCATION_WINDOW_MIN, KEY_ALLOCATION_WINDOW_MAX, N_KEYS
 };
 
@@ -143,7 +143,8 @@ static const struct key_desc keys[N_KEYS] = {
   [KEY_STAGING_FRACTION] = OTHER_KEY(staging_fraction, K_FRACTION),
   [KEY_RWS_PREDICTOR] = CHOICE_KEY(rws_predictor, "exp_self|exp|dexp|dexp_self|last"),
   [KEY_RWS_TRACKER] = CHOICE_KEY(rws_tracker, "sampled|exact"),
-  [KEY_CLOUDCACHE_VARIANT] = CHOICE_KEY(cloudcache_variant, "bg_rws|bg_dirty|bg_ws"),
+  [KEY_CLOUDCACHE_VARIANT] = CHOICE_KEY(cloudcache_variant, "bg_rws|bg_dirty|bg_ws|on_demand"),
+  [KEY_CLOUDCACHE_ON_DEMAND_S] = UINT_KEY(cloudcache_on_demand_s, 1, 86400),
   [KEY_EXPORT_CLIENTS] = CHOICE_KEY(export_clients, "session|any"),
   [KEY_ORIGIN_BLOCK_DEVICES] = CHOICE_KEY(origin_block_devices, "any|prefixes"),
   /* 0: never, until the next start; up to an hour. */
@@ -201,6 +202,7 @@ void fc_config_defaults(struct fc_config *cfg)
   strcpy(cfg->rws_predictor, "exp_self");
   strcpy(cfg->rws_tracker, "sampled");
   strcpy(cfg->cloudcache_variant, "bg_rws");
+  cfg->cloudcache_on_demand_s = 60;
   strcpy(cfg->export_clients, "session");
   strcpy(cfg->origin_block_devices, "any");
   (void)fc_parse_prefixes(FC_ORIGIN_PREFIXES_DEFAULT, cfg->origin_prefixes,

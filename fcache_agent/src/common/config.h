@@ -92,8 +92,11 @@ struct fc_config {
   /* What a cloudcache migration's source sends in the background, besides
    * the dirty blocks the destination fetches on demand (CloudCache Figure
    * 11): bg_rws (default) the reuse working set, bg_dirty the dirty
-   * blocks only, bg_ws the whole cache. */
+   * blocks only, bg_ws the whole cache, on_demand nothing for
+   * cloudcache_on_demand_s seconds after the switch, then the dirty blocks
+   * not fetched by then. */
   char cloudcache_variant[16];
+  unsigned cloudcache_on_demand_s;    /* default 60 */
   char export_clients[16];            /* session (default) | any */
   /* A block device origin: any name (default), or only under
    * origin_prefixes like a file. */

@@ -489,6 +489,11 @@ fc_migration_json(struct fc_migration *m)
       json_object_set_new(o, "error", json_string(m->error));
     if (m->e.role == FC_MIGR_DEST)
       json_object_set_new(o, "forwarded_reads", json_integer((json_int_t)m->dst.forwarded_reads));
+    /* cloudcache's on_demand variant: why nothing is queued yet. */
+    if (m->e.role == FC_MIGR_SOURCE && m->src.bg_hold_until_ns)
+      json_object_set_new(o, "background_in_s",
+                          json_real(m->src.bg_hold_until_ns > now ?
+                                    (double)(m->src.bg_hold_until_ns - now) / 1e9 : 0));
     if (m->e.role == FC_MIGR_DEST && fc_strategy(m->e.strategy)->preload)
       json_object_set_new(o, "preload_peak_in_flight", json_integer((json_int_t)m->dst.preload_peak));
   }

@@ -104,6 +104,10 @@ fc_migr_free(struct fc_migration *m)
   free(m->dst.to_ack);
   fc_xfer_key_free(m->key);
   explicit_bzero(m->settle_secret, sizeof m->settle_secret);
+  if (m->src.fetched_dirty) {
+    fc_invfilter_destroy(m->src.fetched_dirty);
+    free(m->src.fetched_dirty);
+  }
   if (m->src.sent_dirty) {
     fc_invfilter_destroy(m->src.sent_dirty);
     free(m->src.sent_dirty);

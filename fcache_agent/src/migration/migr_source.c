@@ -228,6 +228,10 @@ send_reply(struct fc_migration *m, uint64_t ob, uint8_t *data)
   if (!r) {
     pthread_mutex_lock(&m->lock);
     m->bytes_done += m->bs;
+    /* Not to be sent again once on_demand's hold ends.  Out of memory,
+     * it is (and the destination discards the copy). */
+    if (dirty && m->src.bg_hold_until_ns)
+      (void)fc_migr_src_record_locked(m, &m->src.fetched_dirty, ob);
     pthread_mutex_unlock(&m->lock);
   }
   return r;
@@ -297,6 +301,8 @@ send_order(struct fc_migration *m)
   return r;
 }
 
+static int queue_background(struct fc_migration *m);
+
 static void *
 source_tx(void *arg)
 {
@@ -321,7 +327,7 @@ source_tx(void *arg)
     uint64_t ob = 0;
     uint32_t nbatch = 0;
     struct peek_req rq;
-    int what = 0;     /* 1 fetch, 2 background, 3 done, 4 read */
+    int what = 0;     /* 1 fetch, 2 background, 3 done, 4 read, 5 list */
 
     pthread_mutex_lock(&m->lock);
     for (;;) {
@@ -355,6 +361,22 @@ source_tx(void *arg)
         what = 2;
         break;
       }
+      if (m->src.bg_hold_until_ns) {
+        uint64_t now = fc_monotonic_ns();
+
+        if (now >= m->src.bg_hold_until_ns) {
+          m->src.bg_hold_until_ns = 0;
+          what = 5;
+          break;
+        }
+        {
+          struct timespec until =
+            fc_deadline_ms((unsigned long)((m->src.bg_hold_until_ns - now) / 1000000 + 1));
+
+          pthread_cond_timedwait(&m->cond, &m->lock, &until);
+        }
+        continue;
+      }
       if (m->src.bg_started && m->src.bg_next >= m->src.bg_n && !m->src.done_sent) {
         m->src.done_sent = true;
         /* Sent: the device-order list is not needed any more. */
@@ -369,7 +391,15 @@ source_tx(void *arg)
     pthread_mutex_unlock(&m->lock);
     if (!what)
       break;
-    if (what == 4) {
+    if (what == 5) {
+      /* A failure is the migration's, not the stream's: it ends the loop
+       * (no longer live) with its own message. */
+      r = queue_background(m);
+      if (r)
+        fc_migr_fail(m, "cannot list the dirty blocks left after the on-demand period: %s",
+                     strerror(-r));
+      r = 0;
+    } else if (what == 4) {
       if (!readbuf && !(readbuf = malloc(8 + FC_XFER_READ_MAX)))
         r = -ENOMEM;
       else
@@ -590,7 +620,9 @@ background_list(struct fc_migration *m, uint64_t **list, uint32_t *n)
   const char *variant = m->agent->host.cfg.cloudcache_variant;
 
   if (fc_strategy(m->e.strategy)->background_variant) {
-    if (!strcmp(variant, "bg_dirty"))
+    /* on_demand's copy, once its hold is over: the dirty blocks the
+     * destination did not fetch (those it did were freed on their ACK). */
+    if (!strcmp(variant, "bg_dirty") || !strcmp(variant, "on_demand"))
       return ops->out_list(&m->e, list, n, true, FC_LIST_HOTTEST);
     if (!strcmp(variant, "bg_rws") && ops->out_list_reused)
       return ops->out_list_reused(&m->e, reuse_n(m), list, n);
@@ -609,6 +641,14 @@ queue_background(struct fc_migration *m)
   if (r)
     return r;
   pthread_mutex_lock(&m->lock);
+  if (m->src.fetched_dirty) {
+    uint32_t k = 0;
+
+    for (uint32_t i = 0; i < n; i++)
+      if (!fc_invfilter_contains(m->src.fetched_dirty, to_oblock(list[i] & ~FC_XFER_DIRTY_BIT)))
+        list[k++] = list[i];
+    n = k;
+  }
   free(m->src.bg);
   m->src.bg = list;
   m->src.bg_n = n;
@@ -761,8 +801,19 @@ fc_migr_source_switch(struct fc_migration *m, char *err, size_t errlen)
     fc_migr_account_locked(m);
   }
   pthread_mutex_unlock(&m->lock);
-  if (how->background_copy)
+  if (how->background_copy && how->background_variant &&
+      !strcmp(m->agent->host.cfg.cloudcache_variant, "on_demand")) {
+    /* Figure 11's "On-demand": for a while only what the VM asks for
+     * moves.  The migration ends only once every dirty block has, so the
+     * ones it did not ask for follow in the background after that. */
+    pthread_mutex_lock(&m->lock);
+    m->src.bg_hold_until_ns =
+      fc_monotonic_ns() + (uint64_t)m->agent->host.cfg.cloudcache_on_demand_s * 1000000000ull;
+    pthread_cond_broadcast(&m->cond);
+    pthread_mutex_unlock(&m->lock);
+  } else if (how->background_copy) {
     r = queue_background(m);
+  }
   log_info("migration %s of volume %s: switched over in %.3f s", m->e.id, m->e.volume_id,
            (double)(m->switched_ns - t0) / 1e9);
 out:

@@ -49,23 +49,22 @@ struct fc_src_pipe {
   bool running;
 };
 
-/* Under m->lock. */
-static int
-record_sent_dirty_locked(struct fc_migration *m, uint64_t ob)
+int
+fc_migr_src_record_locked(struct fc_migration *m, struct fc_invfilter **set, uint64_t ob)
 {
   FC_ASSERT_HELD(&m->lock);
   int r;
 
-  if (!m->src.sent_dirty) {
-    if (!(m->src.sent_dirty = calloc(1, sizeof *m->src.sent_dirty)))
+  if (!*set) {
+    if (!(*set = calloc(1, sizeof **set)))
       return -ENOMEM;
-    if ((r = fc_invfilter_init(m->src.sent_dirty, 1024))) {
-      free(m->src.sent_dirty);
-      m->src.sent_dirty = NULL;
+    if ((r = fc_invfilter_init(*set, 1024))) {
+      free(*set);
+      *set = NULL;
       return r;
     }
   }
-  r = fc_invfilter_add(m->src.sent_dirty, to_oblock(ob));
+  r = fc_invfilter_add(*set, to_oblock(ob));
   return r < 0 ? r : 0;
 }
 
@@ -279,7 +278,7 @@ fc_src_pipe_push(struct fc_src_pipe *p, const uint64_t *obs, uint32_t n)
   for (uint32_t i = 0; i < s->k && !r; i++) {
     uint64_t id = fc_get_le64(s->frame + (size_t)i * stride);
     if (id & FC_XFER_DIRTY_BIT)
-      r = record_sent_dirty_locked(m, id & ~FC_XFER_DIRTY_BIT);
+      r = fc_migr_src_record_locked(m, &m->src.sent_dirty, id & ~FC_XFER_DIRTY_BIT);
   }
   pthread_mutex_unlock(&m->lock);
   if (r)

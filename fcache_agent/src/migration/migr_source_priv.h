@@ -29,4 +29,7 @@ void fc_src_pipe_stop(struct fc_src_pipe *p);
  * budget, taken under m->lock. */
 void fc_migr_src_pace(struct fc_migration *m, uint64_t bytes);
 
+/* Add ob to *set (made at the first), under m->lock: 0 or -errno. */
+int fc_migr_src_record_locked(struct fc_migration *m, struct fc_invfilter **set, uint64_t ob);
+
 #endif

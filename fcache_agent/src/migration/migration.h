@@ -93,6 +93,13 @@ struct fc_migration {
     uint64_t *bg;                  /* background list: oblock | dirty bit */
     uint32_t bg_n, bg_next;
     bool bg_started, done_sent;
+    /* cloudcache_variant = on_demand: the background copy (the dirty
+     * blocks still here) is listed only at this CLOCK_MONOTONIC time; 0
+     * when nothing is held. */
+    uint64_t bg_hold_until_ns;
+    /* Held so: the dirty blocks the destination fetched meanwhile, which
+     * the copy after the hold leaves out (the destination has them). */
+    struct fc_invfilter *fetched_dirty;
     uint64_t *fetchq;              /* on-demand requests, FIFO */
     uint32_t fetchq_n, fetchq_cap;
     bool complete_received;
