@@ -22,49 +22,109 @@ grain_end(const struct move_origin *m, uint64_t g)
   return e < m->base.size ? e : m->base.size;
 }
 
-/* Copy grains [lo, hi] from A to B (LR: but those B already holds),
- * grains held.  *wrote: bytes written to B. */
+/* A run of grains [g, e] the copier writes to B. */
+struct copy_run {
+  uint64_t g, e;
+};
+
+/* At most this many runs in a chunk: grains B lacks, between grains B
+ * holds, one run for every second grain at worst. */
+#define MOVE_MAX_RUNS (MOVE_CHUNK / MOVE_GRAIN / 2 + 1)
+
+/* Under mu: the runs of grains [lo, hi] that B lacks, all of them but
+ * with skip_b (LR) those the VM wrote to B (the bitmap), which are
+ * skipped, the paper's "the copy process could skip the data blocks that
+ * are recorded in the bitmap".  [lo, hi] spans at most MOVE_CHUNK. */
+static unsigned
+runs_locked(struct move_origin *m, uint64_t lo, uint64_t hi, bool skip_b,
+            struct copy_run *runs)
+{
+  unsigned n = 0;
+
+  FC_ASSERT_HELD(&m->mu);
+  for (uint64_t g = lo; g <= hi; g++) {
+    if (skip_b && move_bitmap_test(&m->bm, g))
+      continue;
+    if (n && runs[n - 1].e + 1 == g)
+      runs[n - 1].e = g;
+    else
+      runs[n++] = (struct copy_run){ .g = g, .e = g };
+  }
+  return n;
+}
+
+/* Copy grains [lo, hi] (at most MOVE_CHUNK) from A to B, grains held
+ * (LR: but those B already holds).  *wrote: bytes written to B.
+ *
+ * A is read once, from the first grain to copy to the last, the grains B
+ * holds between them included and dropped: a request costs a disk access
+ * and a place in its queue, a grain read for nothing 4 KiB of its
+ * bandwidth.  B gets each run, and no grain the VM wrote (LR writes
+ * nothing twice), the runs written together by B's writers.  Reading and
+ * writing run by run, one after the other, made a chunk the VM had
+ * written to in 20 places cost 80 waits in the media's queues instead of
+ * 2: under 16 requests in flight LR's copy went so slowly that no move
+ * of 64 MiB ended within 20 s, and a VM write to the chunk being copied
+ * waited for all of it (issue 35). */
 static int
 copy_grains(struct move_origin *m, char *buf, uint64_t lo, uint64_t hi, bool skip_b,
             uint64_t *wrote)
 {
-  uint64_t g = lo;
-  int r;
+  struct copy_run runs[MOVE_MAX_RUNS];
+  struct mv_bwrite jobs[MOVE_MAX_RUNS];
+  uint64_t start, stop, bytes = 0;
+  unsigned n;
+  int r = 0;
 
   *wrote = 0;
-  while (g <= hi) {
-    uint64_t start, stop, e;
-
-    pthread_mutex_lock(&m->mu);
-    while (g <= hi && skip_b && move_bitmap_test(&m->bm, g))
-      g++;
-    e = g;
-    while (e + 1 <= hi && !(skip_b && move_bitmap_test(&m->bm, e + 1)) &&
-           (e + 1 - g) * MOVE_GRAIN < MOVE_CHUNK)
-      e++;
-    pthread_mutex_unlock(&m->mu);
-    if (g > hi)
-      break;
-    start = g * MOVE_GRAIN;
-    stop = grain_end(m, e);
-    r = fc_origin_pread(m->cur, buf, (uint32_t)(stop - start), start);
-    if (r)
-      return r;
+  /* The bitmap of held grains does not change: the VM's writes to them
+   * wait for the claim, and those in flight ended before it. */
+  pthread_mutex_lock(&m->mu);
+  n = runs_locked(m, lo, hi, skip_b, runs);
+  pthread_mutex_unlock(&m->mu);
+  if (!n)
+    return 0;
+  start = runs[0].g * MOVE_GRAIN;
+  stop = grain_end(m, runs[n - 1].e);
+  r = fc_origin_pread(m->cur, buf, (uint32_t)(stop - start), start);
+  if (r)
+    return r;
+  pthread_mutex_lock(&m->mu);
+  m->st.a_read += stop - start;
+  pthread_mutex_unlock(&m->mu);
+  if (n == 1) {
     r = fc_origin_pwrite(m->b, buf, (uint32_t)(stop - start), start, false);
+    bytes = stop - start;
+  } else {
     pthread_mutex_lock(&m->mu);
-    m->st.a_read += stop - start;
-    if (r) {
-      mv_b_failed_locked(m, r);
-    } else {
-      m->st.b_write += stop - start;
-      *wrote += stop - start;
+    for (unsigned i = 0; i < n; i++) {
+      uint64_t off = runs[i].g * MOVE_GRAIN;
+
+      jobs[i] = (struct mv_bwrite){
+        .buf = buf + (off - start),
+        .count = (uint32_t)(grain_end(m, runs[i].e) - off),
+        .off = off,
+      };
+      mv_bwrite_queue_locked(m, &jobs[i]);
+    }
+    /* Every job is waited for, failed or not: they use buf. */
+    for (unsigned i = 0; i < n; i++) {
+      int rj = mv_bwrite_wait_locked(m, &jobs[i]);
+
+      if (rj && !r)
+        r = rj;
+      if (!rj)
+        bytes += jobs[i].count;
     }
     pthread_mutex_unlock(&m->mu);
-    if (r)
-      return r;
-    g = e + 1;
   }
-  return 0;
+  pthread_mutex_lock(&m->mu);
+  if (r)
+    mv_b_failed_locked(m, r);
+  m->st.b_write += bytes;
+  pthread_mutex_unlock(&m->mu);
+  *wrote = bytes;
+  return r;
 }
 
 static bool
@@ -438,7 +498,7 @@ fall_back(struct move_origin *m, uint64_t t0, enum fc_move_state state, const ch
   pthread_cond_broadcast(&m->cond);
   pthread_mutex_unlock(&m->mu);
   mv_aio_stop(m);
-  mv_mirror_stop(m);
+  mv_bwriters_stop(m);
   fc_origin_close(b);
   if (m->logging) {
     move_log_close(&m->log);
@@ -512,7 +572,7 @@ switch_to_b(struct move_origin *m, char *buf, uint64_t t0, char *why, size_t why
   pthread_cond_broadcast(&m->cond);
   pthread_mutex_unlock(&m->mu);
   mv_aio_stop(m);
-  mv_mirror_stop(m);
+  mv_bwriters_stop(m);
   /* Nobody uses A any more: requests held for the switch went to B. */
   fc_origin_close(a);
   if (m->logging) {

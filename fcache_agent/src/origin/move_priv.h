@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Inside the composite origin of a move (origin_move.h): shared by
  * origin_move.c (the requests and their routing), move_copy.c (the
- * copier, the switch, the fallback to A), move_mirror.c (mirroring's
- * duplicates, written in parallel) and move_aio.c (AIO's background
- * duplicates).  Private to origin/. */
+ * copier, the switch, the fallback to A), move_bwrite.c (B's writers, for
+ * writes to B made together), move_mirror.c (mirroring's duplicates,
+ * written in parallel) and move_aio.c (AIO's background duplicates).
+ * Private to origin/. */
 #ifndef FCACHE_MOVE_PRIV_H
 #define FCACHE_MOVE_PRIV_H
 
@@ -28,9 +29,10 @@
 #define AIO_DRAIN_FREE_NS (2000ull * 1000000ull)
 /* ... else new duplicates are held to this many until it has. */
 #define AIO_DRAIN_PENDING 4u
-/* Mirroring: B's halves written at once, as many as the VM's writes in
- * flight usually are (the cache's origin connections, a guest's queue). */
-#define MIRROR_WORKERS 8u
+/* B's writers (move_bwrite.c), mirroring and LR: as many as the VM's
+ * writes in flight usually are (the cache's origin connections, a guest's
+ * queue), and as many as LR's copier has runs to write in most chunks. */
+#define MOVE_B_WRITERS 8u
 
 /* A request's (or an AIO duplicate's) hold on grains [lo, hi].  A reader
  * changes no grain: it waits for no other reader and for no claim of the
@@ -54,7 +56,17 @@ struct mv_range {
   struct mv_range *next;
 };
 
-struct mirror_job;
+/* One write to B by B's writers: the caller's, with its buffer, until
+ * done. */
+struct mv_bwrite {
+  struct mv_bwrite *next;
+  const void *buf;
+  uint32_t count;
+  uint64_t off;
+  bool fua;
+  bool done;                    /* under mu */
+  int r;
+};
 
 struct aio_job {
   struct mv_range range;        /* held until both halves are written */
@@ -102,11 +114,11 @@ struct move_origin {
   pthread_t aio_thread;
   bool aio_running;
   uint64_t lat_a_ns, lat_b_ns;  /* write latency, moving average */
-  /* mirror */
-  struct mirror_job *mq_head, *mq_tail;
-  bool mirror_stop;
-  pthread_t mirror_threads[MIRROR_WORKERS];
-  unsigned mirror_running;
+  /* B's writers: mirror, lr */
+  struct mv_bwrite *bw_head, *bw_tail;
+  bool bw_stop;
+  pthread_t bw_threads[MOVE_B_WRITERS];
+  unsigned bw_running;
   /* status, under mu */
   struct fc_move_status st;
   uint64_t start_ns;
@@ -156,10 +168,22 @@ void mv_b_failed_locked(struct move_origin *m, int r);
 /* The copier thread (move_copy.c). */
 void *mv_copier(void *arg);
 
+/* B's writers (move_bwrite.c), for mirror and lr.  A job queued is
+ * written by one of them; the caller waits for it (under mu) and returns
+ * its result, 0 or -errno. */
+int mv_bwriters_start(struct move_origin *m);
+void mv_bwriters_stop(struct move_origin *m);
+void mv_bwrite_queue_locked(struct move_origin *m, struct mv_bwrite *job);
+int mv_bwrite_wait_locked(struct move_origin *m, struct mv_bwrite *job);
+/* Does the scheme write to B through B's writers? */
+static inline bool
+mv_scheme_uses_bwriters(enum fc_move_scheme s)
+{
+  return s == FC_MOVE_MIRROR || s == FC_MOVE_LR;
+}
+
 /* Mirroring (move_mirror.c): write A and B at once, both waited for.
  * Returns A's result, *rb B's. */
-int mv_mirror_start(struct move_origin *m);
-void mv_mirror_stop(struct move_origin *m);
 int mv_mirror_write(struct move_origin *m, const void *buf, uint32_t count,
                     uint64_t off, bool fua, int *rb);
 

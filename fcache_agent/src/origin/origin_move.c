@@ -874,8 +874,9 @@ fc_origin_move_start(struct fc_origin *o, struct fc_origin *to,
     snprintf(err, errlen, "cannot start the AIO thread: %s", strerror(-r));
     goto fail_log;
   }
-  if (p->scheme == FC_MOVE_MIRROR && (r = mv_mirror_start(m))) {
-    snprintf(err, errlen, "cannot start the mirroring threads: %s", strerror(-r));
+  if (mv_scheme_uses_bwriters(p->scheme) && (r = mv_bwriters_start(m))) {
+    snprintf(err, errlen, "cannot start the writers to the destination: %s",
+             strerror(-r));
     goto fail_log;
   }
   pthread_mutex_lock(&m->mu);
@@ -890,7 +891,7 @@ fc_origin_move_start(struct fc_origin *o, struct fc_origin *to,
     pthread_cond_broadcast(&m->cond);
     pthread_mutex_unlock(&m->mu);
     mv_aio_stop(m);
-    mv_mirror_stop(m);
+    mv_bwriters_stop(m);
     snprintf(err, errlen, "cannot start the copier: %s", strerror(r));
     r = -r;
     goto fail_log;
