@@ -721,23 +721,28 @@ class Bench(object):
         return out
 
 
-def model_workload(args, size, rates):
+def model_workload(args, size, rates, profile):
     """movecost's Workload for a volume whose no-move rates are ``rates``.
 
     The rates are the profile's measured with no move on the volume's
-    source, as a VM's I/O rate is known before its move.
+    source, as a VM's I/O rate is known before its move; its requests in
+    flight and their size are the profile's (Table 7), the media's
+    bandwidths and 4 KiB IOPS the emulated ones.
     """
+    prof = smm.PROFILES[profile]
+    media = smm.emulated_media(args.hdd_mbps, args.hdd_delay_ms).values()
     return movecost.Workload(
         size, rates['write_bytes_per_s'], rates['read_bytes_per_s'],
-        bandwidth_bps=dict((m.name, m.mbps * 1e6) for m in
-                           smm.emulated_media(args.hdd_mbps,
-                                              args.hdd_delay_ms).values()))
+        bandwidth_bps=dict((m.name, m.mbps * 1e6) for m in media),
+        iops=dict((m.name, m.iops) for m in media),
+        depth=prof.depth, request_bytes=prof.block_size)
 
 
 def plan_mix(args, directions, rates, gamma):
     """The planner's mix for a batch: [(src, dst, scheme)]."""
     moves = [{'volume_id': 'v%d' % i, 'from_medium': src, 'to_medium': dst,
-              'workload': model_workload(args, args.mix_size, rates[src]),
+              'workload': model_workload(args, args.mix_size, rates[src],
+                                         args.mix_profile),
               'wear_weight': gamma} for i, (src, dst) in enumerate(directions)]
     plan = movecost.plan_moves(moves, schemes=smm.MIX_SCHEMES)
     return [(src, dst, p['scheme'])
@@ -880,7 +885,7 @@ def analyse(res):
     for src, dst in DIRECTIONS:
         d = dname((src, dst))
         for prof in profiles:
-            wl = model_workload(args, p['size'], rates[src][prof])
+            wl = model_workload(args, p['size'], rates[src][prof], prof)
             for g in gammas:
                 scheme, costs = movecost.choose_scheme(src, dst, wl, g)
                 key = 'mc_%g' % g

@@ -79,6 +79,9 @@ DEFAULT_CONTENTION = {'ssd': 0.3, 'hdd': 0.8}
 # beta the share that are to distinct blocks (what DBT copies again).
 DEFAULT_ALPHA = 0.5
 DEFAULT_BETA = 0.5
+# The size of a VM's random writes: 4 KiB, the size of the random I/O
+# figures in Table 4.
+DEFAULT_REQUEST_BYTES = 4096
 
 
 class Workload(object):
@@ -90,17 +93,34 @@ class Workload(object):
     :param alpha: share of writes to the copied region (§7.2).
     :param beta: share of writes to distinct blocks (§7.2).
     :param bandwidth_bps: ``{medium: bytes/s}``, overriding the defaults.
+    :param depth: requests the VM keeps in flight (Table 7: IOmeter's OIO
+        4 or 16; 1 for a VM that waits for each request, IOzone's).
+    :param request_bytes: the size of the VM's writes: LR's copy skips
+        each one the VM wrote ahead of it as a gap of its own.
+    :param iops: ``{medium: random requests/s}``, overriding
+        :data:`DEFAULT_IOPS` (with ``bandwidth_bps``, what an access costs
+        a medium in bytes of its streaming).
     :raises ValueError: a figure is negative, not a number, or out of range.
     """
 
     def __init__(self, size_bytes, write_bps, read_bps=None,
-                 alpha=DEFAULT_ALPHA, beta=DEFAULT_BETA, bandwidth_bps=None):
+                 alpha=DEFAULT_ALPHA, beta=DEFAULT_BETA, bandwidth_bps=None,
+                 depth=1, request_bytes=DEFAULT_REQUEST_BYTES, iops=None):
         self.size_bytes = _number('size_bytes', size_bytes, positive=True)
         self.write_bps = _number('write_bps', write_bps)
         self.read_bps = (self.write_bps if read_bps is None
                          else _number('read_bps', read_bps))
         self.alpha = _fraction('alpha', alpha)
         self.beta = _fraction('beta', beta)
+        self.depth = _number('depth', depth, positive=True)
+        if self.depth < 1:
+            raise ValueError('depth %r must be at least 1' % (depth,))
+        self.request_bytes = _number('request_bytes', request_bytes,
+                                     positive=True)
+        self.iops = dict(DEFAULT_IOPS)
+        for medium, rate in (iops or {}).items():
+            self.iops[check_medium(medium)] = _number(
+                'IOPS of %s' % medium, rate, positive=True)
         self.bandwidth_bps = dict(DEFAULT_BANDWIDTH_BPS)
         for medium, bps in (bandwidth_bps or {}).items():
             self.bandwidth_bps[check_medium(medium)] = _number(
@@ -262,9 +282,43 @@ def _dbt_times(workload, copy_bps, pause_bps):
             pause_s)
 
 
-def _move_time(scheme, workload, copy_bps):
-    """Seconds the move takes with ``copy_bps`` left for the copy."""
+def _lr_pace_b(workload, left_b, bw_b, iops_b):
+    """How fast LR's copy gets through the image as far as B allows.
+
+    The VM writes ``skip`` bytes/s ahead of the copy (distinct blocks):
+    the copy need not write them, but each is a gap between two of its
+    writes to B, one more access costing ``k`` times a block's bytes of
+    B's streaming.  At a pace ``p`` the copy writes ``p - skip`` bytes/s;
+    while at most half of what it passes is skipped (``p >= 2 skip``)
+    every skipped block is a gap of its own, and beyond that there are at
+    most as many gaps as blocks it writes.  The pace is the fastest whose
+    writes and gaps fit in ``left_b``.
+    """
+    skip = (1 - workload.alpha) * workload.beta * workload.write_bps
+    if left_b <= 0:
+        return 0.0
+    k = bw_b / iops_b / workload.request_bytes
+    if left_b >= skip * (1 + k):
+        return left_b + skip - skip * k
+    return skip + left_b / (1 + k)
+
+
+def _move_time(scheme, workload, left, bw, perf):
+    """Seconds the move takes, the copy having ``left[d]`` bytes/s of disk d.
+
+    The copy reads A and writes B, so its pace is the lower of the two
+    sides' bandwidth left by the VM.  LR's copy skips the blocks the VM
+    wrote to B ahead of it (§5.1), but not for free: A is still read over
+    them (the agent reads a chunk of A in one request, move_copy.c), and
+    every skipped block splits the copy's write to B in two, one more
+    access of B costing ``bw/perf`` bytes of its streaming (an HDD's seek).
+    That is the paper's "overhead to check bitmap in the copy process"
+    (§7.3.3) which SLR's copy does not have (§5.2.1): LR's copy is slower
+    than SLR's where B is the slower side, and a move is never faster than
+    a plain copy of the image (equation 2: lambda_time > 1).
+    """
     size = workload.size_bytes
+    copy_bps = min(left['a'], left['b'])
     if copy_bps <= 0:
         return math.inf
     if scheme == 'dbt_capped':
@@ -275,28 +329,41 @@ def _move_time(scheme, workload, copy_bps):
             return math.inf
         return size / copy_bps / (1 - q)
     if scheme == 'lr':
-        # The copy skips blocks the VM wrote ahead of it.
-        skip = (1 - workload.alpha) * workload.beta * workload.write_bps
-        return size / (copy_bps + skip)
+        pace = min(left['a'], _lr_pace_b(workload, left['b'], bw['b'],
+                                         perf['b']))
+        return size / pace if pace > 0 else math.inf
     return size / copy_bps
 
 
 def _request_seconds(routes, workload, perf, async_disk):
-    """Mean service time of one VM request routed by ``routes``.
+    """Mean time between two of the VM's requests, routed by ``routes``.
 
-    A synchronous duplicate waits for its slower disk, an asynchronous
-    one for ``async_disk``.
+    Each disk serves its share of the requests at its own pace, the two
+    disks at once.  A VM with one request in flight waits for each in
+    turn: the mean of their service times (a synchronous duplicate waits
+    for its slower disk, an asynchronous one for ``async_disk``).  With
+    ``workload.depth`` in flight it waits less, down to the busiest disk's
+    time per request of the VM (operational analysis' asymptotic bound:
+    throughput <= min(N / D, 1 / D_max)).  So the writes SLR sends to a
+    slower B cost the VM their share of that disk, not their latency on
+    every request (§5.2.1: "most of the IO requests are now issued to the
+    faster source disk"); only a VM that writes mostly to the copied
+    region runs at the slow disk's pace.
     """
     total = workload.read_bps + workload.write_bps
     seconds = 0.0
+    busy = {'a': 0.0, 'b': 0.0}
     for share, kind, disks in routes:
         rate = workload.read_bps if kind == 'r' else workload.write_bps
         weight = share * rate / total
         if disks == ('fast',):
             seconds += weight / perf[async_disk]
+            busy[async_disk] += weight / perf[async_disk]
         else:
             seconds += weight * max(1 / perf[d] for d in disks)
-    return seconds
+            for d in disks:
+                busy[d] += weight / perf[d]
+    return max(seconds / workload.depth, max(busy.values()))
 
 
 # Steps of the copy's progress over which _alpha_seen averages.
@@ -345,14 +412,16 @@ def expected_cost(scheme, src, dst, workload, gamma):
       dirtying outpaces the copy, the way DBT struggles from SSD to HDD
       in §3.2 and §7.3.2, ``dbt`` pauses the VM for the copy of the
       dirty set and ``dbt_capped`` does not finish; LR's copy skipping
-      what the VM wrote), against a plain copy at ``min(B_a, B_b)``;
+      what the VM wrote, each skipped block one more access of B: see
+      :func:`_move_time`), against a plain copy at ``min(B_a, B_b)``;
     * a request served by medium ``m`` takes ``1/P_m`` (Table 2), slowed
       by the copy's share of the medium ``u_m = c/B_m`` to
       ``1/(P_m (1 - k_m u_m))``; a synchronous duplicate waits for the
       slower disk, an asynchronous one for the faster unless the slower
-      cannot absorb the duplicates (AIO's throttle, §5.2.2);
-      lambda_io = 1 - perf/max(P_a, P_b), where ``dbt``'s pause serves
-      nothing;
+      cannot absorb the duplicates (AIO's throttle, §5.2.2); the VM's
+      requests in flight (``workload.depth``) keep both disks busy at
+      once (:func:`_request_seconds`); lambda_io = 1 - perf/max(P_a, P_b),
+      where ``dbt``'s pause serves nothing;
     * lambda_wear from Table 6.
     """
     check_scheme(scheme)
@@ -363,21 +432,23 @@ def expected_cost(scheme, src, dst, workload, gamma):
     bw = dict((d, workload.bandwidth_bps[m]) for d, m in media.items())
     routed = routes(scheme, src, dst, workload.alpha)
     load = _disk_loads(routed, workload)
-    copy_bps = min(bw['a'] - load['a'], bw['b'] - load['b'])
+    left = dict((d, bw[d] - load[d]) for d in bw)
+    copy_bps = min(left.values())
     plain_s = workload.size_bytes / min(bw['a'], bw['b'])
     pause_s = 0.0
+    iops = dict((d, workload.iops[m]) for d, m in media.items())
     if scheme == 'dbt':
         move_s, pause_s = _dbt_times(workload, copy_bps,
                                      min(bw['a'], bw['b']))
     else:
-        move_s = _move_time(scheme, workload, copy_bps)
+        move_s = _move_time(scheme, workload, left, bw, iops)
     lambda_time = move_s / plain_s
 
     used = max(copy_bps, 0.0)
     perf = {}
     for disk, medium in media.items():
         share = min(1.0, used / bw[disk])
-        perf[disk] = DEFAULT_IOPS[medium] * (
+        perf[disk] = workload.iops[medium] * (
             1 - DEFAULT_CONTENTION[medium] * share)
     fast = faster_side(src, dst)
     slow = 'a' if fast == 'b' else 'b'
@@ -393,7 +464,7 @@ def expected_cost(scheme, src, dst, workload, gamma):
     else:
         seconds = _request_seconds(routed, workload, perf,
                                    slow if throttled else fast)
-        best = max(DEFAULT_IOPS[src], DEFAULT_IOPS[dst])
+        best = max(workload.iops[src], workload.iops[dst])
         served = (1 / seconds) * (1 - pause_s / move_s)
         lambda_io = max(0.0, 1 - served / best)
         alpha_seen = _alpha_seen(scheme, src, dst, workload, perf,

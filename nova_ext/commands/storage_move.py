@@ -88,6 +88,9 @@ def register(subparsers, parents):
                         metavar='MBPS',
                         help="auto: the VM's reads in MB/s (default three "
                              "times the writes)")
+    parser.add_argument('--in-flight', type=_positive(int), metavar='N',
+                        help="auto: the VM's requests in flight (default "
+                             "%d)" % volume_move.DEFAULT_DEPTH)
     parser.add_argument('--ssd-mbps', type=_positive(float), metavar='MBPS',
                         help='auto: streaming bandwidth of an SSD volume '
                              '(default 180)')
@@ -155,7 +158,8 @@ def register(subparsers, parents):
 
 def _workload(args):
     return volume_move.assumed_workload(args.write_rate, args.read_rate,
-                                        args.ssd_mbps, args.hdd_mbps)
+                                        args.ssd_mbps, args.hdd_mbps,
+                                        args.in_flight)
 
 
 def run_move(client, args):

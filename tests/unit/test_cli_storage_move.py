@@ -96,9 +96,16 @@ def test_move_auto_uses_the_given_rates(capsys, sock, fake_agent):
     assert fake_agent.requests[-1]['args']['scheme'] == 'slr'
     status, out, err = run(capsys, '--socket', sock, 'volume-move', 'v1',
                            '--to', '/dev/b', '--from-medium', 'ssd',
-                           '--to-medium', 'hdd', '--write-rate', '40',
-                           '--hdd-mbps', '300', '--json')
+                           '--to-medium', 'hdd', '--write-rate', '1',
+                           '--json')
     assert fake_agent.requests[-1]['args']['scheme'] == 'lr'
+    # A VM that waits for each request waits for SLR's writes to the HDD.
+    status, out, err = run(capsys, '--socket', sock, 'volume-move', 'v1',
+                           '--to', '/dev/b', '--from-medium', 'ssd',
+                           '--to-medium', 'hdd', '--in-flight', '1',
+                           '--json')
+    assert (status, err) == (0, '')
+    assert fake_agent.requests[-1]['args']['scheme'] == 'aio'
 
 
 def test_move_auto_human_shows_the_expected_costs(capsys, sock):

@@ -140,11 +140,16 @@ def test_ssd_to_ssd_lr_for_most_weights(gamma):
 
 
 def test_equal_costs_go_to_the_shorter_move():
-    # HDD to HDD with gamma 1: nothing wears, every MC is 0; LR's copy
-    # skips what the VM wrote ahead of it and ends first.
+    # HDD to HDD with gamma 1: nothing wears, every MC is 0.  BUSY writes
+    # 2441 random 4 KiB blocks a second, a quarter of them ahead of the
+    # copy: LR's copy skips them, each one more access of the HDD B (54
+    # KB of its streaming, against 4 KiB saved), and SLR's copy, which
+    # skips nothing, ends first (§5.2.1).
     scheme, costs = sm.choose_scheme('hdd', 'hdd', BUSY, 1.0)
     assert {c.mc for c in costs} == {0.0}
-    assert scheme == 'lr'
+    assert scheme == 'slr'
+    times = dict((c.scheme, c.lambda_time) for c in costs)
+    assert times['slr'] == min(times.values()) < times['lr']
 
 
 def test_hdd_to_hdd_wear_weight_only_scales():
@@ -227,6 +232,8 @@ def test_measured_cost_refuses_an_unfinished_move():
 @pytest.mark.parametrize('kwargs', [
     {'size_bytes': 0}, {'write_bps': -1}, {'alpha': 1.5},
     {'bandwidth_bps': {'nvme': 1e9}}, {'bandwidth_bps': {'ssd': 0}},
+    {'depth': 0.5}, {'request_bytes': 0}, {'iops': {'hdd': 0}},
+    {'iops': {'tape': 10}},
 ])
 def test_workload_checked(kwargs):
     args = dict({'size_bytes': GIB, 'write_bps': 1e6}, **kwargs)
@@ -274,3 +281,84 @@ def test_hdd_to_ssd_on_the_benchmark_media(gamma, scheme):
     # cursor wins (measured MC 0.37 against LR's 0.41 and qemu-wb's
     # 0.38), when I/O counts LR's SSD reads do.
     assert sm.choose_scheme('hdd', 'ssd', BENCH, gamma)[0] == scheme
+
+
+# The paper's IOmeter (Table 7): 75 % reads, OIO 16 -- 16 requests in
+# flight, which keep both disks busy at once.
+IOMETER_16 = sm.Workload(20 * GIB, write_bps=10e6, read_bps=30e6, depth=16)
+
+
+@pytest.mark.parametrize('gamma, scheme', [(0.0, 'aio'), (0.1, 'aio'),
+                                           (0.5, 'slr'), (0.9, 'lr'),
+                                           (1.0, 'lr')])
+def test_ssd_to_hdd_slr_when_io_and_wear_weigh_the_same(gamma, scheme):
+    # §5.3: "Those who care about both the IO performance and lifetime of
+    # SSDs will tend to use SLR when migrating from SSDs to HDDs"; §7.3.2:
+    # AIO if I/O is preferred, LR if wear is, SLR at gamma 0.5.  With one
+    # request in flight the model cannot see it: SLR's writes to the
+    # copied region, on the HDD, then cost their latency on every request,
+    # and SLR's lambda_io is mirror's (0.64); with 16 in flight they cost
+    # their share of the HDD only, while the SSD serves the rest.
+    assert sm.choose_scheme('ssd', 'hdd', IOMETER_16, gamma)[0] == scheme
+
+
+def test_requests_in_flight_spread_over_both_disks():
+    # The bound of operational analysis: with N requests in flight the VM
+    # waits for the busiest disk's share, not for every request in turn.
+    one = sm.Workload(20 * GIB, write_bps=10e6, read_bps=30e6)
+    slr1 = sm.expected_cost('slr', 'ssd', 'hdd', one, 0.0)
+    slr16 = sm.expected_cost('slr', 'ssd', 'hdd', IOMETER_16, 0.0)
+    assert slr16.lambda_io < slr1.lambda_io - 0.15
+    # Everything on one disk: nothing to overlap, depth changes nothing.
+    dbt1 = sm.expected_cost('dbt', 'ssd', 'hdd', one, 0.0)
+    dbt16 = sm.expected_cost('dbt', 'ssd', 'hdd', IOMETER_16, 0.0)
+    assert dbt16.lambda_io == pytest.approx(dbt1.lambda_io)
+
+
+@pytest.mark.parametrize('gamma', [0.0, 0.5, 1.0])
+def test_hdd_to_hdd_slr_lowest(gamma):
+    # §7.3.4: "On average, SLR has the lowest migration cost".  (Its "LR
+    # ranks the second" and "LR takes the shortest time" the model does
+    # not reproduce: BUSY's writes ahead of the copy cost LR's copy more
+    # accesses of the HDD B than they save it; see
+    # doc/reference/storage-migration-nova.rst.)
+    assert sm.choose_scheme('hdd', 'hdd', IOMETER_16, gamma)[0] == 'slr'
+
+
+@pytest.mark.parametrize('gamma', [0.0, 0.5, 1.0])
+def test_hdd_to_ssd_lr_with_requests_in_flight(gamma):
+    # §7.3.1 holds with the paper's OIO too.
+    assert sm.choose_scheme('hdd', 'ssd', IOMETER_16, gamma)[0] == 'lr'
+
+
+@pytest.mark.parametrize('gamma', [0.3, 0.5, 0.8])
+def test_ssd_to_ssd_lr_with_requests_in_flight(gamma):
+    # §7.3.3, with the paper's OIO.
+    assert sm.choose_scheme('ssd', 'ssd', IOMETER_16, gamma)[0] == 'lr'
+
+
+@pytest.mark.parametrize('src, dst', [('ssd', 'ssd'), ('ssd', 'hdd'),
+                                      ('hdd', 'ssd'), ('hdd', 'hdd')])
+@pytest.mark.parametrize('workload', [
+    BUSY, IOMETER_16,
+    # IOzone's write test: one stream of 64 KiB writes, nothing read.
+    sm.Workload(20 * GIB, write_bps=40e6, read_bps=0, request_bytes=65536),
+])
+def test_lr_is_never_faster_than_a_plain_copy(src, dst, workload):
+    # Equation (2): "lambda_migration_time is always greater than 1".  The
+    # blocks LR skips are read from A all the same (move_copy.c reads a
+    # chunk of A in one request) and split B's writes, so skipping them
+    # does not make the copy faster than the media allow.
+    cost = sm.expected_cost('lr', src, dst, workload, 0.5)
+    assert cost.lambda_time >= 1.0
+
+
+def test_lr_copy_slower_than_slr_towards_an_hdd():
+    # §5.2.1: SLR's "copy process does not need to be interrupted every
+    # time to check the bitmap, which results in better migration time";
+    # §7.3.2: from SSD to HDD "SLR has the shortest migration time".
+    costs = dict((s, sm.expected_cost(s, 'ssd', 'hdd', IOMETER_16, 0.5))
+                 for s in sm.SCHEMES)
+    assert costs['slr'].lambda_time < costs['lr'].lambda_time
+    assert costs['slr'].lambda_time == min(c.lambda_time
+                                           for c in costs.values())

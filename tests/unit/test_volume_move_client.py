@@ -107,16 +107,19 @@ def test_assumed_workload():
 
 
 def test_auto_follows_the_workload_and_bandwidths():
-    # SSD to HDD at gamma 0.5: LR for a VM writing 10 MB/s, SLR for one
-    # writing 40 MB/s (the paper's choice for this weight, §7.3.2, with
-    # its heavy benchmarks); a fast HDD makes LR's time cheap again.
-    assert volume_move.resolve_scheme('auto', 'ssd', 'hdd', 0.5)[0] == 'lr'
-    heavy = volume_move.assumed_workload(write_mbps=40)
+    # SSD to HDD at gamma 0.5: SLR for the assumed VM (10 MB/s of writes,
+    # 4 requests in flight), the paper's choice for this weight (§5.3,
+    # §7.3.2); LR for one that writes 1 MB/s, whose writes cost the HDD
+    # little time; AIO for one that waits for each request, which then
+    # waits for SLR's writes to the HDD one by one.
+    assert volume_move.resolve_scheme('auto', 'ssd', 'hdd', 0.5)[0] == 'slr'
+    light = volume_move.assumed_workload(write_mbps=1)
     assert volume_move.resolve_scheme('auto', 'ssd', 'hdd', 0.5,
-                                      heavy)[0] == 'slr'
-    fast = volume_move.assumed_workload(write_mbps=40, hdd_mbps=300)
+                                      light)[0] == 'lr'
+    serial = volume_move.assumed_workload(depth=1)
+    assert serial.depth == 1
     assert volume_move.resolve_scheme('auto', 'ssd', 'hdd', 0.5,
-                                      fast)[0] == 'lr'
+                                      serial)[0] == 'aio'
 
 
 def test_engine_limits_the_schemes():
