@@ -693,3 +693,59 @@ def test_lr_copy_under_16_requests_in_flight(make_agent, make_origin, workdir):
     om.close(h)
     call(agent, 'volume-detach', volume_id='vol1')
     origin_file_is_oracle(b, orc)
+
+
+def most_at_once(origin, kind, min_count):
+    """The most ``kind`` requests above ``min_count`` bytes in flight at once.
+
+    From nbdkit's log filter, which logs each request as it arrives and
+    again as it returns (on a server that takes requests in parallel).
+    """
+    now, most = set(), 0
+    with open(origin.server.nbd_log, 'r', errors='replace') as f:
+        for line in f:
+            m = re.search(r'connection=(\d+) %s id=(\d+) offset=0x[0-9a-f]+ '
+                          r'count=0x([0-9a-f]+)' % kind, line)
+            if m and int(m.group(3), 16) > min_count:
+                now.add(m.group(1, 2))
+                most = max(most, len(now))
+                continue
+            m = re.search(r'connection=(\d+) \.\.\.%s id=(\d+) return' % kind,
+                          line)
+            if m:
+                now.discard(m.group(1, 2))
+    return most
+
+
+def test_lr_copy_writes_a_chunks_runs_at_once(make_agent, make_origin,
+                                              workdir):
+    """LR's copier hands the runs of a chunk to B together.
+
+    The runs between the grains the VM wrote are one write each (B gets
+    no grain twice); B takes requests in parallel here, each 10 ms late,
+    and its log shows several of the copier's writes (above the VM's 20
+    KiB) in flight at once, where the copier used to write them one after
+    the other.  Every read is checked against the oracle.
+    """
+    b_log = os.path.join(workdir, 'B.log')
+    agent, a, b, h, orc = setup(
+        make_agent, make_origin, b_filters=['log', 'delay'],
+        b_args=['logfile=' + b_log, 'delay-write=10ms'])
+    b.server.nbd_log = b_log
+    wl = om.Workload(h, orc, seed=18, depth=16,
+                     mix=[('read', 3), ('write', 1)], hot_fraction=1.0,
+                     hot_share=1.0, unaligned_share=0, max_length=VM_MAX)
+    call(agent, 'volume-move', volume_id='vol1', to=b.uri, scheme='lr',
+         rate_limit_mbps=2)
+    st = run_until(agent, wl, timeout=60)
+    wl.assert_clean()
+    most = most_at_once(b, 'Write', VM_MAX)
+    print('lr: at most %d copier writes to B at once; io %s' % (most,
+                                                                st['io']))
+    assert st['state'] == 'done', st
+    assert st['io']['redundant_write_bytes'] == 0, st
+    assert most >= 2, most
+    assert not om.verify_all(h, orc)
+    om.close(h)
+    call(agent, 'volume-detach', volume_id='vol1')
+    origin_file_is_oracle(b, orc)
