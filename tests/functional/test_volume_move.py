@@ -12,8 +12,9 @@ lacked a write) all leave the VM on a consistent A.  Towards a B slower
 than the VM dirties, dbt pauses the VM for seconds and ends on B, where
 dbt_capped gives up; AIO reads the copied region from whichever side
 nova_ext/movecost.py takes for the faster, seen in the origins' own
-nbdkit logs.  Every read is checked against the oracle: the last
-acknowledged write.
+nbdkit logs.  Under 16 requests in flight LR's copier reads A once per
+chunk and writes the chunk's runs to B at once (issue 35).  Every read
+is checked against the oracle: the last acknowledged write.
 """
 
 import os
