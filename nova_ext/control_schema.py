@@ -65,6 +65,14 @@ OPERATIONS = {
                 'required': False,
                 'help': "the volume's share of this host's cache",
             },
+            'experimental': {
+                'type': 'boolean',
+                'required': False,
+                'help': (
+                    'true: allow a strategy this engine runs only as a '
+                    'preview (dmcache: hybrid)'
+                ),
+            },
             'migration_id': {
                 'type': 'string',
                 'required': True,
@@ -157,6 +165,14 @@ OPERATIONS = {
                 'help': (
                     "the destination agent's migration_listen address, "
                     'host:port'
+                ),
+            },
+            'experimental': {
+                'type': 'boolean',
+                'required': False,
+                'help': (
+                    'true: allow a strategy this engine runs only as a '
+                    'preview (dmcache: hybrid)'
                 ),
             },
             'migration_id': {

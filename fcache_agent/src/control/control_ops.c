@@ -513,7 +513,9 @@ static const struct fc_control_arg migration_key_args[] = {
       "the secret both sides share for this migration, 64 hex digits"), \
   ARG("strategy", FC_ARG_STRING, REQUIRED, "the strategy, resolved (not auto)"), \
   ARG("peer_fingerprint", FC_ARG_STRING, OPTIONAL, \
-      "with migration_tls = pinned: the other agent's certificate's SHA-256")
+      "with migration_tls = pinned: the other agent's certificate's SHA-256"), \
+  ARG("experimental", FC_ARG_BOOL, OPTIONAL, \
+      "true: allow a strategy this engine runs only as a preview (dmcache: hybrid)")
 
 static const struct fc_control_arg incoming_args[] = {
   MIGRATION_SIDE_ARGS,

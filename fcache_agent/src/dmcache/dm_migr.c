@@ -32,8 +32,13 @@
  *               era table for a passthrough cache table (the kernel
  *               invalidates on any later write), invalidate_cblocks what
  *               era_invalidate lists, reload in the volume's mode.
- * cloudcache and hybrid need an on-demand fetch the kernel cannot do:
- * refused.
+ *   hybrid      (a preview, "experimental": true) the cache_restore'd
+ *               list over a dm-clone whose source is a kernel NBD device
+ *               the agent answers with the migration's FETCHes: a block
+ *               not copied yet is read from the source's frozen cache
+ *               while the VM waits, and the clone copies the rest
+ *               (dm_migr_hybrid.c).
+ * cloudcache needs the same plus its own list of blocks: refused.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -115,6 +120,7 @@ fc_dm_migr_free(struct fc_dm_migr *st)
     close(st->origin_fd);
   free(st->map);
   free(st->inst);
+  dm_hyb_free(st->hy);
   fc_invfilter_destroy(&st->have);
   pthread_mutex_destroy(&st->lock);
   free(st);
@@ -143,8 +149,18 @@ dm_migr_close_fds(struct fc_dm_migr *st)
   pthread_mutex_unlock(&st->lock);
 }
 
+/* hybrid over the relay runs, but a source or destination agent that
+ * fails mid-hydration cannot be settled or recovered on this engine yet
+ * (doc/reference/dmcache.rst): only when asked for by name. */
+static bool
+preview(enum fc_strategy s)
+{
+  return s == FC_STRAT_HYBRID;
+}
+
 /* The kernel serves the VM's misses itself: a strategy that fetches a
- * missed block from the source's cache cannot run here. */
+ * missed block from the source's cache cannot run here, but as hybrid's
+ * preview. */
 static int
 supports(enum fc_strategy s, char *err, size_t errlen)
 {
@@ -164,6 +180,14 @@ supports(enum fc_strategy s, char *err, size_t errlen)
                             n == 1 ? "" : n == left ? " or " : ", ",
                             fc_strategy_name((enum fc_strategy)i));
   }
+  if (preview(s)) {
+    snprintf(err, errlen, "strategy %s on dmcache is a preview: it cannot be settled "
+             "after a failure past the switchover, nor recovered after a crash of "
+             "either agent mid-migration (see doc/reference/dmcache.rst); ask for it "
+             "with \"experimental\": true on both agents, or use %s", fc_strategy_name(s),
+             usable);
+    return -ENOTSUP;
+  }
   snprintf(err, errlen, "strategy %s needs engine ucache: it fetches a block from "
            "the source's cache when the VM misses on it, and the kernel's dm-cache "
            "cannot hold a request while a block comes over the network (see "
@@ -173,7 +197,9 @@ supports(enum fc_strategy s, char *err, size_t errlen)
 
 const struct fc_engine_migr_ops fc_dm_migr_ops = {
   .supports = supports,
+  .preview = preview,
   .settle = NULL,       /* see doc/reference/dmcache.rst */
+  .fetch_hydrates = true,
   .out_freeze = dm_migr_out_freeze,
   .out_thaw = dm_migr_out_thaw,
   .out_list = dm_migr_out_list,

@@ -62,6 +62,8 @@ fc_dm_migr_detach(struct fc_host *host, struct fc_volume *v)
   char owner[FC_FLASH_OWNER_MAX], name[FC_DM_NAME_MAX + 8], err[512];
   struct fc_dm_info info;
 
+  /* hybrid's clone and relay hold the cache data under the export. */
+  dm_hyb_teardown(host, v, DV(v)->migr);
   snprintf(name, sizeof name, "%s-emeta", DV(v)->name);
   if (!fc_dm_info(name, &info) && info.exists && fc_dm_remove(name, err, sizeof err))
     log_error("volume %s: %s", v->p.id, err);
@@ -113,6 +115,8 @@ dm_migr_in_begin(struct fc_engine_migr *m)
     r = dm_migr_open_dev(v->p.origin, O_RDONLY, &st->origin_fd, err, sizeof err);
   if (!r && st->era)
     r = era_alloc(host, v, st, err, sizeof err);
+  if (!r && fc_strategy(m->strategy)->on_demand)
+    r = dm_hyb_begin(m, st, err, sizeof err);
   /* The fresh cache table goes (its metadata stays formatted and clean,
    * free for cache_restore).  Until the switchover only the hypervisor
    * reads here (the guest stays paused: doc/reference/dmcache.rst), and a read gets
@@ -127,6 +131,7 @@ out:
   if (r) {
     log_error("migration %s: cannot prepare volume %s: %s", m->id, v->p.id,
               err[0] ? err : strerror(-r));
+    dm_hyb_teardown(host, v, st);
     fc_dm_migr_free(st);
     return r;
   }
@@ -147,10 +152,34 @@ dm_migr_in_connected(struct fc_engine_migr *m)
            "fails reads (the source holds its dirty blocks)" : "reads the origin");
 }
 
+/* hybrid: the source's blocks, hottest first, each at the next cache
+ * block here -- the numbering of the restored metadata and of the relay
+ * alike (dm_migr_hybrid.c).  A cache smaller than the source's leaves
+ * the coldest clean blocks out; a dirty block has no other home. */
 int
 dm_migr_in_add_remote(struct fc_engine_migr *m, oblock_t ob, bool dirty)
 {
-  return -EPROTO;     /* only on-demand strategies list remote blocks */
+  struct fc_dm_migr *st = dm_migr_state(m);
+  int r = 0;
+
+  if (!st || !st->hy)
+    return -EPROTO;     /* only on-demand strategies list remote blocks */
+  if (ob.n >= st->nr_oblocks)
+    return -ERANGE;
+  pthread_mutex_lock(&st->lock);
+  if (st->switched || fc_invfilter_contains(&st->have, ob))
+    r = -EPROTO;        /* after the switch, or listed twice */
+  else if (st->next_cb >= st->nr_cblocks)
+    r = dirty ? -ENOSPC : 0;
+  else if ((r = fc_invfilter_add(&st->have, ob)) >= 0) {
+    st->inst[st->ninst++] = (struct fc_dmc_mapping){ .oblock = ob,
+                                                      .cblock = to_cblock(st->next_cb++),
+                                                      .dirty = dirty };
+    st->uncommitted++;
+    r = 0;
+  }
+  pthread_mutex_unlock(&st->lock);
+  return r;
 }
 
 /* Write what arrived as the metadata, with hints from the arrival order
@@ -261,6 +290,11 @@ dm_migr_in_switch(struct fc_engine_migr *m)
                       &(struct fc_dm_target){ 0, DV(v)->origin_sectors, "era", params },
                       err, sizeof err);
     }
+  } else if (st->hy) {
+    /* The metadata first (no table holds cmeta yet), then the stack. */
+    r = commit(m, err, sizeof err);
+    if (!r)
+      r = dm_hyb_attach(m, err, sizeof err);
   } else {
     if (fc_strategy(m->strategy)->copy_before_switch && st->uncommitted)
       r = commit(m, err, sizeof err);
@@ -280,7 +314,8 @@ dm_migr_in_switch(struct fc_engine_migr *m)
     m->fail(m->ctx, msg);
   } else
     log_info("migration %s: volume %s runs here (%s)", m->id, m->volume_id,
-             st->era ? "origin, writes recorded by dm-era" : "cache attached");
+             st->era ? "origin, writes recorded by dm-era" :
+             st->hy ? "cache over the source's, hydrating" : "cache attached");
 }
 
 int
@@ -293,7 +328,10 @@ dm_migr_in_install(struct fc_engine_migr *m, oblock_t ob, const void *data, bool
   if (ob.n >= st->nr_oblocks)
     return -ERANGE;
   pthread_mutex_lock(&st->lock);
-  if (fc_invfilter_contains(&st->have, ob)) {
+  /* hybrid: the clone copies every block; a source that sends a copy
+   * anyway (one that predates WELCOME's "background") is ignored, as
+   * nothing may write cdata under the clone. */
+  if (fc_invfilter_contains(&st->have, ob) || st->hy) {
     st->discarded++;
     pthread_mutex_unlock(&st->lock);
     return 1;
@@ -466,6 +504,8 @@ fail:
 uint32_t
 dm_migr_in_end(struct fc_engine_migr *m)
 {
+  if (fc_strategy(m->strategy)->on_demand)
+    return dm_hyb_end(m);
   return fc_strategy(m->strategy)->invalidation_filter ? finish_era(m) : 0;
 }
 
@@ -501,7 +541,11 @@ void
 dm_migr_in_lost(struct fc_engine_migr *m)
 {
   /* Nothing on the source is needed any more: firepan completed before
-   * the switchover, and the other strategies moved only clean blocks. */
+   * the switchover, and the other strategies moved only clean blocks --
+   * except hybrid's until its clone is hydrated. */
+  pthread_mutex_lock(&m->host->lock);
+  dm_hyb_lost(m, "the source was lost");
+  pthread_mutex_unlock(&m->host->lock);
 }
 
 /* The agent stops: the export must not go on reading the origin. */
@@ -514,13 +558,14 @@ dm_migr_in_shutdown(struct fc_engine_migr *m)
   if (m->vol && dm_migr_state(m) && !dm_migr_state(m)->switched &&
       dm_migr_to_error(m->vol, err, sizeof err))
     log_error("migration %s of volume %s: %s", m->id, m->volume_id, err);
+  dm_hyb_shutdown(m);
   pthread_mutex_unlock(&m->host->lock);
 }
 
 uint32_t
 dm_migr_in_remote_dirty(struct fc_engine_migr *m)
 {
-  return 0;
+  return m->vol ? dm_hyb_remote_dirty(dm_migr_state(m)) : 0;
 }
 
 void
@@ -557,8 +602,10 @@ dm_migr_stats_json(struct fc_engine_migr *m, json_t *o)
   json_object_set_new(o, "installed_copies", json_integer((json_int_t)st->installed));
   json_object_set_new(o, "discarded_copies", json_integer((json_int_t)st->discarded));
   json_object_set_new(o, "era_written_blocks", json_integer((json_int_t)st->era_written));
+  dm_hyb_stats_json(st, o);
   pthread_mutex_unlock(&st->lock);
-  json_object_set_new(o, "fetched_blocks", json_integer(0));
+  if (!json_object_get(o, "fetched_blocks"))
+    json_object_set_new(o, "fetched_blocks", json_integer(0));
   json_object_set_new(o, "remote_dirty_blocks", json_integer(0));
   json_object_set_new(o, "remote_clean_blocks", json_integer(0));
 }

@@ -19,6 +19,7 @@
 struct fc_host;
 struct fc_engine_migr;
 struct fc_volume;
+struct dm_hybrid;
 
 struct fc_dm_migr {
   pthread_mutex_t lock;
@@ -37,6 +38,9 @@ struct fc_dm_migr {
   struct fc_dmc_mapping *inst;  /* in arrival order (hottest first) */
   uint32_t ninst, next_cb, nr_cblocks, uncommitted;
   uint64_t installed, discarded, era_written;
+  /* hybrid: the relay and the clone under the cache (dm_migr_hybrid.c);
+   * the pointer under lock (migration-status reads it). */
+  struct dm_hybrid *hy;
 };
 
 /* Shared state and helpers (dm_migr.c). */
@@ -76,5 +80,18 @@ uint32_t dm_migr_in_remote_dirty(struct fc_engine_migr *m);
 void dm_migr_in_completed(struct fc_engine_migr *m);
 int dm_migr_in_forget_all(struct fc_engine_migr *m);
 void dm_migr_stats_json(struct fc_engine_migr *m, json_t *o);
+
+/* The destination of hybrid (dm_migr_hybrid.c): dm_migr_dest.c's steps
+ * call these where the strategy needs the relay. */
+int dm_hyb_begin(struct fc_engine_migr *m, struct fc_dm_migr *st, char *err, size_t errlen);
+int dm_hyb_attach(struct fc_engine_migr *m, char *err, size_t errlen);
+uint32_t dm_hyb_end(struct fc_engine_migr *m);
+void dm_hyb_lost(struct fc_engine_migr *m, const char *why);
+void dm_hyb_shutdown(struct fc_engine_migr *m);
+void dm_hyb_teardown(struct fc_host *host, struct fc_volume *v, struct fc_dm_migr *st);
+void dm_hyb_free(struct dm_hybrid *hy);
+uint32_t dm_hyb_remote_dirty(struct fc_dm_migr *st);
+/* Under st->lock. */
+void dm_hyb_stats_json(struct fc_dm_migr *st, json_t *o);
 
 #endif

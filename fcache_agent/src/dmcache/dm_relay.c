@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "common/log.h"
 #include "dm_relay.h"
@@ -44,7 +45,17 @@ struct relay_fetch {
   uint32_t skip, len;
   uint64_t cblock, ob;
   uint8_t *bounce;
+  uint64_t t0;                  /* now_ns() when started */
 };
+
+static uint64_t
+now_ns(void)
+{
+  struct timespec ts;
+
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
 
 int
 dm_relay_new(const struct dm_relay_params *p, struct dm_relay **out)
@@ -128,8 +139,10 @@ fetch_ended(void *arg, int err, bool dirty)
   r->st.inflight--;
   if (err)
     r->st.fetch_errors++;
-  else
+  else {
     r->st.fetched++;
+    r->st.fetch_ns += now_ns() - f->t0;
+  }
   pthread_cond_signal(&r->cond);
   last = read_put_locked(rd, err ? -EIO : 0);
   pthread_mutex_unlock(&r->lock);
@@ -166,6 +179,7 @@ fetch_start_locked(struct dm_relay *r, struct relay_read *rd, uint64_t c, char *
     r->st.inflight_peak = r->st.inflight;
   rd->pending++;
   pthread_mutex_unlock(&r->lock);
+  f->t0 = now_ns();
   e = r->fetch(r->fetch_ctx, to_oblock(f->ob), f->bounce ? f->bounce : (uint8_t *)dst, true,
                fetch_ended, f);
   pthread_mutex_lock(&r->lock);

@@ -164,6 +164,10 @@ struct fc_engine_migr {
    * from a thread that must never wait on the network. */
   int (*fetch_source_start)(void *ctx, oblock_t ob, void *data, bool required,
                             fc_engine_fetch_done_fn *done, void *arg);
+  /* Destination: the source's rate limit for this migration, bytes/s, as
+   * its HELLO said (0: none, or a source that does not say).  What
+   * paces the source's answers to FETCH too. */
+  uint64_t rate_limit_bps;
   /* The migration cannot go on: fail it with this message. */
   void (*fail)(void *ctx, const char *msg);
   void *ctx;                        /* for the calls above */
@@ -207,9 +211,19 @@ struct fc_engine_migr_ops {
   /* Can this engine run strategy s?  0, or -ENOTSUP and a message that
    * says why and which engine can. */
   int (*supports)(enum fc_strategy s, char *err, size_t errlen);
+  /* Strategy s runs on this engine as a preview only: supports refuses
+   * it, and a migration-incoming / migration-outgoing that says
+   * "experimental": true may use it all the same.  NULL: no previews. */
+  bool (*preview)(enum fc_strategy s);
   /* Settling a migration that failed past its switchover (migr_settle.c);
    * NULL when this engine cannot. */
   const struct fc_engine_settle_ops *settle;
+  /* The destination of an on-demand strategy copies every listed block
+   * itself, with fetch_source_start (dmcache: dm-clone hydrating through
+   * its relay): the source sends no background copy (WELCOME's
+   * "background": false), and in_switch may fetch, so the receiver goes
+   * on delivering the source's answers while it runs. */
+  bool fetch_hydrates;
 
   /* ---- source ---- */
   /* The VM stops using this host's copy: from now on its I/O here is
@@ -302,7 +316,10 @@ struct fc_engine_migr_ops {
    * from a few threads at once.  0 installed, 1 skipped. */
   int (*in_preload)(struct fc_engine_migr *m, oblock_t ob);
   /* Every copied block is in (or the source is gone): attach what
-   * arrived minus what the VM overwrote.  Returns blocks invalidated. */
+   * arrived minus what the VM overwrote.  Returns blocks invalidated.
+   * With fetch_hydrates, the copy is the engine's own: this returns once
+   * it ended and the source is no longer needed (COMPLETE follows), or
+   * it failed (m->fail), and the migration does not end meanwhile. */
   uint32_t (*in_end)(struct fc_engine_migr *m);
   /* cachemior, after the preload, for an engine whose preloaded blocks
    * become usable only once it ends (NULL: they are usable at once).

@@ -111,6 +111,10 @@ fc_migr_join(struct fc_migration *m)
     fc_xfer_conn_shutdown(&m->conn);
   if (m->rx_running)
     pthread_join(m->rx_thread, NULL);
+  /* The destination's switch, where it runs beside the receiver. */
+  if (m->dst.switcher_running)
+    pthread_join(m->dst.switcher, NULL);
+  m->dst.switcher_running = false;
   if (m->worker_running)
     pthread_join(m->worker_thread, NULL);
   m->rx_running = m->worker_running = false;

@@ -165,6 +165,47 @@ send_complete(struct fc_migration *m)
   return r;
 }
 
+/* The source copies nothing in the background: this engine fetches
+ * every listed block itself (engine.h, fetch_hydrates). */
+static bool
+fetch_hydrates(const struct fc_migration *m)
+{
+  return OPS(m)->fetch_hydrates && fc_strategy(m->e.strategy)->on_demand;
+}
+
+/* SWITCH: the engine serves the volume first (gate open, final table):
+ * what waits for the SWITCH -- the worker finishing the migration,
+ * forwarded reads, the source's switchover -- then finds it served here.
+ * A failing engine fails the migration (m->fail). */
+static int
+switch_here(struct fc_migration *m)
+{
+  OPS(m)->in_switch(&m->e);
+  pthread_mutex_lock(&m->lock);
+  m->dst.switch_received = true;
+  m->switched_ns = fc_monotonic_ns();
+  if (m->state == FC_MS_CONNECTED)
+    m->state = FC_MS_SWITCHED;
+  pthread_cond_broadcast(&m->cond);
+  pthread_mutex_unlock(&m->lock);
+  return m->dst.peer_switch_ack ? send_switched(m) : 0;
+}
+
+static void *
+switcher(void *arg)
+{
+  struct fc_migration *m = arg;
+  int r;
+
+  fc_migr_thread_setup("fc-migr-dst-sw");
+  r = switch_here(m);
+  /* The receiver sees the broken stream too, and fails the migration. */
+  if (r)
+    log_warning("migration %s of volume %s: cannot confirm the switchover: %s", m->e.id,
+                m->e.volume_id, strerror(-r));
+  return NULL;
+}
+
 static void *
 dest_rx(void *arg)
 {
@@ -184,20 +225,18 @@ dest_rx(void *arg)
       r = (h.flags & FC_XFER_F_ORDER) ? on_order(m, buf, h.length) : on_list(m, buf, h.length);
       break;
     case FC_XFER_SWITCH:
-      /* The engine serves the volume first (gate open, final table):
-       * what waits for the SWITCH -- the worker finishing the migration,
-       * forwarded reads, the source's switchover -- then finds it served
-       * here.  A failing engine fails the migration (m->fail). */
-      OPS(m)->in_switch(&m->e);
-      pthread_mutex_lock(&m->lock);
-      m->dst.switch_received = true;
-      m->switched_ns = fc_monotonic_ns();
-      if (m->state == FC_MS_CONNECTED)
-        m->state = FC_MS_SWITCHED;
-      pthread_cond_broadcast(&m->cond);
-      pthread_mutex_unlock(&m->lock);
-      if (m->dst.peer_switch_ack)
-        r = send_switched(m);
+      if (m->dst.switcher_running) {
+        r = -EPROTO;
+        break;
+      }
+      /* An engine whose switch fetches needs this thread to go on
+       * delivering the answers meanwhile. */
+      if (fetch_hydrates(m) &&
+          pthread_create(&m->dst.switcher, NULL, switcher, m) == 0) {
+        m->dst.switcher_running = true;
+        break;
+      }
+      r = switch_here(m);
       break;
     case FC_XFER_BLOCK:
       if (h.flags & FC_XFER_F_REPLY) {
@@ -371,7 +410,8 @@ dest_worker(void *arg)
           m->state == FC_MS_COMPLETED)
         break;
       /* Every block the source had is here (or was superseded). */
-      if ((m->dst.done_received && !m->dst.complete_sent && fc_migr_dest_installed_locked(m)) ||
+      if ((m->dst.done_received && !m->dst.complete_sent && fc_migr_dest_installed_locked(m) &&
+           (m->dst.switch_received || how->copy_before_switch)) ||
           done_at_switch_locked(m)) {
         finish = true;
         break;
@@ -397,9 +437,17 @@ dest_worker(void *arg)
       /* Only a copy that ran beside the VM can have lost blocks to its
        * writes. */
       uint32_t invalidated = OPS(m)->in_end(&m->e);
+      bool failed;
 
       if (how->background_copy)
         m->invalidated += invalidated;
+      /* An engine's own copy (fetch_hydrates) may have failed in in_end:
+       * then the source still holds what this host needs. */
+      pthread_mutex_lock(&m->lock);
+      failed = m->stopping || m->state == FC_MS_FAILED || m->state == FC_MS_ABORTED;
+      pthread_mutex_unlock(&m->lock);
+      if (failed)
+        break;
       send_complete(m);
     }
     complete(m);
@@ -429,7 +477,7 @@ fc_migr_dest_allocation(struct fc_migration *m, json_t *state)
 int
 fc_migr_dest_accept(struct fc_migration *m, struct fc_xfer_conn *c)
 {
-  char welcome[96 + FC_SETTLE_SECRET_HEX + 32];
+  char welcome[128 + FC_SETTLE_SECRET_HEX + 32];
   int r;
 
   fc_xfer_conn_move(&m->conn, c);
@@ -449,8 +497,9 @@ fc_migr_dest_accept(struct fc_migration *m, struct fc_xfer_conn *c)
    * of either host finds it on both. */
   if (!m->settle_peer[0] || fc_migr_mark_volume(m, "in"))
     explicit_bzero(m->settle_secret, sizeof m->settle_secret);
-  snprintf(welcome, sizeof welcome, "{\"credits\": %u%s%s%s%s%s}", m->dst.inq->credits,
+  snprintf(welcome, sizeof welcome, "{\"credits\": %u%s%s%s%s%s%s}", m->dst.inq->credits,
            m->order_after ? ", \"order\": true" : "",
+           fetch_hydrates(m) ? ", \"background\": false" : "",
            m->dst.peer_switch_ack ? ", \"switch_ack\": true" : "",
            m->settle_secret[0] ? ", \"settle_secret\": \"" : "", m->settle_secret,
            m->settle_secret[0] ? "\"" : "");

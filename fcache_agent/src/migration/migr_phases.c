@@ -82,8 +82,15 @@ migration_new(struct fc_agent *agent, json_t *args, enum fc_migr_role role,
              "orchestrator)", known);
     return NULL;
   }
-  if (agent->host.ops->migr->supports(s, err, errlen))
-    return NULL;
+  if (agent->host.ops->migr->supports(s, err, errlen)) {
+    /* A preview is used only when asked for by name, on both sides. */
+    if (!(json_is_true(json_object_get(args, "experimental")) &&
+          agent->host.ops->migr->preview && agent->host.ops->migr->preview(s)))
+      return NULL;
+    log_warning("migration %s of volume %s: strategy %s is a preview on this engine "
+                "(\"experimental\": true)", id, vol, strat);
+    err[0] = '\0';
+  }
   if (fc_xfer_tls_pinned(agent->tls) &&
       fc_xfer_fp_parse(json_string_value(json_object_get(args, "peer_fingerprint")),
                        peer_fp)) {

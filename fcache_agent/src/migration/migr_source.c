@@ -510,12 +510,13 @@ fc_migr_source_connect(struct fc_migration *m, char *err, size_t errlen)
     fc_migr_fail(m, "%s", err);
     return r;
   }
-  hello = json_pack("{s:s, s:s, s:s, s:i, s:s, s:b, s:b, s:s}", "migration_id", m->e.id,
+  hello = json_pack("{s:s, s:s, s:s, s:i, s:s, s:b, s:b, s:s, s:I}", "migration_id", m->e.id,
                     "volume_id", m->e.volume_id, "token", m->token, "block_size", m->bs,
                     "strategy", fc_strategy_name(m->e.strategy),
                     "reads", m->agent->host.ops->migr->out_peek != NULL,
                     "switch_ack", 1,
-                    "settle_address", m->agent->host.cfg.migration_listen);
+                    "settle_address", m->agent->host.cfg.migration_listen,
+                    "rate_limit_bps", (json_int_t)m->src.rate_limit_bps);
   if (hello && m->agent->host.ops->migr->out_allocation) {
     json_t *alloc = m->agent->host.ops->migr->out_allocation(&m->e);
 
@@ -568,6 +569,9 @@ fc_migr_source_connect(struct fc_migration *m, char *err, size_t errlen)
   /* An older destination handles the SWITCH without saying when it is
    * done: the switchover then returns once SWITCH is sent, as it did. */
   m->src.switch_ack = json_is_true(json_object_get(welcome, "switch_ack"));
+  /* A destination that copies by fetching (engine.h, fetch_hydrates)
+   * wants no background copy: DONE follows the SWITCH at once. */
+  m->src.no_background = json_is_false(json_object_get(welcome, "background"));
   m->connected = true;
   m->state = FC_MS_CONNECTED;
   /* Persisted with the "out" mark at the switchover; a destination that
@@ -634,9 +638,9 @@ background_list(struct fc_migration *m, uint64_t **list, uint32_t *n)
 static int
 queue_background(struct fc_migration *m)
 {
-  uint64_t *list;
-  uint32_t n;
-  int r = background_list(m, &list, &n);
+  uint64_t *list = NULL;
+  uint32_t n = 0;
+  int r = m->src.no_background ? 0 : background_list(m, &list, &n);
 
   if (r)
     return r;

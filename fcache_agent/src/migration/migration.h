@@ -113,6 +113,9 @@ struct fc_migration {
     /* The destination confirms the SWITCH (WELCOME's "switch_ack"), and
      * has (SWITCHED). */
     bool switch_ack, switch_acked;
+    /* The destination copies by fetching (WELCOME's "background":
+     * false): the background list is empty. */
+    bool no_background;
     struct peek_req *readq;        /* destination READs, FIFO */
     uint32_t readq_n;
     /* A migration-finish is forgetting the volume's blocks, without
@@ -145,6 +148,10 @@ struct fc_migration {
     bool switch_received, done_received, complete_sent;
     bool peer_reads;               /* the source answers READ (its HELLO said so) */
     bool peer_switch_ack;          /* the source waits for SWITCHED (its HELLO said so) */
+    /* The engine's in_switch fetches (fetch_hydrates): it runs in this
+     * thread while the receiver goes on; joined by fc_migr_join. */
+    pthread_t switcher;
+    bool switcher_running;
     uint64_t listed;               /* LIST entries so far (receiver thread) */
     uint64_t ordered;              /* F_ORDER LIST entries so far (same) */
     struct read_wait *read_waiters;  /* READs in flight */
