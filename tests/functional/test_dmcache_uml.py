@@ -68,6 +68,12 @@ def vm2():
     yield from _vm(DISKS + [('flash_b', 48 << 20)])
 
 
+@pytest.fixture
+def vm2_nbd():
+    """Two hosts' flash devices, one shared origin, and nbd.ko."""
+    yield from _vm(DISKS + [('flash_b', 48 << 20)], modules=('nbd',))
+
+
 def run(vm, script, *args, env=None, timeout=240):
     cmd = 'python3 %s %s' % (os.path.join(GUEST, script), ' '.join(args))
     res = vm.run(cmd, env=env or {}, timeout=timeout, cwd=ROOT)
@@ -208,13 +214,42 @@ def test_migration_between_agents(vm2, agent_path, policy):
     assert done['firepan_if']['era_written_blocks'] > 0
     if policy == 'write_back':
         assert done['firepan']['dirty_before'] > 0
-    for s in ('cloudcache', 'hybrid'):
-        assert 'needs engine ucache' in r['refused_' + s]
+    assert 'needs engine ucache' in r['refused_cloudcache']
+    assert 'is a preview' in r['refused_hybrid']
     assert r['capabilities'] == {
         'none': True, 'cachemior': True, 'firepan': True,
         'firepan_if': True, 'cloudcache': False, 'hybrid': False}
-    assert 'needs engine ucache' in r['capabilities_why']['hybrid']
+    assert '"experimental": true' in r['capabilities_why']['hybrid']
     assert r['move_schemes'] == ['lr']
+
+
+# hybrid on dmcache (a preview, "experimental": true): the destination's
+# cache data is a dm-clone over /dev/nbdN, which the agent answers with
+# the migration's FETCHes.  a -> b -> a, rate-limited so that the VM
+# stand-in reads and writes (every read checked) while the clone hydrates;
+# then the source agent killed mid-hydration: the destination fails the
+# migration saying what is lost, and each read is the oracle's or EIO.
+@pytest.mark.timeout(400)
+@pytest.mark.parametrize('policy', ['read_only', 'write_through',
+                                    'write_back'])
+def test_hybrid_between_agents(vm2_nbd, agent_path, policy):
+    r = run(vm2_nbd, 'migrate_dmcache_hybrid.py', policy,
+            env={'FCACHE_AGENT': agent_path})
+    assert 'is a preview' in r['refused']
+    assert len(r['migrations']) == 2
+    for m in r['migrations']:
+        h = m['hydration']
+        assert h['hydrated'] and h['regions_hydrated'] == h['regions_total']
+        assert m['seen_partial']['regions_hydrated'] < h['regions_total']
+        assert m['vm_ops_during_hydration'] > 0
+        assert m['fetched_blocks'] > 0 and m['cached_after'] > 0
+        if policy == 'write_back':
+            assert h['restored_dirty_blocks'] > 0
+        else:
+            assert h['restored_dirty_blocks'] == 0
+    k = r['killed_source']
+    assert k['eio_reads'] > 0 and k['good_reads'] > 0
+    print('hybrid %s:' % policy, json.dumps(r, sort_keys=True))
 
 
 # volume-move on dmcache is dm-clone (lr in the kernel): the VM writes and

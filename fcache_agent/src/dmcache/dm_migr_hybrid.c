@@ -71,7 +71,7 @@ struct dm_hybrid {
   bool attached, finished;
   unsigned threshold;
   uint64_t regions_total, regions_hydrated;
-  uint64_t attached_ms, progress_ms, hydrated_ms;
+  uint64_t attached_ms, progress_ms, hydrated_ms;   /* hydrated_ms: or cut */
   uint64_t pulses;
   uint64_t restored, restored_dirty, dirty_at_attach;
   struct dm_relay_stats relay_final;   /* the relay's, once it is gone */
@@ -163,6 +163,8 @@ static void
 cut(struct dm_hybrid *hy)
 {
   pthread_mutex_lock(&hy->lock);
+  if (!hy->cut && !hy->finished)
+    hy->hydrated_ms = fc_now_ms();      /* the copy's time ends here */
   hy->cut = true;
   while (hy->calls)
     pthread_cond_wait(&hy->cond, &hy->lock);
@@ -351,6 +353,7 @@ dm_hyb_attach(struct fc_engine_migr *m, char *err, size_t errlen)
     goto fail;
   pthread_mutex_lock(&hy->lock);
   hy->attached = true;
+  hy->regions_total = st->nr_cblocks;    /* a region is a cache block */
   hy->restored = st->ninst;
   hy->restored_dirty = dirty;
   hy->attached_ms = hy->progress_ms = fc_now_ms();
@@ -632,7 +635,8 @@ dm_hyb_stats_json(struct fc_dm_migr *st, json_t *o)
                 "regions_total", (json_int_t)hy->regions_total,
                 "regions_hydrated", (json_int_t)hy->regions_hydrated,
                 "hydrated", hy->finished,
-                "hydration_s", (double)((hy->finished ? hy->hydrated_ms : fc_now_ms()) -
+                "hydration_s", (double)((hy->finished || hy->cut ? hy->hydrated_ms :
+                                         fc_now_ms()) -
                                         hy->attached_ms) / 1000.0 * (hy->attached ? 1 : 0),
                 "hydration_threshold", (json_int_t)hy->threshold,
                 "pauses", (json_int_t)hy->pulses,

@@ -333,6 +333,14 @@ source_tx(void *arg)
     for (;;) {
       if (!live(m))
         break;
+      /* Nothing to copy (the destination fetches every block itself):
+       * DONE at once, not behind a queue of FETCHes that may never
+       * empty while the destination's copy runs. */
+      if (m->src.bg_started && m->src.no_background && !m->src.done_sent) {
+        m->src.done_sent = true;
+        what = 3;
+        break;
+      }
       if (m->src.fetchq_n) {
         ob = m->src.fetchq[0];
         memmove(m->src.fetchq, m->src.fetchq + 1, --m->src.fetchq_n * sizeof *m->src.fetchq);

@@ -231,17 +231,19 @@ def migrate(src, dst, vol, strategy, vm, rate_bps=0):
 
 
 def refusals(a, b):
-    """On-demand strategies are refused, clearly, by both agents."""
-    for strategy in ('cloudcache', 'hybrid'):
+    """On-demand strategies are refused, clearly, by both agents: hybrid
+    as a preview (asked for with "experimental": true), cloudcache."""
+    for strategy, why in (('cloudcache', 'needs engine ucache'),
+                          ('hybrid', 'is a preview')):
         r = b.call('migration-incoming', migration_id='x-' + strategy,
                    volume_id='vx', token='0' * 64, strategy=strategy,
                    origin=ORIGIN, cache_size=8 * MiB,
                    write_policy='write_through', admission='all')
-        check(not r['ok'] and 'needs engine ucache' in r['error'], r)
+        check(not r['ok'] and why in r['error'], r)
         r = a.call('migration-outgoing', migration_id='y-' + strategy,
                    volume_id='vm1', token='0' * 64, strategy=strategy,
                    destination='127.0.0.1:1')
-        check(not r['ok'] and 'needs engine ucache' in r['error'], r)
+        check(not r['ok'] and why in r['error'], r)
         out['refused_' + strategy] = r['error']
     # What the agent publishes agrees: the same two, with the same reason,
     # and lr alone for storage moves.

@@ -1,0 +1,217 @@
+# SPDX-License-Identifier: Apache-2.0
+"""hybrid between two dmcache agents, inside UML (nbd.ko loaded).
+
+``python3 migrate_dmcache_hybrid.py POLICY``: the two "hosts" of
+migrate_dmcache.py.  One volume moves a -> b -> a with ``hybrid``
+(``"experimental": true``), rate-limited so that the destination's
+dm-clone is still hydrating through the relay while the VM stand-in reads
+and writes the destination; every read is checked against the oracle
+(the last acknowledged write).  Then a -> b once more, and the source
+agent is killed (SIGKILL) mid-hydration: the destination must fail the
+migration with a message an operator can act on, and every read of the
+VM stand-in (reads only: a write that fails may or may not have reached
+the origin, which would leave the oracle unsure) is either the oracle's
+data or EIO -- never zeros, never a stale block.  Prints ``RESULT
+{json}``.
+"""
+
+import errno
+import os
+import secrets
+import signal
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import agent_dmcache as ad  # noqa: E402
+import dmutil  # noqa: E402
+import migrate_dmcache as md  # noqa: E402
+
+MiB = 1 << 20
+out = ad.out
+out['migrations'] = []
+check = ad.check
+RATE = 4 * 1000 * 1000        # the copy takes a second or two at 64 KiB
+SLOW = 1000 * 1000            # for the kill: hydration still running
+
+
+def nbd_sizes():
+    """The kernel NBD devices' sizes: a connected relay's is the cache."""
+    sizes = {}
+    for d in os.listdir('/sys/block'):
+        if d.startswith('nbd'):
+            with open('/sys/block/%s/size' % d) as f:
+                sizes[d] = int(f.read())
+    return sizes
+
+
+def prepare(src, dst, vol, mid, rate, experimental=True):
+    vshow = src.ok('volume-show', volume_id=vol)
+    token = secrets.token_hex(32)
+    key = src.ok('migration-key', migration_id=mid, volume_id=vol)
+    extra = {'experimental': True} if experimental else {}
+    inc = dst.ok('migration-incoming', migration_id=mid, volume_id=vol,
+                 token=token, strategy='hybrid', origin=vshow['origin'],
+                 cache_size=vshow['cache_size'],
+                 write_policy=vshow['write_policy'],
+                 admission=vshow['admission'],
+                 peer_fingerprint=key.get('fingerprint'), **extra)
+    src.ok('migration-outgoing', migration_id=mid, volume_id=vol,
+           token=token, strategy='hybrid', destination=inc['listen'],
+           rate_limit_bps=rate, peer_fingerprint=inc.get('fingerprint'),
+           **extra)
+    return vshow, inc
+
+
+def switch(src, dst, vol, mid, vm, inc, vshow):
+    """Start, move the VM, switch over; the VM runs on the destination."""
+    src.ok('migration-start', migration_id=mid)
+    vm.pause()
+    md.probe_before_switch(inc['export_uri'], vshow['write_policy'],
+                           vm.model)
+    vm.move(inc['export_uri'])
+    md.switchover_waits_for(src, dst, mid)
+    # SWITCHED came once the cache table over the clone was live.
+    export = os.path.basename(inc['export_uri'])
+    table = dmutil.dmsetup('table %s' % export).stdout.split()
+    check(len(table) > 2 and table[2] == 'cache',
+          '%s serves %r after the switchover' % (mid, table[2:3]))
+    clone = dmutil.dmsetup('table %s-mclone' % export).stdout.split()
+    check(len(clone) > 2 and clone[2] == 'clone',
+          '%s: no clone under the cache: %r' % (mid, clone))
+    return export
+
+
+def migrate(src, dst, vol, vm, rate):
+    mid = 'h%d' % len(out['migrations'])
+    vshow, inc = prepare(src, dst, vol, mid, rate)
+    t0 = time.monotonic()
+    export = switch(src, dst, vol, mid, vm, inc, vshow)
+    check(any(nbd_sizes().values()), 'no relay device connected')
+    ops0 = vm.reads + vm.writes
+    vm.resume()
+    partial = None
+    while True:
+        st = dst.ok('migration-status', migration_id=mid)
+        h = st.get('hydration', {})
+        if st['state'] != 'completed' and h.get('regions_total') and \
+                h['regions_hydrated'] < h['regions_total']:
+            partial = partial or dict(h)
+        if st['state'] in ('completed', 'failed', 'aborted'):
+            break
+        check(time.monotonic() - t0 < 120, '%s stuck: %r' % (mid, st))
+        time.sleep(0.05)
+    ops_during = vm.reads + vm.writes - ops0
+    check(st['state'] == 'completed', '%s: %r' % (mid, st))
+    h = st['hydration']
+    check(h['hydrated'] and h['regions_hydrated'] == h['regions_total'], h)
+    check(partial is not None, '%s: never seen hydrating: %r' % (mid, h))
+    # The stack is down to cdata: no clone, no relay device.
+    check(not ad.exists(export + '-mclone') and
+          not ad.exists(export + '-mclmeta'), 'clone left after COMPLETE')
+    check(not any(nbd_sizes().values()), 'relay device still connected: %r'
+          % nbd_sizes())
+    src_st = src.ok('migration-finish', migration_id=mid, timeout_s=60)
+    vm.pause()
+    after = dst.ok('volume-show', volume_id=vol)
+    check(after['mode'] == ('writeback' if vshow['write_policy'] ==
+                            'write_back' else 'writethrough'), after)
+    check(src.call('volume-show', volume_id=vol)['errno'] == 2,
+          'source still has the volume')
+    check(after['cached_blocks'] > 0, 'destination cold: %r' % after)
+    vm.check_all(md.SPAN)
+    rec = {'cached_before': vshow['cached_blocks'],
+           'dirty_before': vshow['dirty_blocks'],
+           'duration_s': round(time.monotonic() - t0, 3),
+           'downtime_s': round(src_st['downtime_s'], 3),
+           'rate_limit_bps': rate,
+           'vm_ops_during_hydration': ops_during,
+           'seen_partial': partial, 'hydration': h,
+           'fetched_blocks': st['fetched_blocks'],
+           'cached_after': after['cached_blocks'],
+           'dirty_after': after['dirty_blocks']}
+    out['migrations'].append(rec)
+    vm.resume()
+    return rec
+
+
+def killed_source(src, dst, vol, vm):
+    """The source agent dies mid-hydration."""
+    mid = 'hk'
+    vshow, inc = prepare(src, dst, vol, mid, SLOW)
+    switch(src, dst, vol, mid, vm, inc, vshow)
+    time.sleep(0.3)
+    src.proc.send_signal(signal.SIGKILL)
+    src.proc.wait(10)
+    t0 = time.monotonic()
+    while True:
+        st = dst.ok('migration-status', migration_id=mid)
+        if st['state'] != 'switched':
+            break
+        check(time.monotonic() - t0 < 60, 'no failure seen: %r' % st)
+        time.sleep(0.05)
+    check(st['state'] == 'failed', 'after the source died: %r' % st)
+    check('not yet copied from the source' in st['error'] and
+          'EIO' in st['error'], st['error'])
+    h = st['hydration']
+    check(h['regions_hydrated'] < h['regions_total'], h)
+    # Reads only: each one is the oracle's data or EIO.
+    good = eio = 0
+    view = memoryview(vm.buf)
+    for off in range(0, md.SPAN, 64 * 1024):
+        v = view[:64 * 1024]
+        try:
+            n = os.preadv(vm.fd, [v], off)
+        except OSError as e:
+            check(e.errno == errno.EIO, 'read at %d: %r' % (off, e))
+            eio += 1
+            continue
+        check(n == len(v) and bytes(v) == bytes(vm.model[off:off + n]),
+              'read at %d after the source died differs from the oracle'
+              % off)
+        good += 1
+    check(eio > 0 and good > 0, 'good %d, EIO %d' % (good, eio))
+    out['killed_source'] = {'error': st['error'], 'hydration': h,
+                            'good_reads': good, 'eio_reads': eio}
+
+
+def main(policy):
+    extra = 'migration_listen = 127.0.0.1:%d\n'
+    a = ad.Agent('ha', prefix='ha', flash=os.environ['DEV_FLASH_A'],
+                 cache_size='32M', extra=extra % 7441)
+    b = ad.Agent('hb', prefix='hb', flash=os.environ['DEV_FLASH_B'],
+                 cache_size='32M', extra=extra % 7442)
+    init = md.random.Random(7).randbytes(md.SPAN)
+    dmutil.pwrite(md.ORIGIN, 0, init)
+    a.start()
+    b.start()
+    vol = 'vm1'
+    dev = a.ok('volume-attach', volume_id=vol, origin=md.ORIGIN,
+               cache_size='8M', write_policy=policy)['export_uri']
+    # Not by accident: without "experimental" both agents refuse it.
+    r = b.call('migration-incoming', migration_id='x', volume_id='vx',
+               token='0' * 64, strategy='hybrid', origin=md.ORIGIN,
+               cache_size=8 * MiB, write_policy='write_through')
+    check(not r['ok'] and 'is a preview' in r['error'], r)
+    r = a.call('migration-outgoing', migration_id='y', volume_id=vol,
+               token='0' * 64, strategy='hybrid', destination='127.0.0.1:1')
+    check(not r['ok'] and 'is a preview' in r['error'], r)
+    out['refused'] = r['error']
+    vm = md.Vm(dev, bytearray(init), seed=policy)
+    vm.resume()
+    hosts = [a, b]
+    for i in range(2):
+        src, dst = hosts[i % 2], hosts[(i + 1) % 2]
+        md.warm(src, vol, want=100)
+        migrate(src, dst, vol, vm, RATE)
+    md.warm(a, vol, want=100)
+    vm.pause()
+    killed_source(a, b, vol, vm)
+    out.update(reads=vm.reads, writes=vm.writes)
+    vm.close()
+    out['ok'] = True
+
+
+if __name__ == '__main__':
+    out['policy'] = sys.argv[1]
+    ad.run_scenario(main, sys.argv[1])
