@@ -231,8 +231,11 @@ def migrate(src, dst, vol, strategy, vm, rate_bps=0):
 
 
 def refusals(a, b):
-    """On-demand strategies are refused, clearly, by both agents: hybrid
-    as a preview (asked for with "experimental": true), cloudcache."""
+    """On-demand strategies are refused, clearly, by both agents.
+
+    hybrid as a preview (asked for with "experimental": true), cloudcache
+    outright.
+    """
     for strategy, why in (('cloudcache', 'needs engine ucache'),
                           ('hybrid', 'is a preview')):
         r = b.call('migration-incoming', migration_id='x-' + strategy,
