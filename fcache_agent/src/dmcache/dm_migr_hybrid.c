@@ -199,8 +199,11 @@ clone_status(const char *name, uint64_t *hydrated, uint64_t *total, uint64_t *hy
 }
 
 /* Regions in flight to keep the link busy at the rate limit:
- * ceil(rate x rtt / block) + 1, the round trip being the relay's mean
- * fetch time; as many as the relay takes when nothing limits the rate. */
+ * ceil(rate x rtt / block) + 1, the round trip being the relay's shortest
+ * fetch (a mean would count the time fetches wait behind one another at
+ * the source's pacing, and grow the threshold that makes them wait); half
+ * what the relay takes when nothing limits the rate, leaving the VM's
+ * misses the other half. */
 static unsigned
 threshold_for(struct dm_hybrid *hy, uint64_t rate, uint64_t bs)
 {
@@ -208,8 +211,8 @@ threshold_for(struct dm_hybrid *hy, uint64_t rate, uint64_t bs)
   uint64_t rtt = RTT_GUESS_NS, t;
 
   dm_relay_stats(hy->relay, &rs);
-  if (rs.fetched)
-    rtt = rs.fetch_ns / rs.fetched;
+  if (rs.fetch_ns_min)
+    rtt = rs.fetch_ns_min;
   if (!rate)
     return RELAY_INFLIGHT / 2;
   t = (rate * (rtt / 1000) / 1000000 + bs - 1) / bs + 1;
@@ -628,7 +631,7 @@ dm_hyb_stats_json(struct fc_dm_migr *st, json_t *o)
   rs = hy->relay_final;
   if (hy->relay)
     dm_relay_stats(hy->relay, &rs);
-  h = json_pack("{s:I, s:I, s:I, s:I, s:I, s:b, s:f, s:I, s:I, s:I, s:I, s:I}",
+  h = json_pack("{s:I, s:I, s:I, s:I, s:I, s:b, s:f, s:I, s:I, s:I, s:I, s:I, s:f, s:f}",
                 "restored_blocks", (json_int_t)hy->restored,
                 "restored_dirty_blocks", (json_int_t)hy->restored_dirty,
                 "dirty_at_attach", (json_int_t)hy->dirty_at_attach,
@@ -642,7 +645,9 @@ dm_hyb_stats_json(struct fc_dm_migr *st, json_t *o)
                 "pauses", (json_int_t)hy->pulses,
                 "relay_fetched", (json_int_t)rs.fetched,
                 "relay_fetch_errors", (json_int_t)rs.fetch_errors,
-                "relay_inflight_peak", (json_int_t)rs.inflight_peak);
+                "relay_inflight_peak", (json_int_t)rs.inflight_peak,
+                "fetch_ms_min", (double)rs.fetch_ns_min / 1e6,
+                "fetch_ms_mean", rs.fetched ? (double)rs.fetch_ns / rs.fetched / 1e6 : 0.0);
   pthread_mutex_unlock(&hy->lock);
   if (h)
     json_object_set_new(o, "hydration", h);

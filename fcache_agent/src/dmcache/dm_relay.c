@@ -141,7 +141,11 @@ fetch_ended(void *arg, int err, bool dirty)
     r->st.fetch_errors++;
   else {
     r->st.fetched++;
-    r->st.fetch_ns += now_ns() - f->t0;
+    uint64_t ns = now_ns() - f->t0;
+
+    r->st.fetch_ns += ns;
+    if (!r->st.fetch_ns_min || ns < r->st.fetch_ns_min)
+      r->st.fetch_ns_min = ns;
   }
   pthread_cond_signal(&r->cond);
   last = read_put_locked(rd, err ? -EIO : 0);

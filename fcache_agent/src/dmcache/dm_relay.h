@@ -62,10 +62,11 @@ struct dm_relay_stats {
   uint64_t fetched;             /* blocks fetched from the source */
   uint64_t zero_blocks;         /* unmapped blocks answered with zeros */
   uint64_t fetch_errors;        /* fetches that failed (the read got EIO) */
-  /* The fetched blocks' times from start to answer, summed: the round
-   * trip to the source plus its read, which sizes dm-clone's hydration
-   * threshold (dm_migr_hybrid.c). */
-  uint64_t fetch_ns;
+  /* The fetched blocks' times from start to answer, summed, and the
+   * shortest: the round trip to the source plus its read, and the time a
+   * fetch waited behind others there (the shortest has waited least,
+   * which sizes dm-clone's hydration threshold: dm_migr_hybrid.c). */
+  uint64_t fetch_ns, fetch_ns_min;
   unsigned inflight, inflight_peak;
 };
 void dm_relay_stats(struct dm_relay *r, struct dm_relay_stats *out);
