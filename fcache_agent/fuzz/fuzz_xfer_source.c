@@ -11,10 +11,11 @@
  * the stream carries inside TLS.  A thread of the harness plays the
  * destination: it accepts, sends WELCOME and the input's frames, then
  * reads whatever the source sends until the source hangs up.  Input:
- *   byte 0:  the strategy (value & 0x3f, % 6, as in fuzz_xfer.c); bit 7:
- *            call switchover once started (ACK and COMPLETE mean more
- *            then); bit 6: WELCOME says "switch_ack" (the switchover then
- *            waits for SWITCHED, or for the stream's end)
+ *   byte 0:  the strategy (value & 0x1f, % 6); bit 7: call switchover
+ *            once started (ACK and COMPLETE mean more then); bit 6:
+ *            WELCOME says "switch_ack" (the switchover then waits for
+ *            SWITCHED, or for the stream's end); bit 5: WELCOME says
+ *            "background": false (no background copy, DONE at once)
  *   then records as in fuzz_xfer.c (u8 type, u16 flags, u16 length,
  *   payload; sealed into frames, type bit 7: raw bytes).
  */
@@ -55,11 +56,12 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 
 /* WELCOME, then the stream the input describes (caller frees). */
 static uint8_t *encode(const uint8_t *data, size_t size, bool switch_ack,
-                       size_t *out_len)
+                       bool no_background, size_t *out_len)
 {
-  const char *welcome = switch_ack ? "{\"credits\": 256, \"switch_ack\": true}"
-                                   : "{\"credits\": 256}";
-  size_t wlen = strlen(welcome);
+  char welcome[96];
+  size_t wlen = (size_t)snprintf(welcome, sizeof welcome, "{\"credits\": 256%s%s}",
+                                 switch_ack ? ", \"switch_ack\": true" : "",
+                                 no_background ? ", \"background\": false" : "");
   uint8_t *out = malloc(size * 4 + 128), *p = out;
 
   if (!out)
@@ -122,7 +124,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                    "volume_id", "vol-1",
                    "token", "0123456789abcdef0123456789abcdef"
                             "0123456789abcdef0123456789abcdef",
-                   "strategy", strategies[(data[0] & 0x3f) % 6],
+                   "strategy", strategies[(data[0] & 0x1f) % 6],
                    "destination", listen_addr);
   if (fc_migration_outgoing(agent, args, &result, err, sizeof err)) {
     fprintf(stderr, "fuzz: migration-outgoing: %s\n", err);
@@ -132,7 +134,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
   json_decref(result);
   m = fc_migration_find(agent, "m-1");
 
-  p.stream = encode(data, size, data[0] & 0x40, &p.len);
+  p.stream = encode(data, size, data[0] & 0x40, data[0] & 0x20, &p.len);
   if (pthread_create(&t, NULL, destination, &p))
     abort();
   if (fc_migration_start(m, err, sizeof err) == 0 && (data[0] & 0x80))

@@ -217,6 +217,10 @@ def xfer_source():
         write('xfer_source', name, bytes([s]) + base)
         write('xfer_source', name + '-switched', bytes([0x80 | s]) + base +
               frame(COMPLETE))
+    # A destination that fetches every block itself (dmcache's hybrid):
+    # no background copy, DONE at once.
+    write('xfer_source', 'no-background-switched', bytes([0xa5]) + base +
+          frame(COMPLETE))
     write('xfer_source', 'settle-step', bytes([5]) + base +
           frame(14, b'{"step": "list"}') + frame(15, b'{"blocks": []}'))
     write('xfer_source', 'forged-ack', bytes([0x85]) +
@@ -241,6 +245,8 @@ def hello():
             frame(BLOCK, struct.pack('<Q', 3) + b'E' * 4096) +
             frame(SWITCH, b'{}') + frame(DONE))
     write('hello', 'accepted', hi() + rest)
+    write('hello', 'rate-limited', hi(rate_limit_bps=4000000) + rest)
+    write('hello', 'rate-negative', hi(rate_limit_bps=-1) + rest)
     write('hello', 'wrong-token', hi(token='f' * 64) + rest)
     write('hello', 'other-volume', hi(volume_id='vol-2'))
     write('hello', 'unknown-migration', hi(migration_id='m-2'))
