@@ -400,6 +400,18 @@ pulse(struct fc_volume *v, struct dm_hybrid *hy)
   hy->pulses++;
 }
 
+static void
+free_clmeta(struct fc_host *host, struct fc_volume *v)
+{
+  struct fc_dm_engine *de = DME(host);
+  char owner[FC_FLASH_OWNER_MAX], err[512];
+
+  clmeta_owner(v->p.id, owner, sizeof owner);
+  if (fc_flash_pool_free(&de->pool, owner) &&
+      fc_flash_pool_save(&de->pool, de->pool_path, err, sizeof err))
+    log_error("volume %s: freeing its dm-clone metadata flash: %s", v->p.id, err);
+}
+
 /* Every region is on cdata: the cache table straight over it, the clone
  * and the relay gone.  Under host->lock. */
 static int
@@ -412,6 +424,7 @@ finish(struct fc_host *host, struct fc_volume *v, struct dm_hybrid *hy, char *er
   if (r)
     return r;
   undo(host, v, hy);
+  free_clmeta(host, v);
   return 0;
 }
 
@@ -569,19 +582,15 @@ dm_hyb_shutdown(struct fc_engine_migr *m)
 void
 dm_hyb_teardown(struct fc_host *host, struct fc_volume *v, struct fc_dm_migr *st)
 {
-  struct fc_dm_engine *de = DME(host);
   struct dm_hybrid *hy = st ? st->hy : NULL;
-  char owner[FC_FLASH_OWNER_MAX], err[512];
+  char err[512];
 
   if (!hy)
     return;
   if (hy->attached && !hy->finished && dm_migr_to_error(v, err, sizeof err))
     log_error("volume %s: %s", v->p.id, err);
   undo(host, v, hy);
-  clmeta_owner(v->p.id, owner, sizeof owner);
-  if (fc_flash_pool_free(&de->pool, owner) &&
-      fc_flash_pool_save(&de->pool, de->pool_path, err, sizeof err))
-    log_error("volume %s: freeing its dm-clone metadata flash: %s", v->p.id, err);
+  free_clmeta(host, v);
   pthread_mutex_lock(&st->lock);
   st->hy = NULL;
   pthread_mutex_unlock(&st->lock);

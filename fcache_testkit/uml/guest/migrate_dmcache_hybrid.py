@@ -84,6 +84,7 @@ def switch(src, dst, vol, mid, vm, inc, vshow):
 
 def migrate(src, dst, vol, vm, rate):
     mid = 'h%d' % len(out['migrations'])
+    used_before = src.ok('agent-status')['used_bytes']
     vshow, inc = prepare(src, dst, vol, mid, rate)
     t0 = time.monotonic()
     export = switch(src, dst, vol, mid, vm, inc, vshow)
@@ -111,6 +112,11 @@ def migrate(src, dst, vol, vm, rate):
           not ad.exists(export + '-mclmeta'), 'clone left after COMPLETE')
     check(not any(nbd_sizes().values()), 'relay device still connected: %r'
           % nbd_sizes())
+    # And its flash: the destination holds what the source held.
+    used_after = dst.ok('agent-status')['used_bytes']
+    check(used_after == used_before, 'destination flash %d bytes, source '
+          'had %d: the clone\'s metadata left allocated?' % (used_after,
+                                                             used_before))
     src_st = src.ok('migration-finish', migration_id=mid, timeout_s=60)
     vm.pause()
     after = dst.ok('volume-show', volume_id=vol)
