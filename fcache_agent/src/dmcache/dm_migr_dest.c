@@ -59,18 +59,28 @@ void
 fc_dm_migr_detach(struct fc_host *host, struct fc_volume *v)
 {
   struct fc_dm_engine *e = DME(host);
-  char owner[FC_FLASH_OWNER_MAX], name[FC_DM_NAME_MAX + 8], err[512];
+  char owner[FC_FLASH_OWNER_MAX], name[FC_DM_NAME_MAX + 16], err[512];
   struct fc_dm_info info;
 
   /* hybrid's clone and relay hold the cache data under the export. */
   dm_hyb_teardown(host, v, DV(v)->migr);
-  snprintf(name, sizeof name, "%s-emeta", DV(v)->name);
-  if (!fc_dm_info(name, &info) && info.exists && fc_dm_remove(name, err, sizeof err))
-    log_error("volume %s: %s", v->p.id, err);
+  /* What a migration left that no state names any more (an agent that
+   * restarted meanwhile): its devices, then their flash. */
+  for (unsigned i = 0; i < 3; i++) {
+    static const char *const role[] = { "emeta", "mclone", "mclmeta" };
+
+    snprintf(name, sizeof name, "%s-%s", DV(v)->name, role[i]);
+    if (!fc_dm_info(name, &info) && info.exists && fc_dm_remove(name, err, sizeof err))
+      log_error("volume %s: %s", v->p.id, err);
+  }
   fc_dmv_owner(v->p.id, "emeta", owner, sizeof owner);
   if (fc_flash_pool_free(&e->pool, owner) &&
       fc_flash_pool_save(&e->pool, e->pool_path, err, sizeof err))
     log_error("volume %s: freeing its dm-era metadata flash: %s", v->p.id, err);
+  fc_dmv_owner(v->p.id, "mclmeta", owner, sizeof owner);
+  if (fc_flash_pool_free(&e->pool, owner) &&
+      fc_flash_pool_save(&e->pool, e->pool_path, err, sizeof err))
+    log_error("volume %s: freeing its dm-clone metadata flash: %s", v->p.id, err);
   if (DV(v)->migr) {
     dm_migr_close_fds(DV(v)->migr);
     DV(v)->migr->emeta[0] = '\0';

@@ -397,7 +397,9 @@ pulse(struct fc_volume *v, struct dm_hybrid *hy)
   if (fc_dm_resume(DV(v)->name, err, sizeof err))
     log_error("volume %s: cannot resume %s after a hydration pause: %s", v->p.id,
               DV(v)->name, err);
+  pthread_mutex_lock(&hy->lock);
   hy->pulses++;
+  pthread_mutex_unlock(&hy->lock);
 }
 
 static void
@@ -455,12 +457,17 @@ step(struct fc_engine_migr *m, struct dm_hybrid *hy, char *err, size_t errlen)
     want = threshold_for(hy, m->rate_limit_bps, st->bs);
     if (want != hy->threshold) {
       snprintf(msg, sizeof msg, "hydration_threshold %u", want);
-      if (!fc_dm_message(hy->clone, msg, err, errlen))
+      if (!fc_dm_message(hy->clone, msg, err, errlen)) {
+        pthread_mutex_lock(&hy->lock);
         hy->threshold = want;
+        pthread_mutex_unlock(&hy->lock);
+      }
     }
     if (fc_now_ms() - hy->progress_ms >= STALL_MS) {
       pulse(m->vol, hy);
+      pthread_mutex_lock(&hy->lock);
       hy->progress_ms = fc_now_ms();
+      pthread_mutex_unlock(&hy->lock);
     }
     return 0;
   }
@@ -496,6 +503,8 @@ dm_hyb_end(struct fc_engine_migr *m)
     pthread_mutex_lock(&hy->lock);
     r = hy->cut ? -ECANCELED : 0;
     pthread_mutex_unlock(&hy->lock);
+    if (!r && !m->live(m->ctx))
+      r = -ESHUTDOWN;
     if (!r)
       r = step(m, hy, err, sizeof err);
     pthread_mutex_unlock(&host->lock);
@@ -512,6 +521,11 @@ dm_hyb_end(struct fc_engine_migr *m)
   }
   if (r == -ECANCELED)
     return 0;           /* dm_hyb_lost failed the migration, and said why */
+  if (r == -ESHUTDOWN) {
+    /* It failed, or ends, elsewhere: nothing may fetch through it any more. */
+    dm_hyb_lost(m, "the migration ended");
+    return 0;
+  }
   snprintf(msg, sizeof msg, "hydrating volume %s from the source failed: %s; reads of "
            "the %" PRIu64 " of %" PRIu64 " cache blocks not yet copied fail with EIO",
            m->volume_id, err, hy->regions_total - hy->regions_hydrated, hy->regions_total);

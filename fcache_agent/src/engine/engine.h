@@ -170,6 +170,10 @@ struct fc_engine_migr {
   uint64_t rate_limit_bps;
   /* The migration cannot go on: fail it with this message. */
   void (*fail)(void *ctx, const char *msg);
+  /* False once the migration failed, was aborted or is ending (its
+   * threads are being joined): an engine's own long step (fetch_hydrates'
+   * in_end) stops then, whatever ended it. */
+  bool (*live)(void *ctx);
   void *ctx;                        /* for the calls above */
 };
 

@@ -36,6 +36,19 @@ engine_fail(void *ctx, const char *msg)
   fc_migr_fail(ctx, "%s", msg);
 }
 
+/* struct fc_engine_migr's live(). */
+static bool
+engine_live(void *ctx)
+{
+  struct fc_migration *m = ctx;
+  bool live;
+
+  pthread_mutex_lock(&m->lock);
+  live = !m->stopping && m->state != FC_MS_FAILED && m->state != FC_MS_ABORTED;
+  pthread_mutex_unlock(&m->lock);
+  return live;
+}
+
 static bool
 token_valid(const char *t)
 {
@@ -133,6 +146,7 @@ migration_new(struct fc_agent *agent, json_t *args, enum fc_migr_role role,
   m->e.fetch_source = fc_migr_dest_fetch;
   m->e.fetch_source_start = fc_migr_dest_fetch_start;
   m->e.fail = engine_fail;
+  m->e.live = engine_live;
   m->e.ctx = m;
   m->bs = agent->host.cfg.block_size;
   m->conn.fd = -1;
