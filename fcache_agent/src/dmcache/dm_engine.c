@@ -351,6 +351,7 @@ dm_volume_json(struct fc_host *host, struct fc_volume *v)
     return o;
   }
   json_object_set_new(o, "state", json_string(st.fail ? "failed" : "attached"));
+  fc_dm_migr_volume_json(DV(v)->migr, o);
   json_object_set_new(o, "size", json_integer((json_int_t)(DV(v)->origin_sectors * SECTOR)));
   json_object_set_new(o, "mode", json_string(fc_dmc_mode_name(st.mode)));
   json_object_set_new(o, "policy", json_string(st.policy));

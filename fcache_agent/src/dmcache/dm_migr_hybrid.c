@@ -74,6 +74,7 @@ struct dm_hybrid {
   uint64_t attached_ms, progress_ms, hydrated_ms;   /* hydrated_ms: or cut */
   uint64_t pulses;
   uint64_t restored, restored_dirty, dirty_at_attach;
+  char stopped[160];            /* why the copy stopped unfinished, "" */
   struct dm_relay_stats relay_final;   /* the relay's, once it is gone */
 };
 
@@ -567,6 +568,11 @@ dm_hyb_lost(struct fc_engine_migr *m, const char *why)
              m->volume_id);
     m->fail(m->ctx, msg);
   }
+  if (hydrating) {
+    pthread_mutex_lock(&hy->lock);
+    snprintf(hy->stopped, sizeof hy->stopped, "%s", why);
+    pthread_mutex_unlock(&hy->lock);
+  }
   cut(hy);
   if (hydrating && fc_dm_message(hy->clone, "disable_hydration", err, sizeof err))
     log_warning("volume %s: %s", m->volume_id, err);
@@ -675,4 +681,32 @@ dm_hyb_stats_json(struct fc_dm_migr *st, json_t *o)
   if (h)
     json_object_set_new(o, "hydration", h);
   json_object_set_new(o, "fetched_blocks", json_integer((json_int_t)rs.fetched));
+}
+
+void
+fc_dm_migr_volume_json(struct fc_dm_migr *st, json_t *o)
+{
+  struct dm_hybrid *hy;
+  char msg[400];
+
+  if (!st)
+    return;
+  pthread_mutex_lock(&st->lock);
+  hy = st->hy;
+  if (hy) {
+    pthread_mutex_lock(&hy->lock);
+    if (hy->attached && !hy->finished) {
+      json_object_set_new(o, "state", json_string(hy->stopped[0] ? "degraded" : "migrating"));
+      json_object_set_new(o, "regions_hydrated", json_integer((json_int_t)hy->regions_hydrated));
+      json_object_set_new(o, "regions_total", json_integer((json_int_t)hy->regions_total));
+      if (hy->stopped[0]) {
+        snprintf(msg, sizeof msg, "%s before the cache was copied from the source: reads "
+                 "of the %" PRIu64 " cache blocks not yet copied fail with EIO (see "
+                 "migration-status)", hy->stopped, hy->regions_total - hy->regions_hydrated);
+        json_object_set_new(o, "error", json_string(msg));
+      }
+    }
+    pthread_mutex_unlock(&hy->lock);
+  }
+  pthread_mutex_unlock(&st->lock);
 }

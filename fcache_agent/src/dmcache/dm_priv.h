@@ -92,6 +92,9 @@ int fc_dmv_status(const struct fc_dmvol *dv, struct fc_dmc_status *st, char *err
  * dm-era metadata device and its flash).  Under host->lock. */
 void fc_dm_migr_detach(struct fc_host *host, struct fc_volume *v);
 void fc_dm_migr_free(struct fc_dm_migr *dm);
+/* volume-show: a hybrid migration's copy into this volume while the
+ * cache still reads from the source (dm_migr_hybrid.c); nothing after. */
+void fc_dm_migr_volume_json(struct fc_dm_migr *dm, json_t *o);
 
 /* ---- block devices (dm_engine.c) ---- */
 

@@ -96,8 +96,11 @@ def migrate(src, dst, vol, vm, rate):
         st = dst.ok('migration-status', migration_id=mid)
         h = st.get('hydration', {})
         if st['state'] != 'completed' and h.get('regions_total') and \
-                h['regions_hydrated'] < h['regions_total']:
-            partial = partial or dict(h)
+                h['regions_hydrated'] < h['regions_total'] and not partial:
+            partial = dict(h)
+            # volume-show says so too, while the cache reads the source.
+            vs = dst.ok('volume-show', volume_id=vol)
+            partial['volume_state'] = vs['state']
         if st['state'] in ('completed', 'failed', 'aborted'):
             break
         check(time.monotonic() - t0 < 120, '%s stuck: %r' % (mid, st))
@@ -107,6 +110,7 @@ def migrate(src, dst, vol, vm, rate):
     h = st['hydration']
     check(h['hydrated'] and h['regions_hydrated'] == h['regions_total'], h)
     check(partial is not None, '%s: never seen hydrating: %r' % (mid, h))
+    check(partial['volume_state'] == 'migrating', partial)
     # The stack is down to cdata: no clone, no relay device.
     check(not ad.exists(export + '-mclone') and
           not ad.exists(export + '-mclmeta'), 'clone left after COMPLETE')
@@ -161,6 +165,8 @@ def killed_source(src, dst, vol, vm):
           'EIO' in st['error'], st['error'])
     h = st['hydration']
     check(h['regions_hydrated'] < h['regions_total'], h)
+    vs = dst.ok('volume-show', volume_id=vol)
+    check(vs['state'] == 'degraded' and 'fail with EIO' in vs['error'], vs)
     # Reads only: each one is the oracle's data or EIO.
     good = eio = 0
     view = memoryview(vm.buf)
@@ -178,6 +184,7 @@ def killed_source(src, dst, vol, vm):
         good += 1
     check(eio > 0 and good > 0, 'good %d, EIO %d' % (good, eio))
     out['killed_source'] = {'error': st['error'], 'hydration': h,
+                            'volume_show_error': vs['error'],
                             'good_reads': good, 'eio_reads': eio}
 
 
