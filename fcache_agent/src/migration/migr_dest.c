@@ -437,15 +437,17 @@ dest_worker(void *arg)
       /* Only a copy that ran beside the VM can have lost blocks to its
        * writes. */
       uint32_t invalidated = OPS(m)->in_end(&m->e);
-      bool failed;
+      bool failed = false;
 
       if (how->background_copy)
         m->invalidated += invalidated;
       /* An engine's own copy (fetch_hydrates) may have failed in in_end:
        * then the source still holds what this host needs. */
-      pthread_mutex_lock(&m->lock);
-      failed = m->stopping || m->state == FC_MS_FAILED || m->state == FC_MS_ABORTED;
-      pthread_mutex_unlock(&m->lock);
+      if (fetch_hydrates(m)) {
+        pthread_mutex_lock(&m->lock);
+        failed = m->stopping || m->state == FC_MS_FAILED || m->state == FC_MS_ABORTED;
+        pthread_mutex_unlock(&m->lock);
+      }
       if (failed)
         break;
       send_complete(m);
