@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <cmocka.h>
 
 #include "dmcache/dm_relay.h"
@@ -313,9 +314,11 @@ test_inflight_bound(void **state)
   pthread_mutex_init(&rd.lock, NULL);
   pthread_cond_init(&rd.cond, NULL);
   assert_int_equal(pthread_create(&t, NULL, reader_main, &rd), 0);
-  /* Each fetch ended only once as many as may be are in flight. */
+  /* Each fetch ended only once as many as may be are in flight, and
+   * at least 2 ms after it started. */
   for (unsigned i = 0; i < 11; i++) {
     assert_true(fake_wait_queued(&fk, 11 - i < 3 ? 11 - i : 3));
+    nanosleep(&(struct timespec){ 0, 2000000L }, NULL);
     assert_true(fake_end_one(&fk));
   }
   pthread_join(t, NULL);
@@ -335,6 +338,13 @@ test_inflight_bound(void **state)
   dm_relay_stats(r, &st);
   assert_int_equal(st.inflight_peak, 3);
   assert_int_equal(st.inflight, 0);
+  /* The fetch times (what sizes dm-clone's hydration threshold): each at
+   * least the 2 ms the test held it, the shortest no longer than the
+   * mean. */
+  assert_int_equal(st.fetched, 11);
+  assert_true(st.fetch_ns_min >= 2000000u);
+  assert_true(st.fetch_ns >= 11 * 2000000ull);
+  assert_true(st.fetch_ns_min <= st.fetch_ns / st.fetched);
   for (uint32_t i = 0; i < rd.count; i++)
     if (rd.buf[i] != dev_byte(i))
       fail_msg("byte %u differs", i);
