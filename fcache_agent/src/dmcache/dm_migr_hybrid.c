@@ -24,6 +24,7 @@
  * relay's measured fetch time. */
 #include <errno.h>
 #include <inttypes.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -209,15 +210,18 @@ static unsigned
 threshold_for(struct dm_hybrid *hy, uint64_t rate, uint64_t bs)
 {
   struct dm_relay_stats rs;
-  uint64_t rtt = RTT_GUESS_NS, t;
+  uint64_t rtt = RTT_GUESS_NS;
+  double d;
 
   dm_relay_stats(hy->relay, &rs);
   if (rs.fetch_ns_min)
     rtt = rs.fetch_ns_min;
   if (!rate)
     return RELAY_INFLIGHT / 2;
-  t = (rate * (rtt / 1000) / 1000000 + bs - 1) / bs + 1;
-  return t > RELAY_INFLIGHT / 2 ? RELAY_INFLIGHT / 2 : (unsigned)t;
+  /* In floating point, capped before it is an integer again: a rate near
+   * 2^64 times a round trip overflows. */
+  d = ceil((double)rate * (double)rtt / 1e9 / (double)bs) + 1;
+  return d >= RELAY_INFLIGHT / 2 ? RELAY_INFLIGHT / 2 : (unsigned)d;
 }
 
 /* Keep the relay's figures for migration-status, then free it (its
