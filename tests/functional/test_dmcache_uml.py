@@ -63,6 +63,13 @@ def vm_move():
 
 
 @pytest.fixture
+def vm_mirror():
+    """As vm_move, with dm-mirror (and the region log it is built on)."""
+    yield from _vm(DISKS + [('origin_b', 64 << 20)],
+                   modules=('dm-log', 'dm-region-hash', 'dm-mirror'))
+
+
+@pytest.fixture
 def vm2():
     """Two hosts' flash devices and one shared origin."""
     yield from _vm(DISKS + [('flash_b', 48 << 20)])
@@ -220,7 +227,7 @@ def test_migration_between_agents(vm2, agent_path, policy):
         'none': True, 'cachemior': True, 'firepan': True,
         'firepan_if': True, 'cloudcache': False, 'hybrid': False}
     assert '"experimental": true' in r['capabilities_why']['hybrid']
-    assert r['move_schemes'] == ['lr']
+    assert r['move_schemes'] == ['mirror', 'lr']
 
 
 # hybrid on dmcache (a preview, "experimental": true): the destination's
@@ -261,10 +268,32 @@ def test_hybrid_between_agents(vm2_nbd, agent_path, policy):
 def test_volume_move_with_dm_clone(vm_move, agent_path, policy):
     r = run(vm_move, 'move_dmcache.py', policy,
             env={'FCACHE_AGENT': agent_path})
-    assert 'needs engine ucache' in r['refused_mirror']
+    assert 'needs engine ucache' in r['refused_dbt']
     assert 'cannot abort' in r['refused_abort']
     assert r['after_restart']['state'] in ('copying', 'done')
     assert r['done']['downtime_ms'] < 1000
     assert r['reads'] > 50 and r['writes'] > 50
     print('move:', json.dumps(r['done']), 'reads', r['reads'], 'writes',
           r['writes'], 'rebooted mid-move', r['rebooted_mid_move'])
+
+
+# volume-move --scheme mirror on dmcache is dm-mirror (IO Mirroring in the
+# kernel): the VM writes and reads (every read checked) while the origin
+# moves from A to a slow B; one move aborted mid-copy (A alone holds the
+# volume afterwards), one through a kill -9 of the agent and a simulated
+# reboot (the copy starts over) to the switch (B alone holds it).
+@pytest.mark.timeout(500)
+@pytest.mark.parametrize('policy', ['write_through', 'write_back'])
+def test_volume_move_with_dm_mirror(vm_mirror, agent_path, policy):
+    r = run(vm_mirror, 'move_mirror_dmcache.py', policy,
+            env={'FCACHE_AGENT': agent_path}, timeout=400)
+    assert r['move_schemes'] == ['mirror', 'lr']
+    assert 'needs engine ucache' in r['refused_dbt']
+    assert 0 < r['aborted_at']['regions_in_sync'] < \
+        r['aborted_at']['regions_total']
+    assert r['after_restart']['state'] in ('copying', 'done')
+    assert r['done']['regions_in_sync'] == r['done']['regions_total']
+    assert r['done']['downtime_ms'] < 1000
+    assert r['reads'] > 50 and r['writes'] > 50
+    print('mirror move:', json.dumps(r['done']), 'reads', r['reads'],
+          'writes', r['writes'], 'rebooted mid-move', r['rebooted_mid_move'])

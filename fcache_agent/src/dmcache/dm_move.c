@@ -1,11 +1,17 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* volume-move for the dmcache engine: the kernel's dm-clone target moves
- * the origin under the cache.  dm-clone is LR in the kernel: a write goes
- * to the destination B, a read of a region not yet hydrated goes to the
- * source A, and background hydration copies the rest, skipping regions
- * the VM already wrote.  Only the scheme lr runs here.
+/* volume-move for the dmcache engine: a kernel target under the cache
+ * moves the origin, and the cache table is reloaded onto B at the end.
+ * Two schemes, each a target that does what the scheme says:
  *
- * The stack during a move: cache (origin = clone) over clone (dest B,
+ * lr, with dm-clone: LR in the kernel.  A write goes to the destination
+ * B, a read of a region not yet hydrated goes to the source A, and
+ * background hydration copies the rest, skipping regions the VM wrote.
+ *
+ * mirror, with dm-mirror (legs A then B, core log): IO Mirroring in the
+ * kernel, in dm_move_mirror.c.  This file has what both share (the move
+ * record, the watcher, the control operations) and dm-clone's part.
+ *
+ * With dm-clone, the stack during a move: cache (origin = clone) over clone (dest B,
  * source A, metadata on the host's flash).  The cache's blocks stay valid
  * throughout: the clone device presents exactly A's data plus the VM's
  * writes, so nothing in the cache is stale and no block is dropped.  Once
@@ -37,7 +43,7 @@
 #include "common/clock.h"
 #include "common/fdio.h"
 #include "common/log.h"
-#include "dm_priv.h"
+#include "dm_move_priv.h"
 
 #define POLL_MS 100
 /* Regions of dm-clone: a power of two from 8 sectors, and at most this
@@ -60,41 +66,25 @@
 #define STALL_MS 500
 #define PULSE_MAX_MS 20
 
-enum dm_move_state { DMM_COPYING, DMM_SWITCHING, DMM_DONE, DMM_FAILED };
-
-static const char *const state_names[] = { "copying", "switching", "done", "failed" };
-
-struct fc_dm_move {
-  struct fc_host *host;
-  struct fc_volume *v;
-  char from[FC_ORIGIN_MAX], to[FC_ORIGIN_MAX];
-  char clone[FC_DM_NAME_MAX], cmeta[FC_DM_NAME_MAX];
-  dev_t a_dev, b_dev;
-  uint64_t region_sectors;
-  /* Under host->lock. */
-  enum dm_move_state state;
-  uint64_t regions_total, regions_hydrated, downtime_us;
-  uint64_t progress_ms;         /* when regions_hydrated last grew */
-  uint64_t pulses, pulse_us_max;
-  uint64_t started_ms, ended_ms;
-  char error[FC_ORIGIN_MAX + 512];
-  bool hydrating;               /* enable_hydration sent by this watcher */
-  pthread_t thread;
-  bool thread_running;
-  atomic_bool stop;
-};
+static const char *const state_names[] = { "copying", "switching", "done", "failed",
+                                            "aborted" };
+static const char *const kind_schemes[] = { "lr", "mirror" };
+static const char *const kind_targets[] = { "dm-clone", "dm-mirror" };
+static const char *const kind_suffixes[] = { "clone", "mirror" };
 
 static void
 move_names(const struct fc_host *host, const char *id, struct fc_dm_move *mv)
 {
   snprintf(mv->clone, sizeof mv->clone, "%s-%s-clone", host->cfg.dm_prefix, id);
   snprintf(mv->cmeta, sizeof mv->cmeta, "%s-%s-clmeta", host->cfg.dm_prefix, id);
+  snprintf(mv->mirror, sizeof mv->mirror, "%s-%s-mirror", host->cfg.dm_prefix, id);
 }
 
 static void
-state_path(const struct fc_host *host, const char *id, char *buf, size_t len)
+state_path(const struct fc_host *host, const char *id, enum dm_move_kind kind, char *buf,
+           size_t len)
 {
-  snprintf(buf, len, "%s/%s.clone", host->volumes_dir, id);
+  snprintf(buf, len, "%s/%s.%s", host->volumes_dir, id, kind_suffixes[kind]);
 }
 
 /* A region covers whole cache blocks, so a block written back is one
@@ -120,13 +110,13 @@ metadata_bytes(uint64_t regions)
 }
 
 /* "from", "to" and "region_sectors" lines. */
-static int
-save_state(const struct fc_dm_move *mv, char *err, size_t errlen)
+int
+fc_dmm_save_state(const struct fc_dm_move *mv, char *err, size_t errlen)
 {
   char path[FC_PATH_MAX + 160], text[FC_ORIGIN_MAX * 2 + 96];
   int n, r;
 
-  state_path(mv->host, mv->v->p.id, path, sizeof path);
+  state_path(mv->host, mv->v->p.id, mv->kind, path, sizeof path);
   n = snprintf(text, sizeof text, "from %s\nto %s\nregion_sectors %" PRIu64 "\n",
                mv->from, mv->to, mv->region_sectors);
   r = fc_replace_file_durable(mv->host->volumes_dir, path, text, (size_t)n);
@@ -136,6 +126,7 @@ save_state(const struct fc_dm_move *mv, char *err, size_t errlen)
   return r;
 }
 
+/* 1: mv has the record of a move of mv->kind; 0: none. */
 static int
 load_state(const struct fc_host *host, const char *id, struct fc_dm_move *mv)
 {
@@ -143,7 +134,7 @@ load_state(const struct fc_host *host, const char *id, struct fc_dm_move *mv)
   FILE *f;
   int got = 0;
 
-  state_path(host, id, path, sizeof path);
+  state_path(host, id, mv->kind, path, sizeof path);
   if (!(f = fopen(path, "re")))
     return errno == ENOENT ? 0 : -errno;
   while (fgets(line, sizeof line, f)) {
@@ -159,14 +150,14 @@ load_state(const struct fc_host *host, const char *id, struct fc_dm_move *mv)
   return got == 7 && mv->region_sectors >= 8 ? 1 : -EINVAL;
 }
 
-static void
-remove_state(const struct fc_host *host, const char *id)
+void
+fc_dmm_remove_state(const struct fc_dm_move *mv)
 {
   char path[FC_PATH_MAX + 160];
 
-  state_path(host, id, path, sizeof path);
+  state_path(mv->host, mv->v->p.id, mv->kind, path, sizeof path);
   if (unlink(path) && errno != ENOENT)
-    log_warning("volume %s: cannot remove %s: %s", id, path, strerror(errno));
+    log_warning("volume %s: cannot remove %s: %s", mv->v->p.id, path, strerror(errno));
 }
 
 static int
@@ -271,7 +262,7 @@ clone_status(const char *name, uint64_t *hydrated, uint64_t *total, uint64_t *hy
   return 0;
 }
 
-/* regions_hydrated and regions_total as the kernel has them now; left as
+/* regions_done and regions_total as the kernel has them now; left as
  * they were if it cannot tell. */
 static void
 read_counts(struct fc_dm_move *mv)
@@ -279,7 +270,7 @@ read_counts(struct fc_dm_move *mv)
   uint64_t hydrating;
   bool failed;
 
-  (void)clone_status(mv->clone, &mv->regions_hydrated, &mv->regions_total, &hydrating,
+  (void)clone_status(mv->clone, &mv->regions_done, &mv->regions_total, &hydrating,
                      &failed);
 }
 
@@ -322,7 +313,7 @@ switch_to_b(struct fc_dm_move *mv, char *err, size_t errlen)
                 mv->to, e2);
     return 0;
   }
-  remove_state(host, v->p.id);
+  fc_dmm_remove_state(mv);
   free_metadata_flash(host, v->p.id);
   return 0;
 }
@@ -368,9 +359,26 @@ pulse(struct fc_dm_move *mv)
     mv->pulse_us_max = us;
 }
 
+void
+fc_dmm_end(struct fc_dm_move *mv, enum dm_move_state state)
+{
+  mv->state = state;
+  mv->ended_ms = fc_now_ms();
+  if (state == DMM_DONE)
+    log_info("volume %s: origin moved from %s to %s with %s in %.1f s, downtime "
+             "%.1f ms", mv->v->p.id, mv->from, mv->to, kind_targets[mv->kind],
+             (double)(mv->ended_ms - mv->started_ms) / 1000.0,
+             (double)mv->downtime_us / 1000.0);
+  else if (state == DMM_ABORTED)
+    log_info("volume %s: move to %s aborted; the origin is %s again", mv->v->p.id,
+             mv->to, mv->from);
+  else
+    log_error("volume %s: move to %s: %s", mv->v->p.id, mv->to, mv->error);
+}
+
 /* One look at the clone, under host->lock: false once the move ended. */
 static bool
-poll_once(struct fc_dm_move *mv)
+clone_poll(struct fc_dm_move *mv)
 {
   bool failed = false;
   char err[512];
@@ -381,11 +389,11 @@ poll_once(struct fc_dm_move *mv)
     mv->hydrating = !r;
   }
   if (!r) {
-    uint64_t before = mv->regions_hydrated, hydrating;
+    uint64_t before = mv->regions_done, hydrating;
 
-    r = clone_status(mv->clone, &mv->regions_hydrated, &mv->regions_total, &hydrating,
+    r = clone_status(mv->clone, &mv->regions_done, &mv->regions_total, &hydrating,
                      &failed);
-    if (!r && mv->regions_hydrated != before)
+    if (!r && mv->regions_done != before)
       mv->progress_ms = fc_now_ms();
   }
   if (r || failed) {
@@ -395,7 +403,7 @@ poll_once(struct fc_dm_move *mv)
              r ? "cannot be queried" : "failed its metadata", mv->to);
     goto failed;
   }
-  if (mv->regions_hydrated < mv->regions_total) {
+  if (mv->regions_done < mv->regions_total) {
     if (fc_now_ms() - mv->progress_ms >= STALL_MS) {
       pulse(mv);
       mv->progress_ms = fc_now_ms();
@@ -408,17 +416,10 @@ poll_once(struct fc_dm_move *mv)
              mv->to, err);
     goto failed;
   }
-  mv->state = DMM_DONE;
-  mv->ended_ms = fc_now_ms();
-  log_info("volume %s: origin moved from %s to %s with dm-clone in %.1f s, downtime "
-           "%.1f ms", mv->v->p.id, mv->from, mv->to,
-           (double)(mv->ended_ms - mv->started_ms) / 1000.0,
-           (double)mv->downtime_us / 1000.0);
+  fc_dmm_end(mv, DMM_DONE);
   return false;
 failed:
-  mv->state = DMM_FAILED;
-  mv->ended_ms = fc_now_ms();
-  log_error("volume %s: move to %s: %s", mv->v->p.id, mv->to, mv->error);
+  fc_dmm_end(mv, DMM_FAILED);
   return false;
 }
 
@@ -433,7 +434,7 @@ watch_main(void *arg)
     if (atomic_load(&mv->stop))
       break;
     pthread_mutex_lock(&mv->host->lock);
-    going = poll_once(mv);
+    going = mv->kind == DMM_MIRROR ? fc_dmm_mirror_poll(mv) : clone_poll(mv);
     pthread_mutex_unlock(&mv->host->lock);
   }
   return NULL;
@@ -491,14 +492,16 @@ dm_move_start(struct fc_host *host, struct fc_volume *v, const struct fc_move_re
   dev_t clone_dev = 0;
   int r;
 
-  if (strcmp(req->scheme, "lr")) {
-    snprintf(err, errlen, "engine dmcache moves an origin with the kernel's dm-clone "
-             "target, which is scheme lr; %s needs engine ucache", req->scheme);
+  if (strcmp(req->scheme, "lr") && strcmp(req->scheme, "mirror")) {
+    snprintf(err, errlen, "engine dmcache runs the schemes the kernel has targets for: "
+             "mirror (dm-mirror) and lr (dm-clone); %s needs engine ucache "
+             "(doc/reference/storage-migration.rst, Engines)", req->scheme);
     return -ENOTSUP;
   }
   if (req->rate_limit_bps) {
-    snprintf(err, errlen, "engine dmcache cannot rate-limit a move: dm-clone "
-             "hydrates as fast as %s takes it", req->to);
+    snprintf(err, errlen, "engine dmcache cannot rate-limit a move: %s copies as fast "
+             "as %s takes it", strcmp(req->scheme, "lr") ? "dm-mirror" : "dm-clone",
+             req->to);
     return -ENOTSUP;
   }
   /* control_move.c refuses a volume in a live migration. */
@@ -512,15 +515,18 @@ dm_move_start(struct fc_host *host, struct fc_volume *v, const struct fc_move_re
              dv->move->to);
     return -EBUSY;
   }
-  /* Its clone, recorded, is still under the cache, with the VM's writes. */
-  if (dv->move && dv->move->state == DMM_FAILED) {
-    snprintf(err, errlen, "the last move of volume %s to %s failed and its clone is "
+  /* Its clone or mirror, recorded, is still under the cache. */
+  if (dv->move && dv->move->state == DMM_FAILED && dv->origin_dev != dv->move->a_dev &&
+      dv->origin_dev != dv->move->b_dev) {
+    snprintf(err, errlen, "the last move of volume %s to %s failed and its %s is "
              "still under the cache; restart the agent to take that move up again, "
-             "or detach the volume", v->p.id, dv->move->to);
+             "or detach the volume", v->p.id, dv->move->to,
+             kind_targets[dv->move->kind]);
     return -EBUSY;
   }
   if (!(mv = move_new(host, v)))
     return -ENOMEM;
+  mv->kind = strcmp(req->scheme, "lr") ? DMM_MIRROR : DMM_CLONE;
   snprintf(mv->from, sizeof mv->from, "%s", v->p.origin);
   snprintf(mv->to, sizeof mv->to, "%s", req->to);
   mv->a_dev = dv->origin_dev;
@@ -540,45 +546,53 @@ dm_move_start(struct fc_host *host, struct fc_volume *v, const struct fc_move_re
     goto out;
   }
   mv->region_sectors = region_sectors_for(dv->origin_sectors, DME(host)->block_sectors);
-  fc_dmv_owner(v->p.id, "clmeta", owner, sizeof owner);
-  r = fc_flash_pool_alloc(&DME(host)->pool, owner,
-                          metadata_bytes(dv->origin_sectors / mv->region_sectors + 1));
-  if (r) {
-    snprintf(err, errlen, "no flash for the dm-clone metadata of volume %s: %s",
-             v->p.id, strerror(-r));
-    goto out;
+  if (mv->kind == DMM_MIRROR) {
+    if ((r = fc_dmm_mirror_start(mv, err, errlen)))
+      goto out;
+    stacked = true;
+  } else {
+    fc_dmv_owner(v->p.id, "clmeta", owner, sizeof owner);
+    r = fc_flash_pool_alloc(&DME(host)->pool, owner,
+                            metadata_bytes(dv->origin_sectors / mv->region_sectors + 1));
+    if (r) {
+      snprintf(err, errlen, "no flash for the dm-clone metadata of volume %s: %s",
+               v->p.id, strerror(-r));
+      goto out;
+    }
+    allocated = true;
+    if ((r = fc_flash_pool_save(&DME(host)->pool, DME(host)->pool_path, err, errlen)) ||
+        (r = build_clone(mv, true, &clone_dev, err, errlen)))
+      goto out;
+    /* Recorded before the cache is stacked on the clone: a restarted
+     * agent must know the clone is in the VM's path. */
+    if ((r = fc_dmm_save_state(mv, err, errlen)))
+      goto out;
+    dv->origin_dev = clone_dev;
+    r = fc_dmv_load_cache(host, v, fc_dmc_mode_for(v->p.write_policy), "smq", err,
+                          errlen);
+    if (r) {
+      dv->origin_dev = mv->a_dev;
+      fc_dmm_remove_state(mv);
+      goto out;
+    }
+    stacked = true;
   }
-  allocated = true;
-  if ((r = fc_flash_pool_save(&DME(host)->pool, DME(host)->pool_path, err, errlen)) ||
-      (r = build_clone(mv, true, &clone_dev, err, errlen)))
-    goto out;
-  /* Recorded before the cache is stacked on the clone: a restarted agent
-   * must know the clone is in the VM's path. */
-  if ((r = save_state(mv, err, errlen)))
-    goto out;
-  dv->origin_dev = clone_dev;
-  r = fc_dmv_load_cache(host, v, fc_dmc_mode_for(v->p.write_policy), "smq", err, errlen);
-  if (r) {
-    dv->origin_dev = mv->a_dev;
-    remove_state(host, v->p.id);
-    goto out;
-  }
-  stacked = true;
   mv->started_ms = mv->progress_ms = fc_now_ms();
   mv->state = DMM_COPYING;
-  read_counts(mv);
+  if (mv->kind == DMM_CLONE)
+    read_counts(mv);
   if ((r = start_watch(mv, err, errlen)))
     goto out;
   fc_dm_move_free(dv->move);
   dv->move = mv;
-  log_info("volume %s: moving its origin from %s to %s with dm-clone (lr), %" PRIu64
-           "-sector regions", v->p.id, mv->from, mv->to, mv->region_sectors);
+  log_info("volume %s: moving its origin from %s to %s with %s (%s), %" PRIu64
+           "-sector regions", v->p.id, mv->from, mv->to, kind_targets[mv->kind],
+           kind_schemes[mv->kind], mv->region_sectors);
   return 0;
 out:
   if (stacked) {
-    /* Nothing was written through the clone yet that A lacks only if
-     * the watcher never started; the VM may have written since the
-     * reload, so the clone stays and the move is reported failed. */
+    /* The VM may have written through the clone or mirror since the
+     * reload, so it stays and the move is reported failed. */
     snprintf(mv->error, sizeof mv->error, "%s", err);
     mv->state = DMM_FAILED;
     fc_dm_move_free(dv->move);
@@ -605,10 +619,12 @@ dm_move_abort(struct fc_host *host, struct fc_volume *v, char *err, size_t errle
     snprintf(err, errlen, "volume %s is not moving its origin", v->p.id);
     return -ENOENT;
   }
-  snprintf(err, errlen, "engine dmcache cannot abort a move: dm-clone keeps the "
-           "VM's writes since the start on %s only, so %s is no longer whole; the "
-           "move finishes by itself (%" PRIu64 " of %" PRIu64 " regions)", mv->to,
-           mv->from, mv->regions_hydrated, mv->regions_total);
+  if (mv->kind == DMM_MIRROR)
+    return fc_dmm_mirror_abort(mv, err, errlen);
+  snprintf(err, errlen, "engine dmcache cannot abort a move with scheme lr: dm-clone "
+           "keeps the VM's writes since the start on %s only, so %s is no longer "
+           "whole; the move finishes by itself (%" PRIu64 " of %" PRIu64 " regions)",
+           mv->to, mv->from, mv->regions_done, mv->regions_total);
   return -ENOTSUP;
 }
 
@@ -626,17 +642,19 @@ dm_move_status_json(struct fc_host *host, struct fc_volume *v)
   end = mv->ended_ms ? mv->ended_ms : fc_now_ms();
   elapsed = end - mv->started_ms;
   total = DV(v)->origin_sectors * FC_SECTOR;
-  done = mv->regions_hydrated * rb < total ? mv->regions_hydrated * rb : total;
+  done = mv->regions_done * rb < total ? mv->regions_done * rb : total;
   if (mv->state == DMM_DONE)
     done = total;
   if (mv->state == DMM_COPYING && done && elapsed)
     eta = (total - done) * elapsed / done / 1000;
   o = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:i, s:f, s:f}",
-                "volume_id", v->p.id, "scheme", "lr", "engine_path", "dm-clone",
+                "volume_id", v->p.id, "scheme", kind_schemes[mv->kind],
+                "engine_path", kind_targets[mv->kind],
                 "state", state_names[mv->state], "from", mv->from, "to", mv->to,
                 "bytes_total", (json_int_t)total, "bytes_copied", (json_int_t)done,
                 "regions_total", (json_int_t)mv->regions_total,
-                "regions_hydrated", (json_int_t)mv->regions_hydrated,
+                mv->kind == DMM_MIRROR ? "regions_in_sync" : "regions_hydrated",
+                (json_int_t)mv->regions_done,
                 "eta_s", (json_int_t)eta, "rounds", 0,
                 "downtime_ms", (double)mv->downtime_us / 1000.0,
                 "elapsed_s", (double)elapsed / 1000.0);
@@ -658,11 +676,12 @@ dm_move_running(const struct fc_volume *v)
 bool
 fc_dm_move_claims(const struct fc_dmvol *dv, const char *name)
 {
-  return dv->move && (!strcmp(name, dv->move->clone) || !strcmp(name, dv->move->cmeta));
+  return dv->move && (!strcmp(name, dv->move->clone) || !strcmp(name, dv->move->cmeta) ||
+                      !strcmp(name, dv->move->mirror));
 }
 
-/* After the cache device is gone: a failed move's clone and its metadata
- * go with it, and B is left as the clone left it. */
+/* After the cache device is gone: a failed move's clone or mirror goes
+ * with it, and B is left as the move left it. */
 static int
 remove_move(struct fc_host *host, struct fc_volume *v, struct fc_dm_move *mv, char *err,
             size_t errlen)
@@ -670,12 +689,16 @@ remove_move(struct fc_host *host, struct fc_volume *v, struct fc_dm_move *mv, ch
   struct fc_dm_info ci, mi;
   int r;
 
+  (void)host;
+  (void)v;
+  if (mv->kind == DMM_MIRROR)
+    return fc_dmm_mirror_remove(mv, err, errlen);
   if ((r = fc_dm_info(mv->clone, &ci)) || (r = fc_dm_info(mv->cmeta, &mi)))
     return r;
   if ((ci.exists && (r = fc_dm_remove(mv->clone, err, errlen))) ||
       (mi.exists && (r = fc_dm_remove(mv->cmeta, err, errlen))))
     return r;
-  remove_state(host, v->p.id);
+  fc_dmm_remove_state(mv);
   return 0;
 }
 
@@ -685,10 +708,8 @@ fc_dm_move_detach(struct fc_host *host, struct fc_volume *v, char *err, size_t e
   return DV(v)->move ? remove_move(host, v, DV(v)->move, err, errlen) : 0;
 }
 
-/* 1: the cache device is gone (rebuilt over the clone below) or stacked
- * on the clone; 0: it is there, still on A; -errno: unknown. */
-static int
-cache_on_clone(const struct fc_dmvol *dv, dev_t clone_dev)
+int
+fc_dmm_cache_on(const struct fc_dmvol *dv, dev_t dev)
 {
   char table[FC_ORIGIN_MAX + 256], err[256], want[32];
   struct fc_dm_info info;
@@ -700,29 +721,21 @@ cache_on_clone(const struct fc_dmvol *dv, dev_t clone_dev)
     return 1;
   if ((r = fc_dm_table(dv->name, table, sizeof table, err, sizeof err)))
     return r;
-  snprintf(want, sizeof want, " %u:%u ", major(clone_dev), minor(clone_dev));
-  return strstr(table, want) ? 1 : 0;
+  snprintf(want, sizeof want, " %u:%u ", major(dev), minor(dev));
+  return strstr(table, want) ? 2 : 0;
 }
 
-int
-fc_dm_move_adopt(struct fc_host *host, struct fc_volume *v, char *err, size_t errlen)
+/* A recorded dm-clone move: it goes on, or is cleaned up. */
+static int
+clone_adopt(struct fc_dm_move *mv, char *err, size_t errlen)
 {
+  struct fc_host *host = mv->host;
+  struct fc_volume *v = mv->v;
   struct fc_dmvol *dv = DV(v);
-  struct fc_dm_move *mv = move_new(host, v);
   dev_t clone_dev;
   uint64_t bbytes;
   int r;
 
-  if (!mv)
-    return -ENOMEM;
-  r = load_state(host, v->p.id, mv);
-  if (r <= 0) {
-    if (r < 0)
-      snprintf(err, errlen, "the move record of volume %s is unreadable: %s", v->p.id,
-               strerror(-r));
-    free(mv);
-    return r;
-  }
   /* The state file may already name B (a crash during the switch, which
    * only starts once every region is on B): the devices come from the
    * record, and the watcher finishes the switch. */
@@ -731,11 +744,9 @@ fc_dm_move_adopt(struct fc_host *host, struct fc_volume *v, char *err, size_t er
     r = fc_dm_blockdev_size(mv->to, &bbytes, &mv->b_dev, err, errlen);
   if (!r)
     r = build_clone(mv, false, &clone_dev, err, errlen);
-  if (r) {
-    free(mv);
+  if (r)
     return r;
-  }
-  r = cache_on_clone(dv, clone_dev);
+  r = fc_dmm_cache_on(dv, clone_dev);
   if (r <= 0) {
     if (r == 0 && !strcmp(v->p.origin, mv->to)) {
       /* Stopped after the switch to B, before the clean-up. */
@@ -755,29 +766,54 @@ fc_dm_move_adopt(struct fc_host *host, struct fc_volume *v, char *err, size_t er
     } else {
       snprintf(err, errlen, "cannot read the table of %s", dv->name);
     }
-    free(mv);
     return r;
   }
   /* The cache is (or will be rebuilt) over the clone, not over A. */
   dv->origin_dev = clone_dev;
-  mv->state = DMM_COPYING;
-  mv->started_ms = mv->progress_ms = fc_now_ms();
   read_counts(mv);
-  if ((r = start_watch(mv, err, errlen))) {
-    free(mv);
-    return r;
-  }
-  dv->move = mv;
   log_info("volume %s: resuming the move of its origin from %s to %s (dm-clone keeps "
            "its progress)", v->p.id, mv->from, mv->to);
-  return 0;
+  return 1;
 }
 
-/* dm-clone is lazy replication: the kernel runs lr alone. */
+int
+fc_dm_move_adopt(struct fc_host *host, struct fc_volume *v, char *err, size_t errlen)
+{
+  struct fc_dm_move *mv = move_new(host, v);
+  int r;
+
+  if (!mv)
+    return -ENOMEM;
+  /* One record at most: a move is recorded from before its device is
+   * in the VM's path until after it is out of it, one move at a time. */
+  mv->kind = DMM_CLONE;
+  if ((r = load_state(host, v->p.id, mv)) == 0) {
+    mv->kind = DMM_MIRROR;
+    r = load_state(host, v->p.id, mv);
+  }
+  if (r > 0) {
+    mv->state = DMM_COPYING;
+    mv->started_ms = mv->progress_ms = fc_now_ms();
+    r = mv->kind == DMM_MIRROR ? fc_dmm_mirror_adopt(mv, err, errlen)
+                               : clone_adopt(mv, err, errlen);
+  } else if (r < 0) {
+    snprintf(err, errlen, "the move record of volume %s is unreadable: %s", v->p.id,
+             strerror(-r));
+  }
+  if (r > 0 && (r = start_watch(mv, err, errlen)) == 0) {
+    DV(v)->move = mv;
+    return 0;
+  }
+  free(mv);
+  return r;
+}
+
+/* The schemes the kernel has a target for, in the agent's order:
+ * dm-mirror is IO Mirroring, dm-clone lazy replication. */
 static json_t *
 dm_move_schemes_json(void)
 {
-  return json_pack("[s]", "lr");
+  return json_pack("[s, s]", "mirror", "lr");
 }
 
 const struct fc_engine_move_ops fc_dm_move_ops = {

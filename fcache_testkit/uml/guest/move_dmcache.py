@@ -111,8 +111,8 @@ def main(policy):
     wl.start()
     time.sleep(1)
 
-    for scheme, why in (('mirror', 'needs engine ucache'),
-                        ('dbt', 'needs engine ucache')):
+    for scheme, why in (('dbt', 'needs engine ucache'),
+                        ('slr', 'needs engine ucache')):
         r = a.call('volume-move', volume_id='vol', to=b_dev, scheme=scheme)
         check(not r['ok'] and why in r['error'], r)
         out['refused_' + scheme] = r['error']
