@@ -32,12 +32,14 @@ check = ad.check
 
 
 class Workload(threading.Thread):
-    """4 KiB writes and reads over AREA; every read checked."""
+    """4 KiB writes and reads over the first area bytes; every read
+    checked."""
 
-    def __init__(self, dev, oracle):
+    def __init__(self, dev, oracle, area=AREA):
         super().__init__(daemon=True)
         self.dev = dev
         self.oracle = oracle
+        self.area = area
         self.halt = threading.Event()
         self.reads = self.writes = 0
         self.error = None
@@ -46,7 +48,7 @@ class Workload(threading.Thread):
     def run(self):
         try:
             while not self.halt.is_set():
-                off = self.rng.randrange(AREA // BLOCK) * BLOCK
+                off = self.rng.randrange(self.area // BLOCK) * BLOCK
                 if self.rng.random() < 0.4:
                     data = dmutil.pattern('w%d@%d' % (self.writes, off),
                                           BLOCK)
@@ -64,8 +66,8 @@ class Workload(threading.Thread):
             self.error = 'workload: %s' % exc
 
 
-def fill(dev, oracle):
-    for off in range(0, AREA, 256 * 1024):
+def fill(dev, oracle, area=AREA):
+    for off in range(0, area, 256 * 1024):
         chunk = b''.join(dmutil.pattern('a@%d' % (off + i), BLOCK)
                          for i in range(0, 256 * 1024, BLOCK))
         dmutil.pwrite(dev, off, chunk)
