@@ -22,7 +22,7 @@ ADMISSIONS = ('all', 'rws')
 STAGING_KINDS = ('address', 'data', 'hybrid')
 # Storage move schemes, the paper's five and fcache's capped DBT (in the
 # agent's order); an engine runs those its capabilities list (the kernel
-# engine: lr).  ``auto`` is resolved by nova_ext.movecost, among the
+# engine: mirror and lr).  ``auto`` is resolved by nova_ext.movecost, among the
 # paper's five.
 MOVE_SCHEMES = ('dbt', 'mirror', 'lr', 'slr', 'aio', 'dbt_capped')
 

@@ -20,9 +20,11 @@ LOG = logging.getLogger(__name__)
 
 AUTO = 'auto'
 SCHEMES = agent.MOVE_SCHEMES + (AUTO,)
-# The schemes each engine runs (doc/reference/storage-migration.rst,
-# "Engines"): dmcache moves with the kernel's dm-clone target, which is LR.
-ENGINE_SCHEMES = {'dmcache': ('lr',)}
+# The schemes each engine runs, as its agent's capabilities list them
+# (``move_schemes``; doc/reference/storage-migration.rst, "Engines"):
+# dmcache moves with the kernel's dm-mirror target (IO Mirroring) or its
+# dm-clone target (LR).
+ENGINE_SCHEMES = {'dmcache': ('mirror', 'lr')}
 DEFAULT_POLL_S = 1.0
 # What the model assumes of the VM's I/O when nobody says (the paper's
 # workloads read about three times what they write, Table 7); the size

@@ -18,6 +18,7 @@ import tempfile
 import pytest
 
 from fcache_testkit.uml import umlvm
+from nova_ext import volume_move
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
@@ -287,7 +288,9 @@ def test_volume_move_with_dm_clone(vm_move, agent_path, policy):
 def test_volume_move_with_dm_mirror(vm_mirror, agent_path, policy):
     r = run(vm_mirror, 'move_mirror_dmcache.py', policy,
             env={'FCACHE_AGENT': agent_path}, timeout=400)
-    assert r['move_schemes'] == ['mirror', 'lr']
+    # What the agent publishes is what the CLI and Nova driver assume.
+    assert r['move_schemes'] == ['mirror', 'lr'] == list(
+        volume_move.ENGINE_SCHEMES['dmcache'])
     assert 'needs engine ucache' in r['refused_dbt']
     assert 0 < r['aborted_at']['regions_in_sync'] < \
         r['aborted_at']['regions_total']

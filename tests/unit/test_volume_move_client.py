@@ -123,16 +123,20 @@ def test_auto_follows_the_workload_and_bandwidths():
 
 
 def test_engine_limits_the_schemes():
-    # dmcache moves with dm-clone, which is LR: auto picks it whatever
-    # the media, and another scheme is refused before the agent sees it.
-    for src, dst, gamma in (('ssd', 'hdd', 0.0), ('hdd', 'ssd', 1.0)):
+    # dmcache moves with dm-mirror (IO Mirroring) or dm-clone (LR): auto
+    # weighs those two only, and another scheme is refused before the
+    # agent sees it.
+    for src, dst, gamma in (('ssd', 'hdd', 0.0), ('hdd', 'ssd', 1.0),
+                            ('ssd', 'ssd', 0.5)):
         scheme, auto = volume_move.resolve_scheme('auto', src, dst, gamma,
                                                   engine='dmcache')
-        assert scheme == 'lr'
-        assert [c['scheme'] for c in auto['expected']] == ['lr']
+        assert scheme in ('mirror', 'lr')
+        assert [c['scheme'] for c in auto['expected']] == ['mirror', 'lr']
+    assert volume_move.resolve_scheme('mirror', 'ssd', 'hdd', 0.5,
+                                      engine='dmcache') == ('mirror', None)
     with pytest.raises(exception.InvalidArgument) as exc:
-        volume_move.resolve_scheme('mirror', 'ssd', 'hdd', 0.5,
+        volume_move.resolve_scheme('dbt', 'ssd', 'hdd', 0.5,
                                    engine='dmcache')
-    assert 'engine dmcache runs only lr' in str(exc.value)
+    assert 'engine dmcache runs only mirror, lr' in str(exc.value)
     assert volume_move.resolve_scheme('aio', 'ssd', 'hdd', 0.5,
                                       engine='ucache') == ('aio', None)

@@ -32,8 +32,7 @@ check = ad.check
 
 
 class Workload(threading.Thread):
-    """4 KiB writes and reads over the first area bytes; every read
-    checked."""
+    """4 KiB writes and reads over the first area bytes, each read checked."""
 
     def __init__(self, dev, oracle, area=AREA):
         super().__init__(daemon=True)

@@ -28,8 +28,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import agent_dmcache as ad  # noqa: E402
 import dmutil  # noqa: E402
-from agent_dmcache import MiB  # noqa: E402
-from move_dmcache import AREA, BLOCK, Workload, fill, kill9  # noqa: E402
+import move_dmcache as md  # noqa: E402
 
 ORIGIN_B = os.environ['DEV_ORIGIN_B']
 out = ad.out
@@ -37,7 +36,7 @@ check = ad.check
 MIRROR = 'fcache-vol-mirror'
 # The whole volume has a known pattern, and the VM stand-in writes all
 # over it: a region B never got shows as a block that differs.
-SPAN = 64 * MiB
+SPAN = 64 * ad.MiB
 CHUNK = 256 * 1024
 
 
@@ -82,20 +81,20 @@ def start_move(a, b_dev):
 
 def verify(dev, oracle, what):
     bad = []
-    for chunk in range(0, max(oracle) + BLOCK, CHUNK):
+    for chunk in range(0, max(oracle) + md.BLOCK, CHUNK):
         got = dmutil.pread(dev, chunk, CHUNK)
-        bad += [off for off in range(chunk, chunk + CHUNK, BLOCK)
-                if got[off - chunk:off - chunk + BLOCK] != oracle[off]]
+        bad += [off for off in range(chunk, chunk + CHUNK, md.BLOCK)
+                if got[off - chunk:off - chunk + md.BLOCK] != oracle[off]]
     check(not bad, '%s: %d of %d blocks differ, first at %s: %r, expected %r'
           % (what, len(bad), len(oracle), bad[:8],
-             dmutil.pread(dev, bad[0], BLOCK)[:16] if bad else b'',
+             dmutil.pread(dev, bad[0], md.BLOCK)[:16] if bad else b'',
              oracle[bad[0]][:16] if bad else b''))
 
 
 def main(policy):
     oracle = {}
     a_dev = ad.ORIGIN
-    fill(a_dev, oracle, SPAN)
+    md.fill(a_dev, oracle, SPAN)
     bsz = dmutil.blksize(ORIGIN_B) // 512
     ad.dmsetup("create slowb --table '0 %d delay %s 0 0 %s 0 20'"
                % (bsz, ORIGIN_B, ORIGIN_B))
@@ -107,7 +106,7 @@ def main(policy):
     check(caps['move_schemes'] == ['mirror', 'lr'], caps['move_schemes'])
     dev = a.ok('volume-attach', volume_id='vol', origin=a_dev,
                cache_size='16M', write_policy=policy)['export_uri']
-    for off in range(0, AREA, 64 * 1024):       # something cached
+    for off in range(0, md.AREA, 64 * 1024):       # something cached
         dmutil.pread(dev, off, 64 * 1024)
     r = a.call('volume-move', volume_id='vol', to=b_dev, scheme='dbt')
     check(not r['ok'] and 'needs engine ucache' in r['error'] and
@@ -118,7 +117,7 @@ def main(policy):
     check(not r['ok'] and 'rate-limit' in r['error'], r)
 
     # 1. Abort mid-copy: back to A, which has every write.
-    wl = Workload(dev, oracle, SPAN)
+    wl = md.Workload(dev, oracle, SPAN)
     wl.start()
     time.sleep(0.5)
     start_move(a, b_dev)
@@ -146,11 +145,11 @@ def main(policy):
     verify(a_dev, oracle, 'A after abort')
     dev = a.ok('volume-attach', volume_id='vol', origin=a_dev,
                cache_size='16M', write_policy=policy)['export_uri']
-    for off in range(0, AREA, 64 * 1024):
+    for off in range(0, md.AREA, 64 * 1024):
         dmutil.pread(dev, off, 64 * 1024)
 
     # 2. The move, through an agent restart and a reboot.
-    wl = Workload(dev, oracle, SPAN)
+    wl = md.Workload(dev, oracle, SPAN)
     wl.rng.seed(9)
     wl.start()
     time.sleep(0.5)
@@ -160,7 +159,7 @@ def main(policy):
     check(first['state'] == 'copying' and
           first['regions_in_sync'] < first['regions_total'],
           'the copy is too fast to test restarts: %r' % first)
-    kill9(a)
+    md.kill9(a)
     time.sleep(0.5)
     a.start()
     st = a.ok('volume-move-status', volume_id='vol')
@@ -171,7 +170,7 @@ def main(policy):
     wl.join()
     check(not wl.error, wl.error)
     reads, writes = reads + wl.reads, writes + wl.writes
-    kill9(a)
+    md.kill9(a)
     rebooted = False
     if ad.exists(MIRROR):
         for n in ('fcache-vol', 'fcache-vol-cdata', 'fcache-vol-cmeta',
@@ -184,7 +183,7 @@ def main(policy):
     if rebooted:
         check(st['state'] == 'copying', st)
         check('the copy starts over' in a.logtext(), a.logtext())
-    wl = Workload(dev, oracle, SPAN)
+    wl = md.Workload(dev, oracle, SPAN)
     wl.rng.seed(10)
     wl.start()
     done = wait_state(a, ('done', 'failed'))
