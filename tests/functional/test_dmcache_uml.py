@@ -280,9 +280,10 @@ def test_volume_move_with_dm_clone(vm_move, agent_path, policy):
 
 # volume-move --scheme mirror on dmcache is dm-mirror (IO Mirroring in the
 # kernel): the VM writes and reads (every read checked) while the origin
-# moves from A to a slow B; one move aborted mid-copy (A alone holds the
-# volume afterwards), one through a kill -9 of the agent and a simulated
-# reboot (the copy starts over) to the switch (B alone holds it).
+# moves from A to a slow B; one move aborted mid-copy and one whose B
+# fails mid-copy (A alone holds the volume after each), one through a
+# kill -9 of the agent and a simulated reboot (the copy starts over) to
+# the switch (B alone holds it).
 @pytest.mark.timeout(500)
 @pytest.mark.parametrize('policy', ['write_through', 'write_back'])
 def test_volume_move_with_dm_mirror(vm_mirror, agent_path, policy):
@@ -294,6 +295,7 @@ def test_volume_move_with_dm_mirror(vm_mirror, agent_path, policy):
     assert 'needs engine ucache' in r['refused_dbt']
     assert 0 < r['aborted_at']['regions_in_sync'] < \
         r['aborted_at']['regions_total']
+    assert 'back on its source' in r['b_failed']
     assert r['after_restart']['state'] in ('copying', 'done')
     assert r['done']['regions_in_sync'] == r['done']['regions_total']
     assert r['done']['downtime_ms'] < 1000

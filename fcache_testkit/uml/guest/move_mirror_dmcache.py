@@ -11,11 +11,13 @@ the end is a block that differs.
 
 1. A first move is aborted mid-copy: the volume is back on A, and A
    alone (read directly) holds every block the oracle expects.
-2. A second move: the agent is killed mid-move and restarted (the
+2. A second move fails: B turns into the error target mid-copy; the
+   volume is back on A, and A alone holds every block.
+3. A third move: the agent is killed mid-move and restarted (the
    kernel kept copying; the move goes on), then killed again and every
    device removed, as a host reboot leaves them (the mirror is rebuilt,
    its in-memory region log lost, and the copy starts over from A).
-3. After the switch the cache's table names B, the mirror is gone, and
+4. After the switch the cache's table names B, the mirror is gone, and
    B alone (detached, read directly) holds every block of the oracle.
 
 Prints ``RESULT {json}``.
@@ -91,6 +93,21 @@ def verify(dev, oracle, what):
              oracle[bad[0]][:16] if bad else b''))
 
 
+def attach(a, a_dev, policy):
+    dev = a.ok('volume-attach', volume_id='vol', origin=a_dev,
+               cache_size='16M', write_policy=policy)['export_uri']
+    for off in range(0, md.AREA, 64 * 1024):       # something cached
+        dmutil.pread(dev, off, 64 * 1024)
+    return dev
+
+
+def set_b(sectors, table):
+    """Replace slowb's table (B failing: the error target)."""
+    ad.dmsetup('suspend slowb')
+    ad.dmsetup("reload slowb --table '0 %d %s'" % (sectors, table))
+    ad.dmsetup('resume slowb')
+
+
 def main(policy):
     oracle = {}
     a_dev = ad.ORIGIN
@@ -104,10 +121,7 @@ def main(policy):
     caps = a.ok('capabilities')
     out['move_schemes'] = caps['move_schemes']
     check(caps['move_schemes'] == ['mirror', 'lr'], caps['move_schemes'])
-    dev = a.ok('volume-attach', volume_id='vol', origin=a_dev,
-               cache_size='16M', write_policy=policy)['export_uri']
-    for off in range(0, md.AREA, 64 * 1024):       # something cached
-        dmutil.pread(dev, off, 64 * 1024)
+    dev = attach(a, a_dev, policy)
     r = a.call('volume-move', volume_id='vol', to=b_dev, scheme='dbt')
     check(not r['ok'] and 'needs engine ucache' in r['error'] and
           'mirror (dm-mirror)' in r['error'], r)
@@ -143,12 +157,36 @@ def main(policy):
     # A alone: detached (a write_back cache written back), read directly.
     a.ok('volume-detach', volume_id='vol')
     verify(a_dev, oracle, 'A after abort')
-    dev = a.ok('volume-attach', volume_id='vol', origin=a_dev,
-               cache_size='16M', write_policy=policy)['export_uri']
-    for off in range(0, md.AREA, 64 * 1024):
-        dmutil.pread(dev, off, 64 * 1024)
+    dev = attach(a, a_dev, policy)
 
-    # 2. The move, through an agent restart and a reboot.
+    # 2. B fails mid-copy: the kernel keeps writing A, the agent puts the
+    # cache back on A; the VM's I/O goes on and A holds every block.
+    wl = md.Workload(dev, oracle, SPAN)
+    wl.rng.seed(11)
+    wl.start()
+    time.sleep(0.5)
+    start_move(a, b_dev)
+    time.sleep(1)
+    set_b(bsz, 'error')
+    st = wait_state(a, ('done', 'failed', 'aborted'))
+    time.sleep(0.5)
+    wl.halt.set()
+    wl.join()
+    check(not wl.error, wl.error)
+    check(st['state'] == 'failed' and b_dev in st['error'] and
+          'back on its source' in st['error'], st)
+    out['b_failed'] = st['error']
+    check(not ad.exists(MIRROR), 'mirror left after B failed')
+    check(' %s ' % major_minor(a_dev) in cache_table(),
+          'cache not back on A: %s' % cache_table())
+    check(a.ok('volume-show', volume_id='vol')['origin'] == a_dev, 'origin')
+    reads, writes = reads + wl.reads, writes + wl.writes
+    a.ok('volume-detach', volume_id='vol')
+    verify(a_dev, oracle, 'A after B failed')
+    set_b(bsz, 'delay %s 0 0 %s 0 20' % (ORIGIN_B, ORIGIN_B))
+    dev = attach(a, a_dev, policy)
+
+    # 3. The move, through an agent restart and a reboot.
     wl = md.Workload(dev, oracle, SPAN)
     wl.rng.seed(9)
     wl.start()
@@ -205,7 +243,7 @@ def main(policy):
     out['reads'], out['writes'] = reads, writes
     check(writes > 50 and reads > 50, out)
 
-    # 3. Through the cache, then B alone, equal the oracle.
+    # 4. Through the cache, then B alone, equal the oracle.
     verify(dev, oracle, 'after the move')
     a.ok('volume-detach', volume_id='vol')
     verify(b_dev, oracle, 'B')
