@@ -94,6 +94,17 @@ def run(vm, script, *args, env=None, timeout=240):
     return result
 
 
+# What a DBT move on dmcache (not built: doc/reference/storage-migration.rst,
+# "Engines") would list each round with: dm-era's live metadata, through
+# a metadata snapshot.
+@pytest.mark.timeout(300)
+def test_era_lists_writes_on_live_metadata(vm):
+    facts = run(vm, 'era_live_facts.py')
+    assert facts['live_metadata'].startswith('refused')
+    assert facts['since_first'] == [3, 10, 11]
+    assert facts['since_second'] == [10, 11]
+
+
 @pytest.mark.timeout(300)
 def test_kernel_facts(vm):
     facts = run(vm, 'kernel_facts.py')
