@@ -431,10 +431,18 @@ watch_main(void *arg)
 
   while (going && !atomic_load(&mv->stop)) {
     nanosleep(&(struct timespec){ 0, POLL_MS * 1000000L }, NULL);
-    if (atomic_load(&mv->stop))
-      break;
-    pthread_mutex_lock(&mv->host->lock);
-    going = mv->kind == DMM_MIRROR ? fc_dmm_mirror_poll(mv) : clone_poll(mv);
+    /* Not a plain lock: a detach frees the move (and joins this thread)
+     * under host->lock, so waiting for the lock must give way to stop. */
+    while (pthread_mutex_trylock(&mv->host->lock)) {
+      if (atomic_load(&mv->stop))
+        return NULL;
+      nanosleep(&(struct timespec){ 0, 1000000L }, NULL);
+    }
+    /* An abort ends the move under the lock, between two looks. */
+    if (mv->state <= DMM_SWITCHING && !atomic_load(&mv->stop))
+      going = mv->kind == DMM_MIRROR ? fc_dmm_mirror_poll(mv) : clone_poll(mv);
+    else
+      going = false;
     pthread_mutex_unlock(&mv->host->lock);
   }
   return NULL;
@@ -453,8 +461,8 @@ start_watch(struct fc_dm_move *mv, char *err, size_t errlen)
   return 0;
 }
 
-/* Stop watching (the agent stops; the kernel keeps hydrating).  Not under
- * host->lock: the watcher takes it. */
+/* Stop watching (the agent stops; the kernel keeps copying), with or
+ * without host->lock held: the watcher gives way to stop. */
 void
 fc_dm_move_free(struct fc_dm_move *mv)
 {

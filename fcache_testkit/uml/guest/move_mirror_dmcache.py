@@ -153,6 +153,10 @@ def main(policy):
     wl.join()
     check(not wl.error, wl.error)
     reads, writes = wl.reads, wl.writes
+    # The watcher's next look must not take the aborted move up again.
+    time.sleep(0.3)
+    st = a.ok('volume-move-status', volume_id='vol')
+    check(st['state'] == 'aborted', 'after the abort: %r' % st)
     check(writes > 20, 'too few writes during the aborted move: %d' % writes)
     # A alone: detached (a write_back cache written back), read directly.
     a.ok('volume-detach', volume_id='vol')
