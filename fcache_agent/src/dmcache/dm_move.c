@@ -11,12 +11,13 @@
  * kernel, in dm_move_mirror.c.  This file has what both share (the move
  * record, the watcher, the control operations) and dm-clone's part.
  *
- * With dm-clone, the stack during a move: cache (origin = clone) over clone (dest B,
- * source A, metadata on the host's flash).  The cache's blocks stay valid
- * throughout: the clone device presents exactly A's data plus the VM's
- * writes, so nothing in the cache is stale and no block is dropped.  Once
- * every region is hydrated the cache table is reloaded over B itself (the
- * downtime: one suspend and resume of the cache) and the clone goes.
+ * With dm-clone, the stack during a move: cache (origin = clone) over
+ * clone (dest B, source A, metadata on the host's flash).  The cache's
+ * blocks stay valid throughout: the clone device presents exactly A's
+ * data plus the VM's writes, so nothing in the cache is stale and no
+ * block is dropped.  Once every region is hydrated the cache table is
+ * reloaded over B itself (the downtime: one suspend and resume of the
+ * cache) and the clone goes.
  *
  * Persisted: "<volumes_dir>/<id>.clone" names B from just before the
  * cache is stacked on the clone until the clone is gone after the switch,
