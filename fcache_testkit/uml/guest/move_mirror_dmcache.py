@@ -2,7 +2,7 @@
 """volume-move --scheme mirror on the dmcache engine (dm-mirror), in UML.
 
 ``python3 move_mirror_dmcache.py WRITE_POLICY``: a volume on $DEV_ORIGIN
-moves to $DEV_ORIGIN_B (behind dm-delay: B takes each write 20 ms late,
+moves to $DEV_ORIGIN_B (behind dm-delay: B takes each write 5 ms late,
 so the copy takes seconds and a mirrored write waits for B) while a
 writer and a reader run on the cache device, every read checked against
 an oracle of the last acknowledged write.  The whole volume starts with
@@ -40,6 +40,9 @@ MIRROR = 'fcache-vol-mirror'
 # over it: a region B never got shows as a block that differs.
 SPAN = 64 * ad.MiB
 CHUNK = 256 * 1024
+# B's write latency: enough for the copy to take seconds (1,024 regions,
+# so the abort and the kill land mid-copy) and no longer than that.
+B_DELAY_MS = 5
 
 
 def major_minor(path):
@@ -113,8 +116,8 @@ def main(policy):
     a_dev = ad.ORIGIN
     md.fill(a_dev, oracle, SPAN)
     bsz = dmutil.blksize(ORIGIN_B) // 512
-    ad.dmsetup("create slowb --table '0 %d delay %s 0 0 %s 0 20'"
-               % (bsz, ORIGIN_B, ORIGIN_B))
+    ad.dmsetup("create slowb --table '0 %d delay %s 0 0 %s 0 %d'"
+               % (bsz, ORIGIN_B, ORIGIN_B, B_DELAY_MS))
     b_dev = '/dev/mapper/slowb'
     a = ad.Agent(cache_size='40M')
     a.start()
@@ -187,7 +190,7 @@ def main(policy):
     reads, writes = reads + wl.reads, writes + wl.writes
     a.ok('volume-detach', volume_id='vol')
     verify(a_dev, oracle, 'A after B failed')
-    set_b(bsz, 'delay %s 0 0 %s 0 20' % (ORIGIN_B, ORIGIN_B))
+    set_b(bsz, 'delay %s 0 0 %s 0 %d' % (ORIGIN_B, ORIGIN_B, B_DELAY_MS))
     dev = attach(a, a_dev, policy)
 
     # 3. The move, through an agent restart and a reboot.
