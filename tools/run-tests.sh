@@ -194,21 +194,20 @@ section "Python unit and functional tests, and live migration under real libvirt
 #   checks are data against an oracle and counts, never time;
 # - the migrations' stream: the long files of live migration and storage
 #   moves, whose time bounds (rate limits, an agent restart under 10 s, a
-#   handshake cut within 8 s) are far from what they take; then live
-#   migration under real libvirt;
+#   handshake cut within 8 s) are far from what they take; then the soak,
+#   the VM load generator and live migration under real libvirt;
 # - every other file (new ones included), to the console as it goes; then
 #   the operations' checks and the packages.
-# (Idle, the three ended within 1.5 minutes of each other; the machines'
-# stream, the longest, ran alone the last 2.5 minutes before this order.)
+# (Balanced on an idle machine's times: the dmcache UML scenarios alone
+# take about 8 minutes.)
 machines=(tests/functional/test_dmcache_uml.py tests/functional/test_rbd_origin.py
-  tests/functional/test_testbed.py tests/functional/test_soak.py
-  tests/functional/test_oracle_workload.py tests/functional/test_ceph_box.py
-  tests/functional/test_qemu_migration.py tests/functional/test_uml_origins.py
-  tests/functional/test_vmload.py)
+  tests/functional/test_testbed.py tests/functional/test_oracle_workload.py
+  tests/functional/test_ceph_box.py tests/functional/test_qemu_migration.py
+  tests/functional/test_uml_origins.py)
 migrations=(tests/functional/test_migration.py tests/functional/test_migration_faults.py
   tests/functional/test_migration_settle_peer.py tests/functional/test_migration_tls.py
   tests/functional/test_origin_faults.py tests/functional/test_volume_move.py
-  tests/real_libvirt)
+  tests/functional/test_soak.py tests/functional/test_vmload.py tests/real_libvirt)
 others=(tests/unit)
 for t in tests/functional/test_*.py; do
   case " ${machines[*]} ${migrations[*]} " in
@@ -254,7 +253,7 @@ fi
 echo "-- [${SECONDS}s] the other files' stream ended"
 wait "$migrations_pid" || true
 wait "$machines_pid" || true
-echo "-- the migrations' stream and live migration under real libvirt:"
+echo "-- the migrations' stream, the soak, the VM load and real libvirt:"
 cat "$migrations_log"
 echo "-- the machines' stream:"
 cat "$machines_log"
