@@ -280,8 +280,11 @@ uc_allocator_volume_adopt(struct uc_allocator *a, struct fc_volume *v, json_t *o
 
   /* A volume that has closed windows here already knows more of its
    * present than the peer's account; otherwise the peer's history is all
-   * there is.  The peer's share was of its own cache device: this host's
-   * shares follow the prediction instead. */
+   * there is.  The peer's share was of its own cache device, and the
+   * shares here are not recomputed now: until the volume's first window
+   * here closes it keeps what a new volume has, so the blocks the
+   * migration is bringing are not cut by a prediction made before they
+   * came (an idle last window while the VM was paused predicts none). */
   if (!UV(v)->uc || va->observed || (va->window_auto && va->knee_known))
     return;
   apply_state(va, v, a, o, from, &share);
@@ -290,7 +293,6 @@ uc_allocator_volume_adopt(struct uc_allocator *a, struct fc_volume *v, json_t *o
   log_info("volume %s: allocation taken from %s: %u windows of history%s", v->p.id, from,
            va->hist_len, va->window_auto && va->knee_known ? ", window at its knee" : "");
   persist(a, v);
-  uc_allocator_rebalance_locked(a);
 }
 
 void

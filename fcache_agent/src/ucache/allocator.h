@@ -73,8 +73,9 @@ void uc_allocator_rebalance_locked(struct uc_allocator *a);
  * destination (NULL: nothing yet, or no memory).  Caller frees. */
 json_t *uc_allocator_volume_export(struct uc_allocator *a, struct fc_volume *v);
 /* A migration's destination: take the source's account (from: the peer,
- * for the log) unless the volume has closed a window here; its share then
- * follows the prediction.  Under host->lock. */
+ * for the log) unless the volume has closed a window here; its share
+ * follows the prediction from its first window's close here.  Under
+ * host->lock. */
 void uc_allocator_volume_adopt(struct uc_allocator *a, struct fc_volume *v, json_t *o,
                                const char *from);
 /* The volume's state file goes with it (detach). */
