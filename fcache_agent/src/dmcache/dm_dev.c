@@ -225,3 +225,32 @@ out:
   dm_task_destroy(dmt);
   return r;
 }
+
+/* "<md block> <used>/<total> <region> <hydrated>/<total> <hydrating> ..."
+ * (the kernel's Documentation/admin-guide/device-mapper/dm-clone.rst); the
+ * metadata mode is the last word: "rw", "ro" or "Fail", and a failed
+ * metadata device may report "Fail" alone. */
+int
+fc_dm_clone_status(const char *name, uint64_t *hydrated, uint64_t *total,
+                   uint64_t *hydrating, bool *failed)
+{
+  char params[512], e2[256], *last;
+  unsigned long long mb, mu, mt, rs, h, t, hg;
+  int r = fc_dm_status(name, params, sizeof params, e2, sizeof e2);
+
+  if (r)
+    return r;
+  if (!strcmp(params, "Fail")) {
+    *failed = true;
+    return 0;
+  }
+  if (sscanf(params, "%llu %llu/%llu %llu %llu/%llu %llu", &mb, &mu, &mt, &rs, &h, &t,
+             &hg) != 7)
+    return -EPROTO;
+  last = strrchr(params, ' ');
+  *failed = last && !strcmp(last + 1, "Fail");
+  *hydrated = h;
+  *total = t;
+  *hydrating = hg;
+  return 0;
+}

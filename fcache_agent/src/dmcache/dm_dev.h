@@ -46,6 +46,11 @@ int fc_dm_remove(const char *name, char *err, size_t errlen);
 int fc_dm_info(const char *name, struct fc_dm_info *info);
 /* The params of the first target of the live table's status / table. */
 int fc_dm_status(const char *name, char *params, size_t len, char *err, size_t errlen);
+/* A dm-clone's hydration: regions hydrated, of total, being hydrated now;
+ * *failed when its metadata failed (then the counts are left alone).  0,
+ * -EPROTO for a status line not dm-clone's, or fc_dm_status's error. */
+int fc_dm_clone_status(const char *name, uint64_t *hydrated, uint64_t *total,
+                       uint64_t *hydrating, bool *failed);
 int fc_dm_table(const char *name, char *params, size_t len, char *err, size_t errlen);
 int fc_dm_message(const char *name, const char *msg, char *err, size_t errlen);
 /* Call fn for every device-mapper device; stops at the first non-zero. */

@@ -173,33 +173,6 @@ cut(struct dm_hybrid *hy)
   pthread_mutex_unlock(&hy->lock);
 }
 
-/* "<md block> <used>/<total> <region> <hydrated>/<total> <hydrating> ..."
- * (the kernel's Documentation/admin-guide/device-mapper/dm-clone.rst); a
- * failed metadata device reports "Fail" as the status or its last word. */
-static int
-clone_status(const char *name, uint64_t *hydrated, uint64_t *total, uint64_t *hydrating,
-             bool *failed)
-{
-  char params[512], e2[256], *last;
-  unsigned long long mb, mu, mt, rs, h, t, hg;
-  int r = fc_dm_status(name, params, sizeof params, e2, sizeof e2);
-
-  if (r)
-    return r;
-  *failed = !strcmp(params, "Fail");
-  if (*failed)
-    return 0;
-  if (sscanf(params, "%llu %llu/%llu %llu %llu/%llu %llu", &mb, &mu, &mt, &rs, &h, &t,
-             &hg) != 7)
-    return -EPROTO;
-  last = strrchr(params, ' ');
-  *failed = last && !strcmp(last + 1, "Fail");
-  *hydrated = h;
-  *total = t;
-  *hydrating = hg;
-  return 0;
-}
-
 /* Regions in flight to keep the link busy at the rate limit:
  * ceil(rate x rtt / block) + 1, the round trip being the relay's shortest
  * fetch (a mean would count the time fetches wait behind one another at
@@ -393,7 +366,7 @@ pulse(struct fc_volume *v, struct dm_hybrid *hy)
       !fc_dm_message(hy->clone, "enable_hydration", err, sizeof err)) {
     for (int i = 0; i < PULSE_MAX_MS; i++) {
       nanosleep(&(struct timespec){ 0, 1000000L }, NULL);
-      if (clone_status(hy->clone, &hydrated, &total, &hydrating, &failed) || failed ||
+      if (fc_dm_clone_status(hy->clone, &hydrated, &total, &hydrating, &failed) || failed ||
           (hydrating && hydrating == last))
         break;
       last = hydrating;
@@ -445,7 +418,7 @@ step(struct fc_engine_migr *m, struct dm_hybrid *hy, char *err, size_t errlen)
   unsigned want;
   bool failed = false;
   char msg[64];
-  int r = clone_status(hy->clone, &hydrated, &total, &hydrating, &failed);
+  int r = fc_dm_clone_status(hy->clone, &hydrated, &total, &hydrating, &failed);
 
   if (r || failed) {
     snprintf(err, errlen, "dm-clone device %s %s", hy->clone,

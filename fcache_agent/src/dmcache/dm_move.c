@@ -235,34 +235,6 @@ free_metadata_flash(struct fc_host *host, const char *id)
     log_error("volume %s: freeing its dm-clone metadata flash: %s", id, e2);
 }
 
-/* "<md block> <used>/<total> <region> <hydrated>/<total> <hydrating> ..."
- * (Documentation/admin-guide/device-mapper/dm-clone.rst); the metadata
- * mode is the last word: "rw", "ro" or "Fail". */
-static int
-clone_status(const char *name, uint64_t *hydrated, uint64_t *total, uint64_t *hydrating,
-             bool *failed)
-{
-  char params[512], e2[256], *last;
-  unsigned long long mb, mu, mt, rs, h, t, hg;
-  int r = fc_dm_status(name, params, sizeof params, e2, sizeof e2);
-
-  if (r)
-    return r;
-  if (!strcmp(params, "Fail")) {
-    *failed = true;
-    return 0;
-  }
-  if (sscanf(params, "%llu %llu/%llu %llu %llu/%llu %llu", &mb, &mu, &mt, &rs, &h, &t,
-             &hg) != 7)
-    return -EPROTO;
-  last = strrchr(params, ' ');
-  *failed = last && !strcmp(last + 1, "Fail");
-  *hydrated = h;
-  *total = t;
-  *hydrating = hg;
-  return 0;
-}
-
 /* regions_done and regions_total as the kernel has them now; left as
  * they were if it cannot tell. */
 static void
@@ -271,7 +243,7 @@ read_counts(struct fc_dm_move *mv)
   uint64_t hydrating;
   bool failed;
 
-  (void)clone_status(mv->clone, &mv->regions_done, &mv->regions_total, &hydrating,
+  (void)fc_dm_clone_status(mv->clone, &mv->regions_done, &mv->regions_total, &hydrating,
                      &failed);
 }
 
@@ -342,7 +314,7 @@ pulse(struct fc_dm_move *mv)
       !fc_dm_message(mv->clone, "enable_hydration", err, sizeof err)) {
     for (int i = 0; i < PULSE_MAX_MS; i++) {
       nanosleep(&(struct timespec){ 0, 1000000L }, NULL);
-      if (clone_status(mv->clone, &hydrated, &total, &hydrating, &failed) || failed ||
+      if (fc_dm_clone_status(mv->clone, &hydrated, &total, &hydrating, &failed) || failed ||
           (hydrating && hydrating == last))
         break;
       last = hydrating;
@@ -392,7 +364,7 @@ clone_poll(struct fc_dm_move *mv)
   if (!r) {
     uint64_t before = mv->regions_done, hydrating;
 
-    r = clone_status(mv->clone, &mv->regions_done, &mv->regions_total, &hydrating,
+    r = fc_dm_clone_status(mv->clone, &mv->regions_done, &mv->regions_total, &hydrating,
                      &failed);
     if (!r && mv->regions_done != before)
       mv->progress_ms = fc_now_ms();
