@@ -247,7 +247,8 @@ def test_migration_between_agents(vm2, agent_path, policy):
 # the migration's FETCHes.  a -> b -> a, rate-limited so that the VM
 # stand-in reads and writes (every read checked) while the clone hydrates;
 # then the source agent killed mid-hydration: the destination fails the
-# migration saying what is lost, and each read is the oracle's or EIO.
+# migration saying what is lost, and each read is the oracle's or EIO;
+# settled there with the source given up, the rest comes from the origin.
 @pytest.mark.timeout(400)
 @pytest.mark.parametrize('policy', ['read_only', 'write_through',
                                     'write_back'])
@@ -268,6 +269,12 @@ def test_hybrid_between_agents(vm2_nbd, agent_path, policy):
             assert h['restored_dirty_blocks'] == 0
     k = r['killed_source']
     assert k['eio_reads'] > 0 and k['good_reads'] > 0
+    s = r['settled_lost']
+    assert s['hydration']['from_origin'] and s['hydration']['hydrated']
+    assert s['differing_blocks'] <= s['given_up_blocks']
+    if policy != 'write_back':
+        assert s['given_up_blocks'] == 0 and s['differing_blocks'] == 0
+    assert s['vm_ops_after'] > 0
     print('hybrid %s:' % policy, json.dumps(r, sort_keys=True))
 
 

@@ -268,6 +268,8 @@ dm_detach(struct fc_host *host, const char *id, bool discard_dirty, uint32_t *dr
              "once the move is done", id);
     return -EBUSY;
   }
+  if ((r = fc_dm_migr_busy(v, err, errlen)))
+    return r;
   r = fc_dm_info(DV(v)->name, &info);
   if (r)
     return r;

@@ -149,8 +149,9 @@ dm_migr_close_fds(struct fc_dm_migr *st)
   pthread_mutex_unlock(&st->lock);
 }
 
-/* hybrid over the relay runs, but a source or destination agent that
- * fails mid-hydration cannot be settled or recovered on this engine yet
+/* hybrid over the relay runs, but a migration that fails mid-hydration
+ * is settled only by giving the source up, and an agent that restarts
+ * mid-hydration is not recovered, on this engine yet
  * (doc/reference/dmcache.rst): only when asked for by name. */
 static bool
 preview(enum fc_strategy s)
@@ -181,9 +182,10 @@ supports(enum fc_strategy s, char *err, size_t errlen)
                             fc_strategy_name((enum fc_strategy)i));
   }
   if (preview(s)) {
-    snprintf(err, errlen, "strategy %s on dmcache is a preview: it cannot be settled "
-             "after a failure past the switchover, nor recovered after a crash of "
-             "either agent mid-migration (see doc/reference/dmcache.rst); ask for it "
+    snprintf(err, errlen, "strategy %s on dmcache is a preview: a failure past the "
+             "switchover is settled only by giving up the source's dirty blocks, and a "
+             "crash of either agent mid-migration is not recovered (see "
+             "doc/reference/dmcache.rst); ask for it "
              "with \"experimental\": true on both agents, or use %s", fc_strategy_name(s),
              usable);
     return -ENOTSUP;
@@ -198,7 +200,7 @@ supports(enum fc_strategy s, char *err, size_t errlen)
 const struct fc_engine_migr_ops fc_dm_migr_ops = {
   .supports = supports,
   .preview = preview,
-  .settle = NULL,       /* see doc/reference/dmcache.rst */
+  .settle = &fc_dm_settle_ops,
   .fetch_hydrates = true,
   .out_freeze = dm_migr_out_freeze,
   .out_thaw = dm_migr_out_thaw,

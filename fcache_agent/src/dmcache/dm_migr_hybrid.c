@@ -26,14 +26,18 @@
 #include <inttypes.h>
 #include <math.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <fcntl.h>
 #include <string.h>
 #include <sys/sysmacros.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "dm_migr_priv.h"
 #include "dm_nbd.h"
+#include "dm_origin_fetch.h"
 #include "dm_relay.h"
 #include "dm_xml.h"
 #include "common/clock.h"
@@ -68,6 +72,7 @@ struct dm_hybrid {
   struct fc_engine_migr *e;
   unsigned calls;               /* fetch starts inside e right now */
   bool cut;
+  bool closed;                  /* nor the origin: the relay is going */
   /* progress, under lock */
   bool attached, finished;
   unsigned threshold;
@@ -77,6 +82,16 @@ struct dm_hybrid {
   uint64_t restored, restored_dirty, dirty_at_attach;
   char stopped[160];            /* why the copy stopped unfinished, "" */
   struct dm_relay_stats relay_final;   /* the relay's, once it is gone */
+  /* Settled with the source lost: the relay reads the origin from then
+   * on, and a thread of its own watches the clone to the end (there is no
+   * migration left to do it). */
+  struct dm_origin_fetch *origin;
+  uint64_t given_up, origin_fetched;
+  struct fc_host *host;
+  struct fc_volume *vol;
+  pthread_t finisher;
+  bool finisher_running;
+  atomic_bool finisher_stop;
 };
 
 static void
@@ -113,7 +128,10 @@ dm_hyb_begin(struct fc_engine_migr *m, struct fc_dm_migr *st, char *err, size_t 
     return -ENOMEM;
   pthread_mutex_init(&hy->lock, NULL);
   pthread_cond_init(&hy->cond, NULL);
+  atomic_init(&hy->finisher_stop, false);
   hy->e = m;
+  hy->host = host;
+  hy->vol = v;
   snprintf(hy->clone, sizeof hy->clone, "%s-mclone", DV(v)->name);
   snprintf(hy->clmeta, sizeof hy->clmeta, "%s-mclmeta", DV(v)->name);
   clmeta_owner(v->p.id, owner, sizeof owner);
@@ -135,24 +153,28 @@ dm_hyb_begin(struct fc_engine_migr *m, struct fc_dm_migr *st, char *err, size_t 
   return 0;
 }
 
-/* The relay's fetch: the migration's, unless cut. */
+/* The relay's fetch: the migration's, unless cut; the origin's once
+ * settled with the source lost. */
 static int
 hyb_fetch(void *ctx, oblock_t ob, void *data, bool required, fc_engine_fetch_done_fn *done,
           void *arg)
 {
   struct dm_hybrid *hy = ctx;
+  struct dm_origin_fetch *origin;
   struct fc_engine_migr *e;
   int r;
 
   pthread_mutex_lock(&hy->lock);
-  if (hy->cut) {
+  origin = hy->closed ? NULL : hy->origin;
+  if (hy->closed || (hy->cut && !origin)) {
     pthread_mutex_unlock(&hy->lock);
     return -ENOTCONN;
   }
   e = hy->e;
   hy->calls++;
   pthread_mutex_unlock(&hy->lock);
-  r = e->fetch_source_start(e->ctx, ob, data, required, done, arg);
+  r = origin ? dm_origin_fetch_start(origin, ob, data, required, done, arg) :
+               e->fetch_source_start(e->ctx, ob, data, required, done, arg);
   pthread_mutex_lock(&hy->lock);
   if (--hy->calls == 0)
     pthread_cond_broadcast(&hy->cond);
@@ -160,7 +182,8 @@ hyb_fetch(void *ctx, oblock_t ob, void *data, bool required, fc_engine_fetch_don
   return r;
 }
 
-/* No fetch reaches the migration after this returns. */
+/* No fetch reaches the migration after this returns (nor the origin,
+ * when the relay reads it). */
 static void
 cut(struct dm_hybrid *hy)
 {
@@ -213,6 +236,21 @@ relay_drop(struct dm_hybrid *hy)
   dm_relay_free(r);
 }
 
+/* Once the relay is gone: nothing reads through the origin's fetcher. */
+static void
+origin_drop(struct dm_hybrid *hy)
+{
+  struct dm_origin_fetch *f;
+
+  pthread_mutex_lock(&hy->lock);
+  f = hy->origin;
+  if (f)
+    hy->origin_fetched = dm_origin_fetch_count(f);
+  hy->origin = NULL;
+  pthread_mutex_unlock(&hy->lock);
+  dm_origin_fetch_free(f);
+}
+
 static void
 undo(struct fc_host *host, struct fc_volume *v, struct dm_hybrid *hy)
 {
@@ -221,6 +259,9 @@ undo(struct fc_host *host, struct fc_volume *v, struct dm_hybrid *hy)
 
   if (!fc_dm_info(hy->clone, &info) && info.exists && fc_dm_remove(hy->clone, e2, sizeof e2))
     log_error("volume %s: %s", v->p.id, e2);
+  pthread_mutex_lock(&hy->lock);
+  hy->closed = true;
+  pthread_mutex_unlock(&hy->lock);
   cut(hy);
   if (hy->nbd) {
     int r = dm_nbd_disconnect(hy->nbd);
@@ -230,6 +271,7 @@ undo(struct fc_host *host, struct fc_volume *v, struct dm_hybrid *hy)
                   strerror(-r));
   }
   hy->nbd = NULL;
+  origin_drop(hy);    /* its reads end into the relay: first */
   relay_drop(hy);
   if (!fc_dm_info(hy->clmeta, &info) && info.exists &&
       fc_dm_remove(hy->clmeta, e2, sizeof e2))
@@ -408,12 +450,14 @@ finish(struct fc_host *host, struct fc_volume *v, struct dm_hybrid *hy, char *er
   return 0;
 }
 
-/* One look, under host->lock: 1 hydrated and finished, 0 not yet, -errno. */
+/* One look, under host->lock: 1 hydrated and finished, 0 not yet, -errno.
+ * rate: the bytes/s the relay's source answers at (0: unlimited). */
 static int
-step(struct fc_engine_migr *m, struct dm_hybrid *hy, char *err, size_t errlen)
+step(struct fc_host *host, struct fc_volume *v, struct dm_hybrid *hy, uint64_t rate,
+     char *err, size_t errlen)
 {
-  FC_ASSERT_HELD(&m->host->lock);
-  struct fc_dm_migr *st = dm_migr_state(m);
+  FC_ASSERT_HELD(&host->lock);
+  uint64_t bs = DME(host)->block_sectors * FC_SECTOR;
   uint64_t hydrated = 0, total = 0, hydrating = 0;
   unsigned want;
   bool failed = false;
@@ -432,7 +476,7 @@ step(struct fc_engine_migr *m, struct dm_hybrid *hy, char *err, size_t errlen)
   hy->regions_total = total;
   pthread_mutex_unlock(&hy->lock);
   if (hydrated < total) {
-    want = threshold_for(hy, m->rate_limit_bps, st->bs);
+    want = threshold_for(hy, rate, bs);
     if (want != hy->threshold) {
       snprintf(msg, sizeof msg, "hydration_threshold %u", want);
       if (!fc_dm_message(hy->clone, msg, err, errlen)) {
@@ -442,14 +486,14 @@ step(struct fc_engine_migr *m, struct dm_hybrid *hy, char *err, size_t errlen)
       }
     }
     if (fc_now_ms() - hy->progress_ms >= STALL_MS) {
-      pulse(m->vol, hy);
+      pulse(v, hy);
       pthread_mutex_lock(&hy->lock);
       hy->progress_ms = fc_now_ms();
       pthread_mutex_unlock(&hy->lock);
     }
     return 0;
   }
-  r = finish(m->host, m->vol, hy, err, errlen);
+  r = finish(host, v, hy, err, errlen);
   if (r)
     return r;
   pthread_mutex_lock(&hy->lock);
@@ -484,7 +528,7 @@ dm_hyb_end(struct fc_engine_migr *m)
     if (!r && !m->live(m->ctx))
       r = -ESHUTDOWN;
     if (!r)
-      r = step(m, hy, err, sizeof err);
+      r = step(host, m->vol, hy, m->rate_limit_bps, err, sizeof err);
     pthread_mutex_unlock(&host->lock);
     if (r)
       break;
@@ -510,6 +554,205 @@ dm_hyb_end(struct fc_engine_migr *m)
   cut(hy);
   m->fail(m->ctx, msg);
   return 0;
+}
+
+/* ---- settled with the source lost: the rest comes from the origin ---- */
+
+/* The clone's watcher once no migration is left: dm_hyb_end's loop, with
+ * no rate limit (the origin is this host's to read).  host->lock is taken
+ * by trylock: a detach or the agent's stop joins this thread, possibly
+ * under host->lock, and must not wait behind it. */
+static void *
+finisher_main(void *arg)
+{
+  struct dm_hybrid *hy = arg;
+  char err[512] = "";
+  int r = 0;
+
+  while (!atomic_load(&hy->finisher_stop)) {
+    if (pthread_mutex_trylock(&hy->host->lock)) {
+      nanosleep(&(struct timespec){ 0, 1000000L }, NULL);
+      continue;
+    }
+    r = step(hy->host, hy->vol, hy, 0, err, sizeof err);
+    pthread_mutex_unlock(&hy->host->lock);
+    if (r)
+      break;
+    nanosleep(&(struct timespec){ 0, POLL_MS * 1000000L }, NULL);
+  }
+  if (r == 1) {
+    log_info("volume %s: hydrated from the origin after its settle: %" PRIu64 " regions "
+             "in %.2f s; the clone is gone", hy->vol->p.id, hy->regions_total,
+             (double)(hy->hydrated_ms - hy->attached_ms) / 1000.0);
+  } else if (r) {
+    log_error("volume %s: copying its cache from the origin failed: %s; reads of the "
+              "cache blocks not yet copied may fail with EIO, never older data",
+              hy->vol->p.id, err);
+    pthread_mutex_lock(&hy->lock);
+    snprintf(hy->stopped, sizeof hy->stopped, "copying from the origin failed: %.100s",
+             err);
+    pthread_mutex_unlock(&hy->lock);
+  }
+  return NULL;
+}
+
+static void
+finisher_stop(struct dm_hybrid *hy)
+{
+  atomic_store(&hy->finisher_stop, true);
+  if (hy->finisher_running)
+    pthread_join(hy->finisher, NULL);
+  hy->finisher_running = false;
+}
+
+/* Is cache block c of the clone hydrated?  With the relay cut (every
+ * fetch fails), a read of a region not hydrated fails and a hydrated one
+ * never leaves cdata.  -errno when the clone cannot be read at all. */
+static int
+probe_hydrated(int fd, void *buf, uint64_t bs, uint64_t c)
+{
+  ssize_t n = pread(fd, buf, bs, (off_t)(c * bs));
+
+  if (n == (ssize_t)bs)
+    return 1;
+  return n < 0 && errno == EIO ? 0 : n < 0 ? -errno : -EIO;
+}
+
+int
+dm_hyb_settle_lost(struct fc_host *host, struct fc_volume *v, struct fc_dm_migr *st,
+                   uint32_t *given_up, char *err, size_t errlen)
+{
+  FC_ASSERT_HELD(&host->lock);
+  struct dm_hybrid *hy = st->hy;
+  struct dm_origin_fetch *origin = NULL;
+  char path[FC_DM_NAME_MAX + 32], msg[64];
+  uint64_t lost = 0;
+  void *buf = NULL;
+  int fd = -1, r;
+
+  pthread_mutex_lock(&hy->lock);
+  r = hy->cut ? 0 : -EBUSY;
+  pthread_mutex_unlock(&hy->lock);
+  if (r) {
+    snprintf(err, errlen, "volume %s is still hydrating from its source", v->p.id);
+    return r;
+  }
+  /* Which blocks dirty at the switchover the clone does not hold: their
+   * newest copy was on the source, and the origin's (older, or written
+   * back here before the failure) is what the VM will read. */
+  dm_migr_dev_path(hy->clone, path, sizeof path);
+  if ((r = dm_migr_open_dev(path, O_RDONLY, &fd, err, errlen)))
+    return r;
+  if (posix_memalign(&buf, 4096, st->bs)) {
+    close(fd);
+    return -ENOMEM;
+  }
+  for (uint32_t i = 0; i < st->ninst; i++) {
+    if (!st->inst[i].dirty)
+      continue;
+    r = probe_hydrated(fd, buf, st->bs, st->inst[i].cblock.n);
+    if (r < 0) {
+      snprintf(err, errlen, "cannot read cache block %" PRIu64 " of %s: %s",
+               (uint64_t)st->inst[i].cblock.n, path, strerror(-r));
+      break;
+    }
+    lost += r == 0;
+    r = 0;
+  }
+  free(buf);
+  close(fd);
+  if (!r)
+    r = dm_origin_fetch_new(v->p.origin, DV(v)->origin_sectors * FC_SECTOR,
+                            (uint32_t)st->bs, &origin, err, errlen);
+  if (r)
+    return r;
+  pthread_mutex_lock(&hy->lock);
+  hy->origin = origin;
+  hy->given_up = lost;
+  hy->stopped[0] = '\0';
+  hy->progress_ms = fc_now_ms();
+  pthread_mutex_unlock(&hy->lock);
+  snprintf(msg, sizeof msg, "hydration_threshold %u", RELAY_INFLIGHT / 2);
+  if (!(r = fc_dm_message(hy->clone, msg, err, errlen)))
+    r = fc_dm_message(hy->clone, "enable_hydration", err, errlen);
+  if (!r) {
+    atomic_store(&hy->finisher_stop, false);
+    r = -pthread_create(&hy->finisher, NULL, finisher_main, hy);
+    if (r)
+      snprintf(err, errlen, "cannot start the copy from the origin: %s", strerror(-r));
+  }
+  if (r) {
+    pthread_mutex_lock(&hy->lock);
+    snprintf(hy->stopped, sizeof hy->stopped, "the settle could not start the copy from "
+             "the origin");
+    pthread_mutex_unlock(&hy->lock);
+    return r;
+  }
+  hy->finisher_running = true;
+  pthread_mutex_lock(&hy->lock);
+  hy->threshold = RELAY_INFLIGHT / 2;
+  pthread_mutex_unlock(&hy->lock);
+  *given_up = (uint32_t)lost;
+  log_info("volume %s: settled with its source lost: the %" PRIu64 " cache blocks not "
+           "yet copied are read from the origin %s (%" PRIu64 " of them dirty at the "
+           "switchover, given up)", v->p.id, hy->regions_total - hy->regions_hydrated,
+           v->p.origin, lost);
+  return 0;
+}
+
+/* The cache still reads blocks through the clone: its devices may not be
+ * replaced (a detach's drain, a move, a migration's freeze would load the
+ * cache over cdata, where those blocks are not yet). */
+int
+fc_dm_migr_busy(struct fc_volume *v, char *err, size_t errlen)
+{
+  struct fc_dm_migr *st = DV(v)->migr;
+  struct dm_hybrid *hy = st ? st->hy : NULL;
+  int r = 0;
+
+  if (!hy)
+    return 0;
+  pthread_mutex_lock(&hy->lock);
+  if (hy->attached && !hy->finished) {
+    snprintf(err, errlen, "volume %s is still copying its cache (%" PRIu64 " of %" PRIu64
+             " regions, from %s; volume-show): try again once it is done", v->p.id,
+             hy->regions_hydrated, hy->regions_total,
+             hy->origin ? "the origin" : hy->cut ? "nowhere: settle it first" :
+             "the source");
+    r = -EBUSY;
+  }
+  pthread_mutex_unlock(&hy->lock);
+  return r;
+}
+
+/* Hydrated to the end: nothing of the volume is on the source any more. */
+bool
+dm_hyb_finished(struct fc_dm_migr *st)
+{
+  struct dm_hybrid *hy = st ? st->hy : NULL;
+  bool done;
+
+  if (!hy)
+    return false;
+  pthread_mutex_lock(&hy->lock);
+  done = hy->finished;
+  pthread_mutex_unlock(&hy->lock);
+  return done;
+}
+
+/* Switched over onto the clone (a settle has something to decide). */
+bool
+dm_hyb_attached(struct fc_dm_migr *st)
+{
+  struct dm_hybrid *hy = st ? st->hy : NULL;
+  bool a;
+
+  if (!hy)
+    return false;
+  pthread_mutex_lock(&hy->lock);
+  a = hy->attached;
+  pthread_mutex_unlock(&hy->lock);
+  return a;
 }
 
 /* The source is gone or the agent stops mid-hydration: no fetch may
@@ -539,9 +782,11 @@ dm_hyb_lost(struct fc_engine_migr *m, const char *why)
     /* Failed before the copy's end is seen as cut: no COMPLETE then. */
     snprintf(msg, sizeof msg, "%s with %" PRIu64 " of %" PRIu64 " cache blocks of volume "
              "%s not yet copied from the source: reads of those fail with EIO (never "
-             "older data) until the volume is settled, which dmcache cannot do yet "
-             "(doc/reference/dmcache.rst, \"Settling on dmcache\"); the source's frozen "
-             "cache still holds them: keep the source host's devices", why, left, total,
+             "older data); the source's frozen cache still holds them: keep the source "
+             "host's devices.  Settling on this host with the source given up "
+             "(fcache migrate ... --phase settle --source-lost) copies the rest from "
+             "the origin, giving up those of them that were dirty at the switchover "
+             "(doc/reference/dmcache.rst, \"Settling on dmcache\")", why, left, total,
              m->volume_id);
     m->fail(m->ctx, msg);
   }
@@ -584,6 +829,7 @@ dm_hyb_teardown(struct fc_host *host, struct fc_volume *v, struct fc_dm_migr *st
 
   if (!hy)
     return;
+  finisher_stop(hy);
   if (hy->attached && !hy->finished && dm_migr_to_error(v, err, sizeof err))
     log_error("volume %s: %s", v->p.id, err);
   undo(host, v, hy);
@@ -600,9 +846,14 @@ dm_hyb_free(struct dm_hybrid *hy)
 {
   if (!hy)
     return;
+  finisher_stop(hy);
+  pthread_mutex_lock(&hy->lock);
+  hy->closed = true;
+  pthread_mutex_unlock(&hy->lock);
   cut(hy);
   if (hy->nbd)
-    dm_nbd_release(hy->nbd);
+    dm_nbd_release(hy->nbd);     /* waits for the reads it serves */
+  origin_drop(hy);
   relay_drop(hy);
   pthread_cond_destroy(&hy->cond);
   pthread_mutex_destroy(&hy->lock);
@@ -637,7 +888,8 @@ dm_hyb_stats_json(struct fc_dm_migr *st, json_t *o)
   rs = hy->relay_final;
   if (hy->relay)
     dm_relay_stats(hy->relay, &rs);
-  h = json_pack("{s:I, s:I, s:I, s:I, s:I, s:b, s:f, s:I, s:I, s:I, s:I, s:I, s:f, s:f}",
+  h = json_pack("{s:I, s:I, s:I, s:I, s:I, s:b, s:f, s:I, s:I, s:I, s:I, s:I, s:f, s:f, "
+                "s:b, s:I, s:I}",
                 "restored_blocks", (json_int_t)hy->restored,
                 "restored_dirty_blocks", (json_int_t)hy->restored_dirty,
                 "dirty_at_attach", (json_int_t)hy->dirty_at_attach,
@@ -653,7 +905,11 @@ dm_hyb_stats_json(struct fc_dm_migr *st, json_t *o)
                 "relay_fetch_errors", (json_int_t)rs.fetch_errors,
                 "relay_inflight_peak", (json_int_t)rs.inflight_peak,
                 "fetch_ms_min", (double)rs.fetch_ns_min / 1e6,
-                "fetch_ms_mean", rs.fetched ? (double)rs.fetch_ns / rs.fetched / 1e6 : 0.0);
+                "fetch_ms_mean", rs.fetched ? (double)rs.fetch_ns / rs.fetched / 1e6 : 0.0,
+                "from_origin", hy->origin != NULL || hy->origin_fetched,
+                "origin_fetched", (json_int_t)(hy->origin ? dm_origin_fetch_count(hy->origin) :
+                                               hy->origin_fetched),
+                "given_up_blocks", (json_int_t)hy->given_up);
   pthread_mutex_unlock(&hy->lock);
   if (h)
     json_object_set_new(o, "hydration", h);
@@ -673,7 +929,10 @@ fc_dm_migr_volume_json(struct fc_dm_migr *st, json_t *o)
   if (hy) {
     pthread_mutex_lock(&hy->lock);
     if (hy->attached && !hy->finished) {
-      json_object_set_new(o, "state", json_string(hy->stopped[0] ? "degraded" : "migrating"));
+      json_object_set_new(o, "state", json_string(hy->stopped[0] ? "degraded" :
+                                                  hy->origin ? "hydrating" : "migrating"));
+      if (hy->origin)
+        json_object_set_new(o, "hydrating_from", json_string("origin"));
       json_object_set_new(o, "regions_hydrated", json_integer((json_int_t)hy->regions_hydrated));
       json_object_set_new(o, "regions_total", json_integer((json_int_t)hy->regions_total));
       if (hy->stopped[0]) {

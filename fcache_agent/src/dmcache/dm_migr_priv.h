@@ -43,6 +43,8 @@ struct fc_dm_migr {
   struct dm_hybrid *hy;
 };
 
+extern const struct fc_engine_settle_ops fc_dm_settle_ops;
+
 /* Shared state and helpers (dm_migr.c). */
 struct fc_dm_migr *dm_migr_state(struct fc_engine_migr *m);
 /* "<volumes_dir>/<volume>.<what>.xml": the cache tools' XML files. */
@@ -93,5 +95,13 @@ void dm_hyb_free(struct dm_hybrid *hy);
 uint32_t dm_hyb_remote_dirty(struct fc_dm_migr *st);
 /* Under st->lock. */
 void dm_hyb_stats_json(struct fc_dm_migr *st, json_t *o);
+/* Settling (dm_migr_settle.c): the source given up, the clone hydrates
+ * from the origin on a thread of its own; *given_up counts the blocks
+ * dirty at the switchover it did not hold.  Under host->lock, the
+ * migration's threads gone. */
+int dm_hyb_settle_lost(struct fc_host *host, struct fc_volume *v, struct fc_dm_migr *st,
+                       uint32_t *given_up, char *err, size_t errlen);
+bool dm_hyb_attached(struct fc_dm_migr *st);
+bool dm_hyb_finished(struct fc_dm_migr *st);
 
 #endif

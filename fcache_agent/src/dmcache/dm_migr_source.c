@@ -177,7 +177,7 @@ dm_migr_out_freeze(struct fc_engine_migr *m, bool flush, char *err, size_t errle
    * may still be read); the source side uses the same structure. */
   if (!DV(v)->migr && !(DV(v)->migr = dm_migr_state_new(host, v)))
     r = -ENOMEM;
-  if (!r && !DV(v)->migr->frozen) {
+  if (!r && !DV(v)->migr->frozen && !(r = fc_dm_migr_busy(v, err, errlen))) {
     r = freeze_locked(m, flush, err, errlen);
     /* The migration fails and will be aborted: until then the VM must
      * not hit the error table for nothing. */

@@ -491,6 +491,8 @@ dm_move_start(struct fc_host *host, struct fc_volume *v, const struct fc_move_re
              "is resolved", v->p.id, v->error);
     return -EBUSY;
   }
+  if ((r = fc_dm_migr_busy(v, err, errlen)))
+    return r;
   if (dv->move && dv->move->state <= DMM_SWITCHING) {
     snprintf(err, errlen, "volume %s is already moving its origin to %s", v->p.id,
              dv->move->to);

@@ -95,6 +95,9 @@ void fc_dm_migr_free(struct fc_dm_migr *dm);
 /* volume-show: a hybrid migration's copy into this volume while the
  * cache still reads from the source (dm_migr_hybrid.c); nothing after. */
 void fc_dm_migr_volume_json(struct fc_dm_migr *dm, json_t *o);
+/* -EBUSY and why while hybrid's clone is still under the cache: nothing
+ * may reload the cache over its data device until the clone is gone. */
+int fc_dm_migr_busy(struct fc_volume *v, char *err, size_t errlen);
 
 /* ---- block devices (dm_engine.c) ---- */
 

@@ -187,13 +187,15 @@ struct fc_engine_settle_ops {
   int (*usable)(struct fc_host *host, struct fc_volume *v, char *err, size_t errlen);
   /* Destination: the blocks whose newest copy is still only on the
    * source (missing), or the dirty blocks held here and the pinned
-   * blocks that went to the origin from here (held).  Caller frees. */
+   * blocks that went to the origin from here (held).  Caller frees.
+   * -errno and why when this engine cannot settle that way. */
   int (*dest_list)(struct fc_host *host, struct fc_volume *v, bool missing,
-                   uint64_t **list, uint32_t *n);
+                   uint64_t **list, uint32_t *n, char *err, size_t errlen);
   /* Destination: settling ends; missing mode with the source lost gives
-   * up the blocks only it had.  Returns the blocks given up. */
-  uint32_t (*dest_end)(struct fc_host *host, struct fc_volume *v, bool missing,
-                       bool source_lost);
+   * up the blocks only it had (*given_up counts them).  -errno and why,
+   * the volume still marked, when it cannot end that way. */
+  int (*dest_end)(struct fc_host *host, struct fc_volume *v, bool missing,
+                  bool source_lost, uint32_t *given_up, char *err, size_t errlen);
   /* Destination, held mode: serve the volume again.  Under host->lock. */
   int (*dest_resume)(struct fc_host *host, struct fc_volume *v, char *err,
                      size_t errlen);
@@ -204,6 +206,10 @@ struct fc_engine_settle_ops {
   int (*source_sync)(struct fc_volume *v, bool written_back);
   /* Source: forget every block, never write one back.  Under host->lock. */
   int (*source_forget_all)(struct fc_volume *v);
+  /* Source: the engine cannot write its blocks back once frozen (the
+   * "writeback" step and "release rest=writeback" are refused with this
+   * reason); NULL when it can. */
+  const char *source_no_writeback;
 };
 
 /* What a live migration asks of the engine.  m->vol is the volume, and

@@ -138,9 +138,11 @@ dest_list(struct settle_ctx *c, json_t *args, json_t **result, char *err,
   if (limit <= 0 || limit > FC_SETTLE_LIST_MAX)
     limit = FC_SETTLE_LIST_MAX;
   if (mode != SETTLE_COMPLETED)
-    r = c->ops->dest_list(&c->agent->host, c->v, mode == SETTLE_MISSING, &list, &n);
+    r = c->ops->dest_list(&c->agent->host, c->v, mode == SETTLE_MISSING, &list, &n,
+                          err, errlen);
   if (r) {
-    snprintf(err, errlen, "cannot list blocks: %s", strerror(-r));
+    if (!err[0])
+      snprintf(err, errlen, "cannot list blocks: %s", strerror(-r));
     return r;
   }
   if (n)
@@ -179,8 +181,10 @@ dest_end(struct settle_ctx *c, json_t *args, json_t **result, char *err,
   if (mode != SETTLE_COMPLETED) {
     struct fc_host *host = &c->agent->host;
 
-    given_up = c->ops->dest_end(host, c->v, mode == SETTLE_MISSING,
-                                !strcmp(source, "lost"));
+    r = c->ops->dest_end(host, c->v, mode == SETTLE_MISSING, !strcmp(source, "lost"),
+                         &given_up, err, errlen);
+    if (r)
+      return r;
     pthread_mutex_lock(&host->lock);
     c->v->p.migration[0] = '\0';
     explicit_bzero(c->v->p.settle_secret, sizeof c->v->p.settle_secret);
@@ -362,6 +366,14 @@ settle_step(struct settle_ctx *c, const char *step, json_t *args,
       snprintf(err, errlen, "volume %s is not held by this agent as the source of "
                "migration %s; %s is a source step", c->v->p.id, c->mid, step);
       return -EINVAL;
+    }
+    const char *rest = json_string_value(json_object_get(args, "rest"));
+
+    if (c->ops->source_no_writeback &&
+        (!strcmp(step, "writeback") ||
+         (!strcmp(step, "release") && rest && !strcmp(rest, "writeback")))) {
+      snprintf(err, errlen, "volume %s: %s", c->v->p.id, c->ops->source_no_writeback);
+      return -ENOTSUP;
     }
     if (!strcmp(step, "release"))
       return source_release(c, args, result, err, errlen);

@@ -269,28 +269,32 @@ held_list(struct fc_host *host, struct fc_volume *v, uint64_t **list, uint32_t *
 
 static int
 settle_dest_list(struct fc_host *host, struct fc_volume *v, bool missing,
-                 uint64_t **list, uint32_t *n)
+                 uint64_t **list, uint32_t *n, char *err, size_t errlen)
 {
+  (void)err;
+  (void)errlen;
   if (missing)
     return fc_ucache_migr_remote_list(UV(v)->uc, list, n);
   return held_list(host, v, list, n);
 }
 
-static uint32_t
+static int
 settle_dest_end(struct fc_host *host, struct fc_volume *v, bool missing,
-                bool source_lost)
+                bool source_lost, uint32_t *given_up, char *err, size_t errlen)
 {
   char path[FC_PATH_MAX + 100];
-  uint32_t given_up = 0;
 
+  (void)err;
+  (void)errlen;
+  *given_up = 0;
   if (missing) {
     if (source_lost)
-      given_up = fc_ucache_migr_remote_dirty(UV(v)->uc);
+      *given_up = fc_ucache_migr_remote_dirty(UV(v)->uc);
     fc_ucache_migr_settled(UV(v)->uc);
   }
   uc_superseded_path(host, v->p.id, path, sizeof path);
   unlink(path);      /* held mode: the source has acted on it */
-  return given_up;
+  return 0;
 }
 
 static int

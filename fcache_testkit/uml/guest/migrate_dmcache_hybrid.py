@@ -11,7 +11,10 @@ agent is killed (SIGKILL) mid-hydration: the destination must fail the
 migration with a message an operator can act on, and every read of the
 VM stand-in (reads only: a write that fails may or may not have reached
 the origin, which would leave the oracle unsure) is either the oracle's
-data or EIO -- never zeros, never a stale block.  Prints ``RESULT
+data or EIO -- never zeros, never a stale block.  Then the destination
+settles with the source given up: the rest of the cache comes from the
+origin and every read succeeds, differing from the oracle only in blocks
+dirty at the switchover that it reports as given up.  Prints ``RESULT
 {json}``.
 """
 
@@ -186,6 +189,79 @@ def killed_source(src, dst, vol, vm):
     out['killed_source'] = {'error': st['error'], 'hydration': h,
                             'volume_show_error': vs['error'],
                             'good_reads': good, 'eio_reads': eio}
+    settle_lost(dst, vol, vm, mid, h)
+
+
+def settle_lost(dst, vol, vm, mid, h):
+    """Settle on the destination with the source given up.
+
+    Finishing the copy from a reachable source is not built on dmcache:
+    the list step says so and points at --source-lost, and an end that
+    claims the source released is refused.  With the source given up,
+    the blocks not copied come from the origin: no read fails any more,
+    and a block can differ from the oracle only if it was dirty at the
+    switchover and not copied (write_back), at most given_up_blocks of
+    them.
+    """
+    ids = {'migration_id': mid, 'volume_id': vol}
+    r = dst.call('migration-settle', step='list', **ids)
+    check(not r['ok'] and '--source-lost' in r['error'] and
+          'not built' in r['error'], r)
+    r = dst.call('migration-settle', step='end', source='released', **ids)
+    check(not r['ok'] and 'source=lost' in r['error'], r)
+    t0 = time.monotonic()
+    end = dst.ok('migration-settle', step='end', source='lost', **ids)
+    given_up = end['given_up_blocks']
+    if out['policy'] != 'write_back':
+        check(given_up == 0, 'given up %d blocks of a %s volume'
+              % (given_up, out['policy']))
+    check(given_up <= h['restored_dirty_blocks'], (end, h))
+    # The copy goes on from the origin; meanwhile nothing may reload the
+    # cache over its data device.
+    r = dst.call('volume-detach', volume_id=vol)
+    busy = r.get('error', '')
+    check(not r['ok'], 'detached mid-copy: %r' % r)
+    while True:
+        vs = dst.ok('volume-show', volume_id=vol)
+        if vs.get('state') != 'hydrating':
+            break
+        check(vs.get('hydrating_from') == 'origin', vs)
+        check(time.monotonic() - t0 < 60, 'still hydrating: %r' % vs)
+        time.sleep(0.05)
+    check('error' not in vs and vs.get('state') != 'degraded', vs)
+    export = os.path.basename(vm.dev)
+    check(not ad.exists(export + '-mclone') and
+          not ad.exists(export + '-mclmeta'), 'clone left after the settle')
+    check(not any(nbd_sizes().values()), 'relay device still connected')
+    st = dst.ok('migration-status', migration_id=mid)
+    check(st['state'] == 'settled', st)
+    hs = st['hydration']
+    check(hs['hydrated'] and hs['from_origin'] and hs['origin_fetched'] > 0 and
+          hs['given_up_blocks'] == given_up, hs)
+    # Every read now succeeds; what differs from the oracle was given up.
+    differs = []
+    view = memoryview(vm.buf)
+    for off in range(0, md.SPAN, 64 * 1024):
+        v = view[:64 * 1024]
+        n = os.preadv(vm.fd, [v], off)
+        check(n == len(v), 'short read at %d' % off)
+        if bytes(v) != bytes(vm.model[off:off + n]):
+            differs.append(off)
+            vm.model[off:off + n] = bytes(v)
+    check(len(differs) <= given_up, '%d blocks differ from the oracle, %d '
+          'given up: %r' % (len(differs), given_up, differs[:8]))
+    # The volume runs on: reads and writes against the oracle.
+    ops0 = vm.reads + vm.writes
+    vm.resume()
+    time.sleep(1.5)
+    vm.pause()
+    vm.check_all(md.SPAN)
+    out['settled_lost'] = {'given_up_blocks': given_up,
+                           'differing_blocks': len(differs),
+                           'hydration': hs, 'busy_detach': busy,
+                           'settle_to_hydrated_s':
+                               round(time.monotonic() - t0, 3),
+                           'vm_ops_after': vm.reads + vm.writes - ops0}
 
 
 def main(policy):

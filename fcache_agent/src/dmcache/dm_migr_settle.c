@@ -1,0 +1,155 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Settling a dmcache migration that failed past its switchover
+ * (engine.h's fc_engine_settle_ops; doc/reference/dmcache.rst, "Settling
+ * on dmcache").  Only hybrid gets there on this engine: its destination
+ * runs on a dm-clone that reads the blocks not copied yet from the
+ * source's frozen cache.  What is built:
+ *
+ *   hydrated   the clone held everything before the failure (COMPLETE was
+ *              lost): nothing is only on the source; it forgets its copy
+ *              and the destination ends, as ucache's "missing" mode with
+ *              an empty list;
+ *   lost       the operator gives the source up (--source-lost): the
+ *              blocks not copied are read from the origin from then on,
+ *              and those dirty at the switchover are counted as given up.
+ *
+ * Not built: finishing the copy from a source that is reachable again
+ * (the destination would fetch over a settle session; until then the
+ * list step says so, and nothing is released), and a destination agent
+ * that restarted mid-hydration.  A frozen source cannot write a block
+ * back (its cache table is gone), so the steps that would ask it to are
+ * refused. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "dm_migr_priv.h"
+#include "common/log.h"
+
+static bool
+is_source(const struct fc_volume *v)
+{
+  return !strncmp(v->p.migration, "out:", 4);
+}
+
+static int
+usable(struct fc_host *host, struct fc_volume *v, char *err, size_t errlen)
+{
+  struct fc_dm_migr *st = DV(v)->migr;
+
+  (void)host;
+  if (is_source(v))
+    return 0;
+  if (!st || !st->hy) {
+    snprintf(err, errlen, "volume %s cannot be settled on engine dmcache: %s (see "
+             "doc/reference/dmcache.rst, \"Settling on dmcache\")", v->p.id,
+             st ? "only hybrid's destination can be, and this migration's strategy "
+                  "is another" :
+                  "this agent restarted since the migration failed, and a restarted "
+                  "destination does not take up a hybrid migration yet; reads of the "
+                  "blocks not copied fail with EIO, never older data; keep the source "
+                  "host's devices");
+    return -EIO;
+  }
+  if (!dm_hyb_attached(st)) {
+    snprintf(err, errlen, "volume %s: its migration failed before the switchover: "
+             "abort it (migration-abort on both hosts), there is nothing to settle",
+             v->p.id);
+    return -EINVAL;
+  }
+  return 0;
+}
+
+static int
+dest_list(struct fc_host *host, struct fc_volume *v, bool missing, uint64_t **list,
+          uint32_t *n, char *err, size_t errlen)
+{
+  (void)host;
+  *list = NULL;
+  *n = 0;
+  if (missing && dm_hyb_finished(DV(v)->migr))
+    return 0;
+  snprintf(err, errlen, "volume %s (dmcache) still reads the cache blocks not yet copied "
+           "from the source's frozen cache, and finishing that copy from a reachable "
+           "source is not built on engine dmcache yet: keep the source host's devices.  "
+           "To give those blocks up instead (the origin's copies are read; the ones "
+           "dirty at the switchover are lost and counted), settle on the destination "
+           "host with --source-lost (doc/reference/dmcache.rst, \"Settling on "
+           "dmcache\")", v->p.id);
+  return -ENOTSUP;
+}
+
+static int
+dest_end(struct fc_host *host, struct fc_volume *v, bool missing, bool source_lost,
+         uint32_t *given_up, char *err, size_t errlen)
+{
+  struct fc_dm_migr *st = DV(v)->migr;
+  int r;
+
+  *given_up = 0;
+  if (!missing)
+    return -ENOTSUP;    /* usable() refuses a restarted destination */
+  if (dm_hyb_finished(st))
+    return 0;
+  if (!source_lost) {
+    snprintf(err, errlen, "volume %s (dmcache) still reads cache blocks from the "
+             "source: ending with source=released would serve the origin's older "
+             "copies of those dirty at the switchover; end with source=lost to give "
+             "them up (--source-lost)", v->p.id);
+    return -EBUSY;
+  }
+  pthread_mutex_lock(&host->lock);
+  r = dm_hyb_settle_lost(host, v, st, given_up, err, errlen);
+  pthread_mutex_unlock(&host->lock);
+  return r;
+}
+
+static int
+dest_resume(struct fc_host *host, struct fc_volume *v, char *err, size_t errlen)
+{
+  (void)host;
+  snprintf(err, errlen, "volume %s: a restarted dmcache destination is not settled "
+           "in held mode", v->p.id);
+  return -ENOTSUP;
+}
+
+/* Dropping is all a frozen source does per block: its cache is removed
+ * whole when it releases. */
+static int
+source_block(struct fc_volume *v, oblock_t ob, bool write_back)
+{
+  (void)v;
+  (void)ob;
+  return write_back ? -ENOTSUP : 0;
+}
+
+static int
+source_sync(struct fc_volume *v, bool written_back)
+{
+  (void)v;
+  (void)written_back;
+  return 0;
+}
+
+static int
+source_forget_all(struct fc_volume *v)
+{
+  if (DV(v)->migr)
+    dm_migr_close_fds(DV(v)->migr);
+  return 0;
+}
+
+const struct fc_engine_settle_ops fc_dm_settle_ops = {
+  .usable = usable,
+  .dest_list = dest_list,
+  .dest_end = dest_end,
+  .dest_resume = dest_resume,
+  .source_block = source_block,
+  .source_sync = source_sync,
+  .source_forget_all = source_forget_all,
+  .source_no_writeback = "a frozen dmcache source cannot write its blocks back (its "
+                         "cache table is gone): only the destination settles a dmcache "
+                         "migration, and the source then drops its copy "
+                         "(release rest=drop)",
+};
