@@ -8,6 +8,7 @@ Used by ``fcache volume-move`` and by the Nova driver's ``swap_volume``:
 asked to.
 """
 
+import errno
 import logging
 import math
 import time
@@ -20,11 +21,6 @@ LOG = logging.getLogger(__name__)
 
 AUTO = 'auto'
 SCHEMES = agent.MOVE_SCHEMES + (AUTO,)
-# The schemes each engine runs, as its agent's capabilities list them
-# (``move_schemes``; doc/reference/storage-migration.rst, "Engines"):
-# dmcache moves with the kernel's dm-mirror target (IO Mirroring) or its
-# dm-clone target (LR).
-ENGINE_SCHEMES = {'dmcache': ('mirror', 'lr')}
 DEFAULT_POLL_S = 1.0
 # What the model assumes of the VM's I/O when nobody says (the paper's
 # workloads read about three times what they write, Table 7); the size
@@ -38,8 +34,33 @@ DEFAULT_SIZE_BYTES = 1 << 30
 DEFAULT_DEPTH = 4
 
 
+def agent_schemes(client):
+    """The storage move schemes the agent behind ``client`` runs.
+
+    Its ``capabilities`` list them as ``move_schemes``, from its engine
+    (dmcache runs mirror and lr only).  An agent too old to report them
+    (the key absent, or no ``capabilities`` operation at all) gets the
+    full list, :data:`nova_ext.agent.MOVE_SCHEMES`: a scheme its engine
+    does not run then reaches it, and it refuses the move saying which
+    schemes it runs.
+    """
+    try:
+        schemes = client.capabilities().get('move_schemes')
+    except exception.AgentError as exc:
+        if exc.errno != errno.EOPNOTSUPP:
+            raise
+        schemes = None
+    if schemes is None:
+        LOG.warning("The fcache agent at %s does not report the storage "
+                    "move schemes it runs: assuming all of them (it "
+                    "refuses one its engine does not run); upgrade it to "
+                    "this fcache version", client.socket_path)
+        return agent.MOVE_SCHEMES
+    return tuple(schemes)
+
+
 def resolve_scheme(scheme, from_medium, to_medium, wear_weight,
-                   workload=None, engine=None):
+                   workload=None, schemes=None, agent_name='the agent'):
     """Return ``(scheme, auto)``: the scheme to run and, for ``auto``, why.
 
     ``auto`` is the scheme of lowest expected MC for the volume's wear
@@ -48,21 +69,29 @@ def resolve_scheme(scheme, from_medium, to_medium, wear_weight,
     per scheme]}`` (``lambda_time`` and ``mc`` null for a scheme that
     would not finish), else None.
 
-    ``engine``, the agent's engine, limits the choice to the schemes it
-    runs (:data:`ENGINE_SCHEMES`).
+    ``schemes``, the schemes the agent runs (:func:`agent_schemes`;
+    None: all of :data:`nova_ext.agent.MOVE_SCHEMES`), limits the choice
+    and refuses another scheme named outright; ``agent_name`` says which
+    agent in that refusal ("the fcache agent on cmp1").
 
     :raises nova_ext.exception.InvalidArgument: an unknown scheme, medium,
-        a wear weight outside 0..1, or a scheme the engine does not run.
+        a wear weight outside 0..1, or a scheme the agent does not run.
     """
     if scheme not in SCHEMES:
         raise exception.InvalidArgument(
             name='scheme', value=scheme,
             reason='must be one of %s' % ', '.join(SCHEMES))
-    allowed = ENGINE_SCHEMES.get(engine, agent.MOVE_SCHEMES)
+    allowed = agent.MOVE_SCHEMES if schemes is None else tuple(schemes)
+    if not allowed:
+        raise exception.InvalidArgument(
+            name='scheme', value=scheme,
+            reason='%s runs no storage move: its engine has none' %
+            agent_name)
     if scheme not in allowed + (AUTO,):
         raise exception.InvalidArgument(
             name='scheme', value=scheme,
-            reason='engine %s runs only %s' % (engine, ', '.join(allowed)))
+            reason='%s runs only %s: name one of them or auto' % (
+                agent_name, ', '.join(allowed)))
     if scheme != AUTO:
         return scheme, None
     if workload is None:

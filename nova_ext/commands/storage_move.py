@@ -163,13 +163,13 @@ def _workload(args):
 
 
 def run_move(client, args):
-    # auto chooses among the schemes the agent's engine runs; a scheme
-    # named outright goes to the agent, which refuses one it cannot run.
-    engine = (client.status().get('engine') if args.scheme == volume_move.AUTO
-              else None)
-    scheme, auto = volume_move.resolve_scheme(args.scheme, args.from_medium,
-                                              args.to_medium, args.wear_weight,
-                                              _workload(args), engine)
+    # auto chooses among the schemes the agent's engine runs, as its
+    # capabilities list them, and another is refused here, saying which
+    # it runs (an agent too old to list them refuses it itself).
+    scheme, auto = volume_move.resolve_scheme(
+        args.scheme, args.from_medium, args.to_medium, args.wear_weight,
+        _workload(args), volume_move.agent_schemes(client),
+        'the agent at %s' % client.socket_path)
     result = client.move_volume(args.volume_id, args.to, scheme=scheme,
                                 max_rounds=args.max_rounds,
                                 converge_bytes=args.converge_bytes,

@@ -12,9 +12,11 @@ and a keyring of its own: :mod:`nova_ext.virt.rbd`).  The guest keeps the same
 export and its disk XML does not change.
 
 The scheme is the new volume type's ``fcache:storage_migration`` (else the
-old type's, else ``[fcache] default_storage_migration``); ``auto`` takes
-the lowest expected migration cost (:mod:`nova_ext.movecost`) between
-the old type's ``fcache:medium`` and the new type's, for the new type's
+old type's, else ``[fcache] default_storage_migration``), one of those
+the local agent's engine runs (its capabilities' ``move_schemes``);
+``auto`` takes the lowest expected migration cost
+(:mod:`nova_ext.movecost`) among them between the old type's
+``fcache:medium`` and the new type's, for the new type's
 ``fcache:wear_weight``.
 
 A move that fails, or takes longer than ``[fcache] storage_move_timeout``
@@ -40,7 +42,8 @@ LOG = logging.getLogger(__name__)
 class SwapMixin(object):
     """``swap_volume`` of the fcache driver.
 
-    Needs ``_local_agent()``, ``_fcache_conf``, ``_fcache_origin`` /
+    Needs ``_local_agent()``, ``_fcache_conf``, ``_fcache_hostname``,
+    ``_fcache_origin`` /
     ``_fcache_forget_origin``, ``_fcache_volume_notifier`` and the
     os-brick-only ``_fcache_brick_connect`` / ``_fcache_brick_disconnect``
     of the driver.
@@ -82,15 +85,17 @@ class SwapMixin(object):
                     new_connection_info.get('driver_volume_type'))
             wanted = (new_pol['storage_migration'] or
                       old_pol['storage_migration'])
-            engine = (self._local_agent().status().get('engine')
-                      if wanted == volume_move.AUTO else None)
+            # The schemes the local agent's engine runs, from its
+            # capabilities; an agent too old to list them gets all of
+            # them and refuses one it cannot run.
             scheme, auto = volume_move.resolve_scheme(
                 wanted,
                 old_pol['medium'], new_pol['medium'], new_pol['wear_weight'],
-                volume_move.assumed_workload(conf.storage_move_write_mbps,
-                                             ssd_mbps=conf.ssd_mbps,
-                                             hdd_mbps=conf.hdd_mbps),
-                engine)
+                volume_move.assumed_workload(
+                    conf.storage_move_write_mbps, ssd_mbps=conf.ssd_mbps,
+                    hdd_mbps=conf.hdd_mbps),
+                volume_move.agent_schemes(self._local_agent()),
+                'the fcache agent on %s' % self._fcache_hostname)
             self._fcache_volume_notifier.move_start(
                 context, base, scheme, new_volume_id)
             status = self._fcache_move(volume_id, to, scheme, instance)

@@ -18,6 +18,7 @@ import tempfile
 import pytest
 
 from fcache_testkit.uml import umlvm
+from nova_ext import exception
 from nova_ext import volume_move
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
@@ -307,9 +308,19 @@ def test_volume_move_with_dm_clone(vm_move, agent_path, policy):
 def test_volume_move_with_dm_mirror(vm_mirror, agent_path, policy):
     r = run(vm_mirror, 'move_mirror_dmcache.py', policy,
             env={'FCACHE_AGENT': agent_path}, timeout=400)
-    # What the agent publishes is what the CLI and Nova driver assume.
-    assert r['move_schemes'] == ['mirror', 'lr'] == list(
-        volume_move.ENGINE_SCHEMES['dmcache'])
+    # What the agent publishes is what the CLI and the Nova driver choose
+    # among (volume_move.agent_schemes reads it): auto takes one of them
+    # even where it would take SLR among all, and dbt is refused before
+    # any request reaches the agent.
+    assert r['move_schemes'] == ['mirror', 'lr']
+    assert volume_move.resolve_scheme('auto', 'ssd', 'hdd', 0.5)[0] == 'slr'
+    assert volume_move.resolve_scheme(
+        'auto', 'ssd', 'hdd', 0.5, schemes=r['move_schemes'])[0] in \
+        r['move_schemes']
+    with pytest.raises(exception.InvalidArgument) as refused:
+        volume_move.resolve_scheme('dbt', 'ssd', 'hdd', 0.5,
+                                   schemes=r['move_schemes'])
+    assert 'runs only mirror, lr' in str(refused.value)
     assert 'needs engine ucache' in r['refused_dbt']
     assert 0 < r['aborted_at']['regions_in_sync'] < \
         r['aborted_at']['regions_total']

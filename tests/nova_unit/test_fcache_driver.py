@@ -836,6 +836,25 @@ class RbdVolumeTest(_DriverTest):
         for gone in ('rbd', RBD_SECRET, 'cinder', '192.0.2.1'):
             self.assertNotIn(gone, xml)
 
+    def _swap(self, old, new, refused=None):
+        """swap_volume with os-brick and the move mocked.
+
+        Returns the mocks of the move and of os-brick's disconnect, and the
+        exception ``refused`` it raised when given.
+        """
+        exc = None
+        with mock.patch.object(self.drvr, '_fcache_brick_connect'), \
+                mock.patch.object(self.drvr,
+                                  '_fcache_brick_disconnect') as disc, \
+                mock.patch.object(self.drvr, '_fcache_move') as move:
+            move.return_value = {'elapsed_s': 1}
+            args = (self.context, old, new, self.instance, '/dev/vdb', None)
+            if refused:
+                exc = self.assertRaises(refused, self.drvr.swap_volume, *args)
+            else:
+                self.drvr.swap_volume(*args)
+        return move, disc, exc
+
     def test_swap_to_an_rbd_volume_moves_to_its_image(self):
         self._define_secret()
         old = _rbd_info(fcache_export='nbd+unix:///v?socket=/e.sock')
@@ -844,17 +863,42 @@ class RbdVolumeTest(_DriverTest):
         new = _rbd_info(name='volumes/volume-%s' % new_id, volume_id=new_id)
         new['serial'] = new_id
         new_keyring = '%s/%s.keyring' % (self.keyring_dir, new_id)
-        with mock.patch.object(self.drvr, '_fcache_brick_connect'), \
-                mock.patch.object(self.drvr, '_fcache_brick_disconnect'), \
-                mock.patch.object(self.drvr, '_fcache_move') as move:
-            move.return_value = {'elapsed_s': 1}
-            self.drvr.swap_volume(self.context, old, new, self.instance,
-                                  '/dev/vdb', None)
+        # An agent too old to list its move schemes: auto weighs them all.
+        self.agent.capabilities.return_value = {'engine': 'ucache'}
+        move, _, _ = self._swap(old, new)
         self.assertEqual('rbd:volumes/volume-%s:id=cinder:keyring=%s:'
                          'mon_host=192.0.2.1;[fd00\\:\\:2]\\:3300' %
                          (new_id, new_keyring), move.call_args[0][1])
         self.assertTrue(os.path.exists(new_keyring))
         self.assertFalse(os.path.exists(self.keyring))
+
+    def test_swap_with_a_scheme_the_agent_does_not_run_is_refused(self):
+        # A dmcache agent runs mirror and lr only (its capabilities): a
+        # type asking for dbt fails the swap before any move, naming the
+        # host and what its agent runs; the new volume is let go.
+        self._define_secret()
+        self.drvr._fcache_hostname = 'cmp3'
+        self.agent.capabilities.return_value = {
+            'engine': 'dmcache', 'move_schemes': ['mirror', 'lr']}
+        old = _rbd_info(fcache_export='nbd+unix:///v?socket=/e.sock')
+        self._connect(_rbd_info())
+        new_id = uuids.new_volume
+        new = _rbd_info(name='volumes/volume-%s' % new_id, volume_id=new_id,
+                        fcache={'write_policy': 'write_through',
+                                'storage_migration': 'dbt'})
+        new['serial'] = new_id
+        move, disc, exc = self._swap(old, new, exception.InvalidArgument)
+        self.assertIn('the fcache agent on cmp3 runs only mirror, lr: name '
+                      'one of them or auto', str(exc))
+        move.assert_not_called()
+        self.assertEqual(new, disc.call_args[0][1])
+        self.assertFalse(os.path.exists(
+            '%s/%s.keyring' % (self.keyring_dir, new_id)))
+        # auto weighs the two it runs: from SSD to HDD at wear weight
+        # 0.5, where it would take SLR among all of them.
+        new['data']['fcache'].update(storage_migration='auto', medium='hdd')
+        move, _, _ = self._swap(old, new)
+        self.assertIn(move.call_args[0][2], ('mirror', 'lr'))
 
 
 class EvacuatedDestroyTest(_DriverTest):

@@ -87,6 +87,29 @@ def test_move_auto_resolved_before_the_request(capsys, sock, fake_agent,
                                if c['mc'] is not None)
 
 
+def test_move_takes_the_schemes_the_agent_runs(capsys, sock, fake_agent):
+    # A dmcache agent lists mirror and lr: auto weighs those two, and
+    # another scheme is refused before any move is asked for.
+    fake_agent.handlers['capabilities'] = lambda args: {
+        'engine': 'dmcache', 'move_schemes': ['mirror', 'lr']}
+    status, out, err = run(capsys, '--socket', sock, 'volume-move', 'v1',
+                           '--to', '/dev/b', '--from-medium', 'ssd',
+                           '--to-medium', 'hdd', '--json')
+    assert (status, err) == (0, '')
+    result = json.loads(out)
+    assert [c['scheme'] for c in result['auto']['expected']] == [
+        'mirror', 'lr']
+    assert fake_agent.requests[-1]['args']['scheme'] == \
+        result['auto']['chosen']
+    status, out, err = run(capsys, '--socket', sock, 'volume-move', 'v1',
+                           '--to', '/dev/b', '--scheme', 'dbt')
+    assert status == cli.EXIT_USAGE
+    assert ('the agent at %s runs only mirror, lr: name one of them or '
+            'auto' % sock) in err
+    assert fake_agent.requests[-1]['op'] == 'capabilities'
+    assert [r['op'] for r in fake_agent.requests].count('volume-move') == 1
+
+
 def test_move_auto_uses_the_given_rates(capsys, sock, fake_agent):
     status, out, err = run(capsys, '--socket', sock, 'volume-move', 'v1',
                            '--to', '/dev/b', '--from-medium', 'ssd',
@@ -269,7 +292,8 @@ def test_agent_refuses_an_out_of_range_option(capsys, sock, fake_agent):
     assert status == cli.EXIT_USAGE
     # Named as the operator typed it.
     assert "invalid --max-rounds 2000" in err
-    assert fake_agent.requests == []
+    # The agent was only asked which schemes it runs.
+    assert [r['op'] for r in fake_agent.requests] == ['capabilities']
 
 
 @pytest.mark.parametrize('seconds,text', [

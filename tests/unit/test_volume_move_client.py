@@ -6,6 +6,8 @@ fixtures/volume_move.json; the clock is a counter so that timeouts take
 no time.
 """
 
+import sys
+
 import pytest
 
 from nova_ext import agent
@@ -122,21 +124,67 @@ def test_auto_follows_the_workload_and_bandwidths():
                                       serial)[0] == 'aio'
 
 
-def test_engine_limits_the_schemes():
-    # dmcache moves with dm-mirror (IO Mirroring) or dm-clone (LR): auto
+DMCACHE_SCHEMES = ['mirror', 'lr']
+
+
+def test_the_agent_s_schemes_limit_the_choice():
+    # dmcache's agent lists mirror (dm-mirror) and lr (dm-clone): auto
     # weighs those two only, and another scheme is refused before the
-    # agent sees it.
+    # agent sees it, naming the agent and what it runs.
     for src, dst, gamma in (('ssd', 'hdd', 0.0), ('hdd', 'ssd', 1.0),
                             ('ssd', 'ssd', 0.5)):
-        scheme, auto = volume_move.resolve_scheme('auto', src, dst, gamma,
-                                                  engine='dmcache')
-        assert scheme in ('mirror', 'lr')
-        assert [c['scheme'] for c in auto['expected']] == ['mirror', 'lr']
-    assert volume_move.resolve_scheme('mirror', 'ssd', 'hdd', 0.5,
-                                      engine='dmcache') == ('mirror', None)
+        scheme, auto = volume_move.resolve_scheme(
+            'auto', src, dst, gamma, schemes=DMCACHE_SCHEMES)
+        assert scheme in DMCACHE_SCHEMES
+        assert [c['scheme'] for c in auto['expected']] == DMCACHE_SCHEMES
+    # Where the choice among all is SLR, it is the cheaper of the two the
+    # agent runs, by the costs of the unrestricted choice.
+    best, every = volume_move.resolve_scheme('auto', 'ssd', 'hdd', 0.5)
+    assert best == 'slr'
+    mc = dict((c['scheme'], c['mc']) for c in every['expected'])
+    assert volume_move.resolve_scheme(
+        'auto', 'ssd', 'hdd', 0.5, schemes=DMCACHE_SCHEMES)[0] == \
+        min(DMCACHE_SCHEMES, key=mc.get)
+    assert volume_move.resolve_scheme(
+        'mirror', 'ssd', 'hdd', 0.5,
+        schemes=DMCACHE_SCHEMES) == ('mirror', None)
     with pytest.raises(exception.InvalidArgument) as exc:
         volume_move.resolve_scheme('dbt', 'ssd', 'hdd', 0.5,
-                                   engine='dmcache')
-    assert 'engine dmcache runs only mirror, lr' in str(exc.value)
-    assert volume_move.resolve_scheme('aio', 'ssd', 'hdd', 0.5,
-                                      engine='ucache') == ('aio', None)
+                                   schemes=DMCACHE_SCHEMES,
+                                   agent_name='the fcache agent on cmp3')
+    assert ('the fcache agent on cmp3 runs only mirror, lr: name one of '
+            'them or auto') in str(exc.value)
+    # No list: every scheme, the agent refusing one it cannot run.
+    assert volume_move.resolve_scheme('aio', 'ssd', 'hdd', 0.5) == \
+        ('aio', None)
+    with pytest.raises(exception.InvalidArgument) as exc:
+        volume_move.resolve_scheme('auto', 'ssd', 'hdd', 0.5, schemes=[])
+    assert 'the agent runs no storage move' in str(exc.value)
+
+
+def test_agent_schemes_from_its_capabilities(fake_agent):
+    client = agent.AgentClient(fake_agent.socket_path, timeout=5)
+    fake_agent.handlers['capabilities'] = lambda args: {
+        'engine': 'dmcache', 'move_schemes': DMCACHE_SCHEMES}
+    assert volume_move.agent_schemes(client) == ('mirror', 'lr')
+    # An agent too old to report them: the full list, and the agent
+    # refuses what its engine does not run.
+    fake_agent.handlers['capabilities'] = lambda args: {'engine': 'ucache'}
+    assert volume_move.agent_schemes(client) == agent.MOVE_SCHEMES
+    # One older still has no capabilities operation (EOPNOTSUPP).
+    del fake_agent.handlers['capabilities']
+    assert volume_move.agent_schemes(client) == agent.MOVE_SCHEMES
+    assert [r['op'] for r in fake_agent.requests] == ['capabilities'] * 3
+
+
+def test_agent_schemes_other_errors_are_raised(fake_agent):
+    # The fake's own error class (conftest.py, as pytest imported it).
+    fake_error = sys.modules[type(fake_agent).__module__].FakeAgentError
+
+    def refuse(args):
+        raise fake_error('not allowed for uid 1000', 1)
+    fake_agent.handlers['capabilities'] = refuse
+    client = agent.AgentClient(fake_agent.socket_path, timeout=5)
+    with pytest.raises(exception.AgentError) as exc:
+        volume_move.agent_schemes(client)
+    assert 'not allowed for uid 1000' in str(exc.value)
