@@ -11,6 +11,7 @@ import copy
 from oslo_config import cfg
 
 from nova_ext import agent
+from nova_ext import volume_move
 
 GROUP_NAME = 'fcache'
 
@@ -264,6 +265,18 @@ FCACHE_OPTS = [
                  help='What the auto storage move scheme assumes a VM '
                       'writes, in MB/s (it assumes three times as many '
                       'reads). Unset: 10.'),
+    cfg.IntOpt('storage_move_in_flight',
+               default=volume_move.DEFAULT_DEPTH,
+               min=1,
+               help='Requests the auto storage move scheme assumes a VM '
+                    'keeps in flight: its cost model serves that many at '
+                    'once from both media, so auto\'s choice depends on '
+                    'it. With 1 every request waits for the slower medium '
+                    'in turn and the model never finds SLR\'s balance '
+                    'between the two (from SSD to HDD at wear weight 0.5 '
+                    'it chooses AIO instead). The default is the smaller '
+                    'queue depth of the paper\'s IOmeter runs (Zhou et '
+                    'al., Table 7).'),
     cfg.IntOpt('storage_move_timeout',
                default=3600,
                min=1,

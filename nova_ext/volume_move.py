@@ -31,6 +31,8 @@ DEFAULT_SIZE_BYTES = 1 << 30
 # Requests it keeps in flight: IOmeter's smaller OIO in Table 7.  With
 # one, the model makes every request wait for the slower disk of the two
 # in turn, and never finds SLR's balance (§5.3) for a VM that has more.
+# The Nova driver's is [fcache] storage_move_in_flight, the CLI's
+# --in-flight.
 DEFAULT_DEPTH = 4
 
 

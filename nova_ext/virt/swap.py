@@ -93,7 +93,8 @@ class SwapMixin(object):
                 old_pol['medium'], new_pol['medium'], new_pol['wear_weight'],
                 volume_move.assumed_workload(
                     conf.storage_move_write_mbps, ssd_mbps=conf.ssd_mbps,
-                    hdd_mbps=conf.hdd_mbps),
+                    hdd_mbps=conf.hdd_mbps,
+                    depth=conf.storage_move_in_flight),
                 volume_move.agent_schemes(self._local_agent()),
                 'the fcache agent on %s' % self._fcache_hostname)
             self._fcache_volume_notifier.move_start(

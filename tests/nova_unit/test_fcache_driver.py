@@ -855,13 +855,24 @@ class RbdVolumeTest(_DriverTest):
                 self.drvr.swap_volume(*args)
         return move, disc, exc
 
-    def test_swap_to_an_rbd_volume_moves_to_its_image(self):
+    def _swap_infos(self, **policy):
+        """The old volume, cached and connected, and a new RBD volume.
+
+        ``policy``: what the new volume's type sets (``fcache`` of its
+        connection_info).
+        """
         self._define_secret()
         old = _rbd_info(fcache_export='nbd+unix:///v?socket=/e.sock')
         self._connect(_rbd_info())   # the old volume's keyring
         new_id = uuids.new_volume
-        new = _rbd_info(name='volumes/volume-%s' % new_id, volume_id=new_id)
+        new = _rbd_info(name='volumes/volume-%s' % new_id, volume_id=new_id,
+                        fcache=dict(policy, write_policy='write_through'))
         new['serial'] = new_id
+        return old, new
+
+    def test_swap_to_an_rbd_volume_moves_to_its_image(self):
+        old, new = self._swap_infos()
+        new_id = uuids.new_volume
         new_keyring = '%s/%s.keyring' % (self.keyring_dir, new_id)
         # An agent too old to list its move schemes: auto weighs them all.
         self.agent.capabilities.return_value = {'engine': 'ucache'}
@@ -876,29 +887,35 @@ class RbdVolumeTest(_DriverTest):
         # A dmcache agent runs mirror and lr only (its capabilities): a
         # type asking for dbt fails the swap before any move, naming the
         # host and what its agent runs; the new volume is let go.
-        self._define_secret()
         self.drvr._fcache_hostname = 'cmp3'
         self.agent.capabilities.return_value = {
             'engine': 'dmcache', 'move_schemes': ['mirror', 'lr']}
-        old = _rbd_info(fcache_export='nbd+unix:///v?socket=/e.sock')
-        self._connect(_rbd_info())
-        new_id = uuids.new_volume
-        new = _rbd_info(name='volumes/volume-%s' % new_id, volume_id=new_id,
-                        fcache={'write_policy': 'write_through',
-                                'storage_migration': 'dbt'})
-        new['serial'] = new_id
+        old, new = self._swap_infos(storage_migration='dbt')
         move, disc, exc = self._swap(old, new, exception.InvalidArgument)
         self.assertIn('the fcache agent on cmp3 runs only mirror, lr: name '
                       'one of them or auto', str(exc))
         move.assert_not_called()
         self.assertEqual(new, disc.call_args[0][1])
         self.assertFalse(os.path.exists(
-            '%s/%s.keyring' % (self.keyring_dir, new_id)))
+            '%s/%s.keyring' % (self.keyring_dir, uuids.new_volume)))
         # auto weighs the two it runs: from SSD to HDD at wear weight
         # 0.5, where it would take SLR among all of them.
         new['data']['fcache'].update(storage_migration='auto', medium='hdd')
         move, _, _ = self._swap(old, new)
         self.assertIn(move.call_args[0][2], ('mirror', 'lr'))
+
+    def test_swap_auto_assumes_the_requests_in_flight_configured(self):
+        # From SSD to HDD at wear weight 0.5: SLR for a VM with 4 requests
+        # in flight (the default), AIO for one that waits for each.
+        self.agent.capabilities.return_value = {
+            'engine': 'ucache', 'move_schemes': ['dbt', 'mirror', 'lr',
+                                                 'slr', 'aio', 'dbt_capped']}
+        old, new = self._swap_infos(storage_migration='auto', medium='hdd')
+        move, _, _ = self._swap(old, new)
+        self.assertEqual('slr', move.call_args[0][2])
+        self.flags(storage_move_in_flight=1, group='fcache')
+        move, _, _ = self._swap(old, new)
+        self.assertEqual('aio', move.call_args[0][2])
 
 
 class EvacuatedDestroyTest(_DriverTest):

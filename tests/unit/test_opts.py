@@ -29,6 +29,8 @@ def test_list_opts():
         # restart, evacuation away from write_back data.
         'nbd_reconnect_delay', 'evacuate_write_back',
         'ssd_mbps', 'hdd_mbps', 'storage_move_write_mbps',
+        # What auto assumes of the VM's requests in flight (issue 35).
+        'storage_move_in_flight',
         # Ceph RBD volumes: where their keyrings go, for the agent.
         'rbd_keyring_dir', 'rbd_keyring_group'}
 
@@ -39,7 +41,9 @@ def test_storage_move_defaults_and_bounds(conf):
     assert conf.fcache.default_wear_weight == 0.5
     assert conf.fcache.storage_move_timeout == 3600
     assert conf.fcache.storage_move_rate_limit == 0
+    assert conf.fcache.storage_move_in_flight == 4
     for name, value in (('default_wear_weight', 1.5),
+                        ('storage_move_in_flight', 0),
                         ('default_medium', 'nvme'),
                         ('default_storage_migration', 'teleport'),
                         ('storage_move_timeout', 0)):
