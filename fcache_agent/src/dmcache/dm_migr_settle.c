@@ -39,8 +39,8 @@ usable(struct fc_host *host, struct fc_volume *v, char *err, size_t errlen)
   struct fc_dm_migr *st = DV(v)->migr;
 
   (void)host;
-  if (is_source(v))
-    return 0;
+  if (is_source(v) || !v->p.migration[0])
+    return 0;     /* the source drops its copy; unmarked: completed */
   if (!st || !st->hy) {
     snprintf(err, errlen, "volume %s cannot be settled on engine dmcache: %s (see "
              "doc/reference/dmcache.rst, \"Settling on dmcache\")", v->p.id,
