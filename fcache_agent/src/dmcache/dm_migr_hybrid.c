@@ -87,6 +87,11 @@ struct dm_hybrid {
    * migration left to do it). */
   struct dm_origin_fetch *origin;
   uint64_t given_up, origin_fetched;
+  /* Settled with the source reachable: the relay fetches through the
+   * settle session (dm_hyb_settle_finish), while that runs. */
+  fc_engine_fetch_start_fn *remote;
+  void *remote_ctx;
+  bool settled_from_source;
   struct fc_host *host;
   struct fc_volume *vol;
   pthread_t finisher;
@@ -161,12 +166,16 @@ hyb_fetch(void *ctx, oblock_t ob, void *data, bool required, fc_engine_fetch_don
 {
   struct dm_hybrid *hy = ctx;
   struct dm_origin_fetch *origin;
+  fc_engine_fetch_start_fn *remote;
+  void *remote_ctx;
   struct fc_engine_migr *e;
   int r;
 
   pthread_mutex_lock(&hy->lock);
   origin = hy->closed ? NULL : hy->origin;
-  if (hy->closed || (hy->cut && !origin)) {
+  remote = hy->closed ? NULL : hy->remote;
+  remote_ctx = hy->remote_ctx;
+  if (hy->closed || (hy->cut && !origin && !remote)) {
     pthread_mutex_unlock(&hy->lock);
     return -ENOTCONN;
   }
@@ -174,6 +183,7 @@ hyb_fetch(void *ctx, oblock_t ob, void *data, bool required, fc_engine_fetch_don
   hy->calls++;
   pthread_mutex_unlock(&hy->lock);
   r = origin ? dm_origin_fetch_start(origin, ob, data, required, done, arg) :
+      remote ? remote(remote_ctx, ob, data, required, done, arg) :
                e->fetch_source_start(e->ctx, ob, data, required, done, arg);
   pthread_mutex_lock(&hy->lock);
   if (--hy->calls == 0)
@@ -700,6 +710,81 @@ dm_hyb_settle_lost(struct fc_host *host, struct fc_volume *v, struct fc_dm_migr 
   return 0;
 }
 
+/* Copying what is left from a source reachable again: give up after this
+ * long without a region copied (the session broke, or the source cannot
+ * read); nothing is lost then, the settle can be run again. */
+#define FINISH_STALL_MS 30000
+
+int
+dm_hyb_settle_finish(struct fc_host *host, struct fc_volume *v, struct fc_dm_migr *st,
+                     fc_engine_fetch_start_fn *fetch, void *ctx, char *err, size_t errlen)
+{
+  FC_ASSERT_NOT_HELD(&host->lock);
+  struct dm_hybrid *hy = st->hy;
+  uint64_t t0 = fc_now_ms(), last = 0;
+  char msg[64], e2[256];
+  int r = 0;
+
+  pthread_mutex_lock(&host->lock);
+  pthread_mutex_lock(&hy->lock);
+  if (!hy->cut || hy->origin || hy->finished)
+    r = -EBUSY;
+  if (!r) {
+    hy->remote = fetch;
+    hy->remote_ctx = ctx;
+    hy->stopped[0] = '\0';
+    hy->progress_ms = fc_now_ms();
+    hy->threshold = RELAY_INFLIGHT / 2;
+  }
+  pthread_mutex_unlock(&hy->lock);
+  if (r)
+    snprintf(err, errlen, "volume %s is not waiting for its source", v->p.id);
+  snprintf(msg, sizeof msg, "hydration_threshold %u", RELAY_INFLIGHT / 2);
+  if (!r && !(r = fc_dm_message(hy->clone, msg, err, errlen)))
+    r = fc_dm_message(hy->clone, "enable_hydration", err, errlen);
+  pthread_mutex_unlock(&host->lock);
+  while (!r) {
+    pthread_mutex_lock(&host->lock);
+    r = step(host, v, hy, 0, err, errlen);
+    pthread_mutex_unlock(&host->lock);
+    if (r)
+      break;
+    pthread_mutex_lock(&hy->lock);
+    if (hy->regions_hydrated != last) {
+      last = hy->regions_hydrated;
+      t0 = fc_now_ms();
+    }
+    pthread_mutex_unlock(&hy->lock);
+    if (fc_now_ms() - t0 > FINISH_STALL_MS) {
+      snprintf(err, errlen, "no cache block of volume %s copied from the source for "
+               "%u s", v->p.id, FINISH_STALL_MS / 1000);
+      r = -ETIMEDOUT;
+      break;
+    }
+    nanosleep(&(struct timespec){ 0, POLL_MS * 1000000L }, NULL);
+  }
+  if (r == 1) {
+    pthread_mutex_lock(&hy->lock);
+    hy->settled_from_source = true;
+    pthread_mutex_unlock(&hy->lock);
+    log_info("volume %s: its cache copied from the source after the migration failed: "
+             "%" PRIu64 " regions, the clone is gone", v->p.id, hy->regions_total);
+    return 0;
+  }
+  /* Back to waiting: no fetch reaches the session once this returns. */
+  pthread_mutex_lock(&hy->lock);
+  hy->remote = NULL;
+  while (hy->calls)
+    pthread_cond_wait(&hy->cond, &hy->lock);
+  snprintf(hy->stopped, sizeof hy->stopped, "copying from the source again stopped");
+  pthread_mutex_unlock(&hy->lock);
+  pthread_mutex_lock(&host->lock);
+  if (!hy->finished && fc_dm_message(hy->clone, "disable_hydration", e2, sizeof e2))
+    log_warning("volume %s: %s", v->p.id, e2);
+  pthread_mutex_unlock(&host->lock);
+  return r ? r : -EIO;
+}
+
 /* The cache still reads blocks through the clone: its devices may not be
  * replaced (a detach's drain, a move, a migration's freeze would load the
  * cache over cdata, where those blocks are not yet). */
@@ -738,6 +823,21 @@ dm_hyb_finished(struct fc_dm_migr *st)
   done = hy->finished;
   pthread_mutex_unlock(&hy->lock);
   return done;
+}
+
+/* Settled with the source lost: the origin answers for it. */
+bool
+dm_hyb_from_origin(struct fc_dm_migr *st)
+{
+  struct dm_hybrid *hy = st ? st->hy : NULL;
+  bool o;
+
+  if (!hy)
+    return false;
+  pthread_mutex_lock(&hy->lock);
+  o = hy->origin != NULL;
+  pthread_mutex_unlock(&hy->lock);
+  return o;
 }
 
 /* Switched over onto the clone (a settle has something to decide). */
@@ -889,7 +989,7 @@ dm_hyb_stats_json(struct fc_dm_migr *st, json_t *o)
   if (hy->relay)
     dm_relay_stats(hy->relay, &rs);
   h = json_pack("{s:I, s:I, s:I, s:I, s:I, s:b, s:f, s:I, s:I, s:I, s:I, s:I, s:f, s:f, "
-                "s:b, s:I, s:I}",
+                "s:b, s:b, s:I, s:I}",
                 "restored_blocks", (json_int_t)hy->restored,
                 "restored_dirty_blocks", (json_int_t)hy->restored_dirty,
                 "dirty_at_attach", (json_int_t)hy->dirty_at_attach,
@@ -907,6 +1007,7 @@ dm_hyb_stats_json(struct fc_dm_migr *st, json_t *o)
                 "fetch_ms_min", (double)rs.fetch_ns_min / 1e6,
                 "fetch_ms_mean", rs.fetched ? (double)rs.fetch_ns / rs.fetched / 1e6 : 0.0,
                 "from_origin", hy->origin != NULL || hy->origin_fetched,
+                "settled_from_source", hy->settled_from_source,
                 "origin_fetched", (json_int_t)(hy->origin ? dm_origin_fetch_count(hy->origin) :
                                                hy->origin_fetched),
                 "given_up_blocks", (json_int_t)hy->given_up);

@@ -65,6 +65,12 @@ int dm_migr_out_list(struct fc_engine_migr *m, uint64_t **list, uint32_t *n,
 int dm_migr_out_read(struct fc_engine_migr *m, oblock_t ob, void *data, bool *dirty);
 int dm_migr_out_forget(struct fc_engine_migr *m, oblock_t ob);
 int dm_migr_out_forget_all(struct fc_engine_migr *m);
+/* The frozen cache by volume, for a settle (dm_migr_settle.c): its map
+ * and data device again if the migration's state went (reopen, under
+ * host->lock), and one block of it. */
+int dm_migr_frozen_reopen(struct fc_host *host, struct fc_volume *v, char *err,
+                          size_t errlen);
+int dm_migr_frozen_read(struct fc_volume *v, oblock_t ob, void *data, bool *dirty);
 
 /* The destination side (dm_migr_dest.c). */
 int dm_migr_in_begin(struct fc_engine_migr *m);
@@ -101,7 +107,14 @@ void dm_hyb_stats_json(struct fc_dm_migr *st, json_t *o);
  * migration's threads gone. */
 int dm_hyb_settle_lost(struct fc_host *host, struct fc_volume *v, struct fc_dm_migr *st,
                        uint32_t *given_up, char *err, size_t errlen);
+/* The same with the source reachable: the clone hydrates through fetch
+ * (a settle session) until done, or stops with -errno and why.  Without
+ * host->lock. */
+int dm_hyb_settle_finish(struct fc_host *host, struct fc_volume *v, struct fc_dm_migr *st,
+                         fc_engine_fetch_start_fn *fetch, void *ctx, char *err,
+                         size_t errlen);
 bool dm_hyb_attached(struct fc_dm_migr *st);
+bool dm_hyb_from_origin(struct fc_dm_migr *st);
 bool dm_hyb_finished(struct fc_dm_migr *st);
 
 #endif

@@ -71,12 +71,12 @@ dest_list(struct fc_host *host, struct fc_volume *v, bool missing, uint64_t **li
   if (missing && dm_hyb_finished(DV(v)->migr))
     return 0;
   snprintf(err, errlen, "volume %s (dmcache) still reads the cache blocks not yet copied "
-           "from the source's frozen cache, and finishing that copy from a reachable "
-           "source is not built on engine dmcache yet: keep the source host's devices.  "
-           "To give those blocks up instead (the origin's copies are read; the ones "
-           "dirty at the switchover are lost and counted), settle on the destination "
-           "host with --source-lost (doc/reference/dmcache.rst, \"Settling on "
-           "dmcache\")", v->p.id);
+           "from the source's frozen cache: settle it from the destination host "
+           "(fcache migrate VOL --to DST --migration MID --phase settle), which copies "
+           "them from the source first; keep the source host's devices until then.  "
+           "If the source is gone for good, --source-lost gives them up instead (the "
+           "origin's copies are read; the ones dirty at the switchover are lost and "
+           "counted) (doc/reference/dmcache.rst, \"Settling on dmcache\")", v->p.id);
   return -ENOTSUP;
 }
 
@@ -103,6 +103,43 @@ dest_end(struct fc_host *host, struct fc_volume *v, bool missing, bool source_lo
   r = dm_hyb_settle_lost(host, v, st, given_up, err, errlen);
   pthread_mutex_unlock(&host->lock);
   return r;
+}
+
+/* Still reading from the source's frozen cache: not hydrated, and not
+ * given up to the origin (dm_hyb_settle_lost). */
+static bool
+dest_needs_source(struct fc_host *host, struct fc_volume *v)
+{
+  (void)host;
+  return !strncmp(v->p.migration, "in:", 3) && DV(v)->migr &&
+         dm_hyb_attached(DV(v)->migr) && !dm_hyb_finished(DV(v)->migr) &&
+         !dm_hyb_from_origin(DV(v)->migr);
+}
+
+static int
+dest_finish(struct fc_host *host, struct fc_volume *v, fc_engine_fetch_start_fn *fetch,
+            void *ctx, char *err, size_t errlen)
+{
+  if (!dest_needs_source(host, v))
+    return 0;
+  return dm_hyb_settle_finish(host, v, DV(v)->migr, fetch, ctx, err, errlen);
+}
+
+static int
+source_read(struct fc_host *host, struct fc_volume *v, oblock_t ob, void *data, bool *dirty)
+{
+  char err[512] = "";
+  int r;
+
+  pthread_mutex_lock(&host->lock);
+  r = is_source(v) ? dm_migr_frozen_reopen(host, v, err, sizeof err) : -EINVAL;
+  pthread_mutex_unlock(&host->lock);
+  if (r) {
+    log_error("volume %s: cannot serve its frozen cache to the settle: %s", v->p.id,
+              err[0] ? err : strerror(-r));
+    return r == -ENOENT ? -EIO : r;
+  }
+  return dm_migr_frozen_read(v, ob, data, dirty);
 }
 
 static int
@@ -137,6 +174,9 @@ source_forget_all(struct fc_volume *v)
 {
   if (DV(v)->migr)
     dm_migr_close_fds(DV(v)->migr);
+  /* A restarted source's "did not complete" is what the settle resolved:
+   * the volume detaches (its frozen devices go, nothing written back). */
+  v->error[0] = '\0';
   return 0;
 }
 
@@ -148,6 +188,9 @@ const struct fc_engine_settle_ops fc_dm_settle_ops = {
   .source_block = source_block,
   .source_sync = source_sync,
   .source_forget_all = source_forget_all,
+  .dest_needs_source = dest_needs_source,
+  .dest_finish = dest_finish,
+  .source_read = source_read,
   .source_no_writeback = "a frozen dmcache source cannot write its blocks back (its "
                          "cache table is gone): only the destination settles a dmcache "
                          "migration, and the source then drops its copy "

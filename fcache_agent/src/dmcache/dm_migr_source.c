@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -24,17 +25,24 @@ dm_migr_to_error(struct fc_volume *v, char *err, size_t errlen)
 }
 
 static int
-dump(struct fc_engine_migr *m, struct fc_dmc_dump *d, char *err, size_t errlen)
+dump_volume(struct fc_host *host, struct fc_volume *v, struct fc_dmc_dump *d, char *err,
+            size_t errlen)
 {
   char meta[FC_DM_NAME_MAX + 32], xml[FC_PATH_MAX + 200];
   int r;
 
-  dm_migr_dev_path(DV(m->vol)->meta, meta, sizeof meta);
-  dm_migr_xml_path(m, "dump", xml, sizeof xml);
+  dm_migr_dev_path(DV(v)->meta, meta, sizeof meta);
+  snprintf(xml, sizeof xml, "%s/%s.dump.xml", host->volumes_dir, v->p.id);
   r = fc_dmc_dump_run(meta, xml, err, errlen);
   if (!r)
     r = fc_dmc_xml_read(xml, d, err, errlen);
   return r;
+}
+
+static int
+dump(struct fc_engine_migr *m, struct fc_dmc_dump *d, char *err, size_t errlen)
+{
+  return dump_volume(m->host, m->vol, d, err, errlen);
 }
 
 static int
@@ -222,7 +230,13 @@ dm_migr_out_list(struct fc_engine_migr *m, uint64_t **list, uint32_t *n, bool di
 int
 dm_migr_out_read(struct fc_engine_migr *m, oblock_t ob, void *data, bool *dirty)
 {
-  struct fc_dm_migr *st = dm_migr_state(m);
+  return dm_migr_frozen_read(m->vol, ob, data, dirty);
+}
+
+int
+dm_migr_frozen_read(struct fc_volume *v, oblock_t ob, void *data, bool *dirty)
+{
+  struct fc_dm_migr *st = DV(v)->migr;
   struct fc_dmc_mapping key = { .oblock = ob };
   struct fc_dmc_mapping *e = st && st->map ?
     bsearch(&key, st->map, st->n, sizeof key, cmp_oblock) : NULL;
@@ -249,4 +263,50 @@ dm_migr_out_forget_all(struct fc_engine_migr *m)
   if (dm_migr_state(m))
     dm_migr_close_fds(dm_migr_state(m));
   return 0;
+}
+
+/* A frozen source whose agent restarted (or whose migration's state went)
+ * serves a settle: its map again from the metadata, which no table holds
+ * since the freeze, and its data device.  Under host->lock. */
+int
+dm_migr_frozen_reopen(struct fc_host *host, struct fc_volume *v, char *err, size_t errlen)
+{
+  FC_ASSERT_HELD(&host->lock);
+  struct fc_dmc_dump d = { 0 };
+  struct fc_dm_migr *st = DV(v)->migr;
+  char data[FC_DM_NAME_MAX + 32], params[256];
+  int r;
+
+  if (st && st->map && st->data_fd >= 0)
+    return 0;
+  /* Only behind its error table (the one target without parameters): a
+   * cache table would still change the metadata and data. */
+  if ((r = fc_dm_table(DV(v)->name, params, sizeof params, err, errlen)))
+    return r;
+  if (params[0]) {
+    snprintf(err, errlen, "volume %s is not frozen here (its export serves a table "
+             "other than error)", v->p.id);
+    return -EBUSY;
+  }
+  if (!st && !(st = DV(v)->migr = dm_migr_state_new(host, v)))
+    return -ENOMEM;
+  if (!st->map) {
+    if ((r = dump_volume(host, v, &d, err, errlen)))
+      return r;
+    qsort(d.map, d.n, sizeof *d.map, cmp_oblock);
+    pthread_mutex_lock(&st->lock);
+    st->map = d.map;
+    st->n = d.n;
+    st->frozen = true;
+    pthread_mutex_unlock(&st->lock);
+    d.map = NULL;
+    fc_dmc_dump_free(&d);
+    log_info("volume %s: frozen cache read again for a settle: %u cached blocks",
+             v->p.id, st->n);
+  }
+  if (st->data_fd < 0) {
+    dm_migr_dev_path(DV(v)->data, data, sizeof data);
+    r = dm_migr_open_dev(data, O_RDONLY, &st->data_fd, err, errlen);
+  }
+  return r;
 }

@@ -136,6 +136,9 @@ enum fc_migr_role { FC_MIGR_SOURCE, FC_MIGR_DEST };
 
 /* The end of a fc_engine_migr.fetch_source_start. */
 typedef void fc_engine_fetch_done_fn(void *arg, int r, bool dirty);
+/* Start fetching block ob into data; see fc_engine_migr.fetch_source_start. */
+typedef int fc_engine_fetch_start_fn(void *ctx, oblock_t ob, void *data, bool required,
+                                     fc_engine_fetch_done_fn *done, void *arg);
 
 /* What an engine sees of one live migration of one of its volumes; the
  * migration (migration/) owns it and passes it to every call below. */
@@ -206,6 +209,22 @@ struct fc_engine_settle_ops {
   int (*source_sync)(struct fc_volume *v, bool written_back);
   /* Source: forget every block, never write one back.  Under host->lock. */
   int (*source_forget_all)(struct fc_volume *v);
+  /* Destination, engines whose cache reads the source's blocks itself
+   * (dmcache's hybrid): true while some are still only there, so that
+   * settling from a reachable source first finishes the copy with
+   * dest_finish.  NULL: never. */
+  bool (*dest_needs_source)(struct fc_host *host, struct fc_volume *v);
+  /* Destination: copy what is left from the source through fetch (the
+   * contract of fc_engine_migr.fetch_source_start), and return once the
+   * volume no longer needs the source: 0, or -errno and why (nothing is
+   * given up then). */
+  int (*dest_finish)(struct fc_host *host, struct fc_volume *v,
+                     fc_engine_fetch_start_fn *fetch, void *ctx, char *err, size_t errlen);
+  /* Source: block ob of its frozen cache (host->cfg.block_size bytes) for
+   * the destination's dest_finish: 0, -ENOENT (not cached here), -errno.
+   * NULL: not served. */
+  int (*source_read)(struct fc_host *host, struct fc_volume *v, oblock_t ob, void *data,
+                     bool *dirty);
   /* Source: the engine cannot write its blocks back once frozen (the
    * "writeback" step and "release rest=writeback" are refused with this
    * reason); NULL when it can. */

@@ -32,6 +32,7 @@
 
 #include "agent/agent.h"
 #include "common/log.h"
+#include "migr_settle_fetch.h"
 #include "migration.h"
 #include "xfer_tls.h"
 
@@ -378,6 +379,48 @@ out:
   return r;
 }
 
+/* A destination whose engine reads blocks from the source's frozen cache
+ * itself (dmcache's hybrid) copies what is left over this session before
+ * the steps: the source serves FETCH here, and only then is nothing of
+ * the volume left there to write back or lose. */
+static int
+finish_from_source(struct settle_peer *s, char *err, size_t errlen)
+{
+  const struct fc_engine_settle_ops *ops = s->agent->host.ops->migr->settle;
+  struct fc_settle_fetch *f = NULL;
+  struct fc_volume *v;
+  json_t *done = NULL;
+  bool needs;
+  int r, rc;
+
+  if (!ops->dest_needs_source || !ops->dest_finish)
+    return 0;
+  pthread_mutex_lock(&s->agent->host.lock);
+  v = fc_agent_find_locked(s->agent, s->vid);
+  needs = v && ops->dest_needs_source(&s->agent->host, v);
+  pthread_mutex_unlock(&s->agent->host.lock);
+  if (!needs)
+    return 0;
+  r = step(s, false, json_pack("{s:s}", "step", "serve"), &done, err, errlen);
+  json_decref(done);
+  if (r)
+    return r;
+  r = fc_settle_fetch_open(&s->conn, s->agent->host.cfg.block_size, &f);
+  if (r) {
+    snprintf(err, errlen, "cannot fetch from the source: %s", strerror(-r));
+    return r;
+  }
+  log_info("migration %s: volume %s copies what is left of its cache from the "
+           "source at %s", s->mid, s->vid, s->peer);
+  r = ops->dest_finish(&s->agent->host, v, fc_settle_fetch_start, f, err, errlen);
+  rc = fc_settle_fetch_close(f);
+  if (!r && rc) {
+    snprintf(err, errlen, "the settle session with %s broke after the copy", s->peer);
+    r = rc;
+  }
+  return r;
+}
+
 int
 fc_migr_settle_here(struct fc_agent *agent, json_t *args, json_t **result,
                     char *err, size_t errlen)
@@ -407,6 +450,8 @@ fc_migr_settle_here(struct fc_agent *agent, json_t *args, json_t **result,
     r = check_failed(agent, s.mid, err, errlen);
   if (!r)
     r = peer_connect(&s, err, errlen);
+  if (!r && !s.source)
+    r = finish_from_source(&s, err, errlen);
   if (!r)
     r = run(&s, result, err, errlen);
   explicit_bzero(s.secret, sizeof s.secret);
@@ -447,7 +492,7 @@ allowed_step(json_t *req, bool source, const char *mid, const char *vid,
     return NULL;
   }
   if (source ? strcmp(name, "writeback") && strcmp(name, "drop") &&
-               strcmp(name, "release")
+               strcmp(name, "release") && strcmp(name, "serve")
              : strcmp(name, "list") && strcmp(name, "end")) {
     snprintf(why, whylen, "this agent is the %s of migration %s: step %.20s is "
              "not its to take", source ? "source" : "destination", mid, name);
@@ -471,6 +516,71 @@ allowed_step(json_t *req, bool source, const char *mid, const char *vid,
   return args;
 }
 
+/* Step "serve" (the source, for a destination that finishes its copy
+ * itself): FETCH frames are taken on this session from now on. */
+static int
+serve_begin(struct fc_agent *agent, const char *vid, uint8_t **block, json_t **result,
+            char *why, size_t whylen)
+{
+  const struct fc_engine_settle_ops *ops = agent->host.ops->migr->settle;
+
+  if (!ops->source_read) {
+    snprintf(why, whylen, "engine %s does not serve its frozen cache to a settle",
+             agent->host.ops->name);
+    return -ENOTSUP;
+  }
+  if (!*block && !(*block = malloc(8 + (size_t)agent->host.cfg.block_size)))
+    return -ENOMEM;
+  *result = json_pack("{s:s, s:b, s:i}", "volume_id", vid, "serving", 1,
+                      "block_size", (int)agent->host.cfg.block_size);
+  return *result ? 0 : -ENOMEM;
+}
+
+/* One FETCH: each block it names, from the frozen cache, in order. */
+static int
+serve_fetch(struct fc_agent *agent, struct fc_xfer_conn *c, const char *vid,
+            const uint8_t *req, uint32_t len, uint8_t *block, char *why, size_t whylen)
+{
+  const struct fc_engine_settle_ops *ops = agent->host.ops->migr->settle;
+  uint32_t bs = agent->host.cfg.block_size;
+  struct fc_volume *v;
+  bool dirty = false;
+  int r = 0;
+
+  if (!len || len % 8 || len > FC_XFER_MAX_JSON) {
+    snprintf(why, whylen, "a FETCH of %u bytes", len);
+    return -EPROTO;
+  }
+  for (uint32_t i = 0; !r && i < len; i += 8) {
+    uint64_t ob = fc_get_le64(req + i);
+
+    pthread_mutex_lock(&agent->host.lock);
+    v = fc_agent_find_locked(agent, vid);
+    pthread_mutex_unlock(&agent->host.lock);
+    if (!v) {
+      snprintf(why, whylen, "volume %s is gone from this agent", vid);
+      return -ENOENT;
+    }
+    r = ob & FC_XFER_DIRTY_BIT ? -ENOENT :
+        ops->source_read(&agent->host, v, to_oblock(ob), block + 8, &dirty);
+    if (r == -ENOENT) {
+      fc_put_le64(block, ob);
+      r = fc_xfer_send(c, FC_XFER_BLOCK, FC_XFER_F_ABSENT, block, 8, NULL, 0);
+      continue;
+    }
+    if (r) {
+      snprintf(why, whylen, "cannot read block %llu of volume %s: %s",
+               (unsigned long long)ob, vid, strerror(-r));
+      return r;
+    }
+    fc_put_le64(block, ob | (dirty ? FC_XFER_DIRTY_BIT : 0));
+    r = fc_xfer_send(c, FC_XFER_BLOCK, 0, block, 8 + bs, NULL, 0);
+  }
+  if (r)
+    snprintf(why, whylen, "sending to the destination: %s", strerror(-r));
+  return r;
+}
+
 void
 fc_migr_settle_serve(struct fc_agent *agent, struct fc_xfer_conn *c, json_t *hello,
                      const char *identity, const char *peer)
@@ -482,8 +592,8 @@ fc_migr_settle_serve(struct fc_agent *agent, struct fc_xfer_conn *c, json_t *hel
   char want[FC_XFER_IDENTITY_MAX + 1];
   struct timeval tv = { SETTLE_STEP_MS / 1000, 0 };
   struct fc_xfer_header h;
-  uint8_t *buf = NULL;
-  bool source = false, last = false;
+  uint8_t *buf = NULL, *block = NULL;
+  bool source = false, last = false, serving = false;
   int r;
 
   if (!mid || !vid || !said || !fc_migration_id_valid(mid)) {
@@ -531,9 +641,17 @@ fc_migr_settle_serve(struct fc_agent *agent, struct fc_xfer_conn *c, json_t *hel
                   strerror(-r));
       break;
     }
+    if (h.type == FC_XFER_FETCH && serving) {
+      r = serve_fetch(agent, c, vid, buf, h.length, block, why, sizeof why);
+      if (r) {
+        refuse(c, peer, mid, r, why);
+        break;
+      }
+      continue;
+    }
     if (h.type != FC_XFER_STEP) {
       snprintf(why, sizeof why, "frame type %u on a settle stream (only STEP is "
-               "taken)", h.type);
+               "taken%s)", h.type, serving ? ", and FETCH" : "");
       refuse(c, peer, mid, -EPROTO, why);
       break;
     }
@@ -546,7 +664,12 @@ fc_migr_settle_serve(struct fc_agent *agent, struct fc_xfer_conn *c, json_t *hel
       break;
     }
     why[0] = '\0';
-    r = fc_migration_settle(agent, args, &result, why, sizeof why);
+    if (!strcmp(json_string_value(json_object_get(args, "step")), "serve")) {
+      r = serve_begin(agent, vid, &block, &result, why, sizeof why);
+      serving = !r;
+    } else {
+      r = fc_migration_settle(agent, args, &result, why, sizeof why);
+    }
     last = !r && (!strcmp(json_string_value(json_object_get(args, "step")), "release") ||
                   !strcmp(json_string_value(json_object_get(args, "step")), "end"));
     json_decref(args);
@@ -562,6 +685,7 @@ fc_migr_settle_serve(struct fc_agent *agent, struct fc_xfer_conn *c, json_t *hel
       break;
   }
 out:
+  free(block);
   free(buf);
 }
 

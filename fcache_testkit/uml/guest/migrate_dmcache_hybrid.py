@@ -11,11 +11,13 @@ agent is killed (SIGKILL) mid-hydration: the destination must fail the
 migration with a message an operator can act on, and every read of the
 VM stand-in (reads only: a write that fails may or may not have reached
 the origin, which would leave the oracle unsure) is either the oracle's
-data or EIO -- never zeros, never a stale block.  Then the destination
-settles with the source given up: the rest of the cache comes from the
-origin and every read succeeds, differing from the oracle only in blocks
-dirty at the switchover that it reports as given up.  Prints ``RESULT
-{json}``.
+data or EIO -- never zeros, never a stale block.  The source agent
+restarts and the destination settles from its host: the rest of the
+cache comes from the source's frozen cache, nothing is lost.  Then
+b -> a with b killed the same way, and a settles with b given up: the
+rest comes from the origin and every read succeeds, differing from the
+oracle only in blocks dirty at the switchover that it reports as given
+up.  Prints ``RESULT {json}``.
 """
 
 import errno
@@ -148,9 +150,8 @@ def migrate(src, dst, vol, vm, rate):
     return rec
 
 
-def killed_source(src, dst, vol, vm):
+def killed_source(src, dst, vol, vm, mid):
     """The source agent dies mid-hydration."""
-    mid = 'hk'
     vshow, inc = prepare(src, dst, vol, mid, SLOW)
     switch(src, dst, vol, mid, vm, inc, vshow)
     time.sleep(0.3)
@@ -186,18 +187,62 @@ def killed_source(src, dst, vol, vm):
               % off)
         good += 1
     check(eio > 0 and good > 0, 'good %d, EIO %d' % (good, eio))
-    out['killed_source'] = {'error': st['error'], 'hydration': h,
-                            'volume_show_error': vs['error'],
-                            'good_reads': good, 'eio_reads': eio}
-    settle_lost(dst, vol, vm, mid, h)
+    out.setdefault('killed_source', []).append(
+        {'error': st['error'], 'hydration': h,
+         'volume_show_error': vs['error'], 'good_reads': good,
+         'eio_reads': eio})
+    return h
+
+
+def settle_from_destination(src, dst, vol, vm, mid):
+    """The source agent is back: the destination settles from its host.
+
+    It copies what is left of the cache from the source's frozen cache
+    over a settle session, then the source drops its copy: nothing is
+    given up, and the whole disk reads as the oracle.
+    """
+    ids = {'migration_id': mid, 'volume_id': vol}
+    r = dst.call('migration-settle', step='list', **ids)
+    check(not r['ok'] and 'from the destination host' in r['error'], r)
+    # The restarted source holds the volume frozen, and says why.
+    vs = src.ok('volume-show', volume_id=vol)
+    check('did not complete' in vs.get('error', ''), vs)
+    t0 = time.monotonic()
+    res = dst.ok('migration-settle', step='all', **ids)
+    took = time.monotonic() - t0
+    check(res['mode'] == 'missing' and res['given_up_blocks'] == 0 and
+          res['settled_from'] == 'destination', res)
+    st = dst.ok('migration-status', migration_id=mid)
+    hs = st['hydration']
+    check(st['state'] == 'settled' and hs['hydrated'] and
+          hs['settled_from_source'] and not hs['from_origin'], st)
+    vs = dst.ok('volume-show', volume_id=vol)
+    check('error' not in vs and
+          vs.get('state') not in ('hydrating', 'degraded'), vs)
+    export = os.path.basename(vm.dev)
+    check(not ad.exists(export + '-mclone') and
+          not ad.exists(export + '-mclmeta'), 'clone left after the settle')
+    check(not any(nbd_sizes().values()), 'relay device still connected')
+    check(src.call('volume-show', volume_id=vol)['errno'] == 2,
+          'the source still holds the volume')
+    # Nothing was lost: every byte is the oracle's.
+    vm.check_all(md.SPAN)
+    ops0 = vm.reads + vm.writes
+    vm.resume()
+    time.sleep(1.0)
+    vm.pause()
+    vm.check_all(md.SPAN)
+    out['settled_from_destination'] = {
+        'result': res, 'hydration': hs, 'settle_s': round(took, 3),
+        'vm_ops_after': vm.reads + vm.writes - ops0}
 
 
 def settle_lost(dst, vol, vm, mid, h):
     """Settle on the destination with the source given up.
 
-    Finishing the copy from a reachable source is not built on dmcache:
-    the list step says so and points at --source-lost, and an end that
-    claims the source released is refused.  With the source given up,
+    The list step alone would need the source's blocks first: it points
+    at settling from the destination's host, or --source-lost; an end
+    that claims the source released is refused.  With the source given up,
     the blocks not copied come from the origin: no read fails any more,
     and a block can differ from the oracle only if it was dirty at the
     switchover and not copied (write_back), at most given_up_blocks of
@@ -206,7 +251,7 @@ def settle_lost(dst, vol, vm, mid, h):
     ids = {'migration_id': mid, 'volume_id': vol}
     r = dst.call('migration-settle', step='list', **ids)
     check(not r['ok'] and '--source-lost' in r['error'] and
-          'not built' in r['error'], r)
+          'from the destination host' in r['error'], r)
     r = dst.call('migration-settle', step='end', source='released', **ids)
     check(not r['ok'] and 'source=lost' in r['error'], r)
     t0 = time.monotonic()
@@ -295,7 +340,14 @@ def main(policy):
         migrate(src, dst, vol, vm, RATE)
     md.warm(a, vol, want=100)
     vm.pause()
-    killed_source(a, b, vol, vm)
+    killed_source(a, b, vol, vm, 'hk')
+    a.start()
+    settle_from_destination(a, b, vol, vm, 'hk')
+    vm.resume()
+    md.warm(b, vol, want=100)
+    vm.pause()
+    h = killed_source(b, a, vol, vm, 'hk2')
+    settle_lost(a, vol, vm, 'hk2', h)
     out.update(reads=vm.reads, writes=vm.writes)
     vm.close()
     out['ok'] = True
