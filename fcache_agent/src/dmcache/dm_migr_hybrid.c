@@ -883,9 +883,10 @@ dm_hyb_lost(struct fc_engine_migr *m, const char *why)
     snprintf(msg, sizeof msg, "%s with %" PRIu64 " of %" PRIu64 " cache blocks of volume "
              "%s not yet copied from the source: reads of those fail with EIO (never "
              "older data); the source's frozen cache still holds them: keep the source "
-             "host's devices.  Settling on this host with the source given up "
-             "(fcache migrate ... --phase settle --source-lost) copies the rest from "
-             "the origin, giving up those of them that were dirty at the switchover "
+             "host's devices.  Settle on this host (fcache migrate ... --phase "
+             "settle): with the source reachable the rest is copied from it; with "
+             "--source-lost from the origin, giving up those of them that were dirty "
+             "at the switchover "
              "(doc/reference/dmcache.rst, \"Settling on dmcache\")", why, left, total,
              m->volume_id);
     m->fail(m->ctx, msg);

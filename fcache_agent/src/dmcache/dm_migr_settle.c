@@ -3,22 +3,23 @@
  * (engine.h's fc_engine_settle_ops; doc/reference/dmcache.rst, "Settling
  * on dmcache").  Only hybrid gets there on this engine: its destination
  * runs on a dm-clone that reads the blocks not copied yet from the
- * source's frozen cache.  What is built:
+ * source's frozen cache.  Three cases:
  *
+ *   reachable  settled from the destination's host: the migration layer
+ *              opens a settle session, the source serves FETCH there
+ *              (source_read) and the clone hydrates through it to the end
+ *              (dest_finish); then nothing is only on the source, which
+ *              drops its copy (the "missing" steps with an empty list);
  *   hydrated   the clone held everything before the failure (COMPLETE was
- *              lost): nothing is only on the source; it forgets its copy
- *              and the destination ends, as ucache's "missing" mode with
- *              an empty list;
+ *              lost): the same steps at once;
  *   lost       the operator gives the source up (--source-lost): the
  *              blocks not copied are read from the origin from then on,
  *              and those dirty at the switchover are counted as given up.
  *
- * Not built: finishing the copy from a source that is reachable again
- * (the destination would fetch over a settle session; until then the
- * list step says so, and nothing is released), and a destination agent
- * that restarted mid-hydration.  A frozen source cannot write a block
- * back (its cache table is gone), so the steps that would ask it to are
- * refused. */
+ * A frozen source never writes a block back (its cache table is gone, and
+ * the destination cannot tell which of those blocks it wrote back and
+ * demoted since), so the steps that would ask it to are refused; so is a
+ * destination agent that restarted mid-hydration (not built). */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
