@@ -11,11 +11,13 @@
  * the stream carries inside TLS.  A thread of the harness plays the
  * destination: it accepts, sends WELCOME and the input's frames, then
  * reads whatever the source sends until the source hangs up.  Input:
- *   byte 0:  the strategy (value & 0x1f, % 6); bit 7: call switchover
+ *   byte 0:  the strategy (value & 0x0f, % 6); bit 7: call switchover
  *            once started (ACK and COMPLETE mean more then); bit 6:
  *            WELCOME says "switch_ack" (the switchover then waits for
  *            SWITCHED, or for the stream's end); bit 5: WELCOME says
- *            "background": false (no background copy, DONE at once)
+ *            "background": false (no background copy, DONE at once);
+ *            bit 4: WELCOME says "ack_fetched" (ACKs may name blocks
+ *            served dirty to a FETCH)
  *   then records as in fuzz_xfer.c (u8 type, u16 flags, u16 length,
  *   payload; sealed into frames, type bit 7: raw bytes).
  */
@@ -55,13 +57,13 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 }
 
 /* WELCOME, then the stream the input describes (caller frees). */
-static uint8_t *encode(const uint8_t *data, size_t size, bool switch_ack,
-                       bool no_background, size_t *out_len)
+static uint8_t *encode(const uint8_t *data, size_t size, size_t *out_len)
 {
-  char welcome[96];
-  size_t wlen = (size_t)snprintf(welcome, sizeof welcome, "{\"credits\": 256%s%s}",
-                                 switch_ack ? ", \"switch_ack\": true" : "",
-                                 no_background ? ", \"background\": false" : "");
+  char welcome[128];
+  size_t wlen = (size_t)snprintf(welcome, sizeof welcome, "{\"credits\": 256%s%s%s}",
+                                 data[0] & 0x40 ? ", \"switch_ack\": true" : "",
+                                 data[0] & 0x20 ? ", \"background\": false" : "",
+                                 data[0] & 0x10 ? ", \"ack_fetched\": true" : "");
   uint8_t *out = malloc(size * 4 + 128), *p = out;
 
   if (!out)
@@ -124,7 +126,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                    "volume_id", "vol-1",
                    "token", "0123456789abcdef0123456789abcdef"
                             "0123456789abcdef0123456789abcdef",
-                   "strategy", strategies[(data[0] & 0x1f) % 6],
+                   "strategy", strategies[(data[0] & 0x0f) % 6],
                    "destination", listen_addr);
   if (fc_migration_outgoing(agent, args, &result, err, sizeof err)) {
     fprintf(stderr, "fuzz: migration-outgoing: %s\n", err);
@@ -134,7 +136,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
   json_decref(result);
   m = fc_migration_find(agent, "m-1");
 
-  p.stream = encode(data, size, data[0] & 0x40, data[0] & 0x20, &p.len);
+  p.stream = encode(data, size, &p.len);
   if (pthread_create(&t, NULL, destination, &p))
     abort();
   if (fc_migration_start(m, err, sizeof err) == 0 && (data[0] & 0x80))

@@ -225,6 +225,10 @@ def xfer_source():
           frame(14, b'{"step": "list"}') + frame(15, b'{"blocks": []}'))
     write('xfer_source', 'forged-ack', bytes([0x85]) +
           frame(ACK, struct.pack('<QQ', 1, 2)) + frame(COMPLETE))
+    # A destination that acknowledges fetched blocks: the ACK of a block
+    # served clean, or absent, still ends the migration.
+    write('xfer_source', 'ack-fetched-switched', bytes([0x95]) + base +
+          frame(ACK, struct.pack('<Q', 1)) + frame(COMPLETE))
     write('xfer_source', 'bad-frames', bytes([5]) + frame(CREDIT, b'\1') +
           frame(READ, b'\0' * 19) + frame(ACK, b'\0' * 7) +
           frame(ERROR, b'{"error": "no room"}'))
@@ -247,6 +251,8 @@ def hello():
     write('hello', 'accepted', hi() + rest)
     write('hello', 'rate-limited', hi(rate_limit_bps=4000000) + rest)
     write('hello', 'rate-negative', hi(rate_limit_bps=-1) + rest)
+    write('hello', 'ack-fetched', hi(ack_fetched=True) + rest)
+    write('hello', 'ack-fetched-not-bool', hi(ack_fetched='yes') + rest)
     write('hello', 'wrong-token', hi(token='f' * 64) + rest)
     write('hello', 'other-volume', hi(volume_id='vol-2'))
     write('hello', 'unknown-migration', hi(migration_id='m-2'))

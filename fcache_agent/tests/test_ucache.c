@@ -794,7 +794,7 @@ test_fetched_clean_block_without_room_is_served(void **state)
   tu_path(sup, sizeof sup, e->dir, "superseded");
   fetches = 0;
   assert_int_equal(fc_ucache_migr_in_begin(e->uc, FC_MIGR_ONDEMAND,
-                                           fetch_clean_from_oracle,
+                                           fetch_clean_from_oracle, NULL,
                                            read_source_never, e, sup), 0);
   assert_int_equal(fc_ucache_migr_add_remote(e->uc, to_oblock(10), false), 0);
   assert_int_equal(fc_ucache_migr_add_remote(e->uc, to_oblock(12), true), 0);

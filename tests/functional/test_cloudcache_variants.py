@@ -141,9 +141,11 @@ def test_cloudcache_on_demand(make_agent, make_origin):
 
     For ``cloudcache_on_demand_s`` after the switch the source queues no
     background copy: the VM, reading half of DIRTY at the destination,
-    fetches exactly those blocks from the source.  Then the dirty blocks
-    it did not read follow in the background (the migration can end only
-    once every dirty block has moved); REUSED and ONCE never move.
+    fetches exactly those blocks from the source.  The destination
+    acknowledges each fetched dirty block once durable, and the source
+    frees it then, long before the migration completes.  Then the dirty
+    blocks it did not read follow in the background (the migration can end
+    only once every dirty block has moved); REUSED and ONCE never move.
     """
     hold_s = 8
     src, dst, orc = three_sets(make_agent, make_origin,
@@ -159,6 +161,20 @@ def test_cloudcache_on_demand(make_agent, make_origin):
     h = om.connect(p['export_uri'], name='vm')
     data, errors = om.read_range(h, *half)
     assert not errors and not mu.check_range(orc, half[0], data, 'fetched')
+    # The source's cache gives back exactly the fetched blocks, all dirty,
+    # while the hold still keeps the migration from completing.
+    want = (CACHED - blocks(half), blocks(DIRTY) - blocks(half))
+    deadline = time.monotonic() + hold_s / 2
+    while True:
+        shown = src.show('vol1')
+        got = (shown['cached_blocks'], shown['dirty_blocks'])
+        if got == want or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    assert got == want, (got, want)
+    # Read again through the destination: its own durable copies now.
+    data, errors = om.read_range(h, *half)
+    assert not errors and not mu.check_range(orc, half[0], data, 'acked')
     held = mu.status(src, mid)
     # Still within the on-demand period: nothing queued, the VM's reads
     # fetched (bytes_done counts the fetch replies).

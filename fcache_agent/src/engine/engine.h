@@ -167,6 +167,14 @@ struct fc_engine_migr {
    * from a thread that must never wait on the network. */
   int (*fetch_source_start)(void *ctx, oblock_t ob, void *data, bool required,
                             fc_engine_fetch_done_fn *done, void *arg);
+  /* Destination: a dirty block fetch_source returned is installed in
+   * this host's cache, so durable once in_durable next returns.  Where the
+   * source accepts it (HELLO's "ack_fetched"), the migration then
+   * acknowledges the block, and the source frees its copy before the
+   * migration completes (CloudCache §5.2: blocks leave the source on
+   * demand as well as in the background).  Only for engines that say so
+   * (fc_engine_migr_ops.acks_fetched); from any thread, no lock held. */
+  void (*fetched_dirty)(void *ctx, oblock_t ob);
   /* Destination: the source's rate limit for this migration, bytes/s, as
    * its HELLO said (0: none, or a source that does not say).  What
    * paces the source's answers to FETCH too. */
@@ -253,6 +261,11 @@ struct fc_engine_migr_ops {
    * "background": false), and in_switch may fetch, so the receiver goes
    * on delivering the source's answers while it runs. */
   bool fetch_hydrates;
+  /* The engine calls m->fetched_dirty for every dirty block it fetched
+   * and installed in its cache: the destination offers the source ACKs of
+   * fetched blocks (WELCOME's "ack_fetched").  False: the source frees
+   * what it served to a fetch at COMPLETE. */
+  bool acks_fetched;
 
   /* ---- source ---- */
   /* The VM stops using this host's copy: from now on its I/O here is

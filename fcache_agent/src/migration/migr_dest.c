@@ -476,10 +476,30 @@ fc_migr_dest_allocation(struct fc_migration *m, json_t *state)
     OPS(m)->in_allocation(&m->e, state);
 }
 
+void
+fc_migr_dest_hello_locked(struct fc_migration *m, json_t *hello)
+{
+  json_int_t rate = json_integer_value(json_object_get(hello, "rate_limit_bps"));
+
+  FC_ASSERT_HELD(&m->lock);
+  /* An older source does not answer READ: reads then wait for SWITCH. */
+  m->dst.peer_reads = json_is_true(json_object_get(hello, "reads"));
+  /* An older source returns from its switchover at once and would take
+   * SWITCHED for a broken stream. */
+  m->dst.peer_switch_ack = json_is_true(json_object_get(hello, "switch_ack"));
+  /* What paces the answers to our fetches: an engine that copies by
+   * fetching sizes its requests in flight by it. */
+  m->e.rate_limit_bps = rate > 0 ? (uint64_t)rate : 0;
+  /* An older source fails the migration on an ACK of a block it served
+   * to a FETCH: it gets none, and frees those blocks at COMPLETE. */
+  m->dst.ack_fetched = json_is_true(json_object_get(hello, "ack_fetched")) &&
+                       OPS(m)->acks_fetched;
+}
+
 int
 fc_migr_dest_accept(struct fc_migration *m, struct fc_xfer_conn *c)
 {
-  char welcome[128 + FC_SETTLE_SECRET_HEX + 32];
+  char welcome[160 + FC_SETTLE_SECRET_HEX + 32];
   int r;
 
   fc_xfer_conn_move(&m->conn, c);
@@ -499,10 +519,11 @@ fc_migr_dest_accept(struct fc_migration *m, struct fc_xfer_conn *c)
    * of either host finds it on both. */
   if (!m->settle_peer[0] || fc_migr_mark_volume(m, "in"))
     explicit_bzero(m->settle_secret, sizeof m->settle_secret);
-  snprintf(welcome, sizeof welcome, "{\"credits\": %u%s%s%s%s%s%s}", m->dst.inq->credits,
+  snprintf(welcome, sizeof welcome, "{\"credits\": %u%s%s%s%s%s%s%s}", m->dst.inq->credits,
            m->order_after ? ", \"order\": true" : "",
            fetch_hydrates(m) ? ", \"background\": false" : "",
            m->dst.peer_switch_ack ? ", \"switch_ack\": true" : "",
+           m->dst.ack_fetched ? ", \"ack_fetched\": true" : "",
            m->settle_secret[0] ? ", \"settle_secret\": \"" : "", m->settle_secret,
            m->settle_secret[0] ? "\"" : "");
   r = fc_xfer_send_json(&m->conn, FC_XFER_WELCOME, welcome);

@@ -160,6 +160,23 @@ over_locked(const struct fc_migration *m)
          m->state == FC_MS_ABORTED || m->state == FC_MS_COMPLETED;
 }
 
+int
+fc_migr_dest_to_ack_locked(struct fc_migration *m, uint64_t ob)
+{
+  FC_ASSERT_HELD(&m->lock);
+  if (m->dst.to_ack_n == m->dst.to_ack_cap) {
+    uint32_t cap = m->dst.to_ack_cap ? m->dst.to_ack_cap * 2 : 256;
+    uint64_t *a = realloc(m->dst.to_ack, cap * sizeof *a);
+
+    if (!a)
+      return -ENOMEM;   /* unacknowledged: the source keeps it until COMPLETE */
+    m->dst.to_ack = a;
+    m->dst.to_ack_cap = cap;
+  }
+  m->dst.to_ack[m->dst.to_ack_n++] = ob;
+  return 0;
+}
+
 /* Under m->lock: note the dirty blocks installed for the next ACK. */
 static void
 note_installed_locked(struct fc_migration *m, const uint64_t *ids, const int *res,
@@ -167,19 +184,9 @@ note_installed_locked(struct fc_migration *m, const uint64_t *ids, const int *re
 {
   FC_ASSERT_HELD(&m->lock);
   m->blocks_done += n;
-  for (uint32_t i = 0; i < n; i++) {
-    if (!(ids[i] & FC_XFER_DIRTY_BIT) || res[i] != 0)
-      continue;
-    if (m->dst.to_ack_n == m->dst.to_ack_cap) {
-      uint32_t cap = m->dst.to_ack_cap ? m->dst.to_ack_cap * 2 : 256;
-      uint64_t *a = realloc(m->dst.to_ack, cap * sizeof *a);
-      if (!a)
-        continue;       /* unacknowledged: the source keeps it until COMPLETE */
-      m->dst.to_ack = a;
-      m->dst.to_ack_cap = cap;
-    }
-    m->dst.to_ack[m->dst.to_ack_n++] = ids[i] & ~FC_XFER_DIRTY_BIT;
-  }
+  for (uint32_t i = 0; i < n; i++)
+    if ((ids[i] & FC_XFER_DIRTY_BIT) && res[i] == 0)
+      (void)fc_migr_dest_to_ack_locked(m, ids[i] & ~FC_XFER_DIRTY_BIT);
 }
 
 /* The engine's batch call, or its per-block call when it has none. */

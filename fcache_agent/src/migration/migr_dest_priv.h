@@ -69,6 +69,10 @@ void fc_migr_dest_installers_join(struct fc_migration *m);
 /* Under m->lock: every block received so far is installed and its credit
  * returned. */
 bool fc_migr_dest_installed_locked(const struct fc_migration *m);
+/* Under m->lock: ob, a dirty block installed here, goes in the next ACK.
+ * 0, or -ENOMEM (then it is never acknowledged: the source keeps it until
+ * COMPLETE). */
+int fc_migr_dest_to_ack_locked(struct fc_migration *m, uint64_t ob);
 /* Acknowledge the dirty blocks installed (once durable) and return
  * credits. */
 void fc_migr_dest_flush_acks(struct fc_migration *m, uint32_t credits);

@@ -3,7 +3,9 @@
  * fetching a block the source's cache holds (on-demand strategies: in the
  * caller's thread, or ended by a call, for dmcache's relay) and reading
  * the source's volume before the switchover; and their answers, which the
- * receiver thread (migr_dest.c) hands over. */
+ * receiver thread (migr_dest.c) hands over.  A dirty block fetched and
+ * installed here is acknowledged by the fetcher thread, where the source
+ * accepts that (HELLO's "ack_fetched"). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -61,6 +63,18 @@ ts_before(const struct timespec *a, const struct timespec *b)
   return a->tv_sec < b->tv_sec || (a->tv_sec == b->tv_sec && a->tv_nsec < b->tv_nsec);
 }
 
+/* Fetched dirty blocks wait in m->dst.to_ack for their ACK, and the
+ * stream is there to take it.  Not once COMPLETE is on its way: that
+ * lets the source forget everything, and it may close the stream. */
+static bool
+acks_due_locked(const struct fc_migration *m)
+{
+  FC_ASSERT_HELD(&m->lock);
+  return m->dst.fetched_to_ack && m->connected && fetch_live_locked(m) &&
+         m->state != FC_MS_COMPLETED && !m->dst.complete_sending &&
+         !m->dst.complete_sent;
+}
+
 /* Fetches sent again at once by one pass of the fetcher. */
 #define RESEND_BATCH 64
 
@@ -104,6 +118,15 @@ fetcher_main(void *arg)
       for (unsigned i = 0; i < n; i++)
         (void)fetch_send(m, resend[i]);
       fetch_end_all(ended);
+      pthread_mutex_lock(&m->lock);
+      continue;
+    }
+    if (acks_due_locked(m)) {
+      /* Here rather than in the VM's thread that installed them: making
+       * them durable is a sync, and the ones noted meanwhile share it. */
+      m->dst.fetched_to_ack = false;
+      pthread_mutex_unlock(&m->lock);
+      fc_migr_dest_flush_acks(m, 0);
       pthread_mutex_lock(&m->lock);
       continue;
     }
@@ -183,6 +206,20 @@ fetch_start(struct fc_migration *m, oblock_t ob, void *data, bool required, bool
   if (send)
     (void)fetch_send(m, ob.n);
   return 0;
+}
+
+void
+fc_migr_dest_fetched(void *ctx, oblock_t ob)
+{
+  struct fc_migration *m = ctx;
+
+  pthread_mutex_lock(&m->lock);
+  if (m->dst.ack_fetched && fetch_live_locked(m) &&
+      fc_migr_dest_to_ack_locked(m, ob.n) == 0) {
+    m->dst.fetched_to_ack = true;
+    pthread_cond_broadcast(&m->cond);   /* the fetcher sends it */
+  }
+  pthread_mutex_unlock(&m->lock);
 }
 
 int

@@ -278,18 +278,7 @@ handle(struct fc_migr_listener *l, int fd, int slot, const char *peer)
     goto out;
   }
   m->token_used = true;
-  /* An older source does not answer READ: reads then wait for SWITCH. */
-  m->dst.peer_reads = json_is_true(json_object_get(hello, "reads"));
-  /* An older source returns from its switchover at once and would take
-   * SWITCHED for a broken stream. */
-  m->dst.peer_switch_ack = json_is_true(json_object_get(hello, "switch_ack"));
-  /* What paces the answers to our fetches: an engine that copies by
-   * fetching sizes its requests in flight by it. */
-  {
-    json_int_t rate = json_integer_value(json_object_get(hello, "rate_limit_bps"));
-
-    m->e.rate_limit_bps = rate > 0 ? (uint64_t)rate : 0;
-  }
+  fc_migr_dest_hello_locked(m, hello);
   /* Where a settle session reaches the source; an older source does not
    * say, and gets no settle secret. */
   settle_address(json_string_value(json_object_get(hello, "settle_address")),

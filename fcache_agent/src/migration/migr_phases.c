@@ -145,6 +145,7 @@ migration_new(struct fc_agent *agent, json_t *args, enum fc_migr_role role,
   m->e.read_source = fc_migr_dest_read;
   m->e.fetch_source = fc_migr_dest_fetch;
   m->e.fetch_source_start = fc_migr_dest_fetch_start;
+  m->e.fetched_dirty = fc_migr_dest_fetched;
   m->e.fail = engine_fail;
   m->e.live = engine_live;
   m->e.ctx = m;

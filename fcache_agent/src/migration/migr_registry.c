@@ -90,6 +90,16 @@ fc_migration_for_volume(struct fc_agent *agent, const struct fc_volume *v)
   return m;
 }
 
+/* One of the source's sets of blocks (fc_migr_src_record_locked). */
+static void
+set_free(struct fc_invfilter *set)
+{
+  if (!set)
+    return;
+  fc_invfilter_destroy(set);
+  free(set);
+}
+
 /* Its threads joined, everything it owns freed. */
 void
 fc_migr_free(struct fc_migration *m)
@@ -104,14 +114,9 @@ fc_migr_free(struct fc_migration *m)
   free(m->dst.to_ack);
   fc_xfer_key_free(m->key);
   explicit_bzero(m->settle_secret, sizeof m->settle_secret);
-  if (m->src.fetched_dirty) {
-    fc_invfilter_destroy(m->src.fetched_dirty);
-    free(m->src.fetched_dirty);
-  }
-  if (m->src.sent_dirty) {
-    fc_invfilter_destroy(m->src.sent_dirty);
-    free(m->src.sent_dirty);
-  }
+  set_free(m->src.fetched_dirty);
+  set_free(m->src.served_dirty);
+  set_free(m->src.sent_dirty);
   pthread_mutex_destroy(&m->lock);
   pthread_cond_destroy(&m->cond);
   free(m);

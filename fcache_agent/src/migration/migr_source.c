@@ -16,6 +16,7 @@
 #include "agent/agent.h"
 #include "common/deadline.h"
 #include "common/invfilter.h"
+#include "common/lockcheck.h"
 #include "common/log.h"
 #include "common/random_hex.h"
 #include "migration.h"
@@ -108,8 +109,10 @@ source_rx(void *arg)
        * as it moves, which gives the source's space back early.  Only
        * after the switchover, though: before it (firepan) the migration
        * can still be aborted, and then the source's copy is the only one
-       * that counts.  And only blocks this source sent dirty: an ACK for
-       * any other is a peer asking it to drop data nobody else holds. */
+       * that counts.  And only blocks this source sent dirty (in the
+       * background, or to a FETCH where WELCOME said such ACKs come): an
+       * ACK for any other is a peer asking it to drop data nobody else
+       * holds. */
       bool release = m->state == FC_MS_SWITCHED;
       uint32_t n = 0;
       uint64_t *obs = h.length % 8 ? NULL : malloc(h.length + 8);
@@ -120,7 +123,7 @@ source_rx(void *arg)
       }
       for (uint32_t i = 0; i + 8 <= h.length; i += 8) {
         oblock_t ob = to_oblock(fc_get_le64(buf + i));
-        if (!m->src.sent_dirty || !fc_invfilter_remove(m->src.sent_dirty, ob)) {
+        if (!fc_migr_src_acked_locked(m, ob)) {
           r = -EPROTO;
           break;
         }
@@ -130,7 +133,7 @@ source_rx(void *arg)
         free(obs);
         pthread_mutex_unlock(&m->lock);
         fc_migr_fail(m, "destination acknowledged a block this source did not "
-                     "send dirty");
+                     "send dirty%s", m->src.ack_fetched ? " nor serve dirty to a fetch" : "");
         pthread_mutex_lock(&m->lock);
         r = -ECONNABORTED;
         break;
@@ -223,18 +226,43 @@ send_reply(struct fc_migration *m, uint64_t ob, uint8_t *data)
   if (r)
     return r;
   fc_migr_src_pace(m, FC_XFER_HEADER_SIZE + 8 + m->bs);
+  pthread_mutex_lock(&m->lock);
+  r = fc_migr_src_serving_locked(m, ob, dirty);
+  pthread_mutex_unlock(&m->lock);
+  if (r)
+    return r;
   fc_put_le64(id, ob | (dirty ? FC_XFER_DIRTY_BIT : 0));
   r = fc_xfer_send(&m->conn, FC_XFER_BLOCK, flags, id, 8, data, m->bs);
   if (!r) {
     pthread_mutex_lock(&m->lock);
     m->bytes_done += m->bs;
-    /* Not to be sent again once on_demand's hold ends.  Out of memory,
-     * it is (and the destination discards the copy). */
-    if (dirty && m->src.bg_hold_until_ns)
-      (void)fc_migr_src_record_locked(m, &m->src.fetched_dirty, ob);
     pthread_mutex_unlock(&m->lock);
   }
   return r;
+}
+
+int
+fc_migr_src_serving_locked(struct fc_migration *m, uint64_t ob, bool dirty)
+{
+  FC_ASSERT_HELD(&m->lock);
+  if (!dirty)
+    return 0;
+  /* Not to be sent again once on_demand's hold ends.  Out of memory, it
+   * is (and the destination discards the copy). */
+  if (m->src.bg_hold_until_ns)
+    (void)fc_migr_src_record_locked(m, &m->src.fetched_dirty, ob);
+  /* Before the send: the destination may install the block, make it
+   * durable and acknowledge it before the send returns here. */
+  return m->src.ack_fetched ? fc_migr_src_record_locked(m, &m->src.served_dirty, ob) : 0;
+}
+
+bool
+fc_migr_src_acked_locked(struct fc_migration *m, oblock_t ob)
+{
+  FC_ASSERT_HELD(&m->lock);
+  if (m->src.sent_dirty && fc_invfilter_remove(m->src.sent_dirty, ob))
+    return true;
+  return m->src.served_dirty && fc_invfilter_remove(m->src.served_dirty, ob);
 }
 
 /* The answer to one READ: the bytes as the VM sees them here, or RETRY
@@ -518,13 +546,17 @@ fc_migr_source_connect(struct fc_migration *m, char *err, size_t errlen)
     fc_migr_fail(m, "%s", err);
     return r;
   }
-  hello = json_pack("{s:s, s:s, s:s, s:i, s:s, s:b, s:b, s:s, s:I}", "migration_id", m->e.id,
-                    "volume_id", m->e.volume_id, "token", m->token, "block_size", m->bs,
+  /* ack_fetched: this source frees a block it served dirty to a FETCH
+   * on the destination's ACK of it (an older one fails the migration on
+   * such an ACK, so the destination sends one only when offered). */
+  hello = json_pack("{s:s, s:s, s:s, s:i, s:s, s:b, s:b, s:s, s:I, s:b}", "migration_id",
+                    m->e.id, "volume_id", m->e.volume_id, "token", m->token, "block_size", m->bs,
                     "strategy", fc_strategy_name(m->e.strategy),
                     "reads", m->agent->host.ops->migr->out_peek != NULL,
                     "switch_ack", 1,
                     "settle_address", m->agent->host.cfg.migration_listen,
-                    "rate_limit_bps", (json_int_t)m->src.rate_limit_bps);
+                    "rate_limit_bps", (json_int_t)m->src.rate_limit_bps,
+                    "ack_fetched", 1);
   if (hello && m->agent->host.ops->migr->out_allocation) {
     json_t *alloc = m->agent->host.ops->migr->out_allocation(&m->e);
 
@@ -580,6 +612,9 @@ fc_migr_source_connect(struct fc_migration *m, char *err, size_t errlen)
   /* A destination that copies by fetching (engine.h, fetch_hydrates)
    * wants no background copy: DONE follows the SWITCH at once. */
   m->src.no_background = json_is_false(json_object_get(welcome, "background"));
+  /* The destination acknowledges the dirty blocks it fetches: the sender
+   * records them (served_dirty) so that those ACKs are accepted. */
+  m->src.ack_fetched = json_is_true(json_object_get(welcome, "ack_fetched"));
   m->connected = true;
   m->state = FC_MS_CONNECTED;
   /* Persisted with the "out" mark at the switchover; a destination that

@@ -5,6 +5,7 @@
 #ifndef FCACHE_MIGR_SOURCE_PRIV_H
 #define FCACHE_MIGR_SOURCE_PRIV_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "migration.h"
@@ -31,5 +32,16 @@ void fc_migr_src_pace(struct fc_migration *m, uint64_t bytes);
 
 /* Add ob to *set (made at the first), under m->lock: 0 or -errno. */
 int fc_migr_src_record_locked(struct fc_migration *m, struct fc_invfilter **set, uint64_t ob);
+
+/* migr_source.c, under m->lock.  The sender is about to answer a FETCH
+ * of ob with the block (dirty: its only current copy is here): recorded
+ * for on_demand's copy after its hold, and for the destination's ACK
+ * where it sends one (m->src.ack_fetched).  0 or -errno. */
+int fc_migr_src_serving_locked(struct fc_migration *m, uint64_t ob, bool dirty);
+/* The destination acknowledged ob: true if it may (ob was sent dirty in
+ * the background, or served dirty to a FETCH where the destination
+ * acknowledges those, and is not acknowledged yet), and takes it out of
+ * its set; false for any other block, which fails the migration. */
+bool fc_migr_src_acked_locked(struct fc_migration *m, oblock_t ob);
 
 #endif

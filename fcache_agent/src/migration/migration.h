@@ -107,6 +107,13 @@ struct fc_migration {
     /* Dirty blocks sent and not yet acknowledged: an ACK lets the source
      * forget only these -- the destination cannot hold anything else. */
     struct fc_invfilter *sent_dirty;
+    /* The destination acknowledges the blocks it fetched too (WELCOME's
+     * "ack_fetched"): then those served dirty to a FETCH and not yet
+     * acknowledged are the other blocks an ACK may name.  A block served
+     * clean is in neither set: the origin has it, and an ACK of it is a
+     * broken peer's. */
+    bool ack_fetched;
+    struct fc_invfilter *served_dirty;
     /* The switchover has begun: from here on the destination, not this
      * host, answers for the volume, so READs get F_RETRY. */
     bool switch_begun;
@@ -145,6 +152,12 @@ struct fc_migration {
     unsigned preload_peak;         /* cachemior: most preload reads in flight at once */
     uint64_t *to_ack;              /* dirty blocks installed, not yet acked */
     uint32_t to_ack_n, to_ack_cap;
+    /* The source accepts ACKs of blocks it served dirty to a FETCH (its
+     * HELLO's "ack_fetched") and this engine reports the ones it installs
+     * (acks_fetched): WELCOME says so, and the fetcher acknowledges them
+     * (migr_dest_remote.c).  An older source never gets such an ACK. */
+    bool ack_fetched;
+    bool fetched_to_ack;           /* to_ack holds fetched blocks: flush it */
     bool switch_received, done_received, complete_sent;
     bool peer_reads;               /* the source answers READ (its HELLO said so) */
     bool peer_switch_ack;          /* the source waits for SWITCHED (its HELLO said so) */
@@ -300,5 +313,13 @@ int fc_migr_dest_read(void *ctx, void *buf, uint32_t count, uint64_t off);
 int fc_migr_dest_fetch(void *ctx, oblock_t ob, void *data, bool *dirty, bool required);
 int fc_migr_dest_fetch_start(void *ctx, oblock_t ob, void *data, bool required,
                              fc_engine_fetch_done_fn *done, void *arg);
+/* The engine installed a dirty block it fetched (fc_engine_migr's
+ * fetched_dirty): acknowledged to the source once durable, where the
+ * source accepts that. */
+void fc_migr_dest_fetched(void *ctx, oblock_t ob);
+/* migr_dest.c: what the source's authenticated HELLO says about the
+ * stream (reads, switch_ack, rate_limit_bps, ack_fetched).  Under
+ * m->lock. */
+void fc_migr_dest_hello_locked(struct fc_migration *m, json_t *hello);
 
 #endif

@@ -46,6 +46,11 @@ typedef int (*fc_ucache_fetch_fn)(void *ctx, oblock_t ob, void *data, bool *dirt
  * it cannot forward reads): the read then waits for the switch. */
 typedef int (*fc_ucache_read_fn)(void *ctx, void *buf, uint32_t count, uint64_t off);
 
+/* A dirty block the fetch returned is in the cache now (durable at the
+ * next fc_ucache_migr_durable): the migration may acknowledge it to the
+ * source.  Called from the VM's thread, no lock held. */
+typedef void (*fc_ucache_fetched_fn)(void *ctx, oblock_t ob);
+
 struct fc_ucache_pool;
 
 struct fc_ucache_params {
@@ -165,8 +170,9 @@ enum fc_ucache_migr_mode {
 /* Destination: close the gate (writes wait for the switchover, reads are
  * answered from current data) and start tracking writes. */
 int fc_ucache_migr_in_begin(struct fc_ucache *uc, enum fc_ucache_migr_mode mode,
-                            fc_ucache_fetch_fn fetch, fc_ucache_read_fn read_source,
-                            void *ctx, const char *superseded_path);
+                            fc_ucache_fetch_fn fetch, fc_ucache_fetched_fn fetched,
+                            fc_ucache_read_fn read_source, void *ctx,
+                            const char *superseded_path);
 /* Destination: a block the source holds; dirty ones must be fetched. */
 int fc_ucache_migr_add_remote(struct fc_ucache *uc, oblock_t ob, bool dirty);
 /* Destination: the source connected; reads before the switchover go to

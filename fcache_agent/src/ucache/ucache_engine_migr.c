@@ -113,7 +113,7 @@ in_begin(struct fc_engine_migr *m)
 
   uc_superseded_path(m->host, m->volume_id, path, sizeof path);
   return fc_ucache_migr_in_begin(UC(m), mode_of(m->strategy), m->fetch_source,
-                                 m->read_source, m->ctx, path);
+                                 m->fetched_dirty, m->read_source, m->ctx, path);
 }
 
 static void
@@ -362,6 +362,7 @@ static const struct fc_engine_settle_ops settle_ops = {
 
 const struct fc_engine_migr_ops fc_ucache_migr_ops = {
   .supports = supports,
+  .acks_fetched = true,
   .settle = &settle_ops,
   .out_freeze = out_freeze,
   .out_thaw = out_thaw,

@@ -167,8 +167,9 @@ uc_migr_read_gated(struct fc_ucache *uc, void *buf, uint32_t count, uint64_t off
 
 int
 fc_ucache_migr_in_begin(struct fc_ucache *uc, enum fc_ucache_migr_mode mode,
-                        fc_ucache_fetch_fn fetch, fc_ucache_read_fn read_source,
-                        void *ctx, const char *superseded_path)
+                        fc_ucache_fetch_fn fetch, fc_ucache_fetched_fn fetched,
+                        fc_ucache_read_fn read_source, void *ctx,
+                        const char *superseded_path)
 {
   int r;
 
@@ -193,6 +194,7 @@ fc_ucache_migr_in_begin(struct fc_ucache *uc, enum fc_ucache_migr_mode mode,
   uc->m->dst.tracking = true;
   uc->m->dst.bypass = mode == FC_MIGR_BYPASS;
   uc->m->dst.fetch = mode == FC_MIGR_ONDEMAND ? fetch : NULL;
+  uc->m->dst.fetched_fn = fetched;
   uc->m->dst.read_source = read_source;
   uc->m->dst.fetch_ctx = ctx;
   uc->m->dst.copied_dirty = uc->m->dst.source_dirty = false;

@@ -44,12 +44,14 @@ int
 uc_layer_read_miss(struct fc_ucache *uc, oblock_t ob, void *data)
 {
   fc_ucache_fetch_fn fetch;
+  fc_ucache_fetched_fn fetched;
   void *ctx;
   bool dirty, src_dirty = false;
   int where, r;
 
   pthread_mutex_lock(&uc->lock);
   fetch = uc->m->dst.fetch;
+  fetched = uc->m->dst.fetched_fn;
   ctx = uc->m->dst.fetch_ctx;
   if (uc->m->dst.failed && fc_invfilter_contains(&uc->m->dst.remote_dirty, ob)) {
     pthread_mutex_unlock(&uc->lock);
@@ -76,6 +78,12 @@ uc_layer_read_miss(struct fc_ucache *uc, oblock_t ob, void *data)
       pthread_mutex_lock(&uc->lock);
       uc->m->dst.copied_dirty = uc->m->dst.source_dirty = true;
       pthread_mutex_unlock(&uc->lock);
+      /* After copied_dirty: the next fc_ucache_migr_durable, which the
+       * acknowledgement waits for, covers this block.  One written to
+       * the origin instead (no room here) is not acknowledged: the source
+       * keeps its copy until the migration completes, as before. */
+      if (fetched)
+        fetched(ctx, ob);
     }
     if (r < 0 && src_dirty && !(r = uc_layer_to_origin(uc, ob.n)))
       r = fc_origin_pwrite(uc->origin, data, uc_block_bytes(uc, ob.n),

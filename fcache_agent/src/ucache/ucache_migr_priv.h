@@ -45,8 +45,9 @@ struct uc_migr_dest {
   int superseded_fd;          /* see superseded.h; -1 when not migrating in */
   char superseded_path[4200];
   fc_ucache_fetch_fn fetch;
+  fc_ucache_fetched_fn fetched_fn;   /* NULL: nobody to tell */
   fc_ucache_read_fn read_source;
-  void *fetch_ctx;            /* for both */
+  void *fetch_ctx;            /* for all three */
   pthread_cond_t gate_cond;
   uint64_t fetched, fetch_fallbacks, discarded, installed_copies;
   /* A dirty block came from the source (copied or fetched) since the last
