@@ -5,7 +5,8 @@
  * stream and is sent when the source connects again, one sent on a
  * stream that went and sent again on the next, the time bound and the
  * in-flight bounds, the end of the migration, and the synchronous fetch
- * ucache uses, a wait on the same. */
+ * ucache uses, a wait on the same; and the ACK of a dirty block fetched
+ * and installed, sent only to a source whose HELLO accepts it. */
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
@@ -21,14 +22,34 @@
 #include <unistd.h>
 #include <cmocka.h>
 
+#include "agent/agent.h"
 #include "migration/migr_dest_priv.h"
 #include "migration/migration.h"
 #include "testutil.h"
 
 #define BS 4096u
 
+/* The engine, as far as an ACK needs one: it reports the dirty blocks it
+ * fetched (acks_fetched), and in_durable counts its calls. */
+static unsigned durable_calls;
+
+static int
+stub_in_durable(struct fc_engine_migr *e, bool final)
+{
+  (void)e, (void)final;
+  __atomic_add_fetch(&durable_calls, 1, __ATOMIC_SEQ_CST);
+  return 0;
+}
+
+static struct fc_engine_migr_ops stub_migr = {
+  .acks_fetched = true,
+  .in_durable = stub_in_durable,
+};
+static const struct fc_engine_ops stub_engine = { .name = "stub", .migr = &stub_migr };
+
 struct fix {
   struct fc_migration m;
+  struct fc_agent agent;
   struct fc_xfer_conn src;      /* the source's end */
 };
 
@@ -90,6 +111,8 @@ fix_new(bool connected)
   fc_xfer_conn_init(&f->src, sv[1]);
   pthread_mutex_init(&f->m.lock, NULL);
   pthread_cond_init(&f->m.cond, NULL);
+  f->agent.host.ops = &stub_engine;
+  f->m.agent = &f->agent;
   f->m.e.role = FC_MIGR_DEST;
   f->m.bs = BS;
   f->m.state = FC_MS_SWITCHED;
@@ -110,6 +133,7 @@ fix_free(struct fix *f)
   assert_null(f->m.dst.waiters);
   fc_xfer_conn_destroy(&f->m.conn);
   fc_xfer_conn_destroy(&f->src);
+  free(f->m.dst.to_ack);
   free(f);
 }
 
@@ -330,6 +354,7 @@ test_join_ends_fetches(void **state)
 
 struct sync_call {
   struct fix *f;
+  uint64_t ob;
   uint8_t data[BS];
   bool dirty;
   int r;
@@ -340,7 +365,7 @@ sync_thread(void *arg)
 {
   struct sync_call *c = arg;
 
-  c->r = fc_migr_dest_fetch(&c->f->m, to_oblock(21), c->data, &c->dirty, true);
+  c->r = fc_migr_dest_fetch(&c->f->m, to_oblock(c->ob), c->data, &c->dirty, true);
   return NULL;
 }
 
@@ -350,7 +375,7 @@ static void
 test_sync_fetch(void **state)
 {
   struct fix *f = fix_new(true);
-  struct sync_call c = { .f = f };
+  struct sync_call c = { .f = f, .ob = 21 };
   pthread_t t;
   bool dirty;
 
@@ -366,6 +391,97 @@ test_sync_fetch(void **state)
   fix_free(f);
 }
 
+/* The source's HELLO, as the listener hands it over (text: its JSON). */
+static void
+hello(struct fix *f, const char *text)
+{
+  json_t *o = json_loads(text, 0, NULL);
+
+  assert_non_null(o);
+  pthread_mutex_lock(&f->m.lock);
+  fc_migr_dest_hello_locked(&f->m, o);
+  pthread_mutex_unlock(&f->m.lock);
+  json_decref(o);
+}
+
+/* What ucache does with a dirty block: fetch it (synchronously, as
+ * test_sync_fetch), install it, then report it (fetched_dirty). */
+static void
+fetch_dirty_and_install(struct fix *f, uint64_t ob)
+{
+  struct sync_call c = { .f = f };
+  pthread_t t;
+
+  c.ob = ob;
+  assert_int_equal(pthread_create(&t, NULL, sync_thread, &c), 0);
+  assert_int_equal(recv_fetch(f), ob);
+  answer(f, ob, true, 0x3c);
+  pthread_join(t, NULL);
+  assert_int_equal(c.r, 0);
+  assert_true(c.dirty);
+  fc_migr_dest_fetched(&f->m, to_oblock(ob));
+}
+
+/* A source whose HELLO says "ack_fetched": true gets an ACK of each dirty
+ * block fetched and installed, sent by the fetcher once in_durable has
+ * returned, and nothing else. */
+static void
+test_fetched_dirty_acked(void **state)
+{
+  struct fix *f = fix_new(true);
+  struct fc_xfer_header h;
+  uint8_t buf[64];
+  unsigned durable_before;
+
+  hello(f, "{\"reads\": true, \"switch_ack\": true, \"rate_limit_bps\": 1000000,"
+           " \"ack_fetched\": true}");
+  assert_true(f->m.dst.ack_fetched);
+  assert_true(f->m.dst.peer_reads);
+  assert_true(f->m.dst.peer_switch_ack);
+  assert_int_equal(f->m.e.rate_limit_bps, 1000000);
+  durable_before = __atomic_load_n(&durable_calls, __ATOMIC_SEQ_CST);
+  fetch_dirty_and_install(f, 31);
+  assert_true(frame_within(f, 5000));
+  assert_int_equal(fc_xfer_recv(&f->src, &h, buf, sizeof buf), 0);
+  assert_int_equal(h.type, FC_XFER_ACK);
+  assert_int_equal(h.length, 8);
+  assert_int_equal(fc_get_le64(buf), 31);
+  assert_true(__atomic_load_n(&durable_calls, __ATOMIC_SEQ_CST) > durable_before);
+  assert_false(frame_within(f, 200));       /* once */
+  fix_free(f);
+}
+
+/* An older source (no "ack_fetched" in its HELLO), one that says
+ * something else than true, or an engine that does not report its
+ * fetched blocks: no ACK of a fetched block, which such a source would
+ * take for a forged one.  It frees the block at COMPLETE instead. */
+static void
+test_fetched_dirty_not_acked_unless_offered(void **state)
+{
+  static const char *const hellos[] = {
+    "{\"reads\": true, \"switch_ack\": true}",
+    "{\"reads\": true, \"switch_ack\": true, \"ack_fetched\": \"yes\"}",
+    "{\"reads\": true, \"switch_ack\": true, \"ack_fetched\": 1}",
+    "{\"reads\": true, \"switch_ack\": true, \"ack_fetched\": true}",
+  };
+
+  for (unsigned i = 0; i < sizeof hellos / sizeof hellos[0]; i++) {
+    struct fix *f = fix_new(true);
+    bool last = i == sizeof hellos / sizeof hellos[0] - 1;
+
+    /* The last: the source offers, the engine cannot report. */
+    stub_migr.acks_fetched = !last;
+    hello(f, hellos[i]);
+    assert_false(f->m.dst.ack_fetched);
+    assert_true(f->m.dst.peer_reads);
+    fetch_dirty_and_install(f, 40 + i);
+    assert_false(frame_within(f, 300));
+    assert_int_equal(f->m.dst.to_ack_n, 0);
+    fix_free(f);
+  }
+  stub_migr.acks_fetched = true;
+}
+
 int
 main(void)
 {
@@ -377,6 +493,8 @@ main(void)
     cmocka_unit_test(test_time_and_inflight_bounds),
     cmocka_unit_test(test_join_ends_fetches),
     cmocka_unit_test(test_sync_fetch),
+    cmocka_unit_test(test_fetched_dirty_acked),
+    cmocka_unit_test(test_fetched_dirty_not_acked_unless_offered),
   };
 
   return tu_run_isolated("migr_fetch", tests, sizeof tests / sizeof tests[0], 30);

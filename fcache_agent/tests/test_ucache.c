@@ -814,6 +814,59 @@ test_fetched_clean_block_without_room_is_served(void **state)
   check_origin_all(e);
 }
 
+/* The migration hears of each dirty block fetched and installed here (it
+ * acknowledges it to the source once durable, and the source frees it);
+ * of a clean one, or a hit, nothing. */
+static uint64_t reported[8];
+static unsigned nreported;
+
+static void
+note_fetched(void *ctx, oblock_t ob)
+{
+  (void)ctx;
+  if (nreported < 8)
+    reported[nreported] = ob.n;
+  nreported++;
+}
+
+static int
+fetch_dirty_if_even(void *ctx, oblock_t ob, void *data, bool *dirty, bool required)
+{
+  int r = fetch_clean_from_oracle(ctx, ob, data, dirty, required);
+
+  *dirty = ob.n % 2 == 0;
+  return r;
+}
+
+static void
+test_fetched_dirty_block_is_reported(void **state)
+{
+  struct env *e = env_new(32 * BS, 8, FC_WRITE_BACK, FC_ADMIT_ALL);
+  char sup[600];
+
+  tu_path(sup, sizeof sup, e->dir, "superseded");
+  fetches = 0;
+  nreported = 0;
+  assert_int_equal(fc_ucache_migr_in_begin(e->uc, FC_MIGR_ONDEMAND, fetch_dirty_if_even,
+                                           note_fetched, read_source_never, e, sup), 0);
+  assert_int_equal(fc_ucache_migr_add_remote(e->uc, to_oblock(10), true), 0);
+  assert_int_equal(fc_ucache_migr_add_remote(e->uc, to_oblock(11), false), 0);
+  fc_ucache_migr_source_connected(e->uc);
+  fc_ucache_migr_open_gate(e->uc);
+  check_read(e, 10 * BS, 2 * BS);
+  assert_int_equal(fetches, 2);
+  assert_int_equal(nreported, 1);
+  assert_int_equal(reported[0], 10);
+  assert_true(cached(e, 10));
+  assert_int_equal(info_of(e).dirty_blocks, 1);
+  check_read(e, 10 * BS, 2 * BS);           /* hits now */
+  assert_int_equal(fetches, 2);
+  assert_int_equal(nreported, 1);
+  fc_ucache_migr_in_end(e->uc);
+  assert_int_equal(fc_ucache_writeback_all(e->uc), 0);
+  check_origin_all(e);
+}
+
 /* ---- partial blocks and multi-block requests ---- */
 
 static void
@@ -2354,6 +2407,7 @@ main(void)
     T(test_wb_eviction_takes_clean_block),
     T(test_wb_never_evicts_dirty),
     T(test_fetched_clean_block_without_room_is_served),
+    T(test_fetched_dirty_block_is_reported),
     T(test_partial_io_ro),
     T(test_partial_io_wt),
     T(test_partial_io_wb),
