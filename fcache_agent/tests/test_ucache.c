@@ -780,6 +780,26 @@ read_source_never(void *ctx, void *buf, uint32_t count, uint64_t off)
   return -EAGAIN;
 }
 
+/* An on-demand destination (cloudcache, hybrid) of quota blocks whose
+ * source holds blocks a and b (dirty or not), after the switch. */
+static struct env *
+ondemand_dest(uint32_t quota, fc_ucache_fetch_fn fetch, fc_ucache_fetched_fn fetched,
+              uint64_t a, bool a_dirty, uint64_t b, bool b_dirty)
+{
+  struct env *e = env_new(32 * BS, quota, FC_WRITE_BACK, FC_ADMIT_ALL);
+  char sup[600];
+
+  tu_path(sup, sizeof sup, e->dir, "superseded");
+  fetches = 0;
+  assert_int_equal(fc_ucache_migr_in_begin(e->uc, FC_MIGR_ONDEMAND, fetch, fetched,
+                                           read_source_never, e, sup), 0);
+  assert_int_equal(fc_ucache_migr_add_remote(e->uc, to_oblock(a), a_dirty), 0);
+  assert_int_equal(fc_ucache_migr_add_remote(e->uc, to_oblock(b), b_dirty), 0);
+  fc_ucache_migr_source_connected(e->uc);
+  fc_ucache_migr_open_gate(e->uc);
+  return e;
+}
+
 /* The destination's quota all dirty, then the VM reads a block the source
  * holds clean: the fetched data is good whether or not it finds room, so
  * the read succeeds and the block stays out (the CI failure of 1f20658:
@@ -788,18 +808,8 @@ read_source_never(void *ctx, void *buf, uint32_t count, uint64_t off)
 static void
 test_fetched_clean_block_without_room_is_served(void **state)
 {
-  struct env *e = env_new(32 * BS, 4, FC_WRITE_BACK, FC_ADMIT_ALL);
-  char sup[600];
+  struct env *e = ondemand_dest(4, fetch_clean_from_oracle, NULL, 10, false, 12, true);
 
-  tu_path(sup, sizeof sup, e->dir, "superseded");
-  fetches = 0;
-  assert_int_equal(fc_ucache_migr_in_begin(e->uc, FC_MIGR_ONDEMAND,
-                                           fetch_clean_from_oracle, NULL,
-                                           read_source_never, e, sup), 0);
-  assert_int_equal(fc_ucache_migr_add_remote(e->uc, to_oblock(10), false), 0);
-  assert_int_equal(fc_ucache_migr_add_remote(e->uc, to_oblock(12), true), 0);
-  fc_ucache_migr_source_connected(e->uc);
-  fc_ucache_migr_open_gate(e->uc);
   do_write(e, 0, 4 * BS);                   /* the whole quota dirty */
   assert_int_equal(info_of(e).dirty_blocks, 4);
   check_read(e, 10 * BS, BS);
@@ -841,18 +851,10 @@ fetch_dirty_if_even(void *ctx, oblock_t ob, void *data, bool *dirty, bool requir
 static void
 test_fetched_dirty_block_is_reported(void **state)
 {
-  struct env *e = env_new(32 * BS, 8, FC_WRITE_BACK, FC_ADMIT_ALL);
-  char sup[600];
+  struct env *e;
 
-  tu_path(sup, sizeof sup, e->dir, "superseded");
-  fetches = 0;
   nreported = 0;
-  assert_int_equal(fc_ucache_migr_in_begin(e->uc, FC_MIGR_ONDEMAND, fetch_dirty_if_even,
-                                           note_fetched, read_source_never, e, sup), 0);
-  assert_int_equal(fc_ucache_migr_add_remote(e->uc, to_oblock(10), true), 0);
-  assert_int_equal(fc_ucache_migr_add_remote(e->uc, to_oblock(11), false), 0);
-  fc_ucache_migr_source_connected(e->uc);
-  fc_ucache_migr_open_gate(e->uc);
+  e = ondemand_dest(8, fetch_dirty_if_even, note_fetched, 10, true, 11, false);
   check_read(e, 10 * BS, 2 * BS);
   assert_int_equal(fetches, 2);
   assert_int_equal(nreported, 1);
