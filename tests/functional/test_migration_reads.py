@@ -15,6 +15,7 @@ import json
 import socket
 import struct
 import threading
+import time
 
 import pytest
 
@@ -143,7 +144,8 @@ def test_older_source_gets_no_reads(make_agent, make_origin):
 class FakeDestination(object):
     """A listener standing in for the destination agent."""
 
-    def __init__(self):
+    def __init__(self, welcome=None):
+        self.welcome = welcome or {'credits': 16}
         self.lsock = socket.socket()
         self.lsock.bind(('127.0.0.1', 0))
         self.lsock.listen(1)
@@ -159,7 +161,8 @@ class FakeDestination(object):
         ftype, _, payload = mu.recv_frame(self.sock)
         assert ftype == mu.T_HELLO
         self.hello = json.loads(payload)
-        self.sock.sendall(mu.frame(mu.T_WELCOME, b'{"credits": 16}'))
+        self.sock.sendall(mu.frame(mu.T_WELCOME,
+                                   json.dumps(self.welcome).encode()))
 
     def read(self, tag, off, length):
         self.sock.sendall(mu.frame(mu.T_READ,
@@ -254,11 +257,12 @@ def test_source_ends_stream_on_too_many_reads(make_agent, make_origin):
         fake.close()
 
 
-def switched_to_fake(make_agent, make_origin):
+def switched_to_fake(make_agent, make_origin, welcome=None):
     """A write_back source switched over to a scripted destination.
 
     Its write-back is put off for the test's length, so that its 64 dirty
-    blocks are still dirty at the switchover however busy the machine.
+    blocks (0 to 63) are still dirty at the switchover however busy the
+    machine; blocks 100 to 103 are cached clean.
     """
     src = make_agent(name='src', writeback_interval_ms=600000,
                      dirty_high_percent=95).start()
@@ -267,8 +271,9 @@ def switched_to_fake(make_agent, make_origin):
                      write_policy='write_back')
     h = om.connect(res['export_uri'])
     h.pwrite(bytes([0x42]) * (64 * BS), 0)      # 64 dirty blocks
+    h.pread(4 * BS, 100 * BS)                   # 4 clean ones
     om.close(h)
-    fake = FakeDestination()
+    fake = FakeDestination(welcome)
     mid = outgoing_to_fake(src, fake)
     src.client().call('migration-switchover', migration_id=mid)
     return src, fake, mid
@@ -286,6 +291,83 @@ def test_source_refuses_ack_for_a_block_it_did_not_send(
         st = mu.wait_state(src, mid, ('failed',), timeout=10)
         assert 'did not send dirty' in st['error'], st
         assert src.show('vol1')['dirty_blocks'] == dirty
+    finally:
+        fake.close()
+
+
+DIRTY_BIT = 1 << 63
+F_REPLY, F_ABSENT = 1 << 1, 1 << 2
+
+
+def fetch(fake, *blocks):
+    """FETCH blocks; their replies, {block: dirty}."""
+    fake.sock.sendall(mu.frame(mu.T_FETCH,
+                               b''.join(struct.pack('<Q', b) for b in blocks)))
+    got = {}
+    while len(got) < len(blocks):
+        ftype, flags, payload = mu.recv_frame(fake.sock)
+        if ftype != mu.T_BLOCK or not flags & F_REPLY:
+            continue                    # the LIST and the SWITCH
+        assert not flags & F_ABSENT and len(payload) == 8 + BS, flags
+        ob = struct.unpack('<Q', payload[:8])[0]
+        got[ob & ~DIRTY_BIT] = bool(ob & DIRTY_BIT)
+    return got
+
+
+def ack(fake, block):
+    fake.sock.sendall(mu.frame(mu.T_ACK, struct.pack('<Q', block)))
+
+
+def test_source_frees_a_fetched_dirty_block_on_its_ack(
+        make_agent, make_origin):
+    """A destination that said "ack_fetched" may free what it fetched dirty.
+
+    Only that: the ACK of a block the source served clean still fails the
+    migration, with every block kept.  (No credit, so nothing moves in the
+    background: the blocks go by FETCH alone.)
+    """
+    src, fake, mid = switched_to_fake(
+        make_agent, make_origin, {'credits': 0, 'ack_fetched': True})
+    try:
+        assert fake.hello['ack_fetched'] is True, fake.hello
+        before = src.show('vol1')
+        assert before['dirty_blocks'] == 64, before
+        assert fetch(fake, 5, 100) == {5: True, 100: False}
+        ack(fake, 5)
+        deadline = time.monotonic() + 10
+        while src.show('vol1')['dirty_blocks'] != 63:
+            assert time.monotonic() < deadline, src.show('vol1')
+            time.sleep(0.05)
+        after = src.show('vol1')
+        assert after['cached_blocks'] == before['cached_blocks'] - 1, after
+        assert mu.status(src, mid)['state'] == 'switched'
+        # Block 100 went out clean: the origin has it, and an ACK of it is
+        # a broken peer's.
+        ack(fake, 100)
+        st = mu.wait_state(src, mid, ('failed',), timeout=10)
+        assert 'nor serve dirty to a fetch' in st['error'], st
+        assert src.show('vol1')['cached_blocks'] == after['cached_blocks']
+        assert src.show('vol1')['dirty_blocks'] == 63
+    finally:
+        fake.close()
+
+
+def test_source_refuses_ack_of_a_fetched_block_unless_offered(
+        make_agent, make_origin):
+    """An older destination may not free what it fetched.
+
+    Its WELCOME does not say "ack_fetched": the source frees what it
+    served at COMPLETE, and takes an ACK of it for a forged one.
+    """
+    src, fake, mid = switched_to_fake(make_agent, make_origin,
+                                      {'credits': 0})
+    try:
+        assert fetch(fake, 5) == {5: True}
+        ack(fake, 5)
+        st = mu.wait_state(src, mid, ('failed',), timeout=10)
+        assert 'did not send dirty' in st['error'], st
+        assert 'fetch' not in st['error'], st
+        assert src.show('vol1')['dirty_blocks'] == 64
     finally:
         fake.close()
 

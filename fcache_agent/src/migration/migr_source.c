@@ -130,10 +130,12 @@ source_rx(void *arg)
         obs[n++] = ob.n;
       }
       if (r) {
+        bool fetched = m->src.ack_fetched;
+
         free(obs);
         pthread_mutex_unlock(&m->lock);
         fc_migr_fail(m, "destination acknowledged a block this source did not "
-                     "send dirty%s", m->src.ack_fetched ? " nor serve dirty to a fetch" : "");
+                     "send dirty%s", fetched ? " nor serve dirty to a fetch" : "");
         pthread_mutex_lock(&m->lock);
         r = -ECONNABORTED;
         break;
