@@ -260,16 +260,20 @@ commit(void *ctx)
   return 0;
 }
 
+/* A minute: the moves here take a second or two alone, many times that
+ * on a loaded machine under ASan; the bound is for a move that hangs. */
 static void
 wait_end(struct fc_origin *o, struct fc_move_status *st)
 {
-  for (int i = 0; i < 5000; i++) {
+  uint64_t until = mv_test_now_ns() + 60ull * 1000000000ull;
+
+  while (mv_test_now_ns() < until) {
     fc_origin_move_status(o, st);
     if (st->state != FC_MOVE_COPYING && st->state != FC_MOVE_SWITCHING)
       return;
     usleep(1000);
   }
-  fail_msg("the move did not end");
+  fail_msg("the move did not end within a minute");
 }
 
 static void
