@@ -250,8 +250,9 @@ def test_migration_between_agents(vm2, agent_path, policy):
 # then the source agent killed mid-hydration: the destination fails the
 # migration saying what is lost, and each read is the oracle's or EIO;
 # the source agent restarted, the destination settles copying the rest
-# from it (nothing lost); once more with the source given up, the rest
-# comes from the origin.
+# from it (nothing lost); the destination agent killed and restarted
+# mid-hydration takes its clone up again and settles the same way; once
+# more with the source given up, the rest comes from the origin.
 @pytest.mark.timeout(400)
 @pytest.mark.parametrize('policy', ['read_only', 'write_through',
                                     'write_back'])
@@ -272,9 +273,12 @@ def test_hybrid_between_agents(vm2_nbd, agent_path, policy):
             assert h['restored_dirty_blocks'] == 0
     for k in r['killed_source']:
         assert k['eio_reads'] > 0 and k['good_reads'] > 0
-    f = r['settled_from_destination']
-    assert f['result']['given_up_blocks'] == 0
-    assert f['hydration']['settled_from_source'] and f['vm_ops_after'] > 0
+    for f in r['settled_from_destination']:
+        assert f['result']['given_up_blocks'] == 0 and f['vm_ops_after'] > 0
+    assert r['settled_from_destination'][0]['hydration']['settled_from_source']
+    d = r['killed_destination']
+    assert d['eio_reads'] > 0 and d['good_reads'] > 0
+    assert 'restarted' in d['volume_show']['error']
     s = r['settled_lost']
     assert s['hydration']['from_origin'] and s['hydration']['hydrated']
     assert s['differing_blocks'] <= s['given_up_blocks']

@@ -139,6 +139,7 @@ fc_dm_info(const char *name, struct fc_dm_info *info)
   info->exists = di.exists;
   if (di.exists) {
     info->suspended = di.suspended;
+    info->inactive_table = di.inactive_table;
     info->open_count = di.open_count;
     info->major = di.major;
     info->minor = di.minor;

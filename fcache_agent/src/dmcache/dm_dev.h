@@ -26,6 +26,7 @@ struct fc_dm_target {
 struct fc_dm_info {
   bool exists;
   bool suspended;
+  bool inactive_table;          /* a table loaded, not yet resumed */
   int open_count;
   uint32_t major, minor;
   char uuid[FC_DM_UUID_MAX];

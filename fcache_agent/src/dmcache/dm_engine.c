@@ -492,10 +492,19 @@ adopt(struct fc_host *host, struct fc_volume *v)
 static int
 adopt_dm(struct fc_host *host, struct fc_volume *v)
 {
+  char err[512] = "";
+  int r;
+
   if (!(v->priv = calloc(1, sizeof(struct fc_dmvol))))
     return -ENOMEM;
   adopt(host, v);
-  if (!v->error[0] && v->p.migration[0])
+  r = v->error[0] || !v->p.migration[0] ? 0 : fc_dm_migr_recover(host, v, err, sizeof err);
+  if (r < 0)
+    snprintf(v->error, sizeof v->error, "live migration %.80s did not complete, and its "
+             "copy of the cache from the source could not be taken up again: %.200s; "
+             "the agent leaves the volume alone (see doc/reference/dmcache.rst)",
+             v->p.migration, err);
+  else if (!r && !v->error[0] && v->p.migration[0])
     /* The kernel may still serve the device; the agent will not manage
      * it (detach, migrate) while the other host may hold newer blocks. */
     snprintf(v->error, sizeof v->error, "live migration %s did not complete: the "

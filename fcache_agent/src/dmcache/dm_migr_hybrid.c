@@ -40,6 +40,7 @@
 #include "dm_origin_fetch.h"
 #include "dm_relay.h"
 #include "dm_xml.h"
+#include "flash_pool.h"
 #include "common/clock.h"
 #include "common/lockcheck.h"
 #include "common/log.h"
@@ -59,6 +60,22 @@
  * clone's worker can start copies (dm_move.c does the same for moves). */
 #define STALL_MS 300
 #define PULSE_MAX_MS 20
+/* Once the relay's socket is gone with the agent, the kernel holds the
+ * reads of blocks not copied for this long, for a restarted agent to
+ * reattach a relay (they then fail with EIO, never older data); after it
+ * they fail at once until one is attached. */
+#define RELAY_DEAD_S 10
+/* A request the relay has not answered for this long: the kernel gives
+ * the socket up (as if the agent had died), and holds the request as
+ * above.  What it is for is an agent killed while one of its threads
+ * waits, uninterruptibly, on a request only its own relay would answer
+ * (dm-cache's postsuspend waits for background work that reads through
+ * the clone): the process cannot exit, so its socket never closes, until
+ * the kernel gives up.  A live relay answers within a fetch's bound
+ * (FETCH_TIMEOUT_S, 10 s) unless many wait behind one another; if the
+ * kernel drops its socket all the same, the watcher reattaches it
+ * (step(), dm_nbd_revive). */
+#define RELAY_REQUEST_S 15
 
 struct dm_hybrid {
   char clone[FC_DM_NAME_MAX + 16], clmeta[FC_DM_NAME_MAX + 16];
@@ -307,7 +324,9 @@ dm_hyb_attach(struct fc_engine_migr *m, char *err, size_t errlen)
   struct dm_relay_params rp = { .volume = v->p.id, .block_size = (uint32_t)st->bs,
                                 .nr_blocks = st->nr_cblocks, .max_inflight = RELAY_INFLIGHT,
                                 .fetch = hyb_fetch, .fetch_ctx = hy };
-  struct dm_nbd_params np = { .index = -1, .threads = RELAY_THREADS };
+  struct dm_nbd_params np = { .index = -1, .threads = RELAY_THREADS,
+                              .timeout_s = RELAY_REQUEST_S,
+                              .dead_conn_timeout_s = RELAY_DEAD_S };
   struct fc_dm_info mi, di, ci, xi;
   struct fc_dmc_status cs;
   struct fc_export exp;
@@ -332,9 +351,9 @@ dm_hyb_attach(struct fc_engine_migr *m, char *err, size_t errlen)
     return r;
   }
   /* With timeout 0 the kernel waits for the relay, whose fetches have
-   * their own bound (an EIO then, never zeros); without a dead-connection
-   * timeout a relay that died with this agent fails reads at once (no
-   * restarted agent reattaches one yet: doc/reference/dmcache.rst). */
+   * their own bound (an EIO then, never zeros); with a dead-connection
+   * timeout it holds the reads of a relay that died with this agent for
+   * the restarted one (dm_hyb_recover). */
   dm_relay_export(hy->relay, &exp);
   r = dm_nbd_connect(&exp, &np, &hy->nbd);
   if (r) {
@@ -479,6 +498,10 @@ step(struct fc_host *host, struct fc_volume *v, struct dm_hybrid *hy, uint64_t r
              r ? "cannot be queried" : "failed its metadata");
     return r ? r : -EIO;
   }
+  /* A request the relay was slow to answer made the kernel drop its
+   * socket (RELAY_REQUEST_S): reattach before the held reads fail. */
+  if (hy->nbd)
+    (void)dm_nbd_revive(hy->nbd);
   pthread_mutex_lock(&hy->lock);
   if (hydrated != hy->regions_hydrated)
     hy->progress_ms = fc_now_ms();
@@ -901,9 +924,9 @@ dm_hyb_lost(struct fc_engine_migr *m, const char *why)
     log_warning("volume %s: %s", m->volume_id, err);
 }
 
-/* The agent stops: the relay stops with it (the kernel then fails reads
- * of blocks not yet copied: no restarted agent reattaches one yet), the
- * devices stay for the operator. */
+/* The agent stops: the relay stops with it (the kernel holds the reads of
+ * blocks not yet copied for RELAY_DEAD_S, for the restarted agent's
+ * dm_hyb_recover), the devices stay for the operator. */
 void
 dm_hyb_shutdown(struct fc_engine_migr *m)
 {
@@ -1039,12 +1062,182 @@ fc_dm_migr_volume_json(struct fc_dm_migr *st, json_t *o)
       json_object_set_new(o, "regions_total", json_integer((json_int_t)hy->regions_total));
       if (hy->stopped[0]) {
         snprintf(msg, sizeof msg, "%s before the cache was copied from the source: reads "
-                 "of the %" PRIu64 " cache blocks not yet copied fail with EIO (see "
-                 "migration-status)", hy->stopped, hy->regions_total - hy->regions_hydrated);
+                 "of the %" PRIu64 " cache blocks not yet copied fail with EIO until the "
+                 "volume is settled from this host (fcache migrate ... --phase settle)",
+                 hy->stopped, hy->regions_total - hy->regions_hydrated);
         json_object_set_new(o, "error", json_string(msg));
       }
     }
     pthread_mutex_unlock(&hy->lock);
   }
   pthread_mutex_unlock(&st->lock);
+}
+
+/* ---- a destination agent that restarted mid-hydration ---- */
+
+/* /dev/nbdN the clone reads: its table's third device. */
+static int
+clone_source_index(const char *clone, int *index)
+{
+  char params[512], path[96], line[128];
+  unsigned maj, min;
+  FILE *f;
+  int r = -ENOENT;
+
+  if (fc_dm_table(clone, params, sizeof params, line, sizeof line) ||
+      sscanf(params, "%*s %*s %u:%u", &maj, &min) != 2)
+    return -EIO;
+  snprintf(path, sizeof path, "/sys/dev/block/%u:%u/uevent", maj, min);
+  if (!(f = fopen(path, "re")))
+    return -errno;
+  while (fgets(line, sizeof line, f))
+    if (sscanf(line, "DEVNAME=nbd%d", index) == 1) {
+      r = 0;
+      break;
+    }
+  fclose(f);
+  return r;
+}
+
+int
+dm_hyb_recover(struct fc_host *host, struct fc_volume *v, char *err, size_t errlen)
+{
+  struct fc_dm_engine *de = DME(host);
+  char xml[FC_PATH_MAX + 200], owner[FC_FLASH_OWNER_MAX];
+  struct fc_dmc_dump d = { 0 };
+  struct dm_relay_params rp = { .volume = v->p.id, .max_inflight = RELAY_INFLIGHT };
+  struct dm_nbd_params np = { .threads = RELAY_THREADS, .timeout_s = RELAY_REQUEST_S,
+                              .dead_conn_timeout_s = RELAY_DEAD_S };
+  struct fc_dm_migr *st = NULL;
+  struct dm_hybrid *hy = NULL;
+  uint64_t hydrated = 0, total = 0, hydrating = 0, *map = NULL;
+  struct fc_export exp;
+  struct fc_dm_info xi;
+  bool failed = false;
+  int r;
+
+  if (!(st = dm_migr_state_new(host, v)) || !(hy = calloc(1, sizeof *hy))) {
+    fc_dm_migr_free(st);
+    free(hy);
+    return -ENOMEM;
+  }
+  pthread_mutex_init(&hy->lock, NULL);
+  pthread_cond_init(&hy->cond, NULL);
+  atomic_init(&hy->finisher_stop, false);
+  fc_dmv_owner(v->p.id, "cdata", owner, sizeof owner);
+  st->nr_cblocks = (uint32_t)(fc_flash_pool_owned(&de->pool, owner) * FC_FLASH_EXTENT /
+                              st->bs);
+  /* The map the relay served: the metadata restored at the switchover,
+   * kept beside the volume's state until the migration ends. */
+  snprintf(xml, sizeof xml, "%s/%s.restore.xml", host->volumes_dir, v->p.id);
+  if ((r = fc_dmc_xml_read(xml, &d, err, errlen)))
+    goto fail;
+  if (d.nr_cache_blocks != st->nr_cblocks || d.n > st->nr_cblocks) {
+    snprintf(err, errlen, "%s maps %" PRIu64 " cache blocks, the volume has %u", xml,
+             d.nr_cache_blocks, st->nr_cblocks);
+    r = -EINVAL;
+    goto fail;
+  }
+  if (!(st->inst = calloc((size_t)st->nr_cblocks + 1, sizeof *st->inst)) ||
+      !(map = malloc((size_t)st->nr_cblocks * sizeof *map))) {
+    r = -ENOMEM;
+    goto fail;
+  }
+  for (uint32_t c = 0; c < st->nr_cblocks; c++)
+    map[c] = DM_RELAY_UNMAPPED;
+  for (uint32_t i = 0; i < d.n; i++) {
+    st->inst[i] = d.map[i];
+    map[d.map[i].cblock.n] = d.map[i].oblock.n;
+    hy->restored_dirty += d.map[i].dirty;
+  }
+  st->ninst = d.n;
+  st->switched = true;
+  hy->host = host;
+  hy->vol = v;
+  hy->cut = true;           /* no migration left: every fetch fails until a settle */
+  hy->attached = true;
+  hy->restored = d.n;
+  snprintf(hy->clone, sizeof hy->clone, "%s-mclone", DV(v)->name);
+  snprintf(hy->clmeta, sizeof hy->clmeta, "%s-mclmeta", DV(v)->name);
+  if ((r = fc_dm_clone_status(hy->clone, &hydrated, &total, &hydrating, &failed)) ||
+      failed) {
+    snprintf(err, errlen, "dm-clone device %s %s", hy->clone,
+             r ? "cannot be queried" : "failed its metadata");
+    r = r ? r : -EIO;
+    goto fail;
+  }
+  hy->regions_hydrated = hydrated;
+  hy->regions_total = total;
+  hy->attached_ms = hy->progress_ms = hy->hydrated_ms = fc_now_ms();
+  rp.block_size = (uint32_t)st->bs;
+  rp.nr_blocks = st->nr_cblocks;
+  rp.oblock = map;
+  rp.fetch = hyb_fetch;
+  rp.fetch_ctx = hy;
+  if ((r = dm_relay_new(&rp, &hy->relay))) {
+    snprintf(err, errlen, "cannot make the relay: %s", strerror(-r));
+    goto fail;
+  }
+  dm_relay_export(hy->relay, &exp);
+  if ((r = clone_source_index(hy->clone, &np.index))) {
+    snprintf(err, errlen, "cannot tell which /dev/nbd the clone %s reads: %s", hy->clone,
+             strerror(-r));
+    goto fail;
+  }
+  /* The kernel held the reads of blocks not copied for RELAY_DEAD_S: they
+   * go through now, and fail with EIO (the relay is cut). */
+  if ((r = dm_nbd_reattach(&exp, &np, &hy->nbd))) {
+    snprintf(err, errlen, "cannot give /dev/nbd%d a relay again: %s (down longer than "
+             "%u s?)", np.index, strerror(-r), RELAY_DEAD_S);
+    goto fail;
+  }
+  /* An agent killed during a hydration pause (pulse) left the export
+   * suspended, its own table still the live one: the VM's I/O waits there
+   * until it is resumed.  A table loaded but not resumed would be a swap
+   * cut short: left for the operator. */
+  if (!fc_dm_info(DV(v)->name, &xi) && xi.exists && xi.suspended) {
+    if (xi.inactive_table) {
+      snprintf(err, errlen, "%s is suspended with a table loaded and not resumed",
+               DV(v)->name);
+      r = -EBUSY;
+      goto fail;
+    }
+    if ((r = fc_dm_resume(DV(v)->name, err, errlen)))
+      goto fail;
+    log_warning("volume %s: %s was left suspended (a hydration pause cut short): "
+                "resumed", v->p.id, DV(v)->name);
+  }
+  snprintf(hy->stopped, sizeof hy->stopped, "the agent restarted");
+  (void)fc_dm_message(hy->clone, "disable_hydration", err, errlen);
+  err[0] = '\0';
+  st->hy = hy;
+  DV(v)->migr = st;
+  free(map);
+  fc_dmc_dump_free(&d);
+  log_warning("volume %s: taken up again mid-hydration after a restart: %" PRIu64 " of "
+              "%" PRIu64 " regions copied, %" PRIu64 " of the restored blocks dirty; "
+              "reads of the others fail with EIO until the volume is settled from this "
+              "host (fcache migrate ... --phase settle)", v->p.id, hydrated, total,
+              hy->restored_dirty);
+  return 0;
+fail:
+  free(map);
+  fc_dmc_dump_free(&d);
+  dm_hyb_free(hy);           /* the devices stay as they are, for the operator */
+  fc_dm_migr_free(st);
+  return r ? r : -EIO;
+}
+
+int
+fc_dm_migr_recover(struct fc_host *host, struct fc_volume *v, char *err, size_t errlen)
+{
+  char clone[FC_DM_NAME_MAX + 16];
+  struct fc_dm_info info;
+  int r;
+
+  snprintf(clone, sizeof clone, "%s-mclone", DV(v)->name);
+  if (strncmp(v->p.migration, "in:", 3) || fc_dm_info(clone, &info) || !info.exists)
+    return 0;
+  r = dm_hyb_recover(host, v, err, errlen);
+  return r ? r : 1;
 }

@@ -114,6 +114,12 @@ int dm_hyb_settle_finish(struct fc_host *host, struct fc_volume *v, struct fc_dm
                          fc_engine_fetch_start_fn *fetch, void *ctx, char *err,
                          size_t errlen);
 bool dm_hyb_attached(struct fc_dm_migr *st);
+/* Start-up: volume v, marked in:<migration>, still has hybrid's clone
+ * under its cache (this agent died mid-hydration).  Take it up: the map
+ * from the restore XML, a relay (cut: nothing to fetch from until a
+ * settle) given to the clone's NBD device again.  0, or -errno and why
+ * (the devices are left as they are). */
+int dm_hyb_recover(struct fc_host *host, struct fc_volume *v, char *err, size_t errlen);
 bool dm_hyb_from_origin(struct fc_dm_migr *st);
 bool dm_hyb_finished(struct fc_dm_migr *st);
 

@@ -47,8 +47,8 @@ usable(struct fc_host *host, struct fc_volume *v, char *err, size_t errlen)
              "doc/reference/dmcache.rst, \"Settling on dmcache\")", v->p.id,
              st ? "only hybrid's destination can be, and this migration's strategy "
                   "is another" :
-                  "this agent restarted since the migration failed, and a restarted "
-                  "destination does not take up a hybrid migration yet; reads of the "
+                  "this agent restarted since the migration failed and could not take "
+                  "up its copy from the source (see the volume's error); reads of the "
                   "blocks not copied fail with EIO, never older data; keep the source "
                   "host's devices");
     return -EIO;
@@ -115,6 +115,15 @@ dest_needs_source(struct fc_host *host, struct fc_volume *v)
   return !strncmp(v->p.migration, "in:", 3) && DV(v)->migr &&
          dm_hyb_attached(DV(v)->migr) && !dm_hyb_finished(DV(v)->migr) &&
          !dm_hyb_from_origin(DV(v)->migr);
+}
+
+/* The restarted destination took the clone up again (dm_hyb_recover):
+ * what is only on the source is what the clone has not copied. */
+static bool
+dest_exact_after_restart(struct fc_host *host, struct fc_volume *v)
+{
+  (void)host;
+  return DV(v)->migr && dm_hyb_attached(DV(v)->migr);
 }
 
 static int
@@ -189,6 +198,7 @@ const struct fc_engine_settle_ops fc_dm_settle_ops = {
   .source_block = source_block,
   .source_sync = source_sync,
   .source_forget_all = source_forget_all,
+  .dest_exact_after_restart = dest_exact_after_restart,
   .dest_needs_source = dest_needs_source,
   .dest_finish = dest_finish,
   .source_read = source_read,

@@ -249,6 +249,34 @@ int dm_nbd_index(const struct dm_nbd *d)
   return d->index;
 }
 
+int dm_nbd_revive(struct dm_nbd *d)
+{
+  struct dm_nbd_answer ans;
+  uint8_t msg[DM_NBD_MSG_MAX];
+  int sv[2], len, err;
+
+  if (nbd_server_connections(d->srv) > 0)
+    return 0;
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
+    return -errno;
+  if ((err = nbd_server_serve_socket(d->srv, sv[1])) < 0) {
+    close(sv[0]);
+    return err;
+  }
+  len = dm_nbd_msg_reconfigure(msg, sizeof msg, d->family, ++d->seq,
+                               (uint32_t)d->index, sv[0]);
+  err = len < 0 ? len : nl_call(d, msg, len, &ans);
+  close(sv[0]);       /* the kernel holds its own reference, or refused */
+  if (err < 0) {
+    log_error("dmcache: giving /dev/nbd%d a new socket after the kernel dropped "
+              "its relay's: %s", d->index, strerror(-err));
+    return err;
+  }
+  log_warning("dmcache: /dev/nbd%d: the kernel dropped its relay's socket (a "
+              "request timed out); reattached", d->index);
+  return 1;
+}
+
 int dm_nbd_disconnect(struct dm_nbd *d)
 {
   struct dm_nbd_answer ans;

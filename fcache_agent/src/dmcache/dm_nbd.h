@@ -47,6 +47,12 @@ int dm_nbd_reattach(const struct fc_export *exp, const struct dm_nbd_params *p,
 /* N of /dev/nbdN. */
 int dm_nbd_index(const struct dm_nbd *d);
 
+/* The kernel gave d's socket up (a request timed out: the timeout_s of
+ * dm_nbd_params) while this agent serves it: give it a new socket served
+ * by the same relay (NBD_CMD_RECONFIGURE), and the requests it holds go
+ * through.  1 done, 0 the socket is alive, -errno. */
+int dm_nbd_revive(struct dm_nbd *d);
+
 /* Disconnect the device (NBD_CMD_DISCONNECT: the kernel fails what is
  * still queued and tears its sockets down), then stop serving and free
  * d.  Whoever holds the device open (a dm table) should have let it go

@@ -98,6 +98,12 @@ void fc_dm_migr_volume_json(struct fc_dm_migr *dm, json_t *o);
 /* -EBUSY and why while hybrid's clone is still under the cache: nothing
  * may reload the cache over its data device until the clone is gone. */
 int fc_dm_migr_busy(struct fc_volume *v, char *err, size_t errlen);
+/* Start-up, for a volume marked by an unfinished migration: take up
+ * hybrid's copy into it if this agent died mid-hydration.  1 taken up
+ * (the volume serves; volume-show says what is left), 0 nothing of the
+ * kind, -errno and why. */
+int fc_dm_migr_recover(struct fc_host *host, struct fc_volume *v, char *err,
+                       size_t errlen);
 
 /* ---- block devices (dm_engine.c) ---- */
 

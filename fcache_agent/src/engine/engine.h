@@ -217,6 +217,10 @@ struct fc_engine_settle_ops {
   int (*source_sync)(struct fc_volume *v, bool written_back);
   /* Source: forget every block, never write one back.  Under host->lock. */
   int (*source_forget_all)(struct fc_volume *v);
+  /* Destination: after a restart this engine still knows exactly which
+   * blocks are only on the source (dmcache's hybrid: its clone), so the
+   * settle runs in "missing" mode rather than "held".  NULL: never. */
+  bool (*dest_exact_after_restart)(struct fc_host *host, struct fc_volume *v);
   /* Destination, engines whose cache reads the source's blocks itself
    * (dmcache's hybrid): true while some are still only there, so that
    * settling from a reachable source first finishes the copy with

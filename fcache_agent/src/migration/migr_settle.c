@@ -114,8 +114,11 @@ dest_mode(const struct settle_ctx *c)
 {
   if (!c->v->p.migration[0])
     return SETTLE_COMPLETED;
-  return c->m && c->m->e.role == FC_MIGR_DEST && c->m->dst.switch_received ?
-    SETTLE_MISSING : SETTLE_HELD;
+  if (c->m && c->m->e.role == FC_MIGR_DEST && c->m->dst.switch_received)
+    return SETTLE_MISSING;
+  return c->ops->dest_exact_after_restart &&
+         c->ops->dest_exact_after_restart(&c->agent->host, c->v) ? SETTLE_MISSING :
+                                                                   SETTLE_HELD;
 }
 
 /* The destination's list, sorted, from the first block after `after`. */

@@ -14,7 +14,10 @@ the origin, which would leave the oracle unsure) is either the oracle's
 data or EIO -- never zeros, never a stale block.  The source agent
 restarts and the destination settles from its host: the rest of the
 cache comes from the source's frozen cache, nothing is lost.  Then
-b -> a with b killed the same way, and a settles with b given up: the
+b -> a with the destination a killed mid-hydration and started again:
+it takes the clone up again, reads are the oracle's or EIO, and its
+settle copies the rest from b.  Then a -> b with a killed the same way
+as first, and b settles with a given up: the
 rest comes from the origin and every read succeeds, differing from the
 oracle only in blocks dirty at the switchover that it reports as given
 up.  Prints ``RESULT {json}``.
@@ -24,6 +27,7 @@ import errno
 import os
 import secrets
 import signal
+import subprocess
 import sys
 import time
 
@@ -194,7 +198,66 @@ def killed_source(src, dst, vol, vm, mid):
     return h
 
 
-def settle_from_destination(src, dst, vol, vm, mid):
+def killed_destination(src, dst, vol, vm, mid):
+    """The destination agent dies mid-hydration and starts again.
+
+    The kernel holds the reads of blocks not copied while no relay
+    answers; the restarted agent takes the clone up again (its relay cut:
+    no migration to fetch through), says so in volume-show, and each read
+    is the oracle's data or EIO until the volume is settled.
+    """
+    vshow, inc = prepare(src, dst, vol, mid, SLOW)
+    switch(src, dst, vol, mid, vm, inc, vshow)
+    time.sleep(0.3)
+    dst.proc.send_signal(signal.SIGKILL)
+    # A thread of it may wait on a request only its own relay would
+    # answer: the kernel gives the socket up after RELAY_REQUEST_S and the
+    # dead-connection time, and the process ends.
+    t0 = time.monotonic()
+    try:
+        dst.proc.wait(90)
+    except subprocess.TimeoutExpired:
+        pid = dst.proc.pid
+        stuck = {}
+        for t in os.listdir('/proc/%d/task' % pid):
+            try:
+                with open('/proc/%d/task/%s/stack' % (pid, t)) as f:
+                    stuck[t] = f.read()[:800]
+            except OSError as e:
+                stuck[t] = repr(e)
+        check(False, 'the killed destination agent did not end: %r' % stuck)
+    exit_s = round(time.monotonic() - t0, 2)
+    dst.start()
+    vs = dst.ok('volume-show', volume_id=vol)
+    check(vs.get('state') == 'degraded' and 'restarted' in vs.get('error', '')
+          and vs['regions_hydrated'] < vs['regions_total'], vs)
+    # The source saw its stream break: failed, its frozen cache kept.
+    t0 = time.monotonic()
+    while src.ok('migration-status', migration_id=mid)['state'] == 'switched':
+        check(time.monotonic() - t0 < 60, 'the source did not see the loss')
+        time.sleep(0.05)
+    good = eio = 0
+    view = memoryview(vm.buf)
+    t0 = time.monotonic()
+    for off in range(0, md.SPAN, 64 * 1024):
+        v = view[:64 * 1024]
+        try:
+            n = os.preadv(vm.fd, [v], off)
+        except OSError as e:
+            check(e.errno == errno.EIO, 'read at %d: %r' % (off, e))
+            eio += 1
+            continue
+        check(n == len(v) and bytes(v) == bytes(vm.model[off:off + n]),
+              'read at %d after the restart differs from the oracle' % off)
+        good += 1
+    check(eio > 0 and good > 0, 'good %d, EIO %d' % (good, eio))
+    out['killed_destination'] = {
+        'volume_show': vs, 'good_reads': good, 'eio_reads': eio,
+        'exit_s': exit_s,
+        'reads_s': round(time.monotonic() - t0, 3)}
+
+
+def settle_from_destination(src, dst, vol, vm, mid, restarted='source'):
     """The source agent is back: the destination settles from its host.
 
     It copies what is left of the cache from the source's frozen cache
@@ -204,18 +267,21 @@ def settle_from_destination(src, dst, vol, vm, mid):
     ids = {'migration_id': mid, 'volume_id': vol}
     r = dst.call('migration-settle', step='list', **ids)
     check(not r['ok'] and 'from the destination host' in r['error'], r)
-    # The restarted source holds the volume frozen, and says why.
-    vs = src.ok('volume-show', volume_id=vol)
-    check('did not complete' in vs.get('error', ''), vs)
+    if restarted == 'source':
+        # The restarted source holds the volume frozen, and says why.
+        vs = src.ok('volume-show', volume_id=vol)
+        check('did not complete' in vs.get('error', ''), vs)
     t0 = time.monotonic()
     res = dst.ok('migration-settle', step='all', **ids)
     took = time.monotonic() - t0
     check(res['mode'] == 'missing' and res['given_up_blocks'] == 0 and
           res['settled_from'] == 'destination', res)
-    st = dst.ok('migration-status', migration_id=mid)
-    hs = st['hydration']
-    check(st['state'] == 'settled' and hs['hydrated'] and
-          hs['settled_from_source'] and not hs['from_origin'], st)
+    hs = None
+    if restarted == 'source':
+        st = dst.ok('migration-status', migration_id=mid)
+        hs = st['hydration']
+        check(st['state'] == 'settled' and hs['hydrated'] and
+              hs['settled_from_source'] and not hs['from_origin'], st)
     vs = dst.ok('volume-show', volume_id=vol)
     check('error' not in vs and
           vs.get('state') not in ('hydrating', 'degraded'), vs)
@@ -232,9 +298,10 @@ def settle_from_destination(src, dst, vol, vm, mid):
     time.sleep(1.0)
     vm.pause()
     vm.check_all(md.SPAN)
-    out['settled_from_destination'] = {
-        'result': res, 'hydration': hs, 'settle_s': round(took, 3),
-        'vm_ops_after': vm.reads + vm.writes - ops0}
+    out.setdefault('settled_from_destination', []).append({
+        'restarted': restarted, 'result': res, 'hydration': hs,
+        'settle_s': round(took, 3),
+        'vm_ops_after': vm.reads + vm.writes - ops0})
 
 
 def settle_lost(dst, vol, vm, mid, h):
@@ -346,8 +413,13 @@ def main(policy):
     vm.resume()
     md.warm(b, vol, want=100)
     vm.pause()
-    h = killed_source(b, a, vol, vm, 'hk2')
-    settle_lost(a, vol, vm, 'hk2', h)
+    killed_destination(b, a, vol, vm, 'hd')
+    settle_from_destination(b, a, vol, vm, 'hd', restarted='destination')
+    vm.resume()
+    md.warm(a, vol, want=100)
+    vm.pause()
+    h = killed_source(a, b, vol, vm, 'hk2')
+    settle_lost(b, vol, vm, 'hk2', h)
     out.update(reads=vm.reads, writes=vm.writes)
     vm.close()
     out['ok'] = True
