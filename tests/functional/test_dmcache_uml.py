@@ -276,6 +276,8 @@ def test_hybrid_between_agents(vm2_nbd, agent_path, policy):
     for f in r['settled_from_destination']:
         assert f['result']['given_up_blocks'] == 0 and f['vm_ops_after'] > 0
     assert r['settled_from_destination'][0]['hydration']['settled_from_source']
+    assert r['settled_from_destination'][0]['asked_from'] == 'source'
+    assert r['settled_from_destination'][1]['asked_from'] == 'destination'
     d = r['killed_destination']
     assert d['eio_reads'] > 0 and d['good_reads'] > 0
     assert 'restarted' in d['volume_show']['error']

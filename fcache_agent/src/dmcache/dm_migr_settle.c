@@ -5,8 +5,9 @@
  * runs on a dm-clone that reads the blocks not copied yet from the
  * source's frozen cache.  Three cases:
  *
- *   reachable  settled from the destination's host: the migration layer
- *              opens a settle session, the source serves FETCH there
+ *   reachable  settled from the destination's host (or from the
+ *              source's, which asks the destination to): the migration
+ *              layer opens a settle session, the source serves FETCH there
  *              (source_read) and the clone hydrates through it to the end
  *              (dest_finish); then nothing is only on the source, which
  *              drops its copy (the "missing" steps with an empty list);
@@ -18,8 +19,9 @@
  *
  * A frozen source never writes a block back (its cache table is gone, and
  * the destination cannot tell which of those blocks it wrote back and
- * demoted since), so the steps that would ask it to are refused; so is a
- * destination agent that restarted mid-hydration (not built). */
+ * demoted since), so the steps that would ask it to are refused.  A
+ * destination agent that restarted mid-hydration took its clone up again
+ * at start (dm_hyb_recover) and settles the same way. */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -72,9 +74,10 @@ dest_list(struct fc_host *host, struct fc_volume *v, bool missing, uint64_t **li
   if (missing && dm_hyb_finished(DV(v)->migr))
     return 0;
   snprintf(err, errlen, "volume %s (dmcache) still reads the cache blocks not yet copied "
-           "from the source's frozen cache: settle it from the destination host "
-           "(fcache migrate VOL --to DST --migration MID --phase settle), which copies "
-           "them from the source first; keep the source host's devices until then.  "
+           "from the source's frozen cache: settle it through the agents, from the "
+           "destination host (fcache migrate VOL --to DST --migration MID --phase "
+           "settle) or the source's (--from SRC), which copies them from the source "
+           "first; keep the source host's devices until then.  "
            "If the source is gone for good, --source-lost gives them up instead (the "
            "origin's copies are read; the ones dirty at the switchover are lost and "
            "counted) (doc/reference/dmcache.rst, \"Settling on dmcache\")", v->p.id);

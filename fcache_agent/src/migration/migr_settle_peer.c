@@ -421,6 +421,23 @@ finish_from_source(struct settle_peer *s, char *err, size_t errlen)
   return r;
 }
 
+/* A source whose engine's destination finishes the copy itself (dmcache)
+ * cannot drive that copy: it asks the destination to settle from its side
+ * (step "all" there), which comes back to this agent's listener for the
+ * blocks, and reports what it did. */
+static int
+delegate(struct settle_peer *s, json_t **result, char *err, size_t errlen)
+{
+  int r = step(s, false, json_pack("{s:s}", "step", "all"), result, err, errlen);
+
+  if (!r) {
+    json_object_set_new(*result, "asked_by", json_string("source"));
+    log_info("migration %s of volume %s settled by the destination at %s, asked "
+             "from this host (the source)", s->mid, s->vid, s->peer);
+  }
+  return r;
+}
+
 int
 fc_migr_settle_here(struct fc_agent *agent, json_t *args, json_t **result,
                     char *err, size_t errlen)
@@ -452,7 +469,9 @@ fc_migr_settle_here(struct fc_agent *agent, json_t *args, json_t **result,
     r = peer_connect(&s, err, errlen);
   if (!r && !s.source)
     r = finish_from_source(&s, err, errlen);
-  if (!r)
+  if (!r && s.source && agent->host.ops->migr->settle->source_read)
+    r = delegate(&s, result, err, errlen);
+  else if (!r)
     r = run(&s, result, err, errlen);
   explicit_bzero(s.secret, sizeof s.secret);
   if (s.connected)
@@ -493,7 +512,7 @@ allowed_step(json_t *req, bool source, const char *mid, const char *vid,
   }
   if (source ? strcmp(name, "writeback") && strcmp(name, "drop") &&
                strcmp(name, "release") && strcmp(name, "serve")
-             : strcmp(name, "list") && strcmp(name, "end")) {
+             : strcmp(name, "list") && strcmp(name, "end") && strcmp(name, "all")) {
     snprintf(why, whylen, "this agent is the %s of migration %s: step %.20s is "
              "not its to take", source ? "source" : "destination", mid, name);
     return NULL;
@@ -671,7 +690,8 @@ fc_migr_settle_serve(struct fc_agent *agent, struct fc_xfer_conn *c, json_t *hel
       r = fc_migration_settle(agent, args, &result, why, sizeof why);
     }
     last = !r && (!strcmp(json_string_value(json_object_get(args, "step")), "release") ||
-                  !strcmp(json_string_value(json_object_get(args, "step")), "end"));
+                  !strcmp(json_string_value(json_object_get(args, "step")), "end") ||
+                  !strcmp(json_string_value(json_object_get(args, "step")), "all"));
     json_decref(args);
     if (r) {
       refuse(c, peer, mid, r, why[0] ? why : strerror(-r));

@@ -12,7 +12,8 @@ migration with a message an operator can act on, and every read of the
 VM stand-in (reads only: a write that fails may or may not have reached
 the origin, which would leave the oracle unsure) is either the oracle's
 data or EIO -- never zeros, never a stale block.  The source agent
-restarts and the destination settles from its host: the rest of the
+restarts and is asked to settle (as Nova's driver does, on the source's
+host): it has the destination settle from its side, the rest of the
 cache comes from the source's frozen cache, nothing is lost.  Then
 b -> a with the destination a killed mid-hydration and started again:
 it takes the clone up again, reads are the oracle's or EIO, and its
@@ -257,7 +258,8 @@ def killed_destination(src, dst, vol, vm, mid):
         'reads_s': round(time.monotonic() - t0, 3)}
 
 
-def settle_from_destination(src, dst, vol, vm, mid, restarted='source'):
+def settle_from_destination(src, dst, vol, vm, mid, restarted='source',
+                            asked_from=None):
     """The source agent is back: the destination settles from its host.
 
     It copies what is left of the cache from the source's frozen cache
@@ -271,11 +273,15 @@ def settle_from_destination(src, dst, vol, vm, mid, restarted='source'):
         # The restarted source holds the volume frozen, and says why.
         vs = src.ok('volume-show', volume_id=vol)
         check('did not complete' in vs.get('error', ''), vs)
+    # Asked from the source's host (as Nova's driver does), the source has
+    # the destination settle from its side.
     t0 = time.monotonic()
-    res = dst.ok('migration-settle', step='all', **ids)
+    res = (asked_from or dst).ok('migration-settle', step='all', **ids)
     took = time.monotonic() - t0
     check(res['mode'] == 'missing' and res['given_up_blocks'] == 0 and
           res['settled_from'] == 'destination', res)
+    if asked_from is src:
+        check(res.get('asked_by') == 'source', res)
     hs = None
     if restarted == 'source':
         st = dst.ok('migration-status', migration_id=mid)
@@ -300,6 +306,7 @@ def settle_from_destination(src, dst, vol, vm, mid, restarted='source'):
     vm.check_all(md.SPAN)
     out.setdefault('settled_from_destination', []).append({
         'restarted': restarted, 'result': res, 'hydration': hs,
+        'asked_from': 'source' if asked_from is src else 'destination',
         'settle_s': round(took, 3),
         'vm_ops_after': vm.reads + vm.writes - ops0})
 
@@ -409,7 +416,7 @@ def main(policy):
     vm.pause()
     killed_source(a, b, vol, vm, 'hk')
     a.start()
-    settle_from_destination(a, b, vol, vm, 'hk')
+    settle_from_destination(a, b, vol, vm, 'hk', asked_from=a)
     vm.resume()
     md.warm(b, vol, want=100)
     vm.pause()
