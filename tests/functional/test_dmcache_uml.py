@@ -281,6 +281,7 @@ def test_hybrid_between_agents(vm2_nbd, agent_path, policy):
     d = r['killed_destination']
     assert d['eio_reads'] > 0 and d['good_reads'] > 0
     assert 'restarted' in d['volume_show']['error']
+    assert d['rebooted'] == (policy == 'write_back')
     s = r['settled_lost']
     assert s['hydration']['from_origin'] and s['hydration']['hydrated']
     assert s['differing_blocks'] <= s['given_up_blocks']

@@ -479,6 +479,17 @@ adopt(struct fc_host *host, struct fc_volume *v)
     if (!fc_dm_info(dv->data, &di) && di.exists)
       dv->data_dev = makedev(di.major, di.minor);
     log_info("volume %s: adopted %s", v->p.id, dv->name);
+  } else if (fc_dm_migr_needs_clone(host, v)) {
+    /* Over its data segment the cache would read blocks never copied. */
+    if (fc_dm_migr_rebuild(host, v, err, sizeof err)) {
+      snprintf(v->error, sizeof v->error, "the host restarted while this volume "
+               "copied its cache from migration %.80s's source, and its cache cannot "
+               "be built over that copy again: %.160s; nothing serves the volume (its "
+               "data segment lacks the blocks not copied yet)", v->p.migration + 3, err);
+      return;
+    }
+    log_info("volume %s: re-created %s over its copy from migration %s's source",
+             v->p.id, dv->name, v->p.migration + 3);
   } else if (fc_dmv_build(host, v, false, err, sizeof err)) {
     snprintf(v->error, sizeof v->error, "cannot re-create the cache of volume %s: %.300s",
              v->p.id, err);

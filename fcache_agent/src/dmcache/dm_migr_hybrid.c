@@ -1099,8 +1099,80 @@ clone_source_index(const char *clone, int *index)
   return r;
 }
 
-int
-dm_hyb_recover(struct fc_host *host, struct fc_volume *v, char *err, size_t errlen)
+/* After a reboot: cmeta and cdata, clmeta (its bitmap as the clone left
+ * it), the relay on a new NBD device, the clone over them without
+ * hydration, and the export's cache table over the clone.  Under
+ * host->lock at start-up. */
+static int
+rebuild_stack(struct fc_host *host, struct fc_volume *v, struct fc_dm_migr *st,
+              struct dm_hybrid *hy, const uint64_t *map, char *err, size_t errlen)
+{
+  uint64_t bsec = DME(host)->block_sectors;
+  struct dm_relay_params rp = { .volume = v->p.id, .block_size = (uint32_t)st->bs,
+                                .nr_blocks = st->nr_cblocks, .oblock = map,
+                                .max_inflight = RELAY_INFLIGHT, .fetch = hyb_fetch,
+                                .fetch_ctx = hy };
+  struct dm_nbd_params np = { .index = -1, .threads = RELAY_THREADS,
+                              .timeout_s = RELAY_REQUEST_S,
+                              .dead_conn_timeout_s = RELAY_DEAD_S };
+  char params[FC_ORIGIN_MAX + 160], uuid[FC_DM_UUID_MAX], nbdpath[32];
+  char mdev[32], cdev[32], odev[32];
+  struct fc_dm_info mi, di, ci, xi;
+  struct fc_export exp;
+  uint64_t bytes;
+  dev_t nbd_dev;
+  int r;
+
+  if ((r = fc_dmv_ensure_linear(host, v, DV(v)->meta, "cmeta", err, errlen)) ||
+      (r = fc_dmv_ensure_linear(host, v, DV(v)->data, "cdata", err, errlen)) ||
+      (r = fc_dmv_ensure_linear(host, v, hy->clmeta, "mclmeta", err, errlen)))
+    return r;
+  if ((r = dm_relay_new(&rp, &hy->relay))) {
+    snprintf(err, errlen, "cannot make the relay: %s", strerror(-r));
+    return r;
+  }
+  dm_relay_export(hy->relay, &exp);
+  if ((r = dm_nbd_connect(&exp, &np, &hy->nbd))) {
+    snprintf(err, errlen, "cannot connect a kernel NBD device for the relay: %s",
+             strerror(-r));
+    return r;
+  }
+  snprintf(nbdpath, sizeof nbdpath, "/dev/nbd%d", dm_nbd_index(hy->nbd));
+  if ((r = fc_dm_blockdev_size(nbdpath, &bytes, &nbd_dev, err, errlen)) ||
+      (r = fc_dm_info(hy->clmeta, &mi)) || (r = fc_dm_info(DV(v)->data, &di)))
+    return r;
+  snprintf(params, sizeof params, "%u:%u %u:%u %u:%u %" PRIu64 " 1 no_hydration",
+           mi.major, mi.minor, di.major, di.minor, major(nbd_dev), minor(nbd_dev), bsec);
+  fc_dmv_uuid(v->p.tag, "mclone", uuid, sizeof uuid);
+  r = fc_dm_create(hy->clone, uuid,
+                   &(struct fc_dm_target){ 0, (uint64_t)st->nr_cblocks * bsec, "clone", params },
+                   1, err, errlen);
+  if (r || (r = fc_dm_info(hy->clone, &ci)) || (r = fc_dm_info(DV(v)->meta, &xi)))
+    return r;
+  snprintf(mdev, sizeof mdev, "%u:%u", xi.major, xi.minor);
+  snprintf(cdev, sizeof cdev, "%u:%u", ci.major, ci.minor);
+  snprintf(odev, sizeof odev, "%u:%u", major(DV(v)->origin_dev), minor(DV(v)->origin_dev));
+  r = fc_dmc_table_params(&(struct fc_dmc_table){
+                            .metadata_dev = mdev, .data_dev = cdev, .origin_dev = odev,
+                            .block_sectors = bsec,
+                            .mode = fc_dmc_mode_for(v->p.write_policy), .policy = "smq" },
+                          params, sizeof params);
+  fc_dmv_uuid(v->p.tag, "cache", uuid, sizeof uuid);
+  if (!r)
+    r = fc_dm_create(DV(v)->name, uuid,
+                     &(struct fc_dm_target){ 0, DV(v)->origin_sectors, "cache", params }, 1,
+                     err, errlen);
+  return r;
+}
+
+/* The recovery of a destination that restarted mid-hydration: with the
+ * devices still there (the agent died: the relay is given to the clone's
+ * NBD device again) or, with rebuild, gone (the host rebooted: the clone
+ * is built again over its metadata and a new NBD device, then the cache
+ * over the clone). */
+static int
+hyb_recover(struct fc_host *host, struct fc_volume *v, bool rebuild, char *err,
+            size_t errlen)
 {
   struct fc_dm_engine *de = DME(host);
   char xml[FC_PATH_MAX + 200], owner[FC_FLASH_OWNER_MAX];
@@ -1159,6 +1231,8 @@ dm_hyb_recover(struct fc_host *host, struct fc_volume *v, char *err, size_t errl
   hy->restored = d.n;
   snprintf(hy->clone, sizeof hy->clone, "%s-mclone", DV(v)->name);
   snprintf(hy->clmeta, sizeof hy->clmeta, "%s-mclmeta", DV(v)->name);
+  if (rebuild && (r = rebuild_stack(host, v, st, hy, map, err, errlen)))
+    goto fail;
   if ((r = fc_dm_clone_status(hy->clone, &hydrated, &total, &hydrating, &failed)) ||
       failed) {
     snprintf(err, errlen, "dm-clone device %s %s", hy->clone,
@@ -1174,19 +1248,21 @@ dm_hyb_recover(struct fc_host *host, struct fc_volume *v, char *err, size_t errl
   rp.oblock = map;
   rp.fetch = hyb_fetch;
   rp.fetch_ctx = hy;
-  if ((r = dm_relay_new(&rp, &hy->relay))) {
+  if (!hy->relay && (r = dm_relay_new(&rp, &hy->relay))) {
     snprintf(err, errlen, "cannot make the relay: %s", strerror(-r));
     goto fail;
   }
   dm_relay_export(hy->relay, &exp);
-  if ((r = clone_source_index(hy->clone, &np.index))) {
+  if (hy->nbd) {
+    /* rebuilt: a new device, already served */
+  } else if ((r = clone_source_index(hy->clone, &np.index))) {
     snprintf(err, errlen, "cannot tell which /dev/nbd the clone %s reads: %s", hy->clone,
              strerror(-r));
     goto fail;
   }
   /* The kernel held the reads of blocks not copied for RELAY_DEAD_S: they
    * go through now, and fail with EIO (the relay is cut). */
-  if ((r = dm_nbd_reattach(&exp, &np, &hy->nbd))) {
+  else if ((r = dm_nbd_reattach(&exp, &np, &hy->nbd))) {
     snprintf(err, errlen, "cannot give /dev/nbd%d a relay again: %s (down longer than "
              "%u s?)", np.index, strerror(-r), RELAY_DEAD_S);
     goto fail;
@@ -1207,18 +1283,19 @@ dm_hyb_recover(struct fc_host *host, struct fc_volume *v, char *err, size_t errl
     log_warning("volume %s: %s was left suspended (a hydration pause cut short): "
                 "resumed", v->p.id, DV(v)->name);
   }
-  snprintf(hy->stopped, sizeof hy->stopped, "the agent restarted");
+  snprintf(hy->stopped, sizeof hy->stopped, "%s",
+           rebuild ? "the host restarted" : "the agent restarted");
   (void)fc_dm_message(hy->clone, "disable_hydration", err, errlen);
   err[0] = '\0';
   st->hy = hy;
   DV(v)->migr = st;
   free(map);
   fc_dmc_dump_free(&d);
-  log_warning("volume %s: taken up again mid-hydration after a restart: %" PRIu64 " of "
+  log_warning("volume %s: taken up again mid-hydration after %s: %" PRIu64 " of "
               "%" PRIu64 " regions copied, %" PRIu64 " of the restored blocks dirty; "
               "reads of the others fail with EIO until the volume is settled from this "
-              "host (fcache migrate ... --phase settle)", v->p.id, hydrated, total,
-              hy->restored_dirty);
+              "host (fcache migrate ... --phase settle)", v->p.id,
+              rebuild ? "a reboot" : "a restart", hydrated, total, hy->restored_dirty);
   return 0;
 fail:
   free(map);
@@ -1235,9 +1312,35 @@ fc_dm_migr_recover(struct fc_host *host, struct fc_volume *v, char *err, size_t 
   struct fc_dm_info info;
   int r;
 
+  if (DV(v)->migr && DV(v)->migr->hy)
+    return 1;           /* rebuilt after a reboot (fc_dm_migr_rebuild) */
   snprintf(clone, sizeof clone, "%s-mclone", DV(v)->name);
   if (strncmp(v->p.migration, "in:", 3) || fc_dm_info(clone, &info) || !info.exists)
     return 0;
   r = dm_hyb_recover(host, v, err, errlen);
   return r ? r : 1;
+}
+
+int
+dm_hyb_recover(struct fc_host *host, struct fc_volume *v, char *err, size_t errlen)
+{
+  return hyb_recover(host, v, false, err, errlen);
+}
+
+bool
+fc_dm_migr_needs_clone(struct fc_host *host, struct fc_volume *v)
+{
+  struct fc_dm_engine *de = DME(host);
+  char owner[FC_FLASH_OWNER_MAX];
+
+  if (strncmp(v->p.migration, "in:", 3))
+    return false;
+  clmeta_owner(v->p.id, owner, sizeof owner);
+  return fc_flash_pool_owned(&de->pool, owner) > 0;
+}
+
+int
+fc_dm_migr_rebuild(struct fc_host *host, struct fc_volume *v, char *err, size_t errlen)
+{
+  return hyb_recover(host, v, true, err, errlen);
 }

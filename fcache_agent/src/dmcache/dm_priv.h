@@ -65,6 +65,9 @@ int fc_dmv_check_not_foreign(const struct fc_dmvol *dv, char *err, size_t errlen
 void fc_dmv_uuid(uint64_t tag, const char *role, char *buf, size_t len);
 void fc_dmv_owner(const char *id, const char *role, char *buf, size_t len);
 /* A dm-linear device over the owner <id>/<role>'s flash segments. */
+/* The same, unless a device of ours has that name already (a restart). */
+int fc_dmv_ensure_linear(struct fc_host *host, struct fc_volume *v, const char *name,
+                         const char *role, char *err, size_t errlen);
 int fc_dmv_create_linear(struct fc_host *host, struct fc_volume *v, const char *name,
                          const char *role, char *err, size_t errlen);
 /* Zero the first 4 KiB of the owner's flash: a dm-cache or dm-era table
@@ -103,6 +106,19 @@ int fc_dm_migr_busy(struct fc_volume *v, char *err, size_t errlen);
  * (the volume serves; volume-show says what is left), 0 nothing of the
  * kind, -errno and why. */
 int fc_dm_migr_recover(struct fc_host *host, struct fc_volume *v, char *err,
+                       size_t errlen);
+/* Start-up after a host reboot, before the volume's devices are built:
+ * true if v was the destination of a hybrid migration whose clone was
+ * still under its cache (its dm-clone metadata still has its flash).  Its
+ * cache must then be built over the clone again (fc_dm_migr_rebuild),
+ * never straight over its data segment, where the blocks not copied yet
+ * are not. */
+bool fc_dm_migr_needs_clone(struct fc_host *host, struct fc_volume *v);
+/* Build that stack: the metadata and data segments, the clone over its
+ * metadata (the hydration bitmap kept), a new relay device, the cache over
+ * the clone; then as fc_dm_migr_recover.  0, or -errno and why (nothing
+ * serves the volume then). */
+int fc_dm_migr_rebuild(struct fc_host *host, struct fc_volume *v, char *err,
                        size_t errlen);
 
 /* ---- block devices (dm_engine.c) ---- */

@@ -123,6 +123,15 @@ ensure_linear(struct fc_host *host, struct fc_volume *v, const char *name,
 }
 
 int
+fc_dmv_ensure_linear(struct fc_host *host, struct fc_volume *v, const char *name,
+                     const char *role, char *err, size_t errlen)
+{
+  bool made;
+
+  return ensure_linear(host, v, name, role, &made, err, errlen);
+}
+
+int
 fc_dmv_create_linear(struct fc_host *host, struct fc_volume *v, const char *name,
                      const char *role, char *err, size_t errlen)
 {

@@ -25,6 +25,7 @@ up.  Prints ``RESULT {json}``.
 """
 
 import errno
+import fcntl
 import os
 import secrets
 import signal
@@ -43,6 +44,8 @@ out['migrations'] = []
 check = ad.check
 RATE = 4 * 1000 * 1000        # the copy takes a second or two at 64 KiB
 SLOW = 1000 * 1000            # for the kill: hydration still running
+NBD_CLEAR_SOCK = 0xab04       # linux/nbd.h: _IO(0xab, 4)
+NBD_DISCONNECT = 0xab08       # _IO(0xab, 8)
 
 
 def nbd_sizes():
@@ -199,13 +202,31 @@ def killed_source(src, dst, vol, vm, mid):
     return h
 
 
-def killed_destination(src, dst, vol, vm, mid):
+def reboot_devices(export):
+    """What a host reboot leaves: no device-mapper device, no NBD one."""
+    used = [d for d, size in nbd_sizes().items() if size]
+    for n in (export, export + '-mclone', export + '-mclmeta',
+              export + '-cmeta', export + '-cdata'):
+        ad.dmsetup('remove ' + n)
+    for d in used:
+        fd = os.open('/dev/' + d, os.O_RDWR)
+        try:
+            fcntl.ioctl(fd, NBD_DISCONNECT)
+            fcntl.ioctl(fd, NBD_CLEAR_SOCK)
+        finally:
+            os.close(fd)
+    check(not any(nbd_sizes().values()), 'NBD device left: %r' % nbd_sizes())
+
+
+def killed_destination(src, dst, vol, vm, mid, reboot=False):
     """The destination agent dies mid-hydration and starts again.
 
     The kernel holds the reads of blocks not copied while no relay
     answers; the restarted agent takes the clone up again (its relay cut:
     no migration to fetch through), says so in volume-show, and each read
-    is the oracle's data or EIO until the volume is settled.
+    is the oracle's data or EIO until the volume is settled.  With reboot,
+    every device is gone before it starts (a host reboot): it builds the
+    cache over the clone again, never over its data segment alone.
     """
     vshow, inc = prepare(src, dst, vol, mid, SLOW)
     switch(src, dst, vol, mid, vm, inc, vshow)
@@ -228,10 +249,19 @@ def killed_destination(src, dst, vol, vm, mid):
                 stuck[t] = repr(e)
         check(False, 'the killed destination agent did not end: %r' % stuck)
     exit_s = round(time.monotonic() - t0, 2)
+    if reboot:
+        os.close(vm.fd)
+        reboot_devices(os.path.basename(vm.dev))
     dst.start()
+    if reboot:
+        vm.fd = os.open(vm.dev, os.O_RDWR | os.O_DIRECT)
+        check(ad.exists(os.path.basename(vm.dev) + '-mclone'),
+              'the cache was rebuilt without its clone')
     vs = dst.ok('volume-show', volume_id=vol)
-    check(vs.get('state') == 'degraded' and 'restarted' in vs.get('error', '')
-          and vs['regions_hydrated'] < vs['regions_total'], vs)
+    check(vs.get('state') == 'degraded' and
+          ('host restarted' if reboot else 'agent restarted') in
+          vs.get('error', '') and
+          vs['regions_hydrated'] < vs['regions_total'], vs)
     # The source saw its stream break: failed, its frozen cache kept.
     t0 = time.monotonic()
     while src.ok('migration-status', migration_id=mid)['state'] == 'switched':
@@ -253,6 +283,7 @@ def killed_destination(src, dst, vol, vm, mid):
         good += 1
     check(eio > 0 and good > 0, 'good %d, EIO %d' % (good, eio))
     out['killed_destination'] = {
+        'rebooted': reboot,
         'volume_show': vs, 'good_reads': good, 'eio_reads': eio,
         'exit_s': exit_s,
         'reads_s': round(time.monotonic() - t0, 3)}
@@ -420,7 +451,10 @@ def main(policy):
     vm.resume()
     md.warm(b, vol, want=100)
     vm.pause()
-    killed_destination(b, a, vol, vm, 'hd')
+    # Rebooted with write_back (dirty blocks only on the source), killed
+    # with the other two policies.
+    killed_destination(b, a, vol, vm, 'hd',
+                       reboot=out['policy'] == 'write_back')
     settle_from_destination(b, a, vol, vm, 'hd', restarted='destination')
     vm.resume()
     md.warm(a, vol, want=100)
