@@ -273,6 +273,7 @@ def test_hybrid_between_agents(vm2_nbd, agent_path, policy):
             assert h['restored_dirty_blocks'] == 0
     for k in r['killed_source']:
         assert k['eio_reads'] > 0 and k['good_reads'] > 0
+    assert r['killed_source'][0]['rebooted'] == (policy == 'write_back')
     for f in r['settled_from_destination']:
         assert f['result']['given_up_blocks'] == 0 and f['vm_ops_after'] > 0
     assert r['settled_from_destination'][0]['hydration']['settled_from_source']

@@ -479,6 +479,19 @@ adopt(struct fc_host *host, struct fc_volume *v)
     if (!fc_dm_info(dv->data, &di) && di.exists)
       dv->data_dev = makedev(di.major, di.minor);
     log_info("volume %s: adopted %s", v->p.id, dv->name);
+  } else if (!strncmp(v->p.migration, "out:", 4)) {
+    /* The source of a migration past its switchover: frozen.  A cache
+     * table would write its dirty blocks back over what the destination's
+     * VM wrote since; the error table keeps the frozen metadata and data
+     * as they were, for a settle (dm_migr_frozen_reopen). */
+    if (fc_dm_migr_rebuild_frozen(host, v, err, sizeof err)) {
+      snprintf(v->error, sizeof v->error, "the host restarted while this volume was "
+               "frozen for migration %.80s, and its frozen devices cannot be built "
+               "again: %.200s", v->p.migration + 4, err);
+      return;
+    }
+    log_info("volume %s: re-created %s frozen (an error table) for migration %s",
+             v->p.id, dv->name, v->p.migration + 4);
   } else if (fc_dm_migr_needs_clone(host, v)) {
     /* Over its data segment the cache would read blocks never copied. */
     if (fc_dm_migr_rebuild(host, v, err, sizeof err)) {

@@ -310,3 +310,19 @@ dm_migr_frozen_reopen(struct fc_host *host, struct fc_volume *v, char *err, size
   }
   return r;
 }
+
+int
+fc_dm_migr_rebuild_frozen(struct fc_host *host, struct fc_volume *v, char *err,
+                          size_t errlen)
+{
+  char uuid[FC_DM_UUID_MAX];
+  int r;
+
+  if ((r = fc_dmv_ensure_linear(host, v, DV(v)->meta, "cmeta", err, errlen)) ||
+      (r = fc_dmv_ensure_linear(host, v, DV(v)->data, "cdata", err, errlen)))
+    return r;
+  fc_dmv_uuid(v->p.tag, "cache", uuid, sizeof uuid);
+  return fc_dm_create(DV(v)->name, uuid,
+                      &(struct fc_dm_target){ 0, DV(v)->origin_sectors, "error", "" }, 1,
+                      err, errlen);
+}

@@ -120,6 +120,11 @@ bool fc_dm_migr_needs_clone(struct fc_host *host, struct fc_volume *v);
  * serves the volume then). */
 int fc_dm_migr_rebuild(struct fc_host *host, struct fc_volume *v, char *err,
                        size_t errlen);
+/* Start-up after a host reboot, a volume marked out:<migration> (past its
+ * switchover): its metadata and data segments, and its export as an
+ * error table, as the freeze left them.  0, or -errno and why. */
+int fc_dm_migr_rebuild_frozen(struct fc_host *host, struct fc_volume *v, char *err,
+                              size_t errlen);
 
 /* ---- block devices (dm_engine.c) ---- */
 

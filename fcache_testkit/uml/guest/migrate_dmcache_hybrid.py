@@ -158,8 +158,11 @@ def migrate(src, dst, vol, vm, rate):
     return rec
 
 
-def killed_source(src, dst, vol, vm, mid):
-    """The source agent dies mid-hydration."""
+def killed_source(src, dst, vol, vm, mid, reboot=False):
+    """The source agent dies mid-hydration.
+
+    With reboot, its host: every device of it is gone before it starts.
+    """
     vshow, inc = prepare(src, dst, vol, mid, SLOW)
     switch(src, dst, vol, mid, vm, inc, vshow)
     time.sleep(0.3)
@@ -195,8 +198,12 @@ def killed_source(src, dst, vol, vm, mid):
               % off)
         good += 1
     check(eio > 0 and good > 0, 'good %d, EIO %d' % (good, eio))
+    if reboot:
+        name = '%s-%s' % (src.prefix, vol)
+        for n in (name, name + '-cmeta', name + '-cdata'):
+            ad.dmsetup('remove ' + n)
     out.setdefault('killed_source', []).append(
-        {'error': st['error'], 'hydration': h,
+        {'rebooted': reboot, 'error': st['error'], 'hydration': h,
          'volume_show_error': vs['error'], 'good_reads': good,
          'eio_reads': eio})
     return h
@@ -445,8 +452,14 @@ def main(policy):
         migrate(src, dst, vol, vm, RATE)
     md.warm(a, vol, want=100)
     vm.pause()
-    killed_source(a, b, vol, vm, 'hk')
+    # The source's host rebooted with write_back (its dirty blocks are the
+    # only current copies), its agent killed with the other two policies.
+    killed_source(a, b, vol, vm, 'hk', reboot=out['policy'] == 'write_back')
     a.start()
+    if out['policy'] == 'write_back':
+        # Frozen again: an error table, never a cache writing back.
+        table = dmutil.dmsetup('table %s-%s' % (a.prefix, vol)).stdout.split()
+        check(len(table) > 2 and table[2] == 'error', table)
     settle_from_destination(a, b, vol, vm, 'hk', asked_from=a)
     vm.resume()
     md.warm(b, vol, want=100)
