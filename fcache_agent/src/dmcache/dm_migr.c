@@ -149,10 +149,10 @@ dm_migr_close_fds(struct fc_dm_migr *st)
   pthread_mutex_unlock(&st->lock);
 }
 
-/* hybrid over the relay runs, and is settled and taken up again after an
- * agent's restart, but a host that reboots mid-hydration is not
- * recovered on this engine yet (doc/reference/dmcache.rst): only when
- * asked for by name. */
+/* hybrid over the relay runs, is settled, and is taken up again after an
+ * agent's restart or a host's reboot, but the cost model and auto have
+ * not been checked against it on this engine yet
+ * (doc/reference/dmcache.rst): only when asked for by name. */
 static bool
 preview(enum fc_strategy s)
 {
@@ -182,8 +182,8 @@ supports(enum fc_strategy s, char *err, size_t errlen)
                             fc_strategy_name((enum fc_strategy)i));
   }
   if (preview(s)) {
-    snprintf(err, errlen, "strategy %s on dmcache is a preview: a host reboot "
-             "mid-migration is not recovered (see "
+    snprintf(err, errlen, "strategy %s on dmcache is a preview: its cost model and "
+             "figures on this engine are not checked yet (see "
              "doc/reference/dmcache.rst); ask for it "
              "with \"experimental\": true on both agents, or use %s", fc_strategy_name(s),
              usable);
