@@ -4,6 +4,7 @@
 #include <libdevmapper.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "dm_dev.h"
 #include "common/log.h"
@@ -254,4 +255,34 @@ fc_dm_clone_status(const char *name, uint64_t *hydrated, uint64_t *total,
   *total = t;
   *hydrating = hg;
   return 0;
+}
+
+int
+fc_dm_clone_pulse(const char *above, const char *clone, unsigned max_ms,
+                  uint64_t *copying, char *err, size_t errlen)
+{
+  uint64_t hydrated, total, hydrating = 0, last = 0;
+  bool failed = false;
+  char e2[256];
+  int r;
+
+  *copying = 0;
+  if ((r = fc_dm_suspend(above, err, errlen)))
+    return r;
+  /* enable_hydration wakes the clone's worker only when hydration was
+   * off, hence the disable first.  The worker starts copies until the VM
+   * has I/O in flight again, so the device resumes only once their number
+   * has stopped growing. */
+  if (!fc_dm_message(clone, "disable_hydration", e2, sizeof e2) &&
+      !fc_dm_message(clone, "enable_hydration", e2, sizeof e2)) {
+    for (unsigned i = 0; i < max_ms; i++) {
+      nanosleep(&(struct timespec){ 0, 1000000L }, NULL);
+      if (fc_dm_clone_status(clone, &hydrated, &total, &hydrating, &failed) || failed ||
+          (hydrating && hydrating == last))
+        break;
+      last = hydrating;
+    }
+  }
+  *copying = hydrating;
+  return fc_dm_resume(above, err, errlen);
 }

@@ -52,6 +52,15 @@ int fc_dm_status(const char *name, char *params, size_t len, char *err, size_t e
  * -EPROTO for a status line not dm-clone's, or fc_dm_status's error. */
 int fc_dm_clone_status(const char *name, uint64_t *hydrated, uint64_t *total,
                        uint64_t *hydrating, bool *failed);
+/* Give dm-clone device clone a moment without the I/O of the device above
+ * it, which it needs to copy at all (it copies only while none of that
+ * I/O is in flight): suspend above (its I/O waits there), wake the
+ * clone's worker, resume once the copies it started stop growing, at most
+ * max_ms later.  *copying: the copies in flight at the resume.  0, or
+ * -errno and why (a failed suspend did nothing; a failed resume leaves
+ * above suspended). */
+int fc_dm_clone_pulse(const char *above, const char *clone, unsigned max_ms,
+                      uint64_t *copying, char *err, size_t errlen);
 int fc_dm_table(const char *name, char *params, size_t len, char *err, size_t errlen);
 int fc_dm_message(const char *name, const char *msg, char *err, size_t errlen);
 /* Call fn for every device-mapper device; stops at the first non-zero. */

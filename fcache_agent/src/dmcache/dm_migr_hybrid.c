@@ -419,33 +419,16 @@ fail:
   return r ? r : -EIO;
 }
 
-/* Give the kernel's clone a moment without the VM's I/O: suspend the
- * export (its I/O waits there), wake the clone's worker, resume once the
- * copies it started stop growing (dm_move.c's pulse).  Under host->lock. */
+/* Give the kernel's clone a moment without the VM's I/O (dm_move.c
+ * does the same for moves).  Under host->lock. */
 static void
 pulse(struct fc_volume *v, struct dm_hybrid *hy)
 {
-  uint64_t hydrated, total, hydrating = 0, last = 0;
-  bool failed = false;
+  uint64_t copying;
   char err[256];
 
-  if (fc_dm_suspend(DV(v)->name, err, sizeof err)) {
-    log_warning("volume %s: hydration: %s", v->p.id, err);
-    return;
-  }
-  if (!fc_dm_message(hy->clone, "disable_hydration", err, sizeof err) &&
-      !fc_dm_message(hy->clone, "enable_hydration", err, sizeof err)) {
-    for (int i = 0; i < PULSE_MAX_MS; i++) {
-      nanosleep(&(struct timespec){ 0, 1000000L }, NULL);
-      if (fc_dm_clone_status(hy->clone, &hydrated, &total, &hydrating, &failed) || failed ||
-          (hydrating && hydrating == last))
-        break;
-      last = hydrating;
-    }
-  }
-  if (fc_dm_resume(DV(v)->name, err, sizeof err))
-    log_error("volume %s: cannot resume %s after a hydration pause: %s", v->p.id,
-              DV(v)->name, err);
+  if (fc_dm_clone_pulse(DV(v)->name, hy->clone, PULSE_MAX_MS, &copying, err, sizeof err))
+    log_error("volume %s: a hydration pause of %s: %s", v->p.id, DV(v)->name, err);
   pthread_mutex_lock(&hy->lock);
   hy->pulses++;
   pthread_mutex_unlock(&hy->lock);
@@ -833,49 +816,20 @@ fc_dm_migr_busy(struct fc_volume *v, char *err, size_t errlen)
   return r;
 }
 
-/* Hydrated to the end: nothing of the volume is on the source any more. */
 bool
-dm_hyb_finished(struct fc_dm_migr *st)
+dm_hyb_phase(struct fc_dm_migr *st, struct dm_hyb_phase *ph)
 {
   struct dm_hybrid *hy = st ? st->hy : NULL;
-  bool done;
 
+  *ph = (struct dm_hyb_phase){ 0 };
   if (!hy)
     return false;
   pthread_mutex_lock(&hy->lock);
-  done = hy->finished;
+  ph->attached = hy->attached;
+  ph->finished = hy->finished;
+  ph->from_origin = hy->origin != NULL;
   pthread_mutex_unlock(&hy->lock);
-  return done;
-}
-
-/* Settled with the source lost: the origin answers for it. */
-bool
-dm_hyb_from_origin(struct fc_dm_migr *st)
-{
-  struct dm_hybrid *hy = st ? st->hy : NULL;
-  bool o;
-
-  if (!hy)
-    return false;
-  pthread_mutex_lock(&hy->lock);
-  o = hy->origin != NULL;
-  pthread_mutex_unlock(&hy->lock);
-  return o;
-}
-
-/* Switched over onto the clone (a settle has something to decide). */
-bool
-dm_hyb_attached(struct fc_dm_migr *st)
-{
-  struct dm_hybrid *hy = st ? st->hy : NULL;
-  bool a;
-
-  if (!hy)
-    return false;
-  pthread_mutex_lock(&hy->lock);
-  a = hy->attached;
-  pthread_mutex_unlock(&hy->lock);
-  return a;
+  return true;
 }
 
 /* The source is gone or the agent stops mid-hydration: no fetch may

@@ -113,14 +113,19 @@ int dm_hyb_settle_lost(struct fc_host *host, struct fc_volume *v, struct fc_dm_m
 int dm_hyb_settle_finish(struct fc_host *host, struct fc_volume *v, struct fc_dm_migr *st,
                          fc_engine_fetch_start_fn *fetch, void *ctx, char *err,
                          size_t errlen);
-bool dm_hyb_attached(struct fc_dm_migr *st);
 /* Start-up: volume v, marked in:<migration>, still has hybrid's clone
  * under its cache (this agent died mid-hydration).  Take it up: the map
  * from the restore XML, a relay (cut: nothing to fetch from until a
  * settle) given to the clone's NBD device again.  0, or -errno and why
  * (the devices are left as they are). */
 int dm_hyb_recover(struct fc_host *host, struct fc_volume *v, char *err, size_t errlen);
-bool dm_hyb_from_origin(struct fc_dm_migr *st);
-bool dm_hyb_finished(struct fc_dm_migr *st);
+/* Where hybrid's copy into this volume is: switched over onto the clone
+ * (attached), hydrated to the end (finished: nothing is only on the
+ * source any more), settled with the source lost (from_origin).  False
+ * when the volume has no hybrid state. */
+struct dm_hyb_phase {
+  bool attached, finished, from_origin;
+};
+bool dm_hyb_phase(struct fc_dm_migr *st, struct dm_hyb_phase *ph);
 
 #endif

@@ -40,6 +40,7 @@ static int
 usable(struct fc_host *host, struct fc_volume *v, char *err, size_t errlen)
 {
   struct fc_dm_migr *st = DV(v)->migr;
+  struct dm_hyb_phase ph;
 
   (void)host;
   if (is_source(v) || !v->p.migration[0])
@@ -55,7 +56,7 @@ usable(struct fc_host *host, struct fc_volume *v, char *err, size_t errlen)
                   "host's devices");
     return -EIO;
   }
-  if (!dm_hyb_attached(st)) {
+  if (!dm_hyb_phase(st, &ph) || !ph.attached) {
     snprintf(err, errlen, "volume %s: its migration failed before the switchover: "
              "abort it (migration-abort on both hosts), there is nothing to settle",
              v->p.id);
@@ -68,10 +69,12 @@ static int
 dest_list(struct fc_host *host, struct fc_volume *v, bool missing, uint64_t **list,
           uint32_t *n, char *err, size_t errlen)
 {
+  struct dm_hyb_phase ph;
+
   (void)host;
   *list = NULL;
   *n = 0;
-  if (missing && dm_hyb_finished(DV(v)->migr))
+  if (missing && dm_hyb_phase(DV(v)->migr, &ph) && ph.finished)
     return 0;
   snprintf(err, errlen, "volume %s (dmcache) still reads the cache blocks not yet copied "
            "from the source's frozen cache: settle it through the agents, from the "
@@ -89,12 +92,13 @@ dest_end(struct fc_host *host, struct fc_volume *v, bool missing, bool source_lo
          uint32_t *given_up, char *err, size_t errlen)
 {
   struct fc_dm_migr *st = DV(v)->migr;
+  struct dm_hyb_phase ph;
   int r;
 
   *given_up = 0;
   if (!missing)
-    return -ENOTSUP;    /* usable() refuses a restarted destination */
-  if (dm_hyb_finished(st))
+    return -ENOTSUP;    /* a restarted destination settles in missing mode too */
+  if (dm_hyb_phase(st, &ph) && ph.finished)
     return 0;
   if (!source_lost) {
     snprintf(err, errlen, "volume %s (dmcache) still reads cache blocks from the "
@@ -114,10 +118,11 @@ dest_end(struct fc_host *host, struct fc_volume *v, bool missing, bool source_lo
 static bool
 dest_needs_source(struct fc_host *host, struct fc_volume *v)
 {
+  struct dm_hyb_phase ph;
+
   (void)host;
-  return !strncmp(v->p.migration, "in:", 3) && DV(v)->migr &&
-         dm_hyb_attached(DV(v)->migr) && !dm_hyb_finished(DV(v)->migr) &&
-         !dm_hyb_from_origin(DV(v)->migr);
+  return !strncmp(v->p.migration, "in:", 3) && dm_hyb_phase(DV(v)->migr, &ph) &&
+         ph.attached && !ph.finished && !ph.from_origin;
 }
 
 /* The restarted destination took the clone up again (dm_hyb_recover):
@@ -125,8 +130,10 @@ dest_needs_source(struct fc_host *host, struct fc_volume *v)
 static bool
 dest_exact_after_restart(struct fc_host *host, struct fc_volume *v)
 {
+  struct dm_hyb_phase ph;
+
   (void)host;
-  return DV(v)->migr && dm_hyb_attached(DV(v)->migr);
+  return dm_hyb_phase(DV(v)->migr, &ph) && ph.attached;
 }
 
 static int

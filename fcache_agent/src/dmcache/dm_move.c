@@ -295,39 +295,24 @@ switch_to_b(struct fc_dm_move *mv, char *err, size_t errlen)
 static void
 pulse(struct fc_dm_move *mv)
 {
-  const char *cache = DV(mv->v)->name;
-  uint64_t hydrated, total, hydrating = 0, last = 0, us;
+  uint64_t copying, us;
   struct timespec t0, t1;
-  bool failed = false;
   char err[256];
+  int r;
 
   clock_gettime(CLOCK_MONOTONIC, &t0);
-  if (fc_dm_suspend(cache, err, sizeof err)) {
-    log_warning("volume %s: move: %s", mv->v->p.id, err);
+  r = fc_dm_clone_pulse(DV(mv->v)->name, mv->clone, PULSE_MAX_MS, &copying, err,
+                        sizeof err);
+  if (r) {
+    log_error("volume %s: move: a pause of %s for the copy: %s", mv->v->p.id,
+              DV(mv->v)->name, err);
     return;
   }
-  /* enable_hydration wakes the clone's worker only when hydration was
-   * off, hence the disable first.  The worker starts copies until the VM
-   * has I/O in flight again, so the cache resumes only once their number
-   * has stopped growing. */
-  if (!fc_dm_message(mv->clone, "disable_hydration", err, sizeof err) &&
-      !fc_dm_message(mv->clone, "enable_hydration", err, sizeof err)) {
-    for (int i = 0; i < PULSE_MAX_MS; i++) {
-      nanosleep(&(struct timespec){ 0, 1000000L }, NULL);
-      if (fc_dm_clone_status(mv->clone, &hydrated, &total, &hydrating, &failed) || failed ||
-          (hydrating && hydrating == last))
-        break;
-      last = hydrating;
-    }
-  }
-  if (fc_dm_resume(cache, err, sizeof err))
-    log_error("volume %s: cannot resume %s after a move's pause: %s", mv->v->p.id, cache,
-              err);
   clock_gettime(CLOCK_MONOTONIC, &t1);
   us = fc_us_between(&t0, &t1);
   mv->pulses++;
   log_debug("volume %s: move: paused the cache %" PRIu64 " us, %" PRIu64 " regions copying",
-            mv->v->p.id, us, hydrating);
+            mv->v->p.id, us, copying);
   if (us > mv->pulse_us_max)
     mv->pulse_us_max = us;
 }
