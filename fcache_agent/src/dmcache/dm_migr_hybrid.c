@@ -129,6 +129,24 @@ clmeta_bytes(uint64_t regions)
   return FC_FLASH_EXTENT + regions / 2;
 }
 
+/* hybrid's state for volume v, no device made yet. */
+static struct dm_hybrid *
+hyb_new(struct fc_host *host, struct fc_volume *v)
+{
+  struct dm_hybrid *hy = calloc(1, sizeof *hy);
+
+  if (!hy)
+    return NULL;
+  pthread_mutex_init(&hy->lock, NULL);
+  pthread_cond_init(&hy->cond, NULL);
+  atomic_init(&hy->finisher_stop, false);
+  hy->host = host;
+  hy->vol = v;
+  snprintf(hy->clone, sizeof hy->clone, "%s-mclone", DV(v)->name);
+  snprintf(hy->clmeta, sizeof hy->clmeta, "%s-mclmeta", DV(v)->name);
+  return hy;
+}
+
 int
 dm_hyb_begin(struct fc_engine_migr *m, struct fc_dm_migr *st, char *err, size_t errlen)
 {
@@ -146,16 +164,9 @@ dm_hyb_begin(struct fc_engine_migr *m, struct fc_dm_migr *st, char *err, size_t 
              "of two sectors (dm-clone's region), not %" PRIu64, bsec);
     return -ENOTSUP;
   }
-  if (!(hy = calloc(1, sizeof *hy)))
+  if (!(hy = hyb_new(host, v)))
     return -ENOMEM;
-  pthread_mutex_init(&hy->lock, NULL);
-  pthread_cond_init(&hy->cond, NULL);
-  atomic_init(&hy->finisher_stop, false);
   hy->e = m;
-  hy->host = host;
-  hy->vol = v;
-  snprintf(hy->clone, sizeof hy->clone, "%s-mclone", DV(v)->name);
-  snprintf(hy->clmeta, sizeof hy->clmeta, "%s-mclmeta", DV(v)->name);
   clmeta_owner(v->p.id, owner, sizeof owner);
   fc_flash_pool_free(&de->pool, owner);      /* a previous migration's leftover */
   r = fc_flash_pool_alloc(&de->pool, owner, clmeta_bytes(st->nr_cblocks));
@@ -306,6 +317,96 @@ undo(struct fc_host *host, struct fc_volume *v, struct dm_hybrid *hy)
   (void)host;
 }
 
+/* The relay's map: destination cache block -> origin block, from the
+ * restored list.  Caller frees; NULL out of memory. */
+static uint64_t *
+relay_map(const struct fc_dm_migr *st)
+{
+  uint64_t *map = malloc(((size_t)st->nr_cblocks + 1) * sizeof *map);
+
+  if (!map)
+    return NULL;
+  for (uint32_t c = 0; c < st->nr_cblocks; c++)
+    map[c] = DM_RELAY_UNMAPPED;
+  for (uint32_t i = 0; i < st->ninst; i++)
+    map[st->inst[i].cblock.n] = st->inst[i].oblock.n;
+  return map;
+}
+
+/* The relay over the restored list, served on a new kernel NBD device
+ * (*nbd_dev).  With timeout 0 the kernel would wait for the relay as long
+ * as it takes; RELAY_REQUEST_S and RELAY_DEAD_S say why it does not. */
+static int
+relay_connect(struct fc_volume *v, struct fc_dm_migr *st, struct dm_hybrid *hy,
+              dev_t *nbd_dev, char *err, size_t errlen)
+{
+  struct dm_relay_params rp = { .volume = v->p.id, .block_size = (uint32_t)st->bs,
+                                .nr_blocks = st->nr_cblocks, .max_inflight = RELAY_INFLIGHT,
+                                .fetch = hyb_fetch, .fetch_ctx = hy };
+  struct dm_nbd_params np = { .index = -1, .threads = RELAY_THREADS,
+                              .timeout_s = RELAY_REQUEST_S,
+                              .dead_conn_timeout_s = RELAY_DEAD_S };
+  uint64_t *map = relay_map(st), bytes;
+  struct fc_export exp;
+  char nbdpath[32];
+  int r;
+
+  if (!map)
+    return -ENOMEM;
+  rp.oblock = map;
+  r = dm_relay_new(&rp, &hy->relay);
+  free(map);
+  if (r) {
+    snprintf(err, errlen, "cannot make the relay: %s", strerror(-r));
+    return r;
+  }
+  dm_relay_export(hy->relay, &exp);
+  if ((r = dm_nbd_connect(&exp, &np, &hy->nbd))) {
+    snprintf(err, errlen, "cannot connect a kernel NBD device for the relay: %s",
+             strerror(-r));
+    return r;
+  }
+  snprintf(nbdpath, sizeof nbdpath, "/dev/nbd%d", dm_nbd_index(hy->nbd));
+  return fc_dm_blockdev_size(nbdpath, &bytes, nbd_dev, err, errlen);
+}
+
+/* The clone over clmeta, cdata and the relay's device, hydration off;
+ * then the export's cache table over the clone in *params.  threshold 0:
+ * dm-clone's own hydration settings (a clone taken up again, whose
+ * settle sets them). */
+static int
+clone_create(struct fc_host *host, struct fc_volume *v, struct fc_dm_migr *st,
+             struct dm_hybrid *hy, dev_t nbd_dev, unsigned threshold, uint64_t batch,
+             char *params, size_t len, char *err, size_t errlen)
+{
+  uint64_t bsec = DME(host)->block_sectors;
+  char uuid[FC_DM_UUID_MAX], mdev[32], cdev[32], odev[32], tuning[96] = "";
+  struct fc_dm_info mi, di, ci, xi;
+  int r;
+
+  if ((r = fc_dm_info(hy->clmeta, &mi)) || (r = fc_dm_info(DV(v)->data, &di)))
+    return r;
+  if (threshold)
+    snprintf(tuning, sizeof tuning, " 4 hydration_threshold %u hydration_batch_size %" PRIu64,
+             threshold, batch);
+  snprintf(params, len, "%u:%u %u:%u %u:%u %" PRIu64 " 1 no_hydration%s", mi.major,
+           mi.minor, di.major, di.minor, major(nbd_dev), minor(nbd_dev), bsec, tuning);
+  fc_dmv_uuid(v->p.tag, "mclone", uuid, sizeof uuid);
+  r = fc_dm_create(hy->clone, uuid,
+                   &(struct fc_dm_target){ 0, (uint64_t)st->nr_cblocks * bsec, "clone", params },
+                   1, err, errlen);
+  if (r || (r = fc_dm_info(hy->clone, &ci)) || (r = fc_dm_info(DV(v)->meta, &xi)))
+    return r;
+  snprintf(mdev, sizeof mdev, "%u:%u", xi.major, xi.minor);
+  snprintf(cdev, sizeof cdev, "%u:%u", ci.major, ci.minor);
+  snprintf(odev, sizeof odev, "%u:%u", major(DV(v)->origin_dev), minor(DV(v)->origin_dev));
+  return fc_dmc_table_params(&(struct fc_dmc_table){
+                               .metadata_dev = mdev, .data_dev = cdev, .origin_dev = odev,
+                               .block_sectors = bsec,
+                               .mode = fc_dmc_mode_for(v->p.write_policy), .policy = "smq" },
+                             params, len);
+}
+
 /* SWITCH, under host->lock with the export suspended and the list
  * restored as the cache's metadata (dm_migr_dest.c): the device stack
  * over the relay, and the export's cache table on it. */
@@ -317,79 +418,26 @@ dm_hyb_attach(struct fc_engine_migr *m, char *err, size_t errlen)
   struct fc_volume *v = m->vol;
   struct fc_dm_migr *st = dm_migr_state(m);
   struct dm_hybrid *hy = st->hy;
-  uint64_t bsec = DME(host)->block_sectors, *map = NULL;
   uint64_t batch = HYDRATION_BATCH_BYTES / st->bs ? HYDRATION_BATCH_BYTES / st->bs : 1;
-  char owner[FC_FLASH_OWNER_MAX], uuid[FC_DM_UUID_MAX], params[FC_ORIGIN_MAX + 160];
-  char nbdpath[32], odev[32], mdev[32], cdev[32];
-  struct dm_relay_params rp = { .volume = v->p.id, .block_size = (uint32_t)st->bs,
-                                .nr_blocks = st->nr_cblocks, .max_inflight = RELAY_INFLIGHT,
-                                .fetch = hyb_fetch, .fetch_ctx = hy };
-  struct dm_nbd_params np = { .index = -1, .threads = RELAY_THREADS,
-                              .timeout_s = RELAY_REQUEST_S,
-                              .dead_conn_timeout_s = RELAY_DEAD_S };
-  struct fc_dm_info mi, di, ci, xi;
+  char owner[FC_FLASH_OWNER_MAX], params[FC_ORIGIN_MAX + 160];
   struct fc_dmc_status cs;
-  struct fc_export exp;
-  uint64_t bytes;
   dev_t nbd_dev;
   uint32_t dirty = 0;
   int r;
 
-  if (!(map = malloc((size_t)st->nr_cblocks * sizeof *map)))
-    return -ENOMEM;
-  for (uint32_t c = 0; c < st->nr_cblocks; c++)
-    map[c] = DM_RELAY_UNMAPPED;
-  for (uint32_t i = 0; i < st->ninst; i++) {
-    map[st->inst[i].cblock.n] = st->inst[i].oblock.n;
+  for (uint32_t i = 0; i < st->ninst; i++)
     dirty += st->inst[i].dirty;
-  }
-  rp.oblock = map;
-  r = dm_relay_new(&rp, &hy->relay);
-  free(map);
-  if (r) {
-    snprintf(err, errlen, "cannot make the relay: %s", strerror(-r));
-    return r;
-  }
-  /* With timeout 0 the kernel waits for the relay, whose fetches have
-   * their own bound (an EIO then, never zeros); with a dead-connection
-   * timeout it holds the reads of a relay that died with this agent for
-   * the restarted one (dm_hyb_recover). */
-  dm_relay_export(hy->relay, &exp);
-  r = dm_nbd_connect(&exp, &np, &hy->nbd);
-  if (r) {
-    snprintf(err, errlen, "cannot connect a kernel NBD device for the relay: %s",
-             strerror(-r));
-    goto fail;
-  }
-  snprintf(nbdpath, sizeof nbdpath, "/dev/nbd%d", dm_nbd_index(hy->nbd));
-  if ((r = fc_dm_blockdev_size(nbdpath, &bytes, &nbd_dev, err, errlen)))
+  if ((r = relay_connect(v, st, hy, &nbd_dev, err, errlen)))
     goto fail;
   clmeta_owner(v->p.id, owner, sizeof owner);
   if ((r = fc_dmv_zero_first_block(host, owner, err, errlen)) ||
       (r = fc_dmv_create_linear(host, v, hy->clmeta, "mclmeta", err, errlen)))
     goto fail;
-  if ((r = fc_dm_info(hy->clmeta, &mi)) || (r = fc_dm_info(DV(v)->data, &di)))
-    goto fail;
   hy->threshold = threshold_for(hy, m->rate_limit_bps, st->bs);
   if (batch > hy->threshold)
     batch = hy->threshold;
-  snprintf(params, sizeof params, "%u:%u %u:%u %u:%u %" PRIu64 " 1 no_hydration 4 "
-           "hydration_threshold %u hydration_batch_size %" PRIu64, mi.major, mi.minor,
-           di.major, di.minor, major(nbd_dev), minor(nbd_dev), bsec, hy->threshold, batch);
-  fc_dmv_uuid(v->p.tag, "mclone", uuid, sizeof uuid);
-  r = fc_dm_create(hy->clone, uuid,
-                   &(struct fc_dm_target){ 0, (uint64_t)st->nr_cblocks * bsec, "clone", params },
-                   1, err, errlen);
-  if (r || (r = fc_dm_info(hy->clone, &ci)) || (r = fc_dm_info(DV(v)->meta, &xi)))
-    goto fail;
-  snprintf(mdev, sizeof mdev, "%u:%u", xi.major, xi.minor);
-  snprintf(cdev, sizeof cdev, "%u:%u", ci.major, ci.minor);
-  snprintf(odev, sizeof odev, "%u:%u", major(DV(v)->origin_dev), minor(DV(v)->origin_dev));
-  r = fc_dmc_table_params(&(struct fc_dmc_table){
-                            .metadata_dev = mdev, .data_dev = cdev, .origin_dev = odev,
-                            .block_sectors = bsec,
-                            .mode = fc_dmc_mode_for(v->p.write_policy), .policy = "smq" },
-                          params, sizeof params);
+  r = clone_create(host, v, st, hy, nbd_dev, hy->threshold, batch, params, sizeof params,
+                   err, errlen);
   if (!r)
     r = fc_dmv_swap(DV(v)->name,
                     &(struct fc_dm_target){ 0, DV(v)->origin_sectors, "cache", params },
@@ -1059,64 +1107,23 @@ clone_source_index(const char *clone, int *index)
  * host->lock at start-up. */
 static int
 rebuild_stack(struct fc_host *host, struct fc_volume *v, struct fc_dm_migr *st,
-              struct dm_hybrid *hy, const uint64_t *map, char *err, size_t errlen)
+              struct dm_hybrid *hy, char *err, size_t errlen)
 {
-  uint64_t bsec = DME(host)->block_sectors;
-  struct dm_relay_params rp = { .volume = v->p.id, .block_size = (uint32_t)st->bs,
-                                .nr_blocks = st->nr_cblocks, .oblock = map,
-                                .max_inflight = RELAY_INFLIGHT, .fetch = hyb_fetch,
-                                .fetch_ctx = hy };
-  struct dm_nbd_params np = { .index = -1, .threads = RELAY_THREADS,
-                              .timeout_s = RELAY_REQUEST_S,
-                              .dead_conn_timeout_s = RELAY_DEAD_S };
-  char params[FC_ORIGIN_MAX + 160], uuid[FC_DM_UUID_MAX], nbdpath[32];
-  char mdev[32], cdev[32], odev[32];
-  struct fc_dm_info mi, di, ci, xi;
-  struct fc_export exp;
-  uint64_t bytes;
+  char params[FC_ORIGIN_MAX + 160], uuid[FC_DM_UUID_MAX];
   dev_t nbd_dev;
   int r;
 
   if ((r = fc_dmv_ensure_linear(host, v, DV(v)->meta, "cmeta", err, errlen)) ||
       (r = fc_dmv_ensure_linear(host, v, DV(v)->data, "cdata", err, errlen)) ||
-      (r = fc_dmv_ensure_linear(host, v, hy->clmeta, "mclmeta", err, errlen)))
+      (r = fc_dmv_ensure_linear(host, v, hy->clmeta, "mclmeta", err, errlen)) ||
+      (r = relay_connect(v, st, hy, &nbd_dev, err, errlen)) ||
+      (r = clone_create(host, v, st, hy, nbd_dev, 0, 0, params, sizeof params, err,
+                        errlen)))
     return r;
-  if ((r = dm_relay_new(&rp, &hy->relay))) {
-    snprintf(err, errlen, "cannot make the relay: %s", strerror(-r));
-    return r;
-  }
-  dm_relay_export(hy->relay, &exp);
-  if ((r = dm_nbd_connect(&exp, &np, &hy->nbd))) {
-    snprintf(err, errlen, "cannot connect a kernel NBD device for the relay: %s",
-             strerror(-r));
-    return r;
-  }
-  snprintf(nbdpath, sizeof nbdpath, "/dev/nbd%d", dm_nbd_index(hy->nbd));
-  if ((r = fc_dm_blockdev_size(nbdpath, &bytes, &nbd_dev, err, errlen)) ||
-      (r = fc_dm_info(hy->clmeta, &mi)) || (r = fc_dm_info(DV(v)->data, &di)))
-    return r;
-  snprintf(params, sizeof params, "%u:%u %u:%u %u:%u %" PRIu64 " 1 no_hydration",
-           mi.major, mi.minor, di.major, di.minor, major(nbd_dev), minor(nbd_dev), bsec);
-  fc_dmv_uuid(v->p.tag, "mclone", uuid, sizeof uuid);
-  r = fc_dm_create(hy->clone, uuid,
-                   &(struct fc_dm_target){ 0, (uint64_t)st->nr_cblocks * bsec, "clone", params },
-                   1, err, errlen);
-  if (r || (r = fc_dm_info(hy->clone, &ci)) || (r = fc_dm_info(DV(v)->meta, &xi)))
-    return r;
-  snprintf(mdev, sizeof mdev, "%u:%u", xi.major, xi.minor);
-  snprintf(cdev, sizeof cdev, "%u:%u", ci.major, ci.minor);
-  snprintf(odev, sizeof odev, "%u:%u", major(DV(v)->origin_dev), minor(DV(v)->origin_dev));
-  r = fc_dmc_table_params(&(struct fc_dmc_table){
-                            .metadata_dev = mdev, .data_dev = cdev, .origin_dev = odev,
-                            .block_sectors = bsec,
-                            .mode = fc_dmc_mode_for(v->p.write_policy), .policy = "smq" },
-                          params, sizeof params);
   fc_dmv_uuid(v->p.tag, "cache", uuid, sizeof uuid);
-  if (!r)
-    r = fc_dm_create(DV(v)->name, uuid,
-                     &(struct fc_dm_target){ 0, DV(v)->origin_sectors, "cache", params }, 1,
-                     err, errlen);
-  return r;
+  return fc_dm_create(DV(v)->name, uuid,
+                      &(struct fc_dm_target){ 0, DV(v)->origin_sectors, "cache", params }, 1,
+                      err, errlen);
 }
 
 /* The recovery of a destination that restarted mid-hydration: with the
@@ -1131,7 +1138,6 @@ hyb_recover(struct fc_host *host, struct fc_volume *v, bool rebuild, char *err,
   struct fc_dm_engine *de = DME(host);
   char xml[FC_PATH_MAX + 200], owner[FC_FLASH_OWNER_MAX];
   struct fc_dmc_dump d = { 0 };
-  struct dm_relay_params rp = { .volume = v->p.id, .max_inflight = RELAY_INFLIGHT };
   struct dm_nbd_params np = { .threads = RELAY_THREADS, .timeout_s = RELAY_REQUEST_S,
                               .dead_conn_timeout_s = RELAY_DEAD_S };
   struct fc_dm_migr *st = NULL;
@@ -1142,14 +1148,10 @@ hyb_recover(struct fc_host *host, struct fc_volume *v, bool rebuild, char *err,
   bool failed = false;
   int r;
 
-  if (!(st = dm_migr_state_new(host, v)) || !(hy = calloc(1, sizeof *hy))) {
+  if (!(st = dm_migr_state_new(host, v)) || !(hy = hyb_new(host, v))) {
     fc_dm_migr_free(st);
-    free(hy);
     return -ENOMEM;
   }
-  pthread_mutex_init(&hy->lock, NULL);
-  pthread_cond_init(&hy->cond, NULL);
-  atomic_init(&hy->finisher_stop, false);
   fc_dmv_owner(v->p.id, "cdata", owner, sizeof owner);
   st->nr_cblocks = (uint32_t)(fc_flash_pool_owned(&de->pool, owner) * FC_FLASH_EXTENT /
                               st->bs);
@@ -1164,28 +1166,20 @@ hyb_recover(struct fc_host *host, struct fc_volume *v, bool rebuild, char *err,
     r = -EINVAL;
     goto fail;
   }
-  if (!(st->inst = calloc((size_t)st->nr_cblocks + 1, sizeof *st->inst)) ||
-      !(map = malloc((size_t)st->nr_cblocks * sizeof *map))) {
+  if (!(st->inst = calloc((size_t)st->nr_cblocks + 1, sizeof *st->inst))) {
     r = -ENOMEM;
     goto fail;
   }
-  for (uint32_t c = 0; c < st->nr_cblocks; c++)
-    map[c] = DM_RELAY_UNMAPPED;
   for (uint32_t i = 0; i < d.n; i++) {
     st->inst[i] = d.map[i];
-    map[d.map[i].cblock.n] = d.map[i].oblock.n;
     hy->restored_dirty += d.map[i].dirty;
   }
   st->ninst = d.n;
   st->switched = true;
-  hy->host = host;
-  hy->vol = v;
   hy->cut = true;           /* no migration left: every fetch fails until a settle */
   hy->attached = true;
   hy->restored = d.n;
-  snprintf(hy->clone, sizeof hy->clone, "%s-mclone", DV(v)->name);
-  snprintf(hy->clmeta, sizeof hy->clmeta, "%s-mclmeta", DV(v)->name);
-  if (rebuild && (r = rebuild_stack(host, v, st, hy, map, err, errlen)))
+  if (rebuild && (r = rebuild_stack(host, v, st, hy, err, errlen)))
     goto fail;
   if ((r = fc_dm_clone_status(hy->clone, &hydrated, &total, &hydrating, &failed)) ||
       failed) {
@@ -1197,29 +1191,36 @@ hyb_recover(struct fc_host *host, struct fc_volume *v, bool rebuild, char *err,
   hy->regions_hydrated = hydrated;
   hy->regions_total = total;
   hy->attached_ms = hy->progress_ms = hy->hydrated_ms = fc_now_ms();
-  rp.block_size = (uint32_t)st->bs;
-  rp.nr_blocks = st->nr_cblocks;
-  rp.oblock = map;
-  rp.fetch = hyb_fetch;
-  rp.fetch_ctx = hy;
-  if (!hy->relay && (r = dm_relay_new(&rp, &hy->relay))) {
-    snprintf(err, errlen, "cannot make the relay: %s", strerror(-r));
-    goto fail;
-  }
-  dm_relay_export(hy->relay, &exp);
-  if (hy->nbd) {
-    /* rebuilt: a new device, already served */
-  } else if ((r = clone_source_index(hy->clone, &np.index))) {
-    snprintf(err, errlen, "cannot tell which /dev/nbd the clone %s reads: %s", hy->clone,
-             strerror(-r));
-    goto fail;
-  }
-  /* The kernel held the reads of blocks not copied for RELAY_DEAD_S: they
-   * go through now, and fail with EIO (the relay is cut). */
-  else if ((r = dm_nbd_reattach(&exp, &np, &hy->nbd))) {
-    snprintf(err, errlen, "cannot give /dev/nbd%d a relay again: %s (down longer than "
-             "%u s?)", np.index, strerror(-r), RELAY_DEAD_S);
-    goto fail;
+  /* Rebuilt, the clone reads a new device the relay serves already.
+   * Otherwise the kernel held the reads of blocks not copied for
+   * RELAY_DEAD_S: given a relay again, they go through, and fail with EIO
+   * (the relay is cut). */
+  if (!rebuild) {
+    struct dm_relay_params rp = { .volume = v->p.id, .block_size = (uint32_t)st->bs,
+                                  .nr_blocks = st->nr_cblocks,
+                                  .max_inflight = RELAY_INFLIGHT, .fetch = hyb_fetch,
+                                  .fetch_ctx = hy };
+
+    if (!(map = relay_map(st))) {
+      r = -ENOMEM;
+      goto fail;
+    }
+    rp.oblock = map;
+    if ((r = dm_relay_new(&rp, &hy->relay))) {
+      snprintf(err, errlen, "cannot make the relay: %s", strerror(-r));
+      goto fail;
+    }
+    dm_relay_export(hy->relay, &exp);
+    if ((r = clone_source_index(hy->clone, &np.index))) {
+      snprintf(err, errlen, "cannot tell which /dev/nbd the clone %s reads: %s",
+               hy->clone, strerror(-r));
+      goto fail;
+    }
+    if ((r = dm_nbd_reattach(&exp, &np, &hy->nbd))) {
+      snprintf(err, errlen, "cannot give /dev/nbd%d a relay again: %s (down longer "
+               "than %u s?)", np.index, strerror(-r), RELAY_DEAD_S);
+      goto fail;
+    }
   }
   /* An agent killed during a hydration pause (pulse) left the export
    * suspended, its own table still the live one: the VM's I/O waits there

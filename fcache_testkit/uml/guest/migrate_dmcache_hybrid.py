@@ -158,6 +158,29 @@ def migrate(src, dst, vol, vm, rate):
     return rec
 
 
+def oracle_or_eio(vm, when):
+    """Read the disk in 64 KiB: each read is the oracle's data or EIO.
+
+    Both kinds must be there (some blocks copied, some not yet).
+    Returns (good, eio).
+    """
+    good = eio = 0
+    view = memoryview(vm.buf)
+    for off in range(0, md.SPAN, 64 * 1024):
+        v = view[:64 * 1024]
+        try:
+            n = os.preadv(vm.fd, [v], off)
+        except OSError as e:
+            check(e.errno == errno.EIO, 'read at %d: %r' % (off, e))
+            eio += 1
+            continue
+        check(n == len(v) and bytes(v) == bytes(vm.model[off:off + n]),
+              'read at %d %s differs from the oracle' % (off, when))
+        good += 1
+    check(eio > 0 and good > 0, 'good %d, EIO %d' % (good, eio))
+    return good, eio
+
+
 def killed_source(src, dst, vol, vm, mid, reboot=False):
     """The source agent dies mid-hydration.
 
@@ -183,21 +206,7 @@ def killed_source(src, dst, vol, vm, mid, reboot=False):
     vs = dst.ok('volume-show', volume_id=vol)
     check(vs['state'] == 'degraded' and 'fail with EIO' in vs['error'], vs)
     # Reads only: each one is the oracle's data or EIO.
-    good = eio = 0
-    view = memoryview(vm.buf)
-    for off in range(0, md.SPAN, 64 * 1024):
-        v = view[:64 * 1024]
-        try:
-            n = os.preadv(vm.fd, [v], off)
-        except OSError as e:
-            check(e.errno == errno.EIO, 'read at %d: %r' % (off, e))
-            eio += 1
-            continue
-        check(n == len(v) and bytes(v) == bytes(vm.model[off:off + n]),
-              'read at %d after the source died differs from the oracle'
-              % off)
-        good += 1
-    check(eio > 0 and good > 0, 'good %d, EIO %d' % (good, eio))
+    good, eio = oracle_or_eio(vm, 'after the source died')
     if reboot:
         name = '%s-%s' % (src.prefix, vol)
         for n in (name, name + '-cmeta', name + '-cdata'):
@@ -274,21 +283,8 @@ def killed_destination(src, dst, vol, vm, mid, reboot=False):
     while src.ok('migration-status', migration_id=mid)['state'] == 'switched':
         check(time.monotonic() - t0 < 60, 'the source did not see the loss')
         time.sleep(0.05)
-    good = eio = 0
-    view = memoryview(vm.buf)
     t0 = time.monotonic()
-    for off in range(0, md.SPAN, 64 * 1024):
-        v = view[:64 * 1024]
-        try:
-            n = os.preadv(vm.fd, [v], off)
-        except OSError as e:
-            check(e.errno == errno.EIO, 'read at %d: %r' % (off, e))
-            eio += 1
-            continue
-        check(n == len(v) and bytes(v) == bytes(vm.model[off:off + n]),
-              'read at %d after the restart differs from the oracle' % off)
-        good += 1
-    check(eio > 0 and good > 0, 'good %d, EIO %d' % (good, eio))
+    good, eio = oracle_or_eio(vm, 'after the restart')
     out['killed_destination'] = {
         'rebooted': reboot,
         'volume_show': vs, 'good_reads': good, 'eio_reads': eio,
